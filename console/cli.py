@@ -1,0 +1,35 @@
+"""Entry point of ``pod-console``: one parser, subcommands in ``console.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .commands import profile_cmd
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pod-console",
+        description="Terminal operations console for vLLM on rented GPU pods.")
+    parser.add_argument("--version", action="version", version=f"pod-console {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    profile_cmd.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Headless subcommands of ``pod-console``; each module registers its own parser."""

@@ -1,0 +1,74 @@
+"""``pod-console profile check|render``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pod_agent.profiles import check_file, expand_paths, profile_name
+
+from ..render import PodAddress, render_all, write_all
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="check or render deployment profiles")
+    psub = p.add_subparsers(dest="profile_cmd", required=True)
+
+    c = psub.add_parser("check", help="validate profile files (exit 1 on any problem)")
+    c.add_argument("paths", nargs="+", help="profile files or directories of *.yaml")
+    c.set_defaults(func=cmd_check)
+
+    r = psub.add_parser("render", help="write slot commands, LiteLLM, Prometheus and Gatus "
+                                       "configs from one profile")
+    r.add_argument("profile", help="profile file")
+    r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("--pod-host", default="127.0.0.1", help="address the laptop reaches "
+                                                           "the pod's slots at")
+    r.add_argument("--pod-id", default="local", help="pod id, used in labels and ids")
+    r.add_argument("--scheme", choices=("http", "https"), default="http")
+    r.add_argument("--port-map", action="append", default=[], metavar="POD=PUBLIC",
+                   help="public port for a pod port (RunPod direct TCP); repeatable")
+    r.add_argument("--p2p-disabled", action="store_true",
+                   help="render slot commands for a host whose GPU P2P is broken")
+    r.set_defaults(func=cmd_render)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    files = expand_paths(args.paths)
+    if not files:
+        print("no profile files found", file=sys.stderr)
+        return 1
+    bad = 0
+    for path in files:
+        _, problems = check_file(path)
+        for prob in problems:
+            print(prob)
+        if problems:
+            bad += 1
+        else:
+            print(f"{path}: ok")
+    return 1 if bad else 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    path = Path(args.profile)
+    profile, problems = check_file(path)
+    if problems or profile is None:
+        for prob in problems:
+            print(prob, file=sys.stderr)
+        return 1
+    port_map: dict[int, int] = {}
+    for item in args.port_map:
+        try:
+            a, b = item.split("=", 1)
+            port_map[int(a)] = int(b)
+        except ValueError:
+            print(f"--port-map {item!r}: expected POD=PUBLIC, two port numbers", file=sys.stderr)
+            return 2
+    addr = PodAddress(host=args.pod_host, pod_id=args.pod_id, scheme=args.scheme,
+                      port_map=port_map)
+    files = render_all(profile, profile_name(path, profile), addr, args.p2p_disabled)
+    for p in write_all(files, Path(args.out)):
+        print(p)
+    return 0

@@ -1,0 +1,188 @@
+"""Laptop-side configs rendered from one profile: slots, LiteLLM, Prometheus targets, Gatus.
+
+Every output is deterministic (sorted keys, no timestamps) so a re-render after
+nothing changed is byte-identical and a diff shows exactly what a new pod
+address changed. Files are written atomically (temp file + rename) because
+Prometheus watches ``targets.json`` and ignores, but may log, half-written files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pod_agent.launch import slot_command
+from pod_agent.profile import Profile
+
+PROBE_PROMPT = "Reply with the single word OK."
+
+
+@dataclass(frozen=True)
+class PodAddress:
+    """Where the pod's slots are reached from the laptop."""
+
+    host: str = "127.0.0.1"
+    pod_id: str = "local"
+    scheme: str = "http"
+    port_map: dict[int, int] = field(default_factory=dict)
+    """Pod port → public port (RunPod direct TCP); unmapped ports are used as they are."""
+
+    def hostport(self, port: int) -> str:
+        return f"{self.host}:{self.port_map.get(port, port)}"
+
+    def base_url(self, port: int) -> str:
+        return f"{self.scheme}://{self.hostport(port)}"
+
+
+def render_slots(profile: Profile, p2p_disabled: bool = False) -> dict[str, str]:
+    out = {}
+    for name in sorted(profile.slots):
+        cmd = slot_command(profile, name, p2p_disabled=p2p_disabled)
+        out[f"slots/{name}.json"] = _json(cmd.to_json_dict())
+    return out
+
+
+def render_litellm(profile: Profile, addr: PodAddress) -> str:
+    models = []
+    for name in sorted(profile.slots):
+        slot = profile.slots[name]
+        models.append({
+            "model_name": slot.served_model_name,
+            "litellm_params": {
+                "model": f"hosted_vllm/{slot.served_model_name}",
+                "api_base": f"{addr.base_url(slot.port)}/v1",
+                # LiteLLM resolves this at start-up; the key itself never lands in a file.
+                "api_key": "os.environ/VLLM_API_KEY",
+                "timeout": 600,
+                "stream_timeout": 120,
+            },
+            "model_info": {"id": f"{addr.pod_id}-{name}"},
+        })
+    doc = {
+        "model_list": models,
+        "router_settings": {
+            "model_group_alias": dict(profile.alias_targets()),
+            "num_retries": 1,
+        },
+        "litellm_settings": {"drop_params": True},
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+    }
+    return _yaml(doc)
+
+
+def render_targets(profile: Profile, profile_name: str, addr: PodAddress) -> str:
+    groups = []
+    for name in sorted(profile.slots):
+        slot = profile.slots[name]
+        groups.append({
+            "targets": [addr.hostport(slot.port)],
+            "labels": {
+                "slot": name,
+                "served_model": slot.served_model_name,
+                "profile": profile_name,
+                "pod": addr.pod_id,
+            },
+        })
+    return _json(groups)
+
+
+def render_prometheus_config(scrape_interval: str = "15s") -> str:
+    """A minimal ``prometheus.yml`` that reads the targets file next to it."""
+    doc = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+        "scrape_configs": [{
+            "job_name": "vllm",
+            "metrics_path": "/metrics",
+            "file_sd_configs": [{"files": ["targets.json"], "refresh_interval": "30s"}],
+        }],
+    }
+    return _yaml(doc)
+
+
+def render_gatus(profile: Profile, addr: PodAddress) -> str:
+    endpoints = []
+    for name in sorted(profile.slots):
+        slot = profile.slots[name]
+        body = json.dumps({
+            "model": slot.served_model_name,
+            "messages": [{"role": "user", "content": PROBE_PROMPT}],
+            "max_tokens": 8,
+            "temperature": 0,
+        }, sort_keys=True, separators=(",", ":"))
+        endpoints.append({
+            "name": f"{name} chat",
+            "group": f"vllm-{addr.pod_id}",
+            "url": f"{addr.base_url(slot.port)}/v1/chat/completions",
+            "method": "POST",
+            "interval": "5m",
+            "client": {"timeout": "60s"},
+            "headers": {"Content-Type": "application/json",
+                        "Authorization": "Bearer ${VLLM_API_KEY}"},
+            "body": body,
+            # "process up, inference broken" shows as a 200 on /health but fails these.
+            "conditions": [
+                "[STATUS] == 200",
+                "[BODY].object == chat.completion",
+                "len([BODY].choices) > 0",
+                "has([BODY].choices[0].message.content) == true",
+            ],
+        })
+        endpoints.append({
+            "name": f"{name} health",
+            "group": f"vllm-{addr.pod_id}",
+            "url": f"{addr.base_url(slot.port)}/health",
+            "interval": "30s",
+            "conditions": ["[STATUS] == 200"],
+        })
+    return _yaml({"endpoints": endpoints})
+
+
+def render_all(profile: Profile, profile_name: str, addr: PodAddress,
+               p2p_disabled: bool = False) -> dict[str, str]:
+    """Relative path → file content, for everything the laptop and the pod need."""
+    files = render_slots(profile, p2p_disabled)
+    files["litellm.yaml"] = render_litellm(profile, addr)
+    files["prometheus/targets.json"] = render_targets(profile, profile_name, addr)
+    files["prometheus/prometheus.yml"] = render_prometheus_config()
+    files["gatus.yaml"] = render_gatus(profile, addr)
+    return dict(sorted(files.items()))
+
+
+def write_atomic(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_all(files: dict[str, str], out: Path) -> list[Path]:
+    written = []
+    for rel, content in files.items():
+        p = out / rel
+        write_atomic(p, content)
+        written.append(p)
+    return written
+
+
+def _json(obj: object) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _yaml(obj: object) -> str:
+    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True,
+                          width=1000)

@@ -1,0 +1,195 @@
+"""Load a YAML document while remembering the line of every key and value.
+
+Profiles are hand-edited, so every problem must point at a line.  PyYAML's
+composer gives us nodes with marks; we turn the node graph into plain Python
+values ourselves and record, for every path (a tuple of keys and list
+indices), the 1-based line of the key and of the value.
+
+Guards, all checked before any expansion happens:
+
+* files over ``MAX_BYTES`` are refused without being parsed;
+* the *expanded* size of the node graph is computed with memoisation, so an
+  alias bomb ("billion laughs") is refused after visiting each distinct node
+  once, in microseconds and without allocating the expansion;
+* only plain scalars, sequences and mappings with string-able keys are
+  accepted (no Python tags: ``yaml.compose`` resolves tags but never
+  constructs objects).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+MAX_BYTES = 256 * 1024
+"""A real profile is a few KiB; anything this large is a mistake or an attack."""
+
+MAX_NODES = 20_000
+"""Upper bound on the expanded node count (after following aliases)."""
+
+Path = tuple[str | int, ...]
+
+
+class SourceError(Exception):
+    """The file could not be read as a YAML mapping at all."""
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass(frozen=True)
+class SourceDoc:
+    """A YAML mapping plus the line of each key (``key_lines``) and value (``value_lines``)."""
+
+    data: dict[str, Any]
+    key_lines: dict[Path, int] = field(default_factory=dict)
+    value_lines: dict[Path, int] = field(default_factory=dict)
+
+    def line_of(self, path: Path, prefer_value: bool = False) -> int:
+        """Return the line of the deepest known prefix of ``path`` (1 if nothing matches)."""
+        p = tuple(path)
+        if p in self.key_lines or p in self.value_lines:
+            first, second = (self.value_lines, self.key_lines) if prefer_value else (
+                self.key_lines, self.value_lines)
+            return first.get(p) or second[p]
+        # Not in the file (a missing field): point at the nearest enclosing key.
+        while p:
+            p = p[:-1]
+            if p in self.key_lines:
+                return self.key_lines[p]
+        return 1
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
+    """Count nodes as if every alias were copied, visiting each real node once."""
+    if depth > 200:
+        raise SourceError("YAML nesting deeper than 200 levels", node.start_mark.line + 1)
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = 1  # provisional, protects against recursive anchors
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            total += _expanded_size(child, memo, depth + 1)
+            if total > MAX_NODES:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded_size(k, memo, depth + 1) + _expanded_size(v, memo, depth + 1)
+            if total > MAX_NODES:
+                break
+    memo[key] = total
+    return total
+
+
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:null",
+}
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.key_lines: dict[Path, int] = {}
+        self.value_lines: dict[Path, int] = {}
+        self._ctor = yaml.SafeLoader("")  # only used for scalar conversion
+
+    def build(self, node: yaml.Node, path: Path) -> Any:
+        self.value_lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag not in _SCALAR_TAGS:
+                raise SourceError(
+                    f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1)
+            if ":" in node.value and node.tag in (
+                "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+                # YAML 1.1 reads 18:00 as the base-60 integer 1080; nobody means that.
+                return node.value
+            return self._ctor.construct_object(node, deep=True)
+        if node.tag not in ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"):
+            raise SourceError(f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            out: dict[Any, Any] = {}
+            for knode, vnode in node.value:
+                if not isinstance(knode, yaml.ScalarNode) or knode.tag == "tag:yaml.org,2002:merge":
+                    raise SourceError(
+                        "mapping keys must be plain scalars (no merge keys)",
+                        knode.start_mark.line + 1)
+                key = self.build(knode, (*path, "<key>"))
+                if not isinstance(key, (str, int, float, bool)) and key is not None:
+                    raise SourceError("mapping key is not a scalar", knode.start_mark.line + 1)
+                skey = key if isinstance(key, str) else str(key)
+                if skey in out:
+                    raise SourceError(
+                        f"duplicate key {skey!r}", knode.start_mark.line + 1)
+                child = (*path, skey)
+                self.key_lines[child] = knode.start_mark.line + 1
+                out[skey] = self.build(vnode, child)
+            return out
+        raise SourceError(f"unsupported YAML node {type(node).__name__}")
+
+
+def load_text(text: str) -> SourceDoc:
+    """Parse ``text`` into a :class:`SourceDoc`; raise :class:`SourceError` on any problem."""
+    if len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        raise SourceError(f"file larger than {MAX_BYTES // 1024} KiB")
+    if not text.strip():
+        raise SourceError("file is empty")
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        problem = exc.problem or exc.context or "syntax error"
+        raise SourceError(f"YAML syntax error: {problem}", line) from None
+    except yaml.YAMLError as exc:
+        raise SourceError(f"YAML error: {exc}") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        raise SourceError("file holds no YAML document")
+    if len(nodes) > 1:
+        raise SourceError("file holds more than one YAML document", nodes[1].start_mark.line + 1)
+    root = nodes[0]
+    if _expanded_size(root, {}) > MAX_NODES:
+        raise SourceError(
+            f"document expands to more than {MAX_NODES} nodes (alias bomb?)",
+            root.start_mark.line + 1)
+    if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a scalar"
+        raise SourceError(f"top level must be a mapping, found {kind}", root.start_mark.line + 1)
+    builder = _Builder()
+    data = builder.build(root, ())
+    return SourceDoc(data=data, key_lines=builder.key_lines, value_lines=builder.value_lines)
+
+
+def load_file(path: str | os.PathLike[str]) -> SourceDoc:
+    """Read and parse a YAML file with the size guard applied before reading it whole."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise SourceError("is a directory")
+    try:
+        size = os.path.getsize(p)
+    except OSError as exc:
+        raise SourceError(exc.strerror or "cannot stat file") from None
+    if size > MAX_BYTES:
+        raise SourceError(f"file larger than {MAX_BYTES // 1024} KiB ({size} bytes)")
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SourceError(exc.strerror or "cannot read file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"not UTF-8 text (byte {exc.start})") from None
+    return load_text(text)
