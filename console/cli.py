@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import profile_cmd
+from .commands import metrics_cmd, profile_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pod-console {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     profile_cmd.register(sub)
+    metrics_cmd.register(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Collectors: fetch and compute, return immutable snapshots. No Textual imports here."""

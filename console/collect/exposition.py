@@ -1,0 +1,167 @@
+"""A tolerant parser for the Prometheus text exposition format (0.0.4 / vLLM's 1.0.0).
+
+It never raises on bad input: malformed lines are skipped and counted in
+``Exposition.errors`` so the UI can say "3 lines unreadable" instead of
+crashing. Duplicate series keep the first value (what Prometheus reports as
+a scrape error, we report as a warning).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+Labels = tuple[tuple[str, str], ...]
+"""Sorted (name, value) pairs: hashable and cheap to compare."""
+
+MAX_ERRORS_KEPT = 20
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """Samples of one scrape: ``samples[name][labels] = value``."""
+
+    samples: dict[str, dict[Labels, float]]
+    types: dict[str, str] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    error_count: int = 0
+    lines: int = 0
+
+    def series(self, name: str) -> dict[Labels, float]:
+        return self.samples.get(name, {})
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.samples
+
+
+def _parse_value(text: str) -> float:
+    # float() accepts "NaN", "+Inf", "-Inf", "inf" and also "1_000" (which the format
+    # does not allow); underscores are rare enough that accepting them is harmless.
+    return float(text)
+
+
+def _parse_labels(body: str) -> Labels | None:
+    """Parse ``a="x",b="y"`` (no braces). Returns None when malformed."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(body)
+    while i < n:
+        while i < n and body[i] in " ,":
+            i += 1
+        if i >= n:
+            break
+        eq = body.find("=", i)
+        if eq < 0:
+            return None
+        name = body[i:eq].strip()
+        if not name or not (name[0].isalpha() or name[0] == "_"):
+            return None
+        j = eq + 1
+        if j >= n or body[j] != '"':
+            return None
+        j += 1
+        start = j
+        chunks: list[str] | None = None
+        while True:
+            k = body.find('"', j)
+            if k < 0:
+                return None
+            bs = body.find("\\", j, k)
+            if bs < 0:
+                if chunks is None:
+                    value = body[start:k]
+                else:
+                    chunks.append(body[j:k])
+                    value = "".join(chunks)
+                j = k + 1
+                break
+            # slow path: escapes
+            if chunks is None:
+                chunks = []
+            chunks.append(body[j:bs])
+            if bs + 1 >= n:
+                return None
+            esc = body[bs + 1]
+            chunks.append({"n": "\n", "\\": "\\", '"': '"'}.get(esc, "\\" + esc))
+            j = bs + 2
+        out.append((name, value))
+        i = j
+    out.sort()
+    return tuple(out)
+
+
+def parse(text: str) -> Exposition:
+    """Parse exposition text; never raises."""
+    samples: dict[str, dict[Labels, float]] = {}
+    types: dict[str, str] = {}
+    errors: list[str] = []
+    error_count = 0
+    lines = text.split("\n")
+
+    def bad(lineno: int, why: str) -> None:
+        nonlocal error_count
+        error_count += 1
+        if len(errors) < MAX_ERRORS_KEPT:
+            errors.append(f"line {lineno}: {why}")
+
+    for lineno, line in enumerate(lines, 1):
+        if not line or line.isspace():
+            continue
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) >= 4 and parts[1] == "TYPE":
+                kind = parts[3].strip()
+                if kind not in ("counter", "gauge", "histogram", "summary", "untyped",
+                                "info", "stateset", "gaugehistogram", "unknown"):
+                    bad(lineno, f"unknown type {kind!r}")
+                types[parts[2]] = kind
+            continue
+        brace = line.find("{")
+        try:
+            if brace >= 0:
+                close = line.rfind("}")
+                if close < brace:
+                    bad(lineno, "unclosed label set")
+                    continue
+                name = line[:brace].strip()
+                labels = _parse_labels(line[brace + 1:close])
+                if labels is None:
+                    bad(lineno, "malformed labels")
+                    continue
+                rest = line[close + 1:].split()
+            else:
+                parts = line.split()
+                name, rest, labels = parts[0], parts[1:], ()
+            if not rest:
+                bad(lineno, "missing value")
+                continue
+            if len(rest) > 2:
+                bad(lineno, "trailing garbage")
+                continue
+            value = _parse_value(rest[0])
+        except (ValueError, IndexError):
+            bad(lineno, "unreadable value")
+            continue
+        if not name:
+            bad(lineno, "missing metric name")
+            continue
+        fam = samples.setdefault(name, {})
+        if labels in fam:
+            bad(lineno, f"duplicate series {name}")
+            continue
+        fam[labels] = value
+    return Exposition(samples=samples, types=types, errors=tuple(errors),
+                      error_count=error_count, lines=len(lines))
+
+
+def label(labels: Labels, key: str) -> str | None:
+    for k, v in labels:
+        if k == key:
+            return v
+    return None
+
+
+def finite(x: float | None) -> float | None:
+    """None for NaN/±Inf/None: JSON and the screen show those as "undefined"."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return x

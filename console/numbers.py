@@ -1,0 +1,135 @@
+"""Counter increases, rates and histogram quantiles, computed the way Prometheus does.
+
+These functions are the single place where numbers on screen are derived from
+raw counters; each follows Prometheus 2.x (``promql/functions.go``
+``extrapolatedRate`` and ``promql/quantile.go`` ``bucketQuantile``) step by step
+so that our figures and a PromQL query over the same samples agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+NAN = float("nan")
+
+
+def counter_delta(earlier: float, later: float) -> float:
+    """Increase between two samples of one counter; a drop means it restarted from zero."""
+    return later if later < earlier else later - earlier
+
+
+def raw_increase(values: Sequence[float]) -> float:
+    """Sum of increases along consecutive samples with counter-reset correction."""
+    if len(values) < 2:
+        return NAN
+    total = values[-1] - values[0]
+    prev = values[0]
+    for v in values[1:]:
+        if v < prev:
+            total += prev
+        prev = v
+    return total
+
+
+def extrapolated_increase(samples: Sequence[tuple[float, float]], range_start: float,
+                          range_end: float, is_counter: bool = True) -> float:
+    """Prometheus ``increase()`` over ``[range_start, range_end]`` (seconds).
+
+    ``samples`` are (timestamp, value) inside the range, oldest first. Follows
+    Prometheus's extrapolation: extend to the range edges when the first/last
+    sample is within 1.1 average intervals of them (else half an interval), but
+    never extrapolate a counter below zero.
+    """
+    if len(samples) < 2:
+        return NAN
+    first_t, first_v = samples[0]
+    last_t = samples[-1][0]
+    result = raw_increase([v for _, v in samples]) if is_counter else samples[-1][1] - first_v
+    duration_to_start = first_t - range_start
+    duration_to_end = range_end - last_t
+    sampled = last_t - first_t
+    if sampled <= 0:
+        return NAN
+    avg = sampled / (len(samples) - 1)
+    if is_counter and result > 0 and first_v >= 0:
+        duration_to_zero = sampled * (first_v / result)
+        if duration_to_zero < duration_to_start:
+            duration_to_start = duration_to_zero
+    threshold = avg * 1.1
+    interval = sampled
+    interval += duration_to_start if duration_to_start < threshold else avg / 2
+    interval += duration_to_end if duration_to_end < threshold else avg / 2
+    return result * (interval / sampled)
+
+
+def extrapolated_rate(samples: Sequence[tuple[float, float]], range_start: float,
+                      range_end: float) -> float:
+    """Prometheus ``rate()``: the extrapolated increase per second of the range."""
+    inc = extrapolated_increase(samples, range_start, range_end)
+    return inc / (range_end - range_start)
+
+
+def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float:
+    """Prometheus ``histogram_quantile`` over classic buckets ``(upper_bound, cumulative)``.
+
+    Returns NaN where Prometheus would: fewer than two buckets, no ``+Inf``
+    bucket, or no observations. A rank that falls in the ``+Inf`` bucket
+    returns the highest finite bound; the first bucket starts at 0.
+    """
+    if math.isnan(q):
+        return NAN
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    bs = sorted(buckets, key=lambda b: b[0])
+    if len(bs) < 2 or not math.isinf(bs[-1][0]) or bs[-1][0] < 0:
+        return NAN
+    # Coalesce equal bounds (e.g. "1" and "1.0" from two sources) by summing.
+    merged: list[list[float]] = []
+    for ub, c in bs:
+        if merged and merged[-1][0] == ub:
+            merged[-1][1] += c
+        else:
+            merged.append([ub, c])
+    # Make cumulative counts monotonic: scrapes of buckets are not atomic.
+    top = -math.inf
+    for b in merged:
+        if b[1] > top:
+            top = b[1]
+        else:
+            b[1] = top
+    if len(merged) < 2:
+        return NAN
+    observations = merged[-1][1]
+    if observations == 0 or math.isnan(observations):
+        return NAN
+    rank = q * observations
+    # sort.Search over all but the +Inf bucket
+    b = len(merged) - 1
+    for i in range(len(merged) - 1):
+        if merged[i][1] >= rank:
+            b = i
+            break
+    if b == len(merged) - 1:
+        return merged[-2][0]
+    if b == 0 and merged[0][0] <= 0:
+        return merged[0][0]
+    bucket_start = 0.0
+    bucket_end = merged[b][0]
+    count = merged[b][1]
+    if b > 0:
+        bucket_start = merged[b - 1][0]
+        count -= merged[b - 1][1]
+        rank -= merged[b - 1][1]
+    if count == 0:
+        return NAN
+    return bucket_start + (bucket_end - bucket_start) * (rank / count)
+
+
+def safe_ratio(num: float | None, den: float | None) -> float | None:
+    """num/den, or None when undefined (missing input or zero denominator)."""
+    if num is None or den is None or den == 0 or math.isnan(num) or math.isnan(den):
+        return None
+    return num / den

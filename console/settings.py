@@ -1,0 +1,157 @@
+"""Typed settings for a real deployment: YAML file + ``POD_CONSOLE_*`` environment.
+
+Precedence (highest first): command-line flags (applied by the CLI), environment
+variables (``POD_CONSOLE_REFRESH_S=5``, nested with ``__``: ``POD_CONSOLE_POD__SSH_HOST``),
+the config file (``--config PATH``, else ``$XDG_CONFIG_HOME/pod-console/config.yaml``),
+then defaults. Secrets are ``SecretStr``: their repr is ``'**********'``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+REFRESH_FLOOR_S = 1.0
+"""Faster polling only burns CPU: vLLM updates its gauges about once a second."""
+
+
+def xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback)
+
+
+def default_config_path() -> Path:
+    return xdg("XDG_CONFIG_HOME", ".config") / "pod-console" / "config.yaml"
+
+
+def default_state_dir() -> Path:
+    return xdg("XDG_STATE_HOME", ".local/state") / "pod-console"
+
+
+class PodSettings(BaseModel):
+    """How to reach the pod."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    runpod_id: str | None = None
+    """RunPod pod id (``RUNPOD_POD_ID`` on the pod)."""
+    host: str = "127.0.0.1"
+    """Address the slots' ports are reached at (direct TCP or an SSH tunnel)."""
+    port_map: dict[int, int] = Field(default_factory=dict)
+    """Pod port → public port, for RunPod's direct TCP mappings."""
+    ssh_host: str | None = None
+    """SSH host of the pod agent; unset means no agent (read-only figures only)."""
+    ssh_port: int = 22
+    ssh_user: str = "root"
+    ssh_key: Path | None = None
+    """Private key file for the agent (never needed in wall mode)."""
+
+
+class SlotThresholds(BaseModel):
+    """Alert thresholds for one slot (defaults are the field's)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    ttft_p95_s: float = Field(default=2.0, gt=0)
+    """TTFT p95 above this raises an alert."""
+    kv_p99: float = Field(default=0.60, gt=0, le=1)
+    """KV usage p99 above this is the field's trigger to revisit KV offload."""
+    acceptance_baseline: float | None = Field(default=None, gt=0, le=1)
+    """Expected speculative acceptance rate; alert when far below it."""
+
+
+class Settings(BaseSettings):
+    """pod-console configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="POD_CONSOLE_", env_nested_delimiter="__", extra="forbid",
+        use_attribute_docstrings=True)
+
+    prometheus_url: str | None = None
+    """Prometheus base URL (``http://127.0.0.1:9090``); without it slots are scraped directly."""
+    profiles_dir: Path = Path("profiles")
+    """Directory of ordered profile YAML files."""
+    profile: str | None = None
+    """Name of today's profile; default: the first in order."""
+    pod: PodSettings = Field(default_factory=PodSettings)
+    refresh_s: float = 2.0
+    """Refresh interval in seconds (floor 1 s)."""
+    window_s: float = Field(default=300.0, ge=30)
+    """Window for rates, quantiles and p99s."""
+    history_s: float = Field(default=3600.0, ge=60, le=86400)
+    """How much history the plots keep in memory (ring buffers)."""
+    thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
+    """Per-slot alert thresholds keyed by slot name; ``default`` applies to all others."""
+    state_dir: Path = Field(default_factory=default_state_dir)
+    """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
+    webhook_url: SecretStr | None = None
+    """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    runpod_api_key: SecretStr | None = Field(default=None, validation_alias="RUNPOD_API_KEY")
+    """RunPod API key, from ``RUNPOD_API_KEY`` only."""
+    vllm_api_key: SecretStr | None = Field(default=None, validation_alias="VLLM_API_KEY")
+    """The slots' API key for completion probes, from ``VLLM_API_KEY`` only."""
+
+    @field_validator("refresh_s")
+    @classmethod
+    def _floor(cls, v: float) -> float:
+        return max(v, REFRESH_FLOOR_S)
+
+    def thresholds_for(self, slot: str) -> SlotThresholds:
+        return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+
+    @property
+    def request_timeout_s(self) -> float:
+        """Every request finishes (or fails) well inside one refresh interval."""
+        return max(0.5, self.refresh_s * 0.8)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, file_secret_settings)
+
+
+class ConfigError(Exception):
+    """The config file is unreadable or invalid; the message names file, line and key."""
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Read the YAML config (if any), then the environment, then ``overrides``."""
+    from pydantic import ValidationError
+
+    from pod_agent.sourcemap import SourceError, load_file
+
+    explicit = path is not None
+    path = path or Path(os.environ.get("POD_CONSOLE_CONFIG") or default_config_path())
+    data: dict[str, Any] = {}
+    doc = None
+    if path.exists() or explicit:
+        try:
+            doc = load_file(path)
+        except SourceError as exc:
+            where = f"{path}:{exc.line}" if exc.line else str(path)
+            raise ConfigError(f"{where}: {exc.message}") from None
+        data = dict(doc.data)
+    # The file is the lowest layer: environment variables win over it.
+    env_keys = {k[len("POD_CONSOLE_"):].lower().split("__")[0] for k in os.environ
+                if k.startswith("POD_CONSOLE_")}
+    for k in env_keys:
+        data.pop(k, None)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors(include_url=False):
+            loc = tuple(err["loc"])
+            line = doc.line_of(loc) if doc is not None else 0
+            dotted = ".".join(str(p) for p in loc)
+            where = f"{path}:{line}" if line else str(path)
+            lines.append(f"{where}: {dotted}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
