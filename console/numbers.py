@@ -43,12 +43,15 @@ def extrapolated_increase(samples: Sequence[tuple[float, float]], range_start: f
     """
     if len(samples) < 2:
         return NAN
-    first_t, first_v = samples[0]
-    last_t = samples[-1][0]
+    # Work in integer milliseconds like Prometheus: at epoch magnitudes a float of
+    # seconds carries only ~0.2 µs, enough to move the result in the 8th digit.
+    first_ms, first_v = round(samples[0][0] * 1000), samples[0][1]
+    last_ms = round(samples[-1][0] * 1000)
+    start_ms, end_ms = round(range_start * 1000), round(range_end * 1000)
     result = raw_increase([v for _, v in samples]) if is_counter else samples[-1][1] - first_v
-    duration_to_start = first_t - range_start
-    duration_to_end = range_end - last_t
-    sampled = last_t - first_t
+    duration_to_start = (first_ms - start_ms) / 1000
+    duration_to_end = (end_ms - last_ms) / 1000
+    sampled = (last_ms - first_ms) / 1000
     if sampled <= 0:
         return NAN
     avg = sampled / (len(samples) - 1)
@@ -67,7 +70,7 @@ def extrapolated_rate(samples: Sequence[tuple[float, float]], range_start: float
                       range_end: float) -> float:
     """Prometheus ``rate()``: the extrapolated increase per second of the range."""
     inc = extrapolated_increase(samples, range_start, range_end)
-    return inc / (range_end - range_start)
+    return inc / ((round(range_end * 1000) - round(range_start * 1000)) / 1000)
 
 
 def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float:

@@ -1,0 +1,159 @@
+"""One poll of the whole deployment: slots directly, figures from Prometheus or scrapes.
+
+Polls never overlap: a poll started while one is in flight returns the last
+snapshot at once. Failures never raise; they become ``error``/``stale_since``
+on the slot, with the last good figures kept so a panel never blanks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import httpx
+
+from ..history import History
+from ..snapshot import DeploymentSnapshot, SlotSnapshot
+from .figures import ModelFigures
+from .promql import PromClient, PromError, fetch_figures, fetch_history
+from .targets import SlotTarget
+from .vllm import ScrapeWindow, probe_slot
+
+PLOTTED = ("ttft_p95", "kv", "acceptance", "gen_tps")
+
+
+def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
+    if f is None:
+        return dict.fromkeys(PLOTTED)
+    return {
+        "ttft_p95": f.ttft_p95_s,
+        "kv": f.kv_cache_usage,
+        "acceptance": f.spec_decode.acceptance_rate if f.spec_decode else None,
+        "gen_tps": f.generation_tps,
+    }
+
+
+class DeploymentPoller:
+    """Owns the HTTP client, the scrape windows and the history of one deployment."""
+
+    def __init__(self, profile: str, targets: tuple[SlotTarget, ...], *,
+                 prometheus_url: str | None = None, window_s: float = 300.0,
+                 timeout_s: float = 1.5, api_key: str | None = None,
+                 history: History | None = None, prom_selector: str = "",
+                 clock=time.time) -> None:
+        self.profile = profile
+        self.targets = targets
+        self.prometheus_url = prometheus_url
+        self.window_s = window_s
+        self.timeout_s = timeout_s
+        self._api_key = api_key
+        self.history = history or History()
+        self.prom_selector = prom_selector
+        self.clock = clock
+        self._client: httpx.AsyncClient | None = None
+        self._lock = asyncio.Lock()
+        self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
+        self._good: dict[str, SlotSnapshot] = {}
+        self.last: DeploymentSnapshot | None = None
+        self.skipped = 0
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            # limits: one connection per endpoint is plenty; keep-alive saves a handshake/poll
+            self._client = httpx.AsyncClient(limits=httpx.Limits(max_connections=64),
+                                             trust_env=False)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def backfill(self, step_s: float = 15.0) -> int:
+        """Fill the plots' history from Prometheus range queries; returns points added."""
+        if not self.prometheus_url:
+            return 0
+        prom = PromClient(self.prometheus_url, self.client, self.timeout_s * 2)
+        try:
+            data = await fetch_history(prom, self.history.window_s, step_s, self.window_s)
+        except PromError:
+            return 0
+        by_model = {t.served_model_name: t.slot for t in self.targets}
+        n = 0
+        for (model, metric), pts in data.items():
+            slot = by_model.get(model)
+            if slot:
+                self.history.backfill(slot, metric, pts)
+                n += len(pts)
+        return n
+
+    async def poll(self) -> DeploymentSnapshot:
+        if self._lock.locked():
+            self.skipped += 1
+            return self.last or DeploymentSnapshot(self.profile, ())
+        async with self._lock:
+            snap = await self._poll()
+            self.last = snap
+            return snap
+
+    async def _poll(self) -> DeploymentSnapshot:
+        t0 = time.perf_counter()
+        now = self.clock()
+        prom_err = None
+        prom_figs: dict[str, ModelFigures] | None = None
+        kv99: dict[str, float | None] = {}
+        use_prom = bool(self.prometheus_url)
+        probes_task = asyncio.gather(*(
+            probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom)
+            for t in self.targets))
+        if use_prom:
+            prom = PromClient(self.prometheus_url or "", self.client, self.timeout_s)
+            try:
+                prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector)
+            except PromError as exc:
+                prom_err = str(exc)
+        probes = await probes_task
+        if use_prom and prom_figs is None:
+            # Prometheus is down: fall back to scraping the slots in this same cycle.
+            probes = await asyncio.gather(*(
+                probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=True)
+                for t in self.targets))
+        slots = []
+        for probe in probes:
+            tgt = probe.target
+            model = tgt.served_model_name
+            figs: ModelFigures | None = None
+            kv_p99 = None
+            source = "none"
+            if prom_figs is not None:
+                figs, kv_p99, source = prom_figs.get(model), kv99.get(model), "prometheus"
+            elif probe.exposition is not None:
+                win = self._windows[tgt.slot]
+                win.add(probe.t, probe.exposition, model)
+                figs, kv_p99, source = (win.figures(probe.t, probe.exposition, model),
+                                        win.kv_p99(), "direct")
+            error = probe.error
+            if figs is None and error is None and probe.health == "up":
+                error = f"no metrics for model_name={model}"
+            snap = SlotSnapshot(
+                slot=tgt.slot, served_model_name=model, port=tgt.port, url=tgt.base_url,
+                health=probe.health,  # type: ignore[arg-type]
+                health_detail=probe.health_detail, served_models=probe.served_models,
+                figures=figs, kv_p99=kv_p99, source=source,  # type: ignore[arg-type]
+                fetched_at=now, error=error)
+            if figs is not None:
+                self._good[tgt.slot] = snap
+                for metric, value in plotted_values(figs).items():
+                    self.history.add(tgt.slot, metric, now, value)
+            else:
+                good = self._good.get(tgt.slot)
+                if good is not None:
+                    snap = replace(snap, figures=good.figures, kv_p99=good.kv_p99,
+                                   source=good.source, stale_since=good.fetched_at)
+            slots.append(snap)
+        return DeploymentSnapshot(
+            profile=self.profile, slots=tuple(slots), fetched_at=now,
+            prometheus_url=self.prometheus_url, prometheus_error=prom_err,
+            cycle_s=time.perf_counter() - t0)

