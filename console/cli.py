@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import metrics_cmd, profile_cmd
+from .commands import metrics_cmd, profile_cmd, status_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     profile_cmd.register(sub)
     metrics_cmd.register(sub)
+    status_cmd.register(sub)
     return parser
 
 

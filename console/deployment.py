@@ -1,0 +1,53 @@
+"""From settings to the parts of one deployment: today's profile, its targets, a poller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pod_agent.profiles import LoadedProfile, load_profiles
+
+from .collect.poller import DeploymentPoller
+from .collect.targets import SlotTarget, targets_for
+from .history import History
+from .settings import Settings
+
+
+class DeploymentError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Deployment:
+    settings: Settings
+    profiles: tuple[LoadedProfile, ...]
+    today: LoadedProfile
+    targets: tuple[SlotTarget, ...]
+
+    def poller(self, history: History | None = None) -> DeploymentPoller:
+        s = self.settings
+        key = s.vllm_api_key.get_secret_value() if s.vllm_api_key else None
+        sel = f'{{pod="{s.pod.runpod_id}"}}' if s.pod.runpod_id else ""
+        return DeploymentPoller(
+            self.today.name, self.targets, prometheus_url=s.prometheus_url,
+            window_s=s.window_s, timeout_s=s.request_timeout_s, api_key=key,
+            history=history or History(s.history_s, s.refresh_s), prom_selector=sel)
+
+
+def open_deployment(settings: Settings) -> Deployment:
+    from pod_agent.profiles import ProfileError
+
+    try:
+        profiles = tuple(load_profiles(settings.profiles_dir))
+    except ProfileError as exc:
+        raise DeploymentError(str(exc)) from None
+    if not profiles:
+        raise DeploymentError(f"no profiles in {settings.profiles_dir}")
+    today = profiles[0]
+    if settings.profile:
+        match = [p for p in profiles if p.name == settings.profile]
+        if not match:
+            names = ", ".join(p.name for p in profiles)
+            raise DeploymentError(f"profile {settings.profile!r} not found (have: {names})")
+        today = match[0]
+    targets = targets_for(today.profile, settings.pod.host, settings.pod.port_map)
+    return Deployment(settings, profiles, today, targets)

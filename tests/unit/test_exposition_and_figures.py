@@ -1,0 +1,171 @@
+"""Parsing real vLLM 0.32.0 captures, malformed input, and the metrics --json contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from console.collect.exposition import parse
+from console.collect.figures import compute
+from tests.conftest import FIXTURES
+
+CAP = FIXTURES / "vllm-0.32.0-cpu"
+NGRAM_IDLE = CAP / "ngram" / "metrics-specdecode-idle.txt"
+NGRAM_LOAD = CAP / "ngram" / "metrics-specdecode-after-basic-load.txt"
+PLAIN_IDLE = CAP / "plain" / "metrics-idle.txt"
+PLAIN_LOAD = CAP / "plain" / "metrics-after-load.txt"
+
+CONTRACT_KEYS = {"kv_cache_usage", "running", "waiting", "preemptions", "prompt_tokens",
+                 "generation_tokens", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p95_s",
+                 "e2e_p95_s", "queue_p95_s", "prefix_cache_hit_rate", "spec_decode"}
+SPEC_KEYS = {"drafts", "draft_tokens", "accepted_tokens", "acceptance_rate",
+             "mean_acceptance_length", "per_position"}
+
+
+def run_metrics(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console.cli", "metrics", *args, "--json"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_real_capture_parses_cleanly() -> None:
+    exp = parse(NGRAM_LOAD.read_text())
+    assert exp.error_count == 0
+    assert exp.types["vllm:time_to_first_token_seconds"] == "histogram"
+    assert exp.types["vllm:num_preemptions_total"] == "counter"
+
+
+def test_lifetime_figures_from_one_capture() -> None:
+    r = run_metrics(str(NGRAM_LOAD))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    fig = out["tiny-main"]
+    assert set(fig) == CONTRACT_KEYS
+    assert set(fig["spec_decode"]) == SPEC_KEYS
+    s = fig["spec_decode"]
+    assert (s["drafts"], s["draft_tokens"], s["accepted_tokens"]) == (351.0, 1027.0, 1027.0)
+    assert s["acceptance_rate"] == 1.0
+    assert s["mean_acceptance_length"] == pytest.approx(1 + 1027 / 351)
+    assert s["per_position"] == pytest.approx([351 / 351, 351 / 351, 325 / 351])
+    assert fig["prompt_tokens"] == 611.0 and fig["generation_tokens"] == 3060.0
+    # TTFT buckets of this capture: hand-computed p50 falls in (0.01, 0.02]
+    assert 0.01 < fig["ttft_p50_s"] <= 0.02
+
+
+def test_window_between_two_captures_and_null_when_undefined() -> None:
+    r = run_metrics(str(NGRAM_IDLE), str(NGRAM_LOAD))
+    assert r.returncode == 0, r.stderr
+    fig = json.loads(r.stdout)["tiny-main"]
+    idle = compute(parse(NGRAM_IDLE.read_text()))["tiny-main"]
+    load = compute(parse(NGRAM_LOAD.read_text()))["tiny-main"]
+    assert fig["generation_tokens"] == load.generation_tokens - idle.generation_tokens
+
+
+def test_plain_server_has_null_spec_decode() -> None:
+    out = json.loads(run_metrics(str(PLAIN_LOAD)).stdout)
+    (fig,) = out.values()
+    assert fig["spec_decode"] is None
+
+
+def test_idle_capture_has_null_quantiles_not_zero() -> None:
+    out = json.loads(run_metrics(str(PLAIN_IDLE)).stdout)
+    (fig,) = out.values()
+    assert fig["ttft_p95_s"] is None and fig["e2e_p95_s"] is None
+    assert fig["prefix_cache_hit_rate"] is None
+
+
+def test_unreadable_input_is_one_line_exit_1(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_bytes(b"\xff\xfe\x00garbage")
+    r = run_metrics(str(junk))
+    assert r.returncode == 1 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_metrics("http://127.0.0.1:9/metrics")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    r = run_metrics(str(empty))
+    assert r.returncode == 1 and "no vLLM metrics" in r.stderr
+
+
+def test_counter_reset_between_two_captures(tmp_path: Path) -> None:
+    """A restart between scrapes: the later (smaller) counters are the increase."""
+    later = NGRAM_IDLE.read_text()
+    # Same process would have equal _created stamps; a restart changes them.
+    earlier = NGRAM_LOAD.read_text().replace("e+09", "e+08")
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(earlier)
+    b.write_text(later)
+    fig = json.loads(run_metrics(str(a), str(b)).stdout)["tiny-main"]
+    idle = compute(parse(later))["tiny-main"]
+    assert fig["generation_tokens"] == idle.generation_tokens
+    assert fig["spec_decode"]["drafts"] == idle.spec_decode.drafts
+
+
+MALFORMED = {
+    "truncated": NGRAM_LOAD.read_text()[:20_011],
+    "nan": 'vllm:kv_cache_usage_perc{engine="0",model_name="m"} NaN\n',
+    "inf_gauge": 'vllm:num_requests_running{engine="0",model_name="m"} +Inf\n',
+    "missing_inf_bucket": "".join(
+        f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{le}",model_name="m"}} {c}\n'
+        for le, c in (("0.1", 1), ("1.0", 5))),
+    "duplicate": 'vllm:num_requests_running{model_name="m"} 1\n'
+                 'vllm:num_requests_running{model_name="m"} 2\n',
+    "unknown_type": "# TYPE vllm:foo bizarre\nvllm:foo{model_name=\"m\"} 1\n",
+    "bad_labels": 'vllm:num_requests_running{model_name="m} 1\nvllm:x{=1} 2\n',
+    "escapes": 'vllm:num_requests_running{model_name="a\\"b\\\\c\\nd"} 3\n',
+    "garbage_value": 'vllm:num_requests_running{model_name="m"} twelve\n',
+    "binary": "\x00\x01\x02{}}}{{=\"\n",
+    "only_braces": "{}\n}\n{\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_expositions_never_raise(name: str) -> None:
+    exp = parse(MALFORMED[name])
+    figs = compute(exp)
+    for f in figs.values():
+        d = f.contract_dict()
+        assert set(d) == CONTRACT_KEYS
+        json.dumps(d, allow_nan=False)  # no NaN/Inf escapes into JSON
+
+
+def test_specific_malformed_semantics() -> None:
+    assert compute(parse(MALFORMED["nan"]))["m"].kv_cache_usage is None
+    assert compute(parse(MALFORMED["missing_inf_bucket"]))["m"].ttft_p95_s is None
+    dup = parse(MALFORMED["duplicate"])
+    assert dup.error_count == 1 and compute(dup)["m"].running == 1
+    assert parse(MALFORMED["bad_labels"]).error_count == 2
+    esc = parse(MALFORMED["escapes"])
+    assert compute(esc)['a"b\\c\nd'].running == 3
+
+
+def test_older_vllm_names_are_read() -> None:
+    text = (PLAIN_LOAD.read_text()
+            .replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+            .replace("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"))
+    new = compute(parse(PLAIN_LOAD.read_text()))
+    old = compute(parse(text))
+    (m,) = new
+    assert old[m].kv_cache_usage == new[m].kv_cache_usage
+    assert old[m].itl_p95_s == new[m].itl_p95_s and new[m].itl_p95_s is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400))
+def test_fuzz_parse_and_compute_never_raise(text: str) -> None:
+    compute(parse(text))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, len(NGRAM_LOAD.read_text())), st.integers(0, 200))
+def test_fuzz_mutated_real_capture(cut: int, junk: int) -> None:
+    text = NGRAM_LOAD.read_text()
+    mutated = text[:cut] + "\x00{=\"" * (junk % 3) + text[cut + junk:]
+    for f in compute(parse(mutated)).values():
+        json.dumps(f.contract_dict(), allow_nan=False)
