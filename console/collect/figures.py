@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..numbers import counter_delta, histogram_quantile, safe_ratio
-from .exposition import Exposition, Labels, finite, label
+from .exposition import Exposition, finite, label
 
 # Current names first; older vLLM (<= 0.10) names as fallbacks.
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
@@ -51,6 +51,23 @@ class CacheConfig:
     block_size: int | None
     gpu_memory_utilization: float | None
     kv_cache_size_tokens: int | None = None
+
+    @classmethod
+    def from_labels(cls, labels: dict[str, str]) -> CacheConfig:
+        """Read the applied cache config from ``vllm:cache_config_info``'s labels."""
+        def num(key: str) -> float | None:
+            try:
+                return float(labels[key])
+            except (KeyError, ValueError):
+                return None
+
+        def whole(key: str) -> int | None:
+            v = num(key)
+            return None if v is None else int(v)
+
+        return cls(num_gpu_blocks=whole("num_gpu_blocks"), block_size=whole("block_size"),
+                   gpu_memory_utilization=num("gpu_memory_utilization"),
+                   kv_cache_size_tokens=whole("kv_cache_size_tokens"))
 
     @property
     def kv_tokens(self) -> int | None:
@@ -234,19 +251,8 @@ class _Window:
 def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
     for labels in exp.series("vllm:cache_config_info"):
         d = dict(labels)
-        if d.get("model_name", model) != model:
-            continue
-
-        def num(key: str, cast: type) -> object:
-            try:
-                return cast(float(d[key])) if cast is int else cast(d[key])
-            except (KeyError, ValueError):
-                return None
-
-        return CacheConfig(num_gpu_blocks=num("num_gpu_blocks", int),  # type: ignore[arg-type]
-                           block_size=num("block_size", int),  # type: ignore[arg-type]
-                           gpu_memory_utilization=num("gpu_memory_utilization", float),  # type: ignore[arg-type]
-                           kv_cache_size_tokens=num("kv_cache_size_tokens", int))  # type: ignore[arg-type]
+        if d.get("model_name", model) == model:
+            return CacheConfig.from_labels(d)
     return None
 
 

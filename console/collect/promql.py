@@ -33,7 +33,7 @@ from .figures import (
 
 
 def _w(seconds: float) -> str:
-    return f"{int(round(seconds * 1000))}ms"
+    return f"{round(seconds * 1000)}ms"
 
 
 def quantile_query(q: float, hist: str, window_s: float, sel: str = "") -> str:
@@ -189,16 +189,9 @@ async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
                 drafts_per_s=safe_ratio(drafts, window_s))
         cache = None
         for item in r["cache_config"]:
-            m = item.get("metric") or {}
-            if m.get("model_name", model) == model:
-                def num(k: str, cast: type, m: dict[str, str] = m) -> Any:
-                    try:
-                        return cast(float(m[k])) if cast is int else cast(m[k])
-                    except (KeyError, ValueError):
-                        return None
-                cache = CacheConfig(num("num_gpu_blocks", int), num("block_size", int),
-                                    num("gpu_memory_utilization", float),
-                                    num("kv_cache_size_tokens", int))
+            labels = item.get("metric") or {}
+            if labels.get("model_name", model) == model:
+                cache = CacheConfig.from_labels(labels)
                 break
         reasons = {k: v for k, v in _by_model(r["requests"], "finished_reason")
                    .get(model, {}).items() if v is not None}

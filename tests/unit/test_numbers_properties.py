@@ -77,7 +77,9 @@ def test_quantile_matches_reference(h, q) -> None:
     bounds, cum = h
     ours = histogram_quantile(q, list(zip(bounds, cum, strict=True)))
     ref = ref_quantile(q, bounds, cum)
-    assert (math.isnan(ours) and math.isnan(ref)) or math.isclose(ours, ref, rel_tol=1e-12)
+    # abs_tol: with subnormal ranks the order of * and / may round differently
+    assert (math.isnan(ours) and math.isnan(ref)) or math.isclose(ours, ref, rel_tol=1e-12,
+                                                                  abs_tol=1e-300)
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,134 @@
+"""Benchmark: collector CPU per refresh cycle against the floor of fetching the same bytes.
+
+Run:  python bench/collect_bench.py  [--cycles 30]
+
+Prints, for the real ~55 KB vLLM 0.32.0 exposition:
+  * parse and figure computation per scrape (CPU µs);
+  * for 2, 16 and 64 slots: CPU seconds of one full refresh cycle of the console's
+    DeploymentPoller (health + models + metrics, parse, window figures, history) and
+    of the floor (the same three GETs per slot with the same httpx client, bodies
+    read, nothing else), and their ratio. Target: ratio <= 2 at 64 slots.
+
+CPU is this process's ``time.process_time()``; the slot server runs in another process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from console.collect.exposition import parse  # noqa: E402
+from console.collect.figures import compute  # noqa: E402
+from console.collect.poller import DeploymentPoller  # noqa: E402
+from console.collect.targets import SlotTarget  # noqa: E402
+from console.history import History  # noqa: E402
+
+EXPOSITION = ROOT / "tests/fixtures/vllm-0.32.0-cpu/ngram/metrics-specdecode-after-basic-load.txt"
+
+
+def free_base(n: int) -> int:
+    for base in range(21000, 60000, 97):
+        try:
+            socks = []
+            for i in range(n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", base + i))
+                socks.append(s)
+            for s in socks:
+                s.close()
+            return base
+        except OSError:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def bench_parse(rounds: int = 300) -> tuple[float, float]:
+    text = EXPOSITION.read_text()
+    earlier = parse(text)
+    t0 = time.process_time()
+    for _ in range(rounds):
+        exp = parse(text)
+    t1 = time.process_time()
+    for _ in range(rounds):
+        compute(exp, earlier, 10.0)
+    t2 = time.process_time()
+    return (t1 - t0) / rounds * 1e6, (t2 - t1) / rounds * 1e6
+
+
+async def floor_cycle(client: httpx.AsyncClient, targets: list[SlotTarget]) -> None:
+    async def one(t: SlotTarget) -> None:
+        rs = await asyncio.gather(client.get(t.base_url + "/health", timeout=5),
+                                  client.get(t.base_url + "/v1/models", timeout=5),
+                                  client.get(t.base_url + "/metrics", timeout=5))
+        for r in rs:
+            _ = r.content
+    await asyncio.gather(*(one(t) for t in targets))
+
+
+async def bench_slots(n: int, cycles: int) -> tuple[float, float]:
+    base = free_base(n)
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench/slot_server.py"),
+                               "--base-port", str(base), "--slots", str(n),
+                               "--exposition", str(EXPOSITION)], stdout=subprocess.PIPE)
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        targets = [SlotTarget(f"S{i}", f"slot-{i}", base + i, f"http://127.0.0.1:{base + i}")
+                   for i in range(n)]
+        poller = DeploymentPoller("bench", tuple(targets), window_s=300, timeout_s=5,
+                                  history=History(3600, 1))
+        client = httpx.AsyncClient(limits=httpx.Limits(max_connections=64), trust_env=False)
+        # warm both paths (connections, imports, first-scrape state)
+        for _ in range(3):
+            await floor_cycle(client, targets)
+            await poller.poll()
+        floor, full = [], []
+        for _ in range(cycles):
+            t0 = time.process_time()
+            await floor_cycle(client, targets)
+            floor.append(time.process_time() - t0)
+            t0 = time.process_time()
+            snap = await poller.poll()
+            full.append(time.process_time() - t0)
+            assert all(s.figures is not None for s in snap.slots)
+        await client.aclose()
+        await poller.aclose()
+        return statistics.median(floor), statistics.median(full)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cycles", type=int, default=30)
+    args = ap.parse_args()
+    size = EXPOSITION.stat().st_size
+    p_us, c_us = bench_parse()
+    print(f"exposition: {size} bytes, {len(EXPOSITION.read_text().splitlines())} lines")
+    print(f"parse: {p_us:.0f} µs CPU/scrape   figures (window): {c_us:.0f} µs CPU/scrape")
+    print(f"{'slots':>5}  {'floor CPU/cycle':>15}  {'console CPU/cycle':>17}  {'ratio':>5}")
+    worst = 0.0
+    for n in (2, 16, 64):
+        floor, full = asyncio.run(bench_slots(n, args.cycles))
+        ratio = full / floor
+        worst = max(worst, ratio) if n == 64 else worst
+        print(f"{n:>5}  {floor * 1000:>12.1f} ms  {full * 1000:>14.1f} ms  {ratio:>5.2f}")
+    print(f"target: ratio at 64 slots <= 2.0 -> {'met' if worst <= 2.0 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""A minimal keep-alive HTTP server answering like N vLLM slots, for benchmarks.
+
+Serves a fixed exposition file on ``/metrics``, 200 on ``/health`` and a model
+list on ``/v1/models`` on each of N consecutive ports. Runs in its own process
+so its CPU is not counted against the console.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+
+def response(body: bytes, ctype: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: " + ctype + b"\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base-port", type=int, required=True)
+    ap.add_argument("--slots", type=int, required=True)
+    ap.add_argument("--exposition", type=Path, required=True)
+    args = ap.parse_args()
+    text = args.exposition.read_bytes()
+
+    def handler_for(i: int):
+        models = json.dumps({"object": "list", "data": [{"id": f"slot-{i}"}]}).encode()
+        metrics = text.replace(b'model_name="tiny-main"', f'model_name="slot-{i}"'.encode())
+        answers = {
+            b"/metrics": response(metrics, b"text/plain; version=1.0.0; charset=utf-8"),
+            b"/health": response(b"", b"application/json"),
+            b"/v1/models": response(models, b"application/json"),
+        }
+        missing = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    path = head.split(b" ", 2)[1].split(b"?", 1)[0]
+                    writer.write(answers.get(path, missing))
+                    await writer.drain()
+            except (asyncio.IncompleteReadError, ConnectionError, IndexError):
+                pass
+            finally:
+                writer.close()
+        return handle
+
+    servers = [await asyncio.start_server(handler_for(i), "127.0.0.1", args.base_port + i)
+               for i in range(args.slots)]
+    print("ready", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
