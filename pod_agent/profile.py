@@ -80,6 +80,8 @@ class Slot(_Strict):
     """Lowest gpu_util the rebalancer may give this slot (the 27B failed at 0.15)."""
     priority: int = Field(default=0, ge=0, le=100)
     """Rebalancing priority: higher keeps more headroom when memory is short."""
+    weights_gb: float | None = Field(default=None, gt=0, le=4000)
+    """Disk the weights take (GB); used by the host's free-disk check and the KV planner."""
     startup_timeout_s: int = Field(default=900, ge=30, le=7200)
     """How long the supervisor waits for ``/health``; Flash-Next needs 8–12 minutes."""
     env: dict[str, str] = Field(default_factory=dict)

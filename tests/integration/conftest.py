@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import prometheus_server, vllm_server
+from tests.support import prometheus_server, sshd, vllm_server
 
 
 def _need(ok: bool, what: str) -> None:
@@ -51,3 +51,14 @@ def real_prometheus(tmp_path_factory: pytest.TempPathFactory,
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshd.SshServer]:
+    _need(sshd.available(), "openssh-server (Debian package)")
+    srv = sshd.SshServer(tmp_path_factory.mktemp("sshd"))
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

@@ -1,0 +1,168 @@
+"""``pod-agent``: the commands the console runs on the pod over SSH.
+
+Every command prints JSON lines (``progress``, ``log``, ``result``, ``error``);
+``check-host --json`` prints its one report object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+
+from . import __version__, paths
+from .client import relay
+from .events import Emitter
+
+
+def _profile(path: str | None):
+    if not path:
+        return None
+    from .profiles import ProfileError, load_profile
+
+    try:
+        return load_profile(path)
+    except ProfileError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(2)
+
+
+def cmd_check_host(args: argparse.Namespace) -> int:
+    from .hostcheck import exit_code, report, run_checks
+
+    profile = _profile(args.profile)
+    checks = run_checks(profile, p2p_timeout_s=args.p2p_timeout,
+                        env_path=None if args.no_env else paths.env_file(),
+                        disk_path=args.disk_path, mem_floor_gib=args.mem_floor_gib)
+    rep = report(checks)
+    _audit_local("check-host", {"ok": rep["ok"]})
+    if args.json:
+        print(json.dumps(rep, sort_keys=True))
+    else:
+        for c in rep["checks"]:
+            mark = {True: "ok  ", False: "FAIL", None: "skip"}[c["ok"]]
+            print(f"{mark} {c['name']:<12} {c['detail']}")
+    return exit_code(checks)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .supervisor import Supervisor
+
+    sup = Supervisor(args.profile, vllm=args.vllm, models_root=args.models_root,
+                     watchdog_interval_s=args.watchdog_interval,
+                     backoff_s=tuple(float(x) for x in args.backoff.split(",")),
+                     apply_patches=not args.no_patches)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, sup.request_stop)
+        await sup.run()
+
+    asyncio.run(main())
+    return 0
+
+
+def _audit_local(op: str, extra: dict) -> None:
+    import time
+
+    try:
+        with open(paths.audit_log(), "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"t": round(time.time(), 3), "op": op, **extra}) + "\n")
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="pod-agent", description=__doc__)
+    p.add_argument("--version", action="version", version=f"pod-agent {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    c = sub.add_parser("check-host", help="GPU, driver CUDA, P2P, pidfd, disk, memory checks")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--profile")
+    c.add_argument("--p2p-timeout", type=float, default=90.0)
+    c.add_argument("--disk-path", help="where the weights go (default: HF_HOME or ~)")
+    c.add_argument("--mem-floor-gib", type=float, default=12.0)
+    c.add_argument("--no-env", action="store_true", help="do not write the P2P verdict to .env")
+    c.set_defaults(func=cmd_check_host)
+
+    s = sub.add_parser("serve", help="run the slot supervisor and watchdog (long-running)")
+    s.add_argument("--profile", required=True)
+    s.add_argument("--vllm", default=os.environ.get("POD_AGENT_VLLM", "vllm"))
+    s.add_argument("--models-root", help="local weights: DIR/<owner>/<name> used if present")
+    s.add_argument("--watchdog-interval", type=float, default=30.0)
+    s.add_argument("--no-patches", action="store_true")
+    s.add_argument("--backoff", default="5,10,30,60,120",
+                   help="restart delays in seconds after a crash; the last repeats")
+    s.set_defaults(func=cmd_serve)
+
+    st = sub.add_parser("status", help="supervisor, slots and watchdog state")
+    st.add_argument("--json", action="store_true", required=True)
+    st.set_defaults(func=lambda a: relay({"op": "status"}))
+
+    lg = sub.add_parser("logs", help="recent log lines of a slot")
+    lg.add_argument("slot")
+    lg.add_argument("-n", "--lines", type=int, default=50)
+    lg.set_defaults(func=lambda a: relay({"op": "logs", "slot": a.slot, "lines": a.lines}))
+
+    rb = sub.add_parser("rebalance", help="apply a new gpu_util split (rolls back on failure)")
+    rb.add_argument("--set", action="append", required=True, metavar="SLOT=UTIL")
+    rb.add_argument("--action-id", default=None)
+    rb.set_defaults(func=cmd_rebalance)
+
+    rs = sub.add_parser("restart", help="restart one slot")
+    rs.add_argument("slot")
+    rs.add_argument("--action-id", default=None)
+    rs.set_defaults(func=lambda a: relay({"op": "restart", "slot": a.slot,
+                                          "action_id": a.action_id or _aid("restart")}))
+
+    wd = sub.add_parser("watchdog", help="arm, disarm, or stop the pod now")
+    wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor"))
+    wd.add_argument("value", nargs="?", help="GiB, for mem-floor")
+    wd.add_argument("--action-id", default=None)
+    wd.set_defaults(func=cmd_watchdog)
+
+    at = sub.add_parser("attach", help="follow an action by id (after a dropped connection)")
+    at.add_argument("action_id")
+    at.set_defaults(func=lambda a: relay({"op": "attach", "action_id": a.action_id}))
+
+    sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")
+    sd.set_defaults(func=lambda a: relay({"op": "shutdown"}))
+
+    args = p.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def _aid(op: str) -> str:
+    return f"{op}-{uuid.uuid4().hex[:12]}"
+
+
+def cmd_rebalance(args: argparse.Namespace) -> int:
+    new = {}
+    for item in args.set:
+        try:
+            k, v = item.split("=", 1)
+            new[k] = float(v)
+        except ValueError:
+            Emitter().error(f"--set {item!r}: expected SLOT=UTIL")
+            return 1
+    return relay({"op": "rebalance", "set": new, "action_id": args.action_id or _aid("rebalance")})
+
+
+def cmd_watchdog(args: argparse.Namespace) -> int:
+    if args.cmd == "stop-now":
+        return relay({"op": "stop-now", "action_id": args.action_id or _aid("stop-now")})
+    if args.cmd == "status":
+        return relay({"op": "status"})
+    if args.cmd == "mem-floor":
+        return relay({"op": "watchdog", "cmd": "mem-floor", "value": args.value})
+    return relay({"op": "watchdog", "cmd": args.cmd})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

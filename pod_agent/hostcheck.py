@@ -1,0 +1,193 @@
+"""``pod-agent check-host``: every trap the field met on a new host, as a check.
+
+Output: ``{"ok": bool, "checks": [{"name", "ok", "value", "detail", "duration_s"}]}``
+with ``ok: null`` for a skipped check. Exit 0 all passed, 1 any failed, 3 the
+P2P probe hung.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import gpuinfo, p2p
+from .envfile import update_env
+from .profile import Profile
+
+SYS_PIDFD_GETFD = {"x86_64": 438, "aarch64": 438}
+DEFAULT_MEM_FLOOR_GIB = 12.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool | None
+    value: Any = None
+    detail: str = ""
+    duration_s: float = 0.0
+
+
+def _timed(name: str, fn: Callable[[], Check]) -> Check:
+    t0 = time.monotonic()
+    try:
+        c = fn()
+    except Exception as exc:  # a broken check is a failed check, never a crash
+        c = Check(name, False, None, f"{type(exc).__name__}: {exc}")
+    return Check(c.name, c.ok, c.value, c.detail, round(time.monotonic() - t0, 3))
+
+
+def check_gpus(info: gpuinfo.GpuInfo, profile: Profile | None) -> Check:
+    if info.error:
+        return Check("gpus", False, None, info.error)
+    value = {"count": len(info.gpus), "names": [g.name for g in info.gpus],
+             "memory_mib": [g.memory_mib for g in info.gpus], "driver": info.driver,
+             "cuda": info.cuda}
+    if profile is not None and len(info.gpus) < profile.effective_gpu_count:
+        return Check("gpus", False, value,
+                     f"{len(info.gpus)} GPU(s), the profile needs {profile.effective_gpu_count}")
+    names = ", ".join(sorted(set(value["names"])))
+    return Check("gpus", True, value, f"{len(info.gpus)} × {names}, driver {info.driver}")
+
+
+def check_cuda(info: gpuinfo.GpuInfo, profile: Profile | None) -> Check:
+    need = profile.min_cuda if profile else None
+    if info.cuda is None:
+        return Check("driver_cuda", False if need else None, None,
+                     "driver CUDA version unknown" + ("" if need else "; no min_cuda to check"))
+    if not need:
+        return Check("driver_cuda", None, info.cuda, "no min_cuda in the profile")
+    ok = gpuinfo.version_tuple(info.cuda) >= gpuinfo.version_tuple(need)
+    rel = ">=" if ok else "<"
+    return Check("driver_cuda", ok, info.cuda, f"driver CUDA {info.cuda} {rel} required {need}")
+
+
+def check_p2p(info: gpuinfo.GpuInfo, timeout_s: float, env_path: str | None) -> Check:
+    n = len(info.gpus)
+    if n < 2:
+        return Check("p2p", None, None, f"skipped: {n} GPU(s), the probe needs two")
+    if not p2p.torch_available():
+        return Check("p2p", None, None, "skipped: torch is not importable here")
+    res = p2p.run_probe(2, timeout_s)
+    disable = res.verdict != "ok"
+    if env_path:
+        update_env(env_path, {"NCCL_P2P_DISABLE": "1" if disable else "0"})
+    value = {"verdict": res.verdict, "nccl_p2p_disable": 1 if disable else 0,
+             "probe_s": round(res.duration_s, 3)}
+    return Check("p2p", not disable, value, res.detail)
+
+
+def check_pidfd() -> Check:
+    """pidfd_open + pidfd_getfd on a child: vLLM's PLE CPU offload needs both.
+
+    Docker's default seccomp profile answers EPERM to pidfd_getfd without
+    CAP_SYS_PTRACE, which RunPod pods cannot add.
+    """
+    if not hasattr(os, "pidfd_open"):
+        return Check("pidfd", None, None, "skipped: os.pidfd_open unavailable (not Linux?)")
+    nr = SYS_PIDFD_GETFD.get(platform.machine())
+    if nr is None:
+        return Check("pidfd", None, None, f"skipped: unknown syscall number on "
+                                          f"{platform.machine()}")
+    child = subprocess.Popen(["sleep", "30"], stdin=subprocess.PIPE)
+    try:
+        try:
+            pidfd = os.pidfd_open(child.pid)
+        except OSError as exc:
+            return Check("pidfd", False, {"pidfd_open": errno.errorcode.get(exc.errno, "?")},
+                         f"pidfd_open failed: {exc.strerror}")
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.syscall(nr, pidfd, 0, 0)
+            if fd < 0:
+                err = ctypes.get_errno()
+                name = errno.errorcode.get(err, str(err))
+                return Check("pidfd", False, {"pidfd_open": "ok", "pidfd_getfd": name},
+                             f"pidfd_getfd: {name} (PLE CPU offload unavailable here)")
+            os.close(fd)
+            return Check("pidfd", True, {"pidfd_open": "ok", "pidfd_getfd": "ok"},
+                         "pidfd_open and pidfd_getfd work")
+        finally:
+            os.close(pidfd)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _hf_cached(repo: str) -> bool:
+    hub = os.path.join(os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"),
+                       "hub")
+    return os.path.isdir(os.path.join(hub, "models--" + repo.replace("/", "--")))
+
+
+def check_disk(profile: Profile | None, where: str) -> Check:
+    os.makedirs(where, exist_ok=True)
+    free_gb = shutil.disk_usage(where).free / 1e9
+    need = 0.0
+    missing = []
+    if profile is not None:
+        for name, slot in profile.slots.items():
+            if slot.weights_gb and not _hf_cached(slot.hf_repo_id):
+                need += slot.weights_gb
+                missing.append(name)
+    need *= 1.1  # download temp files and HF cache bookkeeping
+    value = {"free_gb": round(free_gb, 1), "need_gb": round(need, 1), "path": where}
+    if need == 0:
+        return Check("disk", True, value, f"{free_gb:.1f} GB free; no weights to download")
+    ok = free_gb >= need
+    return Check("disk", ok, value, f"{free_gb:.1f} GB free, {need:.1f} GB needed for "
+                                    f"{', '.join(missing)}")
+
+
+def mem_available_gib(meminfo: str = "/proc/meminfo") -> float | None:
+    try:
+        with open(meminfo) as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / (1024 * 1024)
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(floor_gib: float) -> Check:
+    avail = mem_available_gib()
+    if avail is None:
+        return Check("memory", None, None, "MemAvailable not readable")
+    ok = avail >= floor_gib
+    return Check("memory", ok, {"available_gib": round(avail, 1), "floor_gib": floor_gib},
+                 f"{avail:.1f} GiB available ({'>=' if ok else '<'} {floor_gib:g} GiB)")
+
+
+def run_checks(profile: Profile | None, p2p_timeout_s: float = p2p.DEFAULT_TIMEOUT_S,
+               env_path: str | None = None, disk_path: str | None = None,
+               mem_floor_gib: float = DEFAULT_MEM_FLOOR_GIB) -> list[Check]:
+    info = gpuinfo.query()
+    where = disk_path or os.environ.get("HF_HOME") or os.path.expanduser("~")
+    return [
+        _timed("gpus", lambda: check_gpus(info, profile)),
+        _timed("driver_cuda", lambda: check_cuda(info, profile)),
+        _timed("p2p", lambda: check_p2p(info, p2p_timeout_s, env_path)),
+        _timed("pidfd", check_pidfd),
+        _timed("disk", lambda: check_disk(profile, where)),
+        _timed("memory", lambda: check_memory(mem_floor_gib)),
+    ]
+
+
+def report(checks: list[Check]) -> dict[str, Any]:
+    return {"ok": all(c.ok is not False for c in checks),
+            "checks": [asdict(c) for c in checks]}
+
+
+def exit_code(checks: list[Check]) -> int:
+    for c in checks:
+        if c.name == "p2p" and isinstance(c.value, dict) and c.value.get("verdict") == "hung":
+            return 3
+    return 0 if all(c.ok is not False for c in checks) else 1

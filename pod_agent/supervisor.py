@@ -1,0 +1,456 @@
+"""``pod-agent serve``: keeps every slot running, rebalances, and stops the pod in the evening.
+
+It listens on a Unix socket in the agent's home directory (mode 0600), never on
+a network port: the console reaches it by running ``pod-agent …`` over SSH,
+and those short-lived commands talk to this process. Long actions run here,
+so a dropped SSH connection never leaves a half-done rebalance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import time
+from typing import Any
+
+from . import paths
+from .actions import Action, ActionBook, read_recorded
+from .envfile import read_env
+from .events import encode, event
+from .hostcheck import mem_available_gib
+from .launch import SlotCommand, slot_command
+from .patches import apply_patch, vllm_site_root
+from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
+from .profiles import load_profile
+from .slots import SlotProcess, group_rss_kib
+from .watchdog import WatchdogState, due, stop_pod
+
+BACKOFF_S = (5.0, 10.0, 30.0, 60.0, 120.0)
+"""Restart delays after a crash; the last repeats. A crash loop must not spin the host."""
+
+
+def _audit(record: dict[str, Any]) -> None:
+    with open(paths.audit_log(), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"t": round(time.time(), 3), **record}, sort_keys=True,
+                            default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class Supervisor:
+    def __init__(self, profile_path: str, *, vllm: str = "vllm",
+                 models_root: str | None = None, backoff_s: tuple = BACKOFF_S,
+                 watchdog_interval_s: float = 30.0, grace_s: float = 20.0,
+                 health_poll_s: float = 1.0, apply_patches: bool = True) -> None:
+        self.profile_path = os.path.abspath(profile_path)
+        self.profile: Profile = load_profile(profile_path)
+        self.vllm = vllm
+        self.models_root = models_root
+        self.backoff_s = backoff_s
+        self.watchdog_interval_s = watchdog_interval_s
+        self.health_poll_s = health_poll_s
+        self.apply_patches = apply_patches
+        self.utils: dict[str, float] = {n: s.gpu_util for n, s in self.profile.slots.items()}
+        self.utils.update(self._load_overrides())
+        self.procs = {n: SlotProcess(n, s.port, paths.slot_log(n), grace_s)
+                      for n, s in self.profile.slots.items()}
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.book = ActionBook()
+        self.watchdog = WatchdogState(mem_floor_gib=float(
+            os.environ.get("POD_AGENT_MEM_FLOOR_GIB", "12")))
+        self.patch_results: list[dict[str, str]] = []
+        self.started_at = time.time()
+        self._stop = asyncio.Event()
+        self._server: asyncio.AbstractServer | None = None
+        self._bg: set = set()
+
+    # -- configuration -------------------------------------------------------------
+    def _overrides_path(self) -> str:
+        return paths.path("gpu_util_overrides.json")
+
+    def _load_overrides(self) -> dict[str, float]:
+        try:
+            with open(self._overrides_path(), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return {}
+        return {k: float(v) for k, v in data.items() if k in self.profile.slots}
+
+    def _save_overrides(self) -> None:
+        tmp = self._overrides_path() + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.utils, fh, sort_keys=True)
+        os.replace(tmp, self._overrides_path())
+
+    def p2p_disabled(self) -> bool:
+        return read_env(paths.env_file()).get("NCCL_P2P_DISABLE") == "1"
+
+    def command_for(self, name: str) -> SlotCommand:
+        slots = dict(self.profile.slots)
+        slots[name] = slots[name].model_copy(update={"gpu_util": self.utils[name]})
+        prof = self.profile.model_copy(update={"slots": slots})
+        model_path = None
+        if self.models_root:
+            cand = os.path.join(self.models_root, prof.slots[name].hf_repo_id)
+            if os.path.isdir(cand):
+                model_path = cand
+        return slot_command(prof, name, p2p_disabled=self.p2p_disabled(), vllm=self.vllm,
+                            model_path=model_path)
+
+    # -- slot lifecycle ------------------------------------------------------------
+    async def _bring_up(self, name: str) -> bool:
+        proc = self.procs[name]
+        env = {k: v for k, v in read_env(paths.env_file()).items()}
+        await proc.start(self.command_for(name), env)
+        ok = await proc.wait_healthy(self.profile.slots[name].startup_timeout_s,
+                                     self.health_poll_s)
+        if not ok:
+            tail = proc.tail(3)
+            await proc.stop()
+            proc.state.state = "failed"
+            proc.state.detail = (tail[-1] if tail else "did not become healthy")[:300]
+        return ok
+
+    async def _supervise(self, name: str, already_up: bool = False) -> None:
+        proc = self.procs[name]
+        attempt = 0
+        up = already_up
+        while not self._stop.is_set():
+            if not up:
+                up = await self._bring_up(name)
+            if up:
+                attempt = 0
+                assert proc.proc is not None
+                await proc.proc.wait()
+                if self._stop.is_set():
+                    return
+                proc.state.state = "crashed"
+                proc.state.last_exit = proc.proc.returncode
+                await proc.stop()  # reap the rest of the group
+                proc.state.state = "crashed"
+            proc.state.restarts += 1
+            delay = self.backoff_s[min(attempt, len(self.backoff_s) - 1)]
+            attempt += 1
+            up = False
+            proc.state.state = "backoff"
+            proc.state.detail = f"restart in {delay:g} s (attempt {attempt})"
+            try:
+                await asyncio.wait_for(self._stop.wait(), delay)
+                return
+            except TimeoutError:
+                pass
+
+    def _start_supervising(self, name: str, already_up: bool = False) -> None:
+        self.tasks[name] = asyncio.ensure_future(self._supervise(name, already_up))
+
+    async def _pause(self, name: str) -> None:
+        """Take a slot out of supervision and stop it (for rebalance or the memory guard)."""
+        task = self.tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.procs[name].stop()
+
+    # -- rebalance -----------------------------------------------------------------
+    def validate_split(self, new: dict[str, float]) -> list[str]:
+        problems = []
+        unknown = [n for n in new if n not in self.profile.slots]
+        if unknown:
+            return [f"unknown slot {unknown[0]!r}"]
+        slots = {}
+        for name, slot in self.profile.slots.items():
+            util = new.get(name, self.utils[name])
+            if not 0 < util <= MAX_GPU_UTIL_PER_GPU:
+                problems.append(f"{name}: gpu_util {util:g} outside (0, {MAX_GPU_UTIL_PER_GPU}]")
+            if slot.min_gpu_util is not None and util < slot.min_gpu_util:
+                problems.append(f"{name}: gpu_util {util:g} below its min_gpu_util "
+                                f"{slot.min_gpu_util:g}")
+            slots[name] = slot.model_copy(update={"gpu_util": util})
+        raw = self.profile.model_dump()
+        problems += [msg for _, msg in cross_checks(raw, slots)]
+        return problems
+
+    async def rebalance(self, act: Action, new: dict[str, float]) -> None:
+        old = dict(self.utils)
+        changes = {n: u for n, u in new.items() if abs(u - old[n]) > 1e-9}
+        if not changes:
+            act.finish("ok", changed={}, message="nothing to do: split already applied")
+            return
+        # Shrink first: the growing slot needs the memory the shrinking one frees.
+        order = sorted(changes, key=lambda n: changes[n] - old[n])
+        act.progress("plan", 0.0, "order: " + ", ".join(
+            f"{n} {old[n]:g}→{changes[n]:g}" for n in order))
+        done: list[str] = []
+        for i, name in enumerate(order):
+            act.progress(f"stop {name}", i / len(order), f"stopping {name}")
+            await self._pause(name)
+            self.utils[name] = changes[name]
+            done.append(name)
+            act.progress(f"start {name}", (i + 0.5) / len(order),
+                         f"starting {name} at gpu_util {changes[name]:g}")
+            watcher = asyncio.ensure_future(self._relay_progress(act, name))
+            ok = await self._bring_up(name)
+            watcher.cancel()
+            if not ok:
+                reason = self.procs[name].state.detail
+                act.log(f"{name} failed to start at {changes[name]:g}: {reason}")
+                await self._rollback(act, old, done)
+                act.finish("rolled_back", failed_slot=name, reason=reason,
+                           restored={n: old[n] for n in done})
+                return
+            self._start_supervising(name, already_up=True)
+        self._save_overrides()
+        act.finish("ok", changed=changes,
+                   startup_s={n: self.procs[n].state.last_startup_s for n in order})
+
+    async def _relay_progress(self, act: Action, name: str) -> None:
+        last = None
+        while True:
+            st = self.procs[name].state
+            cur = (st.step, round(st.fraction, 2))
+            if cur != last:
+                act.progress(f"start {name}", st.fraction, st.step)
+                last = cur
+            await asyncio.sleep(0.5)
+
+    async def _rollback(self, act: Action, old: dict[str, float], done: list[str]) -> None:
+        for name in done:
+            act.progress(f"rollback {name}", None, f"restoring {name} to {old[name]:g}")
+            await self._pause(name)
+            self.utils[name] = old[name]
+        for name in done:
+            ok = await self._bring_up(name)
+            act.log(f"rollback: {name} {'up' if ok else 'FAILED'} at {old[name]:g}")
+            self._start_supervising(name, already_up=ok)
+
+    async def restart_slot(self, act: Action, name: str) -> None:
+        act.progress(f"stop {name}", 0.0)
+        await self._pause(name)
+        act.progress(f"start {name}", 0.5)
+        ok = await self._bring_up(name)
+        self._start_supervising(name, already_up=ok)
+        if ok:
+            act.finish("ok", slot=name, startup_s=self.procs[name].state.last_startup_s)
+        else:
+            act.finish("failed", slot=name, message=self.procs[name].state.detail)
+
+    # -- watchdog ------------------------------------------------------------------
+    async def _watchdog_loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                await self.watchdog_tick(dt.datetime.now(dt.timezone.utc))
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.watchdog_interval_s)
+            except TimeoutError:
+                pass
+
+    async def watchdog_tick(self, now: dt.datetime) -> None:
+        wd = self.watchdog
+        avail = mem_available_gib()
+        if avail is not None and avail < wd.mem_floor_gib:
+            running = [n for n, p in self.procs.items() if p.running()]
+            if running:
+                biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid))
+                await self._pause(biggest)
+                self.procs[biggest].state.detail = "stopped by the memory guard"
+                wd.last_mem_action = (f"{now.isoformat()}: MemAvailable {avail:.1f} GiB < "
+                                      f"{wd.mem_floor_gib:g}: stopped {biggest}")
+                _audit({"op": "memory-guard", "slot": biggest, "mem_available_gib": avail})
+        if wd.armed and due(self.profile.schedule, now, wd.last_stop_day):
+            local = now.astimezone(_tz(self.profile))
+            wd.last_stop_day = local.date().isoformat()
+            ok, what = await asyncio.get_running_loop().run_in_executor(
+                None, stop_pod, os.environ.get("RUNPOD_POD_ID"))
+            wd.last_result = f"{now.isoformat()}: {'stopped' if ok else 'FAILED'}: {what}"
+            _audit({"op": "watchdog-stop", "ok": ok, "detail": what})
+
+    async def stop_now(self, act: Action) -> None:
+        act.progress("stop pod", 0.1, "stopping slots")
+        for name in list(self.procs):
+            await self._pause(name)
+        ok, what = await asyncio.get_running_loop().run_in_executor(
+            None, stop_pod, os.environ.get("RUNPOD_POD_ID"))
+        self.watchdog.last_result = f"stop-now: {'stopped' if ok else 'FAILED'}: {what}"
+        act.finish("ok" if ok else "failed", message=what)
+
+    # -- status --------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        now = dt.datetime.now(dt.timezone.utc)
+        return {
+            "supervisor": "running", "pid": os.getpid(), "started_at": self.started_at,
+            "profile": self.profile.name, "profile_path": self.profile_path,
+            "p2p_disabled": self.p2p_disabled(), "patches": self.patch_results,
+            "slots": {n: {**p.state.to_json(), "port": p.port, "gpu_util": self.utils[n]}
+                      for n, p in self.procs.items()},
+            "watchdog": self.watchdog.to_json(self.profile.schedule, now),
+            "mem_available_gib": mem_available_gib(),
+            "actions": self.book.recent(),
+        }
+
+    # -- control socket ------------------------------------------------------------
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def send(ev: dict[str, Any]) -> None:
+            writer.write((encode(ev) + "\n").encode())
+            await writer.drain()
+
+        try:
+            line = await asyncio.wait_for(reader.readline(), 10)
+            req = json.loads(line.decode() or "{}")
+            if not isinstance(req, dict):
+                raise ValueError("request must be an object")
+            await self.dispatch(req, send)
+        except (TimeoutError, ValueError) as exc:
+            with contextlib.suppress(Exception):
+                await send(event("error", message=f"bad request: {exc}"))
+        except (ConnectionError, BrokenPipeError):
+            pass  # the client went away; any action it started keeps running
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def dispatch(self, req: dict[str, Any], send) -> None:
+        op = req.get("op")
+        if op == "status":
+            await send(event("result", **self.status()))
+        elif op == "logs":
+            slot = req.get("slot")
+            if slot not in self.procs:
+                await send(event("error", message=f"unknown slot {slot!r}"))
+                return
+            n = max(1, min(int(req.get("lines", 50)), 2000))
+            await send(event("result", slot=slot, lines=self.procs[slot].tail(n)))
+        elif op == "attach":
+            await self._attach(str(req.get("action_id", "")), send)
+        elif op in ("rebalance", "restart", "stop-now"):
+            await self._run_action(op, req, send)
+        elif op == "watchdog":
+            cmd = req.get("cmd")
+            if cmd in ("arm", "disarm"):
+                self.watchdog.armed = cmd == "arm"
+                _audit({"op": "watchdog", "cmd": cmd})
+                await send(event("result", armed=self.watchdog.armed))
+            elif cmd == "mem-floor":
+                try:
+                    floor = float(req.get("value"))  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    await send(event("error", message="mem-floor needs a number of GiB"))
+                    return
+                self.watchdog.mem_floor_gib = floor
+                _audit({"op": "watchdog", "cmd": cmd, "value": floor})
+                await send(event("result", mem_floor_gib=floor))
+            else:
+                await send(event("error", message=f"unknown watchdog command {cmd!r}"))
+        elif op == "shutdown":
+            _audit({"op": "shutdown"})
+            await send(event("result", message="shutting down"))
+            self._stop.set()
+        else:
+            await send(event("error", message=f"unknown op {op!r}"))
+
+    async def _attach(self, action_id: str, send) -> None:
+        act = self.book.get(action_id)
+        if act is not None:
+            await act.follow(send)
+            return
+        recorded = read_recorded(action_id)
+        if not recorded:
+            await send(event("error", message=f"no action {action_id!r}"))
+            return
+        for ev in recorded:
+            await send(ev)
+        if recorded[-1].get("kind") not in ("result", "error"):
+            await send(event("error", message="the action was interrupted by an agent restart"))
+
+    async def _run_action(self, op: str, req: dict[str, Any], send) -> None:
+        action_id = str(req.get("action_id") or f"{op}-{int(time.time() * 1000)}")
+        existing = self.book.get(action_id)
+        if existing is not None:  # idempotent retry after a dropped connection
+            await existing.follow(send)
+            return
+        args = {k: v for k, v in req.items() if k not in ("op", "action_id")}
+        if op == "rebalance":
+            new = {str(k): float(v) for k, v in (req.get("set") or {}).items()}
+            problems = self.validate_split(new)
+            if problems:
+                _audit({"op": op, "action": action_id, "args": args, "result": "rejected",
+                        "problems": problems})
+                await send(event("error", message="; ".join(problems), problems=problems))
+                return
+        elif op == "restart" and req.get("slot") not in self.procs:
+            await send(event("error", message=f"unknown slot {req.get('slot')!r}"))
+            return
+        if self.book.lock.locked():
+            await send(event("error", message="another action is running; try again later"))
+            return
+        act = self.book.new(action_id, op, args)
+        _audit({"op": op, "action": action_id, "args": args, "result": "started"})
+        task = asyncio.ensure_future(self._action_body(op, act, req))
+        self._bg.add(task)  # keep a strong reference: the client may leave before it ends
+        task.add_done_callback(self._bg.discard)
+        await act.follow(send)
+
+    async def _action_body(self, op: str, act: Action, req: dict[str, Any]) -> None:
+        async with self.book.lock:
+            try:
+                if op == "rebalance":
+                    await self.rebalance(act, {str(k): float(v)
+                                               for k, v in (req.get("set") or {}).items()})
+                elif op == "restart":
+                    await self.restart_slot(act, str(req["slot"]))
+                elif op == "stop-now":
+                    await self.stop_now(act)
+            except Exception as exc:  # an action must always end with a record
+                if not act.done:
+                    act.finish("failed", message=f"{type(exc).__name__}: {exc}")
+            _audit({"op": op, "action": act.id, "result": act.state})
+
+    # -- main ----------------------------------------------------------------------
+    async def run(self) -> None:
+        sock = paths.socket_path()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sock)
+        old_umask = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self.handle, path=sock)
+        finally:
+            os.umask(old_umask)
+        _audit({"op": "serve", "profile": self.profile_path, "pid": os.getpid()})
+        if self.apply_patches and self.profile.patches:
+            self._apply_patches()
+        for name in self.procs:
+            self._start_supervising(name)
+        wd = asyncio.ensure_future(self._watchdog_loop())
+        try:
+            await self._stop.wait()
+        finally:
+            wd.cancel()
+            for name in list(self.procs):
+                await self._pause(name)
+            self._server.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(sock)
+
+    def _apply_patches(self) -> None:
+        root = os.environ.get("POD_AGENT_PATCH_ROOT") or vllm_site_root(self.vllm)
+        pdir = os.path.join(os.path.dirname(self.profile_path), "patches")
+        for name in self.profile.patches:
+            if root is None:
+                res = {"name": name, "state": "failed", "detail": "vLLM package not found"}
+            else:
+                r = apply_patch(os.path.join(pdir, name), root)
+                res = {"name": r.name, "state": r.state, "detail": r.detail}
+            self.patch_results.append(res)
+            _audit({"op": "patch", **res})
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+
+def _tz(profile: Profile):
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(profile.schedule.timezone)

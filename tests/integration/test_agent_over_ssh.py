@@ -1,0 +1,269 @@
+"""The real agent, driven by the console's SSH transport, supervising a real vLLM server.
+
+One supervisor runs for the whole module (vLLM takes ~50 s to start on these
+CPUs); the tests run in file order and each leaves the slot ready for the next.
+On CPU, vLLM sizes its KV cache from ``--gpu-memory-utilization`` × host memory
+(when ``VLLM_CPU_KVCACHE_SPACE`` is unset), so gpu_util is a real knob here:
+0.02 leaves less than the model itself uses and the server refuses to start,
+exactly like the field's 27B slot at 0.15.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.remote import AgentEndpoint, AgentError, AgentTransport
+from tests.conftest import REPO
+from tests.support import vllm_server
+from tests.support.procs import free_port
+from tests.support.tiny_model import build
+
+pytestmark = [pytest.mark.vllm]
+
+BIN = REPO / "tests" / "support" / "bin"
+GOOD_UTIL = 0.12
+BAD_UTIL = 0.02
+
+
+@pytest.fixture(scope="module")
+def pod(tmp_path_factory, real_sshd):
+    if not vllm_server.available():
+        if os.environ.get("CI"):
+            pytest.fail("vLLM venv missing")
+        pytest.skip("vLLM venv missing")
+    root = tmp_path_factory.mktemp("pod")
+    home = root / "agent-home"
+    models = root / "models"
+    build(models / "local" / "tiny")
+    port = free_port()
+    profile = root / "10-cpu.yaml"
+    profile.write_text(f"""
+name: cpu-test
+gpu_type_ids: [cpu]
+image: local
+schedule: {{timezone: UTC, stop: "23:59", days: [mon]}}
+slots:
+  TINY:
+    served_model_name: tiny-agent
+    hf_repo_id: local/tiny
+    port: {port}
+    gpus: [0]
+    gpu_util: {GOOD_UTIL}
+    max_model_len: 2048
+    startup_timeout_s: 240
+    speculative: {{method: ngram, num_speculative_tokens: 3, prompt_lookup_max: 4,
+                  prompt_lookup_min: 2}}
+    extra_args: [--load-format, dummy]
+""")
+    rpc_log = root / "runpodctl.log"
+    env = (f"PATH={BIN}:/usr/local/bin:/usr/bin:/bin PYTHONPATH={REPO} POD_AGENT_HOME={home} "
+           f"HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 RUNPOD_POD_ID=pod-test-1 "
+           f"FAKE_RUNPODCTL_LOG={rpc_log}")
+    ep = AgentEndpoint("127.0.0.1", real_sshd.port, "root", real_sshd.client_key, "pod-test-1",
+                       f"env -u VLLM_CPU_KVCACHE_SPACE {env} {sys.executable} -m pod_agent")
+    state = root / "console-state"
+    info = {"root": root, "home": home, "profile": profile, "port": port, "ep": ep,
+            "state": state, "rpc_log": rpc_log}
+    t = AgentTransport(ep, state)
+    import asyncio
+
+    async def boot() -> None:
+        cmd = (f"setsid nohup {ep.agent_cmd} serve --profile {profile} "
+               f"--vllm {vllm_server.VENV / 'bin' / 'vllm'} --models-root {models} "
+               f"--backoff 1,2 --watchdog-interval 1 > {root / 'serve.log'} 2>&1 < /dev/null &")
+        await t.run_raw(cmd, timeout_s=30)
+        assert t.notice and "recorded new host key for pod pod-test-1" in t.notice
+        t.close()
+
+    asyncio.run(boot())
+    try:
+        yield info
+    finally:
+        async def down() -> None:
+            t2 = AgentTransport(ep, state)
+            try:
+                await t2.run(["shutdown"], timeout_s=60)
+            except AgentError:
+                pass
+            t2.close()
+        asyncio.run(down())
+
+
+async def _status(t: AgentTransport) -> dict:
+    r = await t.run(["status", "--json"], timeout_s=30)
+    assert r.ok, r.events
+    return r.final  # type: ignore[return-value]
+
+
+async def _wait_ready(t: AgentTransport, timeout_s: float = 300) -> dict:
+    deadline = time.time() + timeout_s
+    seen_steps: set[str] = set()
+    while time.time() < deadline:
+        st = await _status(t)
+        slot = st["slots"]["TINY"]
+        seen_steps.add(slot["step"])
+        if slot["state"] == "ready":
+            st["_steps"] = seen_steps
+            return st
+        time.sleep(1)
+    raise TimeoutError(f"slot not ready; steps seen {seen_steps}")
+
+
+def _pgid_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+async def test_supervisor_starts_slot_with_progress_and_logs(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        st = await _wait_ready(t)
+        slot = st["slots"]["TINY"]
+        assert slot["gpu_util"] == GOOD_UTIL and slot["last_startup_s"] > 0
+        assert len(st["_steps"] - {"", "ready"}) >= 1  # progress was reported while starting
+        assert (pod["state"] / "known_hosts" / "pod-test-1").exists()  # recorded at boot
+        r = await t.run(["logs", "TINY", "-n", "400"])
+        assert r.ok
+        text = "\n".join(r.final["lines"])  # type: ignore[index]
+        assert "Application startup complete" in text
+        assert "--gpu-memory-utilization 0.12" in text
+        import httpx
+        assert httpx.get(f"http://127.0.0.1:{pod['port']}/health").status_code == 200
+    finally:
+        t.close()
+
+
+async def test_crashed_slot_is_restarted_with_backoff(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        before = (await _status(t))["slots"]["TINY"]
+        os.killpg(before["pid"], signal.SIGKILL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            slot = (await _status(t))["slots"]["TINY"]
+            if slot["restarts"] > before["restarts"]:
+                break
+            time.sleep(0.5)
+        assert slot["restarts"] == before["restarts"] + 1
+        after = (await _wait_ready(t))["slots"]["TINY"]
+        assert after["pid"] != before["pid"]
+        assert not _pgid_alive(before["pid"])  # the old EngineCore/Worker are gone too
+    finally:
+        t.close()
+
+
+async def test_rebalance_to_a_failing_value_rolls_back(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    events: list[dict] = []
+    try:
+        r = await t.run(["rebalance", "--set", f"TINY={BAD_UTIL}", "--action-id", "rb-bad"],
+                        on_event=events.append, timeout_s=600)
+        assert r.ok and r.final["state"] == "rolled_back", r.final  # type: ignore[index]
+        assert r.final["failed_slot"] == "TINY"  # type: ignore[index]
+        assert r.final["restored"] == {"TINY": GOOD_UTIL}  # type: ignore[index]
+        steps = [e.get("step") for e in events if e["kind"] == "progress"]
+        assert "stop TINY" in steps and "rollback TINY" in steps
+        st = await _wait_ready(t)
+        assert st["slots"]["TINY"]["gpu_util"] == GOOD_UTIL
+        # invalid splits are refused before anything is touched
+        r = await t.run(["rebalance", "--set", "TINY=0.99"])
+        assert not r.ok and "outside" in r.message
+    finally:
+        t.close()
+
+
+async def test_rebalance_survives_a_dropped_connection_and_is_idempotent(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        got_first = False
+
+        async def drop_after_first(ev: dict) -> None:
+            nonlocal got_first
+            if ev["kind"] == "progress" and not got_first:
+                got_first = True
+                t.close()  # the laptop's Wi-Fi goes away mid-action
+
+        with pytest.raises(AgentError):
+            await t.run(["rebalance", "--set", "TINY=0.15", "--action-id", "rb-drop"],
+                        on_event=drop_after_first, timeout_s=600)
+        assert got_first
+        t2 = AgentTransport(pod["ep"], pod["state"])
+        r = await t2.run(["attach", "rb-drop"], timeout_s=600)
+        assert r.ok and r.final["state"] == "ok", r.final  # type: ignore[index]
+        # the same id again replays the outcome instead of restarting the slot
+        again = await t2.run(["rebalance", "--set", "TINY=0.15", "--action-id", "rb-drop"])
+        assert again.ok and again.final["state"] == "ok"  # type: ignore[index]
+        st = await _status(t2)
+        assert st["slots"]["TINY"]["gpu_util"] == 0.15
+        assert [a["id"] for a in st["actions"]].count("rb-drop") == 1
+        same = await t2.run(["rebalance", "--set", "TINY=0.15"])
+        assert same.ok and "nothing to do" in str(same.final)
+        t2.close()
+    finally:
+        t.close()
+
+
+async def test_watchdog_memory_guard_and_stop_now(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        r = await t.run(["watchdog", "disarm"])
+        assert r.ok and r.final["armed"] is False  # type: ignore[index]
+        assert (await _status(t))["watchdog"]["armed"] is False
+        await t.run(["watchdog", "arm"])
+        pid = (await _status(t))["slots"]["TINY"]["pid"]
+        r = await t.run(["watchdog", "mem-floor", "100000"])
+        assert r.ok
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = await _status(t)
+            if st["watchdog"]["last_mem_action"]:
+                break
+            time.sleep(0.5)
+        assert "stopped TINY" in st["watchdog"]["last_mem_action"]
+        assert st["slots"]["TINY"]["state"] == "stopped"
+        assert not _pgid_alive(pid)
+        await t.run(["watchdog", "mem-floor", "0"])
+        r = await t.run(["watchdog", "stop-now", "--action-id", "stop-1"], timeout_s=120)
+        assert r.ok, r.final
+        assert pod["rpc_log"].read_text().strip() == "stop pod pod-test-1"
+        audit = [json.loads(x) for x in (pod["home"] / "audit.jsonl").read_text().splitlines()]
+        ops = [a["op"] for a in audit]
+        assert {"serve", "rebalance", "memory-guard", "stop-now", "watchdog"} <= set(ops)
+    finally:
+        t.close()
+
+
+async def test_shutdown_leaves_nothing_running(pod) -> None:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        st = await _status(t)
+        sup_pid = st["pid"]
+        r = await t.run(["shutdown"])
+        assert r.ok
+        deadline = time.time() + 30
+        while time.time() < deadline and Path(f"/proc/{sup_pid}").exists():
+            time.sleep(0.2)
+        assert not Path(f"/proc/{sup_pid}").exists()
+        assert not (pod["home"] / "agent.sock").exists()
+        r = await t.run(["status", "--json"])
+        assert not r.ok and r.final["supervisor"] == "not running"  # type: ignore[index]
+    finally:
+        t.close()
+
+
+def test_agent_opens_no_network_port(pod) -> None:
+    """Every socket the agent's home shows is a Unix socket; no TCP listener is the agent's."""
+    import subprocess
+    out = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout \
+        if Path("/usr/bin/ss").exists() or Path("/bin/ss").exists() else ""
+    assert "pod_agent" not in out
