@@ -8,6 +8,7 @@ disabled on this host: ``NCCL_P2P_DISABLE=1`` plus ``--disable-custom-all-reduce
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -67,10 +68,8 @@ def run_probe(world_size: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S,
     finally:
         for p in procs:
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 p.wait()
             if p.stdout:
                 p.stdout.close()

@@ -39,7 +39,8 @@ def vllm_site_root(vllm_exe: str) -> str | None:
 
 
 def _patch(args: list[str], root: str, patch_file: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["patch", "-p1", "--batch", "-d", root, "-i", patch_file, *args],
+    # --force: never guess that a patch "looks reversed" (--batch would, and apply it)
+    return subprocess.run(["patch", "-p1", "--force", "-d", root, "-i", patch_file, *args],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -6,7 +6,7 @@ import os
 
 
 def home() -> str:
-    """``$POD_AGENT_HOME``, else ``/workspace/pod-agent`` (RunPod's volume), else ``~/.pod-agent``."""
+    """``$POD_AGENT_HOME``, else ``/workspace/pod-agent`` (the volume), else ``~/.pod-agent``."""
     env = os.environ.get("POD_AGENT_HOME")
     if env:
         return env

@@ -10,6 +10,7 @@ lines, because loading weights alone can take five minutes of silence on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -169,7 +170,7 @@ class SlotProcess:
         self._signal(pgid, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), self.grace_s)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             self._signal(pgid, signal.SIGKILL)
             await proc.wait()
         # children (EngineCore, Worker) may outlive the leader for a moment
@@ -181,7 +182,7 @@ class SlotProcess:
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, 5)
-            except (TimeoutError, asyncio.CancelledError):
+            except (asyncio.TimeoutError, asyncio.CancelledError):
                 self._reader.cancel()
         self.state.last_exit = proc.returncode
         self.state.state, self.state.pid, self.state.step = "stopped", None, ""
@@ -190,10 +191,8 @@ class SlotProcess:
 
     @staticmethod
     def _signal(pgid: int, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     @staticmethod
     def _group_alive(pgid: int) -> bool:

@@ -140,7 +140,7 @@ class Supervisor:
             try:
                 await asyncio.wait_for(self._stop.wait(), delay)
                 return
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 pass
 
     def _start_supervising(self, name: str, already_up: bool = False) -> None:
@@ -243,10 +243,8 @@ class Supervisor:
         while not self._stop.is_set():
             with contextlib.suppress(Exception):
                 await self.watchdog_tick(dt.datetime.now(dt.timezone.utc))
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.watchdog_interval_s)
-            except TimeoutError:
-                pass
 
     async def watchdog_tick(self, now: dt.datetime) -> None:
         wd = self.watchdog
@@ -303,7 +301,7 @@ class Supervisor:
             if not isinstance(req, dict):
                 raise ValueError("request must be an object")
             await self.dispatch(req, send)
-        except (TimeoutError, ValueError) as exc:
+        except (asyncio.TimeoutError, ValueError) as exc:
             with contextlib.suppress(Exception):
                 await send(event("error", message=f"bad request: {exc}"))
         except (ConnectionError, BrokenPipeError):

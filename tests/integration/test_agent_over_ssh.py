@@ -10,6 +10,7 @@ exactly like the field's 27B slot at 0.15.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -88,10 +89,8 @@ slots:
     finally:
         async def down() -> None:
             t2 = AgentTransport(ep, state)
-            try:
+            with contextlib.suppress(AgentError):
                 await t2.run(["shutdown"], timeout_s=60)
-            except AgentError:
-                pass
             t2.close()
         asyncio.run(down())
 
