@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import metrics_cmd, profile_cmd, status_cmd
+from .commands import metrics_cmd, profile_cmd, status_cmd, tui_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,16 +15,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pod-console",
         description="Terminal operations console for vLLM on rented GPU pods.")
     parser.add_argument("--version", action="version", version=f"pod-console {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
     profile_cmd.register(sub)
     metrics_cmd.register(sub)
     status_cmd.register(sub)
+    tui_cmd.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # plain `pod-console` opens the console
+        args = parser.parse_args(["watch", *(argv or [])])
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -185,3 +185,66 @@ class AgentTransport:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class LocalAgentTransport:
+    """The same protocol as :class:`AgentTransport`, with the agent run as a local process.
+
+    Used by the demo, whose simulated pod is this machine: the commands, the
+    agent code and the JSON-lines parsing are the production ones; only SSH is
+    skipped.
+    """
+
+    def __init__(self, argv_prefix: list[str], env: dict[str, str], pod_id: str = "demo"
+                 ) -> None:
+        self.argv_prefix = argv_prefix
+        self.env = env
+        self.ep = AgentEndpoint(host="localhost", pod_id=pod_id,
+                                agent_cmd=shlex.join(argv_prefix))
+        self.notice: str | None = None
+
+    async def run(self, args: list[str], on_event: EventSink | None = None,
+                  timeout_s: float = 60.0) -> AgentResult:
+        res = await self._exec([*self.argv_prefix, *args], on_event, timeout_s)
+        if res.final is None:
+            raise AgentError(f"the agent's answer ended without a result "
+                             f"(exit {res.exit_status})")
+        return res
+
+    async def run_raw(self, command: str, on_event: EventSink | None = None,
+                      timeout_s: float = 60.0) -> AgentResult:
+        return await self._exec(["/bin/sh", "-c", command], on_event, timeout_s)
+
+    async def _exec(self, argv: list[str], on_event: EventSink | None,
+                    timeout_s: float) -> AgentResult:
+        events: list[dict[str, Any]] = []
+        final: dict[str, Any] | None = None
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL, env=self.env)
+        try:
+            async with asyncio.timeout(timeout_s):
+                assert proc.stdout is not None
+                async for raw in proc.stdout:
+                    ev = parse_line(raw.decode("utf-8", "replace"))
+                    events.append(ev)
+                    if ev.get("kind") in ("result", "error"):
+                        final = ev
+                    if on_event is not None:
+                        r = on_event(ev)
+                        if asyncio.iscoroutine(r):
+                            await r
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise AgentError(f"agent command timed out after {timeout_s:g} s") from None
+        return AgentResult(proc.returncode, final, tuple(events))
+
+    async def put_file(self, local: Path, remote: str) -> None:
+        import shutil
+
+        await asyncio.to_thread(shutil.copyfile, local, remote)
+
+    def close(self) -> None:
+        return None

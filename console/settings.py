@@ -48,6 +48,8 @@ class PodSettings(BaseModel):
     ssh_user: str = "root"
     ssh_key: Path | None = None
     """Private key file for the agent (never needed in wall mode)."""
+    agent_dir: str = "/workspace/pod-agent"
+    """Where the agent lives on the pod (on the volume, so it survives a stop)."""
 
 
 class SlotThresholds(BaseModel):

@@ -25,6 +25,10 @@ class SlotSnapshot:
     figures: ModelFigures | None = None
     kv_p99: float | None = None
     """KV usage p99 over the window (quantile_over_time semantics)."""
+    probe_ok: bool | None = None
+    """Last real chat completion probe: True, False, or None when not probed yet."""
+    probe_detail: str = ""
+    probe_at: float | None = None
     source: Literal["prometheus", "direct", "none"] = "none"
     fetched_at: float = 0.0
     error: str | None = None
@@ -37,6 +41,8 @@ class SlotSnapshot:
             "url": self.url, "health": self.health, "health_detail": self.health_detail,
             "served_models": list(self.served_models), "kv_p99": self.kv_p99,
             "source": self.source, "fetched_at": self.fetched_at, "error": self.error,
+            "probe_ok": self.probe_ok, "probe_detail": self.probe_detail,
+            "probe_at": self.probe_at,
             "stale_since": self.stale_since,
             "figures": self.figures.contract_dict() if self.figures else None,
             "rates": None if self.figures is None else {

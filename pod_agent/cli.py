@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check-host", help="GPU, driver CUDA, P2P, pidfd, disk, memory checks")
     c.add_argument("--json", action="store_true")
     c.add_argument("--profile")
-    c.add_argument("--p2p-timeout", type=float, default=90.0)
+    c.add_argument("--p2p-timeout", type=float,
+                   default=float(os.environ.get("POD_AGENT_P2P_TIMEOUT", "90")))
     c.add_argument("--disk-path", help="where the weights go (default: HF_HOME or ~)")
     c.add_argument("--mem-floor-gib", type=float, default=12.0)
     c.add_argument("--no-env", action="store_true", help="do not write the P2P verdict to .env")

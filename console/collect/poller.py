@@ -18,7 +18,7 @@ from ..snapshot import DeploymentSnapshot, SlotSnapshot
 from .figures import ModelFigures
 from .promql import PromClient, PromError, fetch_figures, fetch_history
 from .targets import SlotTarget
-from .vllm import ScrapeWindow, probe_slot
+from .vllm import ScrapeWindow, probe_completion, probe_slot
 
 PLOTTED = ("ttft_p95", "kv", "acceptance", "gen_tps")
 
@@ -41,7 +41,7 @@ class DeploymentPoller:
                  prometheus_url: str | None = None, window_s: float = 300.0,
                  timeout_s: float = 1.5, api_key: str | None = None,
                  history: History | None = None, prom_selector: str = "",
-                 clock=time.time) -> None:
+                 probe_interval_s: float = 300.0, clock=time.time) -> None:
         self.profile = profile
         self.targets = targets
         self.prometheus_url = prometheus_url
@@ -57,6 +57,8 @@ class DeploymentPoller:
         self._good: dict[str, SlotSnapshot] = {}
         self.last: DeploymentSnapshot | None = None
         self.skipped = 0
+        self.probe_interval_s = probe_interval_s
+        self._probes: dict[str, tuple[float, bool, str]] = {}
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -98,6 +100,17 @@ class DeploymentPoller:
             self.last = snap
             return snap
 
+    async def _completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
+        """Every ``probe_interval_s`` per slot, at most; never on a slot that is down."""
+        due = [t for t in targets if now - self._probes.get(t.slot, (-1e18, True, ""))[0]
+               >= self.probe_interval_s]
+        if not due:
+            return
+        results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
+                                                          self._api_key) for t in due))
+        for t, (ok, detail) in zip(due, results, strict=True):
+            self._probes[t.slot] = (now, ok, detail)
+
     async def _poll(self) -> DeploymentSnapshot:
         t0 = time.perf_counter()
         now = self.clock()
@@ -115,6 +128,7 @@ class DeploymentPoller:
             except PromError as exc:
                 prom_err = str(exc)
         probes = await probes_task
+        await self._completion_probes(now, [p.target for p in probes if p.health == "up"])
         if use_prom and prom_figs is None:
             # Prometheus is down: fall back to scraping the slots in this same cycle.
             probes = await asyncio.gather(*(
@@ -137,12 +151,15 @@ class DeploymentPoller:
             error = probe.error
             if figs is None and error is None and probe.health == "up":
                 error = f"no metrics for model_name={model}"
+            pr = self._probes.get(tgt.slot)
             snap = SlotSnapshot(
                 slot=tgt.slot, served_model_name=model, port=tgt.port, url=tgt.base_url,
                 health=probe.health,  # type: ignore[arg-type]
                 health_detail=probe.health_detail, served_models=probe.served_models,
                 figures=figs, kv_p99=kv_p99, source=source,  # type: ignore[arg-type]
-                fetched_at=now, error=error)
+                fetched_at=now, error=error,
+                probe_ok=pr[1] if pr else None, probe_detail=pr[2] if pr else "",
+                probe_at=pr[0] if pr else None)
             if figs is not None:
                 self._good[tgt.slot] = snap
                 for metric, value in plotted_values(figs).items():

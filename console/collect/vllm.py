@@ -132,3 +132,23 @@ class ScrapeWindow:
 
     def kv_p99(self) -> float | None:
         return quantile_over_time(0.99, [v for _, v in self.kv])
+
+
+async def probe_completion(client: httpx.AsyncClient, target: SlotTarget, timeout: float,
+                           api_key: str | None = None) -> tuple[bool, str]:
+    """POST one tiny chat completion: catches "process up, inference broken"."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": target.served_model_name, "max_tokens": 4, "temperature": 0,
+            "messages": [{"role": "user", "content": "Reply with the single word OK."}]}
+    try:
+        r = await client.post(target.base_url + "/v1/chat/completions", json=body,
+                              headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return False, _describe(exc)
+    if r.status_code != 200:
+        return False, f"HTTP {r.status_code}"
+    try:
+        content = r.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False, "answer without choices[0].message.content"
+    return content is not None, "ok" if content is not None else "empty content"

@@ -28,7 +28,8 @@ from tests.support.tiny_model import build
 
 pytestmark = [pytest.mark.vllm]
 
-BIN = REPO / "tests" / "support" / "bin"
+BIN = REPO / "console" / "demo" / "bin"
+TEST_BIN = REPO / "tests" / "support" / "bin"
 GOOD_UTIL = 0.12
 BAD_UTIL = 0.02
 
@@ -64,7 +65,8 @@ slots:
     extra_args: [--load-format, dummy]
 """)
     rpc_log = root / "runpodctl.log"
-    env = (f"PATH={BIN}:/usr/local/bin:/usr/bin:/bin PYTHONPATH={REPO} POD_AGENT_HOME={home} "
+    env = (f"PATH={BIN}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin PYTHONPATH={REPO} "
+           f"POD_AGENT_HOME={home} "
            f"HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 RUNPOD_POD_ID=pod-test-1 "
            f"FAKE_RUNPODCTL_LOG={rpc_log}")
     ep = AgentEndpoint("127.0.0.1", real_sshd.port, "root", real_sshd.client_key, "pod-test-1",

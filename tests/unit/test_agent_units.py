@@ -18,16 +18,17 @@ from pod_agent import gpuinfo, watchdog
 from pod_agent.events import Emitter, parse_line
 from pod_agent.patches import apply_patch
 from pod_agent.profile import Schedule
-from tests.conftest import FIXTURES, PROFILES, REPO
+from tests.conftest import PROFILES, REPO
 
-BIN = REPO / "tests" / "support" / "bin"
-FAKETORCH = REPO / "tests" / "support" / "faketorch"
-H200 = FIXTURES / "nvidia-smi" / "h200"
+BIN = REPO / "console" / "demo" / "bin"
+TEST_BIN = REPO / "tests" / "support" / "bin"
+FAKETORCH = REPO / "console" / "demo" / "faketorch"
+H200 = REPO / "console" / "demo" / "captures" / "nvidia-smi-h200"
 
 
 def agent(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     e = dict(os.environ)
-    e.update({"PATH": f"{BIN}:{e['PATH']}", "POD_AGENT_HOME": str(tmp_path / "home")})
+    e.update({"PATH": f"{BIN}:{TEST_BIN}:{e['PATH']}", "POD_AGENT_HOME": str(tmp_path / "home")})
     e.update(env)
     return subprocess.run([sys.executable, "-m", "pod_agent", *args], capture_output=True,
                           text=True, timeout=120, env=e, cwd=REPO)
@@ -116,7 +117,7 @@ def test_watchdog_due_and_next_stop() -> None:
 
 def test_stop_pod_uses_runpodctl(tmp_path: Path, monkeypatch) -> None:
     log = tmp_path / "calls"
-    monkeypatch.setenv("PATH", f"{BIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{TEST_BIN}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_RUNPODCTL_LOG", str(log))
     ok, what = watchdog.stop_pod("abc123")
     assert ok and "stopped" in what

@@ -1,0 +1,1 @@
+"""The one registry of operations the console can run, and its audit log."""

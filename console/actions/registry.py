@@ -1,0 +1,91 @@
+"""One registry of actions; its sender refuses dangerous ones in read-only mode.
+
+The Textual layer only binds keys to registry ids. Whatever calls
+:meth:`ActionRegistry.invoke` — a key, the palette, a test, a script — goes
+through the same guard, so a wall display cannot run a dangerous action even
+if something invokes it directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .audit import AuditLog
+
+Progress = Callable[[str, float | None, str], None]
+"""progress(step, fraction 0..1 or None, message)"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+    """ok | failed | rolled_back | refused | cancelled"""
+
+
+Handler = Callable[[dict[str, Any], Progress], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    id: str
+    key: str
+    title: str
+    description: str
+    dangerous: bool
+    confirm: str = ""
+    """Question asked before a dangerous action runs."""
+
+
+class RefusedError(Exception):
+    pass
+
+
+class ActionRegistry:
+    def __init__(self, audit: AuditLog, read_only: bool = False) -> None:
+        self.audit = audit
+        self.read_only = read_only
+        self.specs: dict[str, ActionSpec] = {}
+        self.handlers: dict[str, Handler] = {}
+        self.executed: list[str] = []
+        """Ids of actions whose handler actually ran (tests read this)."""
+        self.history: list[tuple[float, str, Outcome]] = []
+
+    def register(self, spec: ActionSpec, handler: Handler) -> None:
+        if spec.id in self.specs:
+            raise ValueError(f"action {spec.id!r} registered twice")
+        self.specs[spec.id] = spec
+        self.handlers[spec.id] = handler
+
+    def allowed(self, action_id: str) -> bool:
+        spec = self.specs.get(action_id)
+        return spec is not None and not (self.read_only and spec.dangerous)
+
+    async def invoke(self, action_id: str, args: dict[str, Any] | None = None,
+                     progress: Progress | None = None) -> Outcome:
+        args = dict(args or {})
+        spec = self.specs.get(action_id)
+        if spec is None:
+            raise KeyError(action_id)
+        if self.read_only and spec.dangerous:
+            self.audit.append(action_id, args, "refused", reason="read-only mode")
+            out = Outcome(False, f"{spec.title} refused: read-only mode", state="refused")
+            self.history.append((time.time(), action_id, out))
+            return out
+        if spec.dangerous:
+            self.audit.append(action_id, args, "started")
+        self.executed.append(action_id)
+        try:
+            out = await self.handlers[action_id](args, progress or (lambda *a: None))
+        except Exception as exc:  # an action must always end with a record
+            out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
+        state = out.state or ("ok" if out.ok else "failed")
+        if spec.dangerous:
+            self.audit.append(action_id, args, state, message=out.message)
+        self.history.append((time.time(), action_id, out))
+        return out

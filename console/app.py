@@ -1,0 +1,329 @@
+"""The Textual app and the one factory (``make_app``) used by the CLI, tests and screenshots.
+
+Data flows one way: a timer starts a poll worker (never two at once); the
+worker awaits the collectors, evaluates alerts and hands immutable snapshots
+to whatever screens are open, which only render. Keys go through the action
+registry, whose sender enforces read-only mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from pod_agent.profile import Profile
+
+from . import fmt
+from .actions.registry import ActionRegistry, Outcome
+from .alerts import AlertBook, Condition, evaluate, notify
+from .collect.pod import PodCollector, PodSnapshot
+from .collect.poller import DeploymentPoller
+from .history import History
+from .screens.detail import SlotDetailScreen
+from .screens.main import COMMON_BINDINGS, OPERATION_BINDINGS, MainScreen
+from .screens.modals import (
+    ConfirmScreen,
+    HelpScreen,
+    ProgressScreen,
+    RebalanceScreen,
+    WatchdogScreen,
+)
+from .screens.wall import WallScreen
+from .settings import Settings
+from .snapshot import DeploymentSnapshot
+
+POD_POLL_S = 10.0
+"""RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+
+
+@dataclass
+class ConsoleContext:
+    """Everything a console needs, built by ``make_context`` (CLI) or the demo."""
+
+    settings: Settings
+    profile_name: str
+    profile: Profile
+    poller: DeploymentPoller
+    registry: ActionRegistry
+    history: History
+    pod_collector: PodCollector | None = None
+    transport: Any | None = None
+    demo: Any | None = None
+    clock: Callable[[], float] = time.time
+    rotate_s: float = 15.0
+    planner: Any | None = None
+    on_exit: list[Callable[[], Any]] = field(default_factory=list)
+
+
+class PodConsoleApp(App):
+    TITLE = "pod-console"
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(self, ctx: ConsoleContext, wall: bool = False, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.ctx = ctx
+        self.wall = wall
+        self.snapshot: DeploymentSnapshot | None = None
+        self.pod: PodSnapshot | None = None
+        self.alerts = AlertBook()
+        self.failures: dict[str, Condition] = {}
+        self.log_lines: deque[tuple[float, str, str]] = deque(maxlen=500)
+        self._polling = False
+        self._last_pod_poll = -1e18
+        self.polls = 0
+        self.first_data_at: float | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.wall:
+            self.push_screen(WallScreen(self.ctx.rotate_s))
+        else:
+            self.push_screen(MainScreen())
+        # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
+        try:
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, self.exit)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+        self.set_interval(self.ctx.settings.refresh_s, self.tick)
+        self.tick()
+        self.note("console started" + (" (DEMO)" if self.ctx.demo else "")
+                  + (" in READ-ONLY wall mode" if self.ctx.registry.read_only else ""))
+
+    async def on_unmount(self) -> None:
+        await self.ctx.poller.aclose()
+        for fn in self.ctx.on_exit:
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
+
+    def now(self) -> float:
+        return self.ctx.clock()
+
+    # -- polling -------------------------------------------------------------------
+    def tick(self) -> None:
+        if self._polling:
+            return  # the previous poll is still running: skip this tick, never overlap
+        self._polling = True
+        self.run_worker(self._poll(), group="poll", exit_on_error=False)
+
+    def action_refresh_now(self) -> None:
+        self._last_pod_poll = -1e18
+        self.tick()
+
+    async def _poll(self) -> None:
+        try:
+            now_mono = time.monotonic()
+            tasks: list[Any] = [self.ctx.poller.poll()]
+            poll_pod = (self.ctx.pod_collector is not None
+                        and now_mono - self._last_pod_poll >= POD_POLL_S)
+            if poll_pod:
+                self._last_pod_poll = now_mono
+                tasks.append(self.ctx.pod_collector.poll())  # type: ignore[union-attr]
+            results = await asyncio.gather(*tasks)
+            self.snapshot = results[0]
+            if poll_pod:
+                self.pod = results[1]
+            self.polls += 1
+            if self.first_data_at is None and any(s.figures for s in self.snapshot.slots):
+                self.first_data_at = time.monotonic()
+            await self._update_alerts()
+            self.refresh_screens()
+        finally:
+            self._polling = False
+
+    async def _update_alerts(self) -> None:
+        now = self.now()
+        conds = evaluate(self.snapshot, self.pod, self.ctx.profile, self.ctx.settings, now,
+                         self.failures.values())
+        raised, cleared = self.alerts.update(conds, now)
+        for a in raised:
+            self.note(f"ALERT {a.title}" + (f" — {a.detail}" if a.detail else ""),
+                      "bold red" if a.severity == "crit" else "yellow")
+        for a in cleared:
+            self.note(f"cleared: {a.title}", "green")
+        url = self.ctx.settings.webhook_url
+        if url and (raised or cleared):
+            err = await notify(url.get_secret_value(), raised, cleared,
+                               f"pod-console {self.ctx.profile_name}")
+            if err:
+                self.note(err, "red")
+
+    def refresh_screens(self) -> None:
+        for screen in self.screen_stack:
+            fn = getattr(screen, "refresh_view", None)
+            if fn is not None and screen.is_mounted:
+                fn()
+
+    def stale_text(self) -> str | None:
+        snap = self.snapshot
+        if snap is None:
+            return "waiting for first data…"
+        stale = [s for s in snap.slots if s.stale_since is not None]
+        if not stale:
+            return None
+        oldest = min(s.stale_since for s in stale if s.stale_since is not None)
+        return f"STALE since {fmt.clock(oldest)}"
+
+    # -- action log ----------------------------------------------------------------
+    def note(self, text: str, style: str = "") -> None:
+        t = self.now()
+        self.log_lines.append((t, text, style))
+        for screen in self.screen_stack:
+            fn = getattr(screen, "log_line", None)
+            if fn is not None and screen.is_mounted:
+                fn(t, text, style)
+
+    # -- navigation ----------------------------------------------------------------
+    def open_detail(self, slot: str) -> None:
+        self.push_screen(SlotDetailScreen(slot))
+
+    def action_help(self) -> None:
+        rows = []
+        binds = [] if self.wall else OPERATION_BINDINGS
+        for b in binds:
+            op = b.action.split("'")[1]
+            spec = self.ctx.registry.specs.get(op)
+            rows.append((b.key, spec.title if spec else b.description,
+                         bool(spec and spec.dangerous), self.ctx.registry.allowed(op)))
+        if not self.wall:
+            rows.append(("enter", "slot detail (figures, plots, log lines)", False, True))
+        for b in COMMON_BINDINGS:
+            rows.append((b.key, b.description, False, True))
+        if self.wall:
+            rows.append(("space", "next view", False, True))
+        self.push_screen(HelpScreen(rows))
+
+    def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
+        async def fetch() -> None:
+            t = self.ctx.transport
+            if t is None:
+                done([f"(no agent connection: {'wall mode' if self.wall else 'not configured'})"])
+                return
+            try:
+                r = await t.run(["logs", slot, "-n", "200"], timeout_s=10)
+                done(list(r.final.get("lines", [])) if r.ok and r.final else [r.message])
+            except Exception as exc:  # the panel shows why, it never crashes
+                done([f"(could not fetch logs: {exc})"])
+        self.run_worker(fetch(), group="logs", exclusive=True, exit_on_error=False)
+
+    # -- command palette -----------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        reg = self.ctx.registry
+        for spec in reg.specs.values():
+            if reg.allowed(spec.id) and spec.id != "refresh":
+                yield SystemCommand(spec.title, spec.description,
+                                    lambda i=spec.id: self.start_operation(i))
+        yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
+        yield SystemCommand("Help: keys", "show every key", self.action_help)
+        if self.ctx.demo is not None:
+            for title, help_, fn in self.ctx.demo.faults():
+                yield SystemCommand(f"Demo fault: {title}", help_,
+                                    lambda f=fn, t=title: self._demo_fault(f, t))
+
+    def _demo_fault(self, fn: Callable[[], Any], title: str) -> None:
+        async def run() -> None:
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
+            self.note(f"DEMO fault injected: {title}", "magenta")
+            self.action_refresh_now()
+        self.run_worker(run(), group="demo", exit_on_error=False)
+
+    # -- operations ----------------------------------------------------------------
+    def start_operation(self, action_id: str, args: dict[str, Any] | None = None) -> None:
+        self.run_worker(self._operation(action_id, dict(args or {})), group="action",
+                        exit_on_error=False)
+
+    async def _operation(self, action_id: str, args: dict[str, Any]) -> None:
+        reg = self.ctx.registry
+        spec = reg.specs.get(action_id)
+        if spec is None:
+            return
+        if not reg.allowed(action_id):
+            out = await reg.invoke(action_id, args)  # recorded as refused, nothing runs
+            self.note(out.message, "yellow")
+            return
+        if action_id == "rebalance" and "set" not in args:
+            chosen = await self.push_screen_wait(self._rebalance_screen())
+            if not chosen:
+                self.note("rebalance cancelled")
+                return
+            args["set"] = chosen
+        if action_id == "watchdog" and "cmd" not in args:
+            pod = self.pod or PodSnapshot()
+            cmd = await self.push_screen_wait(WatchdogScreen(pod.watchdog_armed, pod.next_stop))
+            if not cmd:
+                return
+            args["cmd"] = cmd
+        if spec.dangerous:
+            question = spec.confirm.format(**self._confirm_fields(args))
+            if not await self.push_screen_wait(ConfirmScreen(spec.title, question)):
+                self.note(f"{spec.title}: cancelled")
+                return
+        self.note(f"{spec.title}: started {self._args_text(args)}", "bold")
+        progress = ProgressScreen(spec.title)
+        self.push_screen(progress)
+
+        def on_progress(step: str, fraction: float | None, message: str) -> None:
+            if progress.is_mounted:
+                progress.step(step, fraction, message)
+            if step:
+                self.note(f"  {spec.title} · {step} {message}".rstrip(), "dim")
+
+        out: Outcome = await reg.invoke(action_id, args, on_progress)
+        style = "green" if out.ok else ("yellow" if out.state == "rolled_back" else "bold red")
+        self.note(f"{spec.title}: {out.state or ('ok' if out.ok else 'failed')} — "
+                  f"{out.message}", style)
+        if progress.is_mounted:
+            progress.finish(out.ok, out.message)
+        key = f"action:{action_id}"
+        if out.ok:
+            self.failures.pop(key, None)
+        elif out.state != "refused":
+            self.failures[key] = Condition(key, "crit", f"{spec.title} failed", out.message)
+        self.action_refresh_now()
+
+    def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:
+        pod = self.pod or PodSnapshot()
+        return {"pod": pod.pod_id or self.ctx.settings.pod.runpod_id or "?",
+                "profile": self.ctx.profile_name,
+                "cost": fmt.money(pod.cost_per_hr),
+                "split": ", ".join(f"{k}={v:g}" for k, v in (args.get("set") or {}).items()),
+                "cmd": str(args.get("cmd", ""))}
+
+    @staticmethod
+    def _args_text(args: dict[str, Any]) -> str:
+        return " ".join(f"{k}={v}" for k, v in args.items())
+
+    def _rebalance_screen(self) -> RebalanceScreen:
+        prof = self.ctx.profile
+        agent = self.pod.agent_slots if self.pod else {}
+        current = {n: float(agent.get(n, {}).get("gpu_util", s.gpu_util))
+                   for n, s in prof.slots.items()}
+        proposal, lines, predict = current, [], (lambda slot, util: "")
+        if self.ctx.planner is not None:
+            proposal, lines, predict = self.ctx.planner.preview(self.snapshot, current, agent)
+        rows = [{"slot": n, "current": current[n], "proposed": proposal.get(n, current[n]),
+                 "gpus": list(s.gpus), "min": s.min_gpu_util} for n, s in prof.slots.items()]
+        return RebalanceScreen(rows, lines, predict)
+
+
+def make_app(ctx: ConsoleContext, wall: bool = False) -> PodConsoleApp:
+    """The one factory: the CLI, the tests and the screenshot script all call this."""
+    return PodConsoleApp(ctx, wall=wall)
+
+
+def state_path(settings: Settings, name: str) -> Path:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return settings.state_dir / name

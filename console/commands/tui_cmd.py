@@ -1,0 +1,74 @@
+"""``pod-console watch|wall|demo``: open the console (all through ``make_app``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..deployment import DeploymentError
+from ..settings import ConfigError, load_settings
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    w = sub.add_parser("watch", help="open the console on the configured deployment")
+    w.add_argument("--config", type=Path)
+    w.add_argument("--refresh", type=float, help="refresh interval in seconds (floor 1)")
+    w.set_defaults(func=cmd_watch, wall=False)
+
+    wl = sub.add_parser("wall", help="read-only wall display (no SSH key needed)")
+    wl.add_argument("--config", type=Path)
+    wl.add_argument("--refresh", type=float)
+    wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
+    wl.set_defaults(func=cmd_watch, wall=True)
+
+    d = sub.add_parser("demo", help="a living simulated deployment (no GPU, no network)")
+    d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
+    d.add_argument("--refresh", type=float, default=2.0)
+    d.add_argument("--rotate", type=float, default=15.0)
+    d.add_argument("--seed", type=int, default=7)
+    d.set_defaults(func=cmd_demo)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from ..app import make_app
+    from ..context import make_context
+
+    try:
+        settings = load_settings(args.config, refresh_s=args.refresh)
+        ctx = make_context(settings, read_only=args.wall)
+    except (ConfigError, DeploymentError) as exc:
+        print(f"pod-console: {exc}", file=sys.stderr)
+        return 1
+    ctx.rotate_s = getattr(args, "rotate", 15.0)
+    make_app(ctx, wall=args.wall).run()
+    return 0
+
+
+def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
+               workdir: Path | None = None, startup_s: float = 4.0):
+    """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
+    from ..context import make_context
+    from ..demo.deployment import DemoDeployment
+
+    demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s)
+    demo.start()
+    settings = demo.settings(refresh_s)
+    ctx = make_context(settings, read_only=wall, transport=demo.transport_for(demo.pod_id),
+                       transport_factory=demo.provision_transport,
+                       runpod_base=demo.emulator.base_url, demo=demo,
+                       provision_cfg=demo.provision_config(), probe_interval_s=30)
+    return demo, ctx
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..app import make_app
+
+    print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
+    demo, ctx = build_demo(args.seed, args.refresh, args.wall)
+    ctx.rotate_s = args.rotate
+    try:
+        make_app(ctx, wall=args.wall).run()
+    finally:
+        demo._stop_all()
+    return 0

@@ -1,0 +1,152 @@
+"""Build a :class:`ConsoleContext` from settings: the same wiring for production and demo.
+
+The demo passes its own transport (the agent as a local process) and its
+RunPod base URL (the emulator); everything else — collectors, registry,
+provisioner, alert rules — is the production code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pod_agent.profiles import LoadedProfile
+
+from .actions.audit import AuditLog
+from .app import ConsoleContext
+from .collect.pod import PodCollector
+from .collect.targets import targets_for
+from .deployment import open_deployment
+from .history import History
+from .operations import build_registry
+from .planner import Planner
+from .profile_file import write_split
+from .provider.runpod import RunPodClient
+from .provision import ProvisionConfig, Provisioner, ProvisionResult
+from .remote import AgentEndpoint, AgentTransport
+from .settings import Settings
+
+
+def ssh_transport(settings: Settings) -> AgentTransport | None:
+    p = settings.pod
+    if not p.ssh_host:
+        return None
+    ep = AgentEndpoint(host=p.ssh_host, port=p.ssh_port, user=p.ssh_user,
+                       key_path=p.ssh_key, pod_id=p.runpod_id or p.ssh_host,
+                       agent_cmd=f"PYTHONPATH={p.agent_dir}/pkg python3 -m pod_agent")
+    return AgentTransport(ep, settings.state_dir)
+
+
+def make_context(settings: Settings, *, read_only: bool = False, transport: Any = None,
+                 transport_factory: Callable[..., Any] | None = None,
+                 runpod_base: str | None = None, demo: Any = None,
+                 provision_cfg: ProvisionConfig | None = None,
+                 clock: Callable[[], float] = time.time,
+                 probe_interval_s: float = 300.0) -> ConsoleContext:
+    dep = open_deployment(settings)
+    history = History(settings.history_s, settings.refresh_s)
+    poller = dep.poller(history)
+    poller.probe_interval_s = probe_interval_s
+    # Wall mode needs no SSH key and never talks to the agent or RunPod's write API.
+    if read_only:
+        transport = None
+    elif transport is None:
+        transport = ssh_transport(settings)
+    key = settings.runpod_api_key
+    client = RunPodClient(key, runpod_base) if key is not None else None
+    ctx_holder: dict[str, ConsoleContext] = {}
+    remote_profile = f"{settings.pod.agent_dir}/pkg/profiles/{dep.today.path.name}"
+    if demo is not None:
+        remote_profile = str(demo.remote_profile(dep.today))
+
+    def refresh() -> None:
+        return None  # the app's refresh_now is bound by the key; this is for scripts
+
+    provisioner = None
+    if client is not None and not read_only:
+        cfg = provision_cfg or ProvisionConfig(
+            render_dir=settings.state_dir / "rendered", prometheus_url=settings.prometheus_url,
+            agent_dir=settings.pod.agent_dir)
+
+        def factory(pod, agent_cmd: str) -> Any:
+            if transport_factory is not None:
+                return transport_factory(pod, agent_cmd)
+            host, port = pod.ssh_endpoint
+            return AgentTransport(AgentEndpoint(host=host, port=port, user="root",
+                                                key_path=settings.pod.ssh_key, pod_id=pod.id,
+                                                agent_cmd=agent_cmd), settings.state_dir)
+
+        async def on_ready(res: ProvisionResult) -> None:
+            ctx = ctx_holder.get("ctx")
+            if ctx is not None:
+                switch_pod(ctx, res, factory, demo)
+
+        provisioner = Provisioner(client, list(dep.profiles), factory, cfg,
+                                  pod_id=settings.pod.runpod_id, on_ready=on_ready,
+                                  log=lambda s: None)
+
+    async def on_rebalanced(values: dict[str, float]) -> str:
+        return await asyncio.to_thread(write_split, dep.today.path, values,
+                                       settings.state_dir / "profile-backups")
+
+    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    registry = build_registry(audit, read_only, transport=transport,
+                              remote_profile=remote_profile, refresh=refresh,
+                              provisioner=provisioner, on_rebalanced=on_rebalanced)
+    pod_collector = None
+    if client is not None or transport is not None:
+        pod_collector = PodCollector(settings.pod.runpod_id, client, transport,
+                                     timeout_s=max(2.0, settings.request_timeout_s * 2))
+    planner = Planner(dep.today.profile, settings.state_dir) if not read_only else None
+    ctx = ConsoleContext(settings=settings, profile_name=dep.today.name,
+                         profile=dep.today.profile, poller=poller, registry=registry,
+                         history=history, pod_collector=pod_collector, transport=transport,
+                         demo=demo, clock=clock, planner=planner)
+    ctx_holder["ctx"] = ctx
+    if client is not None:
+        ctx.on_exit.append(client.aclose)
+    if demo is not None:
+        ctx.on_exit.append(demo.stop)
+    return ctx
+
+
+def switch_pod(ctx: ConsoleContext, res: ProvisionResult, factory: Callable[..., Any],
+               demo: Any) -> None:
+    """After fallback provisioning: follow the new pod, its profile and its address."""
+    lp: LoadedProfile = res.profile
+    s = ctx.settings
+    s.pod.runpod_id = res.pod.id
+    s.pod.host = res.address.host
+    s.pod.port_map = dict(res.address.port_map)
+    targets = targets_for(lp.profile, res.address.host, res.address.port_map)
+    old = ctx.poller
+    ctx.poller = type(old)(lp.name, targets, prometheus_url=old.prometheus_url,
+                           window_s=old.window_s, timeout_s=old.timeout_s,
+                           api_key=old._api_key, history=ctx.history,
+                           probe_interval_s=old.probe_interval_s)
+    ctx.profile = lp.profile
+    ctx.profile_name = lp.name
+    if ctx.pod_collector is not None:
+        ctx.pod_collector.pod_id = res.pod.id
+        agent_cmd = f"PYTHONPATH={s.pod.agent_dir}/pkg python3 -m pod_agent"
+        new_t = factory(res.pod, agent_cmd) if demo is None else demo.transport_for(res.pod)
+        ctx.pod_collector.transport = new_t
+        ctx.transport = new_t
+        ctx.registry.agent.transport = new_t  # the handlers read it at call time
+        ctx.registry.agent.remote_profile = (
+            str(demo.remote_profile(lp)) if demo is not None
+            else f"{s.pod.agent_dir}/pkg/profiles/{lp.path.name}")
+    asyncio.get_running_loop().create_task(old.aclose())
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
+
+
+def state_file(settings: Settings, name: str) -> Path:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return settings.state_dir / name

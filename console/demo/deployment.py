@@ -1,0 +1,265 @@
+"""``pod-console demo``: a living deployment on a machine with no GPU and no network.
+
+What is simulated: the GPUs and vLLM itself (``fake_vllm`` serving genuine
+exposition text on loopback), ``nvidia-smi`` (a real H200 capture, renamed to
+the profile's GPU), PyTorch for the P2P probe, and RunPod (the REST v2
+emulator). What is real: the pod agent (host checks, slot supervisor,
+rebalance, watchdog — run as local processes instead of over SSH), the
+collectors, the alert rules, the action registry, provisioning and the
+console. Faults can be injected from the command palette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pod_agent.profiles import LoadedProfile, load_profiles
+
+from ..provider.emulator import EmulatorServer, EmulatorState, HostInfo
+from ..provision import ProvisionConfig
+from ..remote import LocalAgentTransport
+from ..settings import PodSettings, Settings, SlotThresholds
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+DEMO_KEY = "demo-runpod-key"
+# KV tokens at a gpu_util and per 1.0 util, from the field's table: Flash-Next 239k at 0.76
+# and +57k per 0.01; the 27B 143k at 0.19 with MTP, and it failed to start at 0.15.
+KV_MODEL = {"qwen3.8-flash-next": "239000@0.76/5700000", "qwen3.8-27b": "143000@0.19/3700000"}
+GPU_MIB = {"RTX PRO 6000": "97887", "H100": "81559", "A100": "81920"}
+
+
+def shipped_profiles_dir() -> Path:
+    for cand in (REPO / "profiles", HERE / "shipped_profiles"):
+        if cand.is_dir():
+            return cand
+    raise FileNotFoundError("the shipped profiles/ directory is missing")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DemoDeployment:
+    def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
+                 rate: float = 0.6) -> None:
+        self.own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pod-console-demo-"))
+        self.seed = seed
+        self.startup_s = startup_s
+        self.rate = rate
+        self.faults_dir = self.workdir / "faults"
+        self.profiles_dir = self.workdir / "profiles"
+        self.state = EmulatorState(api_key=DEMO_KEY)
+        self.emulator = EmulatorServer(self.state)
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.pod_id: str | None = None
+        self.ports: dict[int, int] = {}
+        self.torch = "good"
+
+    # -- setup ---------------------------------------------------------------------
+    def _profile_copy(self, src: Path) -> None:
+        data = yaml.safe_load(src.read_text())
+        for i, (_name, slot) in enumerate(sorted(data["slots"].items())):
+            port = int(slot["port"])
+            if port not in self.ports:
+                self.ports[port] = port if _port_free(port) else _free_port()
+            slot["port"] = self.ports[port]
+            env = dict(slot.get("env") or {})
+            served = slot["served_model_name"]
+            env.update({"DEMO_KV": KV_MODEL.get(served, f"200000@{slot['gpu_util']}/4000000"),
+                        "DEMO_SEED": str(self.seed + i), "DEMO_RATE": str(self.rate),
+                        "DEMO_STARTUP_S": str(self.startup_s),
+                        "DEMO_FAULTS": str(self.faults_dir)})
+            slot["env"] = env
+            slot["startup_timeout_s"] = 60
+        data.pop("patches", None)  # no vLLM package to patch in the demo
+        header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
+        (self.profiles_dir / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
+
+    def profiles(self) -> list[LoadedProfile]:
+        return load_profiles(self.profiles_dir)
+
+    def agent_env(self, pod_id: str, home: Path, gpu_name: str, pythonpath: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "RUNPOD_"))}
+        mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
+        env.update({
+            "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+            "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch' / self.torch}",
+            "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
+            "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
+            "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,
+            "FAKE_NVIDIA_SMI_MIB": mib, "FAKE_NVIDIA_SMI_CUDA": "13.0",
+            "POD_CONSOLE_DEMO_PYTHON": sys.executable, "POD_AGENT_P2P_TIMEOUT": "8",
+            "POD_AGENT_MEM_FLOOR_GIB": "0.5", "PYTHONUNBUFFERED": "1",
+        })
+        return env
+
+    def pod_home(self, pod_id: str) -> Path:
+        return self.workdir / "pods" / pod_id
+
+    def transport_for(self, pod: Any) -> LocalAgentTransport:
+        pid = pod if isinstance(pod, str) else pod.id
+        info = self.state.pods.get(pid, {})
+        gpu = (info.get("gpu") or {}).get("id", "")
+        home = self.pod_home(pid)
+        return LocalAgentTransport([sys.executable, "-m", "pod_agent"],
+                                   self.agent_env(pid, home / "agent", gpu,
+                                                  str(home / "agent-dir" / "pkg")), pod_id=pid)
+
+    def remote_profile(self, lp: LoadedProfile) -> Path:
+        return self.pod_home(self.pod_id or "none") / "agent-dir" / "pkg" / "profiles" / \
+            lp.path.name
+
+    def _host_factory(self, pod: dict[str, Any]) -> HostInfo:
+        """An emulated pod's host is this machine; stopping it shuts its agent down."""
+        pid = pod["id"]
+        return HostInfo("127.0.0.1", 22, "13.0", dict(self.ports),
+                        stop=lambda: self._stop_agent(pid))
+
+    def _stop_agent(self, pod_id: str) -> None:
+        proc = self.agents.pop(pod_id, None)
+        home = self.pod_home(pod_id) / "agent"
+        if proc is None and not (home / "agent.sock").exists():
+            return
+        t = self.transport_for(pod_id)
+        with contextlib.suppress(Exception):
+            subprocess.run([*t.argv_prefix, "shutdown"], env=t.env, timeout=30,
+                           capture_output=True)
+        if proc is not None:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+    def start(self) -> None:
+        self.faults_dir.mkdir(parents=True, exist_ok=True)
+        self.profiles_dir.mkdir(parents=True, exist_ok=True)
+        for src in sorted(shipped_profiles_dir().glob("*.yaml")):
+            self._profile_copy(src)
+        first = self.profiles()[0]
+        self.state.host_factory = self._host_factory
+        self.state.stock = {g: 4 for lp in self.profiles() for g in lp.profile.gpu_type_ids}
+        self.emulator.start()
+        gpu = first.profile.gpu_type_ids[0]
+        pid = self.state.add_stopped_pod(f"pod-console-{first.name}", gpu,
+                                         first.profile.effective_gpu_count)
+        pod = self.state.pods[pid]
+        self.state.set_status(pod, "RUNNING")
+        pod["startedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00",
+                                         time.gmtime(time.time() - 2 * 3600 - 17 * 60))
+        self.pod_id = pid
+        self._install_and_serve(pid, first)
+        host = self._host_factory(pod)
+        self.state.hosts[pid] = host
+        pod["ssh"] = {"direct": {"host": "127.0.0.1", "port": 22, "username": "root"}}
+        pod["runtime"] = {"uptime": 7800, "ports": [
+            {"private": k, "public": v, "type": "tcp", "ip": "127.0.0.1"}
+            for k, v in self.ports.items()]}
+
+    def _install_and_serve(self, pid: str, lp: LoadedProfile) -> None:
+        """What provisioning does on a real pod, done locally for the demo's first pod."""
+        home = self.pod_home(pid)
+        pkg = home / "agent-dir" / "pkg"
+        (pkg / "profiles").mkdir(parents=True, exist_ok=True)
+        shutil.copytree(REPO / "pod_agent", pkg / "pod_agent",
+                        ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        shutil.copy(lp.path, pkg / "profiles" / lp.path.name)
+        t = self.transport_for(pid)
+        subprocess.run([*t.argv_prefix, "check-host", "--json", "--profile",
+                        str(pkg / "profiles" / lp.path.name)], env=t.env, timeout=60,
+                       capture_output=True)
+        log = open(home / "serve.log", "ab")  # noqa: SIM115 - owned by the child
+        self.agents[pid] = subprocess.Popen(
+            [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
+             "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
+             "--watchdog-interval", "5", "--no-patches"],
+            env=t.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+
+    def settings(self, refresh_s: float = 2.0) -> Settings:
+        first = self.profiles()[0]
+        thresholds = {n: SlotThresholds(acceptance_baseline=0.6)
+                      for n in first.profile.slots}
+        return Settings(
+            profiles_dir=self.profiles_dir, refresh_s=refresh_s, window_s=60,
+            history_s=1800, state_dir=self.workdir / "state", thresholds=thresholds,
+            pod=PodSettings(runpod_id=self.pod_id, host="127.0.0.1",
+                            agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
+            RUNPOD_API_KEY=DEMO_KEY)
+
+    def provision_config(self) -> ProvisionConfig:
+        return ProvisionConfig(rounds=3, round_wait_s=20, cuda_attempts=5, ssh_wait_s=30,
+                               health_wait_s=120, poll_s=1, pod_name="pod-console",
+                               agent_dir=str(self.workdir / "pods" / "{pod}" / "agent-dir"),
+                               python=sys.executable,
+                               render_dir=self.workdir / "state" / "rendered")
+
+    def provision_transport(self, pod: Any, agent_cmd: str) -> LocalAgentTransport:
+        return self.transport_for(pod)
+
+    # -- faults (command palette) --------------------------------------------------
+    def faults(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        for lp in self.profiles()[:1]:
+            for name, slot in lp.profile.slots.items():
+                out.append((f"slot {name} dies", "its engine exits; the agent restarts it",
+                            lambda s=slot.served_model_name: self.kill_slot(s)))
+        out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
+                    self.break_p2p))
+        out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
+        out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
+        return out
+
+    def kill_slot(self, served: str) -> None:
+        (self.faults_dir / f"kill-{served}").touch()
+
+    def break_p2p(self) -> None:
+        self.torch = "hang"
+
+    def sell_out(self) -> None:
+        with self.state.lock:
+            self.state.stock = dict.fromkeys(self.state.stock, 0)
+            self.state.resume_capacity = False
+
+    def restock(self) -> None:
+        with self.state.lock:
+            self.state.stock = dict.fromkeys(self.state.stock, 4)
+            self.state.resume_capacity = True
+
+    # -- teardown ------------------------------------------------------------------
+    async def stop(self) -> None:
+        await asyncio.to_thread(self._stop_all)
+
+    def _stop_all(self) -> None:
+        for pid in list(self.agents):
+            self._stop_agent(pid)
+        self.emulator.stop()
+        if self.own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,349 @@
+"""A simulated ``vllm serve`` for the demo: same argv, same log lines, same exposition.
+
+The pod agent launches it exactly as it launches vLLM (``console/demo/bin/vllm``
+is on the agent's ``--vllm``). It prints vLLM's start-up milestones (so the
+agent's progress parser sees them), refuses to start when gpu_util leaves no
+room for one ``max_model_len`` request (like the field's 27B at 0.15), then
+serves ``/health``, ``/v1/models``, ``/version``, ``/metrics`` and a canned
+``/v1/chat/completions`` over loopback, with traffic whose numbers follow the
+field report: TTFT 0.8–1.1 s, acceptance 52–71 %, per-position acceptance
+78–82 % falling to 48–54 %, KV usage a few percent.
+
+Environment (set by the demo deployment per slot):
+  DEMO_KV        "TOKENS@UTIL/SLOPE": KV tokens at a gpu_util and tokens per 1.0 util
+  DEMO_SEED      random seed;  DEMO_RATE  requests/s;  DEMO_STARTUP_S  start-up time
+  DEMO_FAULTS    directory; a file ``kill-<served name>`` makes the engine die
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+               7.5, 10.0, 20.0, 40.0, 80.0)
+LAT_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+REASONS = ("stop", "length", "abort", "error", "repetition")
+BLOCK = 16
+
+
+def _num(x: float) -> str:
+    if math.isinf(x):
+        return "+Inf"
+    return repr(float(x))
+
+
+@dataclass
+class Hist:
+    bounds: tuple[float, ...]
+    counts: list[float] = field(default_factory=list)
+    total: float = 0.0
+    n: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.counts = [0.0] * (len(self.bounds) + 1)
+
+    def observe(self, v: float) -> None:
+        for i, b in enumerate(self.bounds):
+            if v <= b:
+                self.counts[i] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.total += v
+        self.n += 1
+
+
+class Engine:
+    """Counters and gauges of one simulated engine, advanced by a traffic model."""
+
+    def __init__(self, name: str, kv_tokens: int, spec_tokens: int, seed: int,
+                 rate: float) -> None:
+        self.name = name
+        self.kv_tokens = kv_tokens
+        self.spec_tokens = spec_tokens
+        self.rng = random.Random(seed)
+        self.rate = rate
+        self.created = time.time()
+        self.c: dict[str, float] = {k: 0.0 for k in (
+            "prompt_tokens", "generation_tokens", "preemptions", "prefix_q", "prefix_h",
+            "drafts", "draft_tokens", "accepted")}
+        self.per_pos = [0.0] * spec_tokens
+        self.reasons = dict.fromkeys(REASONS, 0.0)
+        self.h = {"ttft": Hist(TTFT_BUCKETS), "itl": Hist(ITL_BUCKETS),
+                  "tpot": Hist(ITL_BUCKETS), "e2e": Hist(LAT_BUCKETS),
+                  "queue": Hist(LAT_BUCKETS), "prefill": Hist(LAT_BUCKETS),
+                  "decode": Hist(LAT_BUCKETS), "inference": Hist(LAT_BUCKETS)}
+        self.inflight: list[tuple[float, int]] = []  # (ends at, tokens held)
+        self.phase = self.rng.random() * 6.28
+
+    def tick(self, now: float, dt: float) -> None:
+        self.inflight = [(e, t) for e, t in self.inflight if e > now]
+        arrivals = self._poisson(self.rate * dt)
+        # long documents come in waves: acceptance is higher on them (the field: 70 % vs 52 %)
+        longness = 0.5 + 0.5 * math.sin(now / 90.0 + self.phase)
+        for _ in range(arrivals):
+            long_doc = self.rng.random() < longness * 0.8
+            prompt = int(self.rng.uniform(2500, 3500) if long_doc else self.rng.uniform(15, 60))
+            out = int(self.rng.uniform(300, 1024))
+            ttft = min(max(self.rng.gauss(1.02 if long_doc else 0.86, 0.06), 0.78), 1.12)
+            if self.rng.random() < 0.01:
+                ttft = self.rng.uniform(1.8, 2.4)  # a prefill collision now and then
+            queue = max(0.0, self.rng.gauss(0.02, 0.02))
+            tpot = self.rng.uniform(0.0048, 0.0060)
+            decode = tpot * out
+            self.h["ttft"].observe(ttft)
+            self.h["queue"].observe(queue)
+            self.h["prefill"].observe(max(ttft - queue, 0.01))
+            self.h["decode"].observe(decode)
+            self.h["inference"].observe(ttft - queue + decode)
+            self.h["e2e"].observe(ttft + decode)
+            self.h["tpot"].observe(tpot)
+            if self.spec_tokens:
+                p0 = self.rng.uniform(0.80, 0.84) if long_doc else self.rng.uniform(0.76, 0.80)
+                probs = [p0]
+                for i in range(1, self.spec_tokens):
+                    floor = 0.50 + (0.04 if long_doc else 0.0)
+                    probs.append(p0 - (p0 - floor) * i / max(1, self.spec_tokens - 1))
+                drafts = out / (1 + sum(probs))
+                self.c["drafts"] += round(drafts)
+                self.c["draft_tokens"] += round(drafts) * self.spec_tokens
+                acc = 0.0
+                for i, p in enumerate(probs):
+                    got = round(drafts * p)
+                    self.per_pos[i] += got
+                    acc += got
+                self.c["accepted"] += acc
+                steps = max(1, round(drafts))
+            else:
+                steps = out
+            for _ in range(min(steps, 40)):
+                self.h["itl"].observe(decode / steps * self.rng.uniform(0.8, 1.2))
+            self.c["prompt_tokens"] += prompt
+            self.c["generation_tokens"] += out
+            self.c["prefix_q"] += prompt
+            self.c["prefix_h"] += int(prompt * self.rng.uniform(0.1, 0.5))
+            self.reasons["stop" if self.rng.random() < 0.93 else "length"] += 1
+            self.inflight.append((now + ttft + decode, prompt + out))
+
+    def _poisson(self, lam: float) -> int:
+        k, p, limit = 0, 1.0, math.exp(-lam)
+        while True:
+            p *= self.rng.random()
+            if p <= limit:
+                return k
+            k += 1
+
+    def exposition(self, util: float, block_size: int = BLOCK) -> str:
+        m = f'engine="0",model_name="{self.name}"'
+        out: list[str] = []
+
+        def fam(name: str, kind: str, help_: str) -> None:
+            out.append(f"# HELP {name} {help_}")
+            out.append(f"# TYPE {name} {kind}")
+
+        def counter(base: str, value: float, help_: str, extra: str = "") -> None:
+            lab = f"{extra},{m}" if extra and extra < "engine" else (
+                f"{m},{extra}" if extra else m)
+            fam(f"{base}_total", "counter", help_)
+            out.append(f"{base}_total{{{lab}}} {_num(value)}")
+            fam(f"{base}_created", "gauge", help_)
+            out.append(f"{base}_created{{{lab}}} {_num(self.created)}")
+
+        def hist(base: str, h: Hist, help_: str) -> None:
+            fam(base, "histogram", help_)
+            cum = 0.0
+            for b, c in zip((*h.bounds, math.inf), h.counts, strict=True):
+                cum += c
+                out.append(f'{base}_bucket{{engine="0",le="{_num(b)}",model_name="{self.name}"}}'
+                           f" {_num(cum)}")
+            out.append(f"{base}_count{{{m}}} {_num(h.n)}")
+            out.append(f"{base}_sum{{{m}}} {_num(h.total)}")
+            fam(f"{base}_created", "gauge", help_)
+            out.append(f"{base}_created{{{m}}} {_num(self.created)}")
+
+        running = len(self.inflight)
+        held = sum(t for _, t in self.inflight)
+        fam("vllm:num_requests_running", "gauge", "Number of requests in model execution "
+                                                  "batches.")
+        out.append(f"vllm:num_requests_running{{{m}}} {_num(running)}")
+        fam("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.")
+        out.append(f"vllm:num_requests_waiting{{{m}}} {_num(0)}")
+        fam("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.")
+        out.append(f"vllm:kv_cache_usage_perc{{{m}}} "
+                   f"{_num(min(1.0, held / max(1, self.kv_tokens)))}")
+        counter("vllm:prefix_cache_queries", self.c["prefix_q"], "Prefix cache queries.")
+        counter("vllm:prefix_cache_hits", self.c["prefix_h"], "Prefix cache hits.")
+        counter("vllm:num_preemptions", self.c["preemptions"], "Cumulative preemptions.")
+        counter("vllm:prompt_tokens", self.c["prompt_tokens"], "Number of prefill tokens.")
+        counter("vllm:generation_tokens", self.c["generation_tokens"],
+                "Number of generation tokens.")
+        fam("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+        for r in REASONS:
+            out.append(f'vllm:request_success_total{{engine="0",finished_reason="{r}",'
+                       f'model_name="{self.name}"}} {_num(self.reasons[r])}')
+        hist("vllm:time_to_first_token_seconds", self.h["ttft"], "Time to first token.")
+        hist("vllm:inter_token_latency_seconds", self.h["itl"], "Inter-token latency.")
+        hist("vllm:request_time_per_output_token_seconds", self.h["tpot"], "TPOT per request.")
+        hist("vllm:e2e_request_latency_seconds", self.h["e2e"], "End-to-end latency.")
+        hist("vllm:request_queue_time_seconds", self.h["queue"], "Time in WAITING.")
+        hist("vllm:request_inference_time_seconds", self.h["inference"], "Time in RUNNING.")
+        hist("vllm:request_prefill_time_seconds", self.h["prefill"], "Prefill phase.")
+        hist("vllm:request_decode_time_seconds", self.h["decode"], "Decode phase.")
+        if self.spec_tokens:
+            counter("vllm:spec_decode_num_drafts", self.c["drafts"], "Number of spec drafts.")
+            counter("vllm:spec_decode_num_draft_tokens", self.c["draft_tokens"],
+                    "Number of draft tokens.")
+            counter("vllm:spec_decode_num_accepted_tokens", self.c["accepted"],
+                    "Number of accepted tokens.")
+            fam("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+                "Accepted tokens per draft position.")
+            for i, v in enumerate(self.per_pos):
+                out.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{m},'
+                           f'position="{i}"}} {_num(v)}')
+        blocks = self.kv_tokens // block_size
+        fam("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig")
+        out.append(f'vllm:cache_config_info{{block_size="{block_size}",cache_dtype="auto",'
+                   f'enable_prefix_caching="True",engine="0",gpu_memory_utilization="{util}",'
+                   f'kv_cache_size_tokens="{blocks * block_size}",model_name="{self.name}",'
+                   f'num_gpu_blocks="{blocks}"}} 1.0')
+        return "\n".join(out) + "\n"
+
+
+def kv_tokens_for(spec: str, util: float) -> int:
+    """``TOKENS@UTIL/SLOPE`` → KV tokens at ``util`` (linear, like vLLM's budget)."""
+    tokens, rest = spec.split("@", 1)
+    at, slope = rest.split("/", 1)
+    return int(float(tokens) + (util - float(at)) * float(slope))
+
+
+def log(msg: str, level: str = "INFO") -> None:
+    stamp = time.strftime("%m-%d %H:%M:%S")
+    print(f"(APIServer pid={os.getpid()}) {level} {stamp} [demo] {msg}", flush=True)
+
+
+async def serve(args: argparse.Namespace, engine: Engine) -> None:
+    faults = Path(os.environ["DEMO_FAULTS"]) if os.environ.get("DEMO_FAULTS") else None
+    models = json.dumps({"object": "list", "data": [
+        {"id": args.served_model_name, "object": "model", "owned_by": "vllm",
+         "max_model_len": args.max_model_len}]}).encode()
+
+    def reply(status: str, body: bytes, ctype: bytes) -> bytes:
+        return (f"HTTP/1.1 {status}\r\n".encode() + b"content-type: " + ctype
+                + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                first = head.split(b"\r\n", 1)[0].split(b" ")
+                path = first[1].split(b"?", 1)[0] if len(first) > 1 else b"/"
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                if length:
+                    await reader.readexactly(length)
+                if path == b"/metrics":
+                    writer.write(reply("200 OK", engine.exposition(args.gpu_memory_utilization)
+                                       .encode(), b"text/plain; version=1.0.0; charset=utf-8"))
+                elif path in (b"/health", b"/ping"):
+                    writer.write(reply("200 OK", b"", b"application/json"))
+                elif path == b"/v1/models":
+                    writer.write(reply("200 OK", models, b"application/json"))
+                elif path == b"/version":
+                    writer.write(reply("200 OK", b'{"version":"0.32.0"}', b"application/json"))
+                elif path == b"/v1/chat/completions":
+                    body = json.dumps({"id": "chatcmpl-demo", "object": "chat.completion",
+                                       "model": args.served_model_name, "choices": [{
+                                           "index": 0, "finish_reason": "stop", "message": {
+                                               "role": "assistant", "content": "OK"}}]}).encode()
+                    writer.write(reply("200 OK", body, b"application/json"))
+                else:
+                    writer.write(reply("404 Not Found", b'{"detail":"Not Found"}',
+                                       b"application/json"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    # The simulated pod lives on this machine: listen on loopback whatever --host says.
+    server = await asyncio.start_server(handle, "127.0.0.1", args.port)
+    log(f"Starting vLLM API server on http://127.0.0.1:{args.port} (asked: {args.host})")
+    print("INFO:     Application startup complete.", flush=True)
+    last = time.time()
+    async with server:
+        while True:
+            await asyncio.sleep(0.5)
+            now = time.time()
+            engine.tick(now, now - last)
+            last = now
+            if faults and (faults / f"kill-{args.served_model_name}").exists():
+                (faults / f"kill-{args.served_model_name}").unlink()
+                log("EngineCore encountered a fatal error (injected by the demo)", "ERROR")
+                sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vllm")
+    ap.add_argument("cmd", choices=["serve"])
+    ap.add_argument("model")
+    ap.add_argument("--served-model-name", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--tensor-parallel-size", type=int, default=1)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    ap.add_argument("--max-model-len", type=int, default=8192)
+    ap.add_argument("--speculative-config", default=None)
+    ap.add_argument("--disable-custom-all-reduce", action="store_true")
+    args, _unknown = ap.parse_known_args(argv)
+    spec = json.loads(args.speculative_config) if args.speculative_config else None
+    startup = float(os.environ.get("DEMO_STARTUP_S", "6"))
+    kv = kv_tokens_for(os.environ.get("DEMO_KV", "200000@0.5/1000000"),
+                       args.gpu_memory_utilization)
+    log("vLLM API server version 0.32.0 (simulated by pod-console demo)")
+    log(f"Initializing a V1 LLM engine with config: model={args.model!r}, "
+        f"tensor_parallel_size={args.tensor_parallel_size}")
+    time.sleep(startup * 0.15)
+    log("Starting to load model ...")
+    time.sleep(startup * 0.45)
+    log(f"Loading weights took {startup * 0.45 * 47:.2f} seconds")
+    time.sleep(startup * 0.1)
+    if kv < args.max_model_len:
+        need = args.max_model_len * 18e-6
+        log(f"ValueError: To serve at least one request with the model's max seq len "
+            f"({args.max_model_len}), ({need:.2f} GiB KV cache is needed, which is larger than "
+            f"the available KV cache memory ({max(kv, 0) * 18e-6:.2f} GiB). Try increasing "
+            f"`gpu_memory_utilization` or decreasing `max_model_len`.", "ERROR")
+        return 1
+    log(f"GPU KV cache size: {kv:,} tokens")
+    log(f"Maximum concurrency for {args.max_model_len:,} tokens per request: "
+        f"{kv / args.max_model_len:.2f}x")
+    log("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
+    time.sleep(startup * 0.3)
+    log("Graph capturing finished in 3 secs")
+    engine = Engine(args.served_model_name, kv,
+                    int(spec.get("num_speculative_tokens", 0)) if spec else 0,
+                    int(os.environ.get("DEMO_SEED", "7")),
+                    float(os.environ.get("DEMO_RATE", "0.5")))
+    try:
+        asyncio.run(serve(args, engine))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""The console's operations, registered once: resume, fallback, host checks, rebalance, watchdog.
+
+Every handler takes ``(args, progress)`` and returns an :class:`Outcome`; the
+Textual layer never calls the agent or RunPod itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from .actions.audit import AuditLog
+from .actions.registry import ActionRegistry, ActionSpec, Outcome, Progress
+from .remote import AgentError
+
+SPECS = {
+    "refresh": ActionSpec("refresh", "ctrl+r", "Refresh", "poll every source now", False),
+    "resume": ActionSpec(
+        "resume", "r", "Resume pod", "start the stopped pod; on a capacity refusal, offer "
+        "fallback provisioning", True,
+        "Start pod {pod} ({profile}) and begin billing?"),
+    "fallback": ActionSpec(
+        "fallback", "f", "Fallback provisioning", "create a pod on the next GPU kind in "
+        "stock, in profile order, and bring every slot up", True,
+        "Create a NEW pod, trying every profile in order? A failed attempt terminates "
+        "its pod."),
+    "host_checks": ActionSpec(
+        "host_checks", "h", "Host checks", "GPUs, driver CUDA, NCCL P2P probe, pidfd, disk "
+        "and memory on the pod", True,
+        "Run the host checks on pod {pod}? The P2P probe takes up to 90 s and rewrites "
+        "NCCL_P2P_DISABLE in the pod's .env."),
+    "rebalance": ActionSpec(
+        "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
+        "slot restarts first; a failure rolls back", True,
+        "Restart slots with {split}? Each restart takes the slot offline for its start-up "
+        "time."),
+    "watchdog": ActionSpec(
+        "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
+        "Watchdog: {cmd} on pod {pod}?"),
+}
+
+
+def _args_set(values: dict[str, float]) -> list[str]:
+    out = []
+    for k, v in sorted(values.items()):
+        out += ["--set", f"{k}={v:g}"]
+    return out
+
+
+def relay_events(progress: Progress) -> Callable[[dict[str, Any]], None]:
+    def on_event(ev: dict[str, Any]) -> None:
+        if ev.get("kind") == "progress":
+            progress(str(ev.get("step", "")), ev.get("fraction"), str(ev.get("message", "")))
+        elif ev.get("kind") == "log":
+            progress("", None, str(ev.get("line", "")))
+    return on_event
+
+
+def summarize_checks(report: dict[str, Any]) -> str:
+    parts = []
+    for c in report.get("checks", []):
+        mark = {True: "ok", False: "FAIL", None: "skip"}.get(c.get("ok"), "?")
+        parts.append(f"{c.get('name')} {mark}")
+    return ", ".join(parts)
+
+
+class AgentRef:
+    """The agent the handlers talk to; replaced when fallback moves us to a new pod."""
+
+    def __init__(self, transport: Any | None, remote_profile: str | None) -> None:
+        self.transport = transport
+        self.remote_profile = remote_profile
+
+
+def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
+                   remote_profile: str | None, refresh: Callable[[], None],
+                   provisioner: Any | None = None,
+                   on_rebalanced: Callable[[dict[str, float]], Awaitable[str]] | None = None,
+                   ) -> ActionRegistry:
+    reg = ActionRegistry(audit, read_only)
+    agent = AgentRef(transport, remote_profile)
+    reg.agent = agent  # type: ignore[attr-defined]
+
+    async def do_refresh(args: dict[str, Any], progress: Progress) -> Outcome:
+        refresh()
+        return Outcome(True, "refresh requested")
+
+    def need_agent() -> Outcome | None:
+        if agent.transport is None:
+            return Outcome(False, "no pod agent configured (pod.ssh_host)", state="failed")
+        return None
+
+    async def host_checks(args: dict[str, Any], progress: Progress) -> Outcome:
+        if (miss := need_agent()) is not None:
+            return miss
+        progress("check-host", None, "running on the pod (P2P probe up to 90 s)")
+        import shlex
+
+        cmd = f"{agent.transport.ep.agent_cmd} check-host --json"
+        if agent.remote_profile:
+            cmd += f" --profile {shlex.quote(agent.remote_profile)}"
+        try:
+            res = await agent.transport.run_raw(cmd, timeout_s=180)
+        except AgentError as exc:
+            return Outcome(False, str(exc), state="failed")
+        report = None
+        for ev in reversed(res.events):
+            try:
+                report = json.loads(ev.get("line", ""))
+                break
+            except ValueError:
+                continue
+        if not isinstance(report, dict):
+            return Outcome(False, f"no report from check-host (exit {res.exit_status})",
+                           state="failed")
+        msg = summarize_checks(report)
+        code = res.exit_status
+        if code == 3:
+            return Outcome(False, "P2P probe HUNG — NCCL_P2P_DISABLE=1 written; " + msg,
+                           {"report": report}, "failed")
+        return Outcome(bool(report.get("ok")), msg, {"report": report},
+                       "ok" if report.get("ok") else "failed")
+
+    async def rebalance(args: dict[str, Any], progress: Progress) -> Outcome:
+        if (miss := need_agent()) is not None:
+            return miss
+        values = {str(k): float(v) for k, v in (args.get("set") or {}).items()}
+        aid = str(args.get("action_id") or f"rebalance-{uuid.uuid4().hex[:10]}")
+        try:
+            res = await agent.transport.run(["rebalance", *_args_set(values), "--action-id",
+                                             aid],
+                                      on_event=relay_events(progress), timeout_s=3600)
+        except AgentError as exc:
+            return Outcome(False, f"{exc} — the action {aid} keeps running on the pod; "
+                                  f"`pod-agent attach {aid}` shows its end", state="failed")
+        final = res.final or {}
+        if not res.ok:
+            return Outcome(False, str(final.get("message", "rebalance refused")),
+                           state="failed")
+        if final.get("state") == "rolled_back":
+            return Outcome(False, f"{final.get('failed_slot')} failed to start "
+                                  f"({final.get('reason', '')[:120]}); restored "
+                                  f"{final.get('restored')}", dict(final), "rolled_back")
+        note = ""
+        if on_rebalanced is not None and final.get("changed"):
+            note = await on_rebalanced(values)
+        return Outcome(True, f"applied {final.get('changed') or 'nothing to do'}"
+                             + (f"; {note}" if note else ""), dict(final), "ok")
+
+    async def watchdog(args: dict[str, Any], progress: Progress) -> Outcome:
+        if (miss := need_agent()) is not None:
+            return miss
+        cmd = str(args.get("cmd", ""))
+        if cmd not in ("arm", "disarm", "stop-now"):
+            return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
+        argv = ["watchdog", cmd]
+        if cmd == "stop-now":
+            argv += ["--action-id", f"stop-{uuid.uuid4().hex[:10]}"]
+        try:
+            res = await agent.transport.run(argv, on_event=relay_events(progress),
+                                            timeout_s=300)
+        except AgentError as exc:
+            return Outcome(False, str(exc), state="failed")
+        final = res.final or {}
+        if not res.ok:
+            return Outcome(False, str(final.get("message", "failed")), state="failed")
+        if cmd == "stop-now":
+            return Outcome(True, f"pod stopping: {final.get('message', '')}")
+        return Outcome(True, f"watchdog {'armed' if final.get('armed') else 'disarmed'}")
+
+    async def resume(args: dict[str, Any], progress: Progress) -> Outcome:
+        if provisioner is None:
+            return Outcome(False, "no RunPod pod configured (pod.runpod_id, RUNPOD_API_KEY)",
+                           state="failed")
+        return await provisioner.resume_action(progress)
+
+    async def fallback(args: dict[str, Any], progress: Progress) -> Outcome:
+        if provisioner is None:
+            return Outcome(False, "RunPod is not configured (RUNPOD_API_KEY)", state="failed")
+        return await provisioner.fallback_action(progress)
+
+    reg.register(SPECS["refresh"], do_refresh)
+    reg.register(SPECS["resume"], resume)
+    reg.register(SPECS["fallback"], fallback)
+    reg.register(SPECS["host_checks"], host_checks)
+    reg.register(SPECS["rebalance"], rebalance)
+    reg.register(SPECS["watchdog"], watchdog)
+    return reg
+
+
+def audit_for(state_dir: Path) -> AuditLog:
+    return AuditLog(state_dir / "audit.jsonl")

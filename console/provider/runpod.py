@@ -1,0 +1,290 @@
+"""RunPod REST v2 client (httpx) with the error taxonomy provisioning decides on.
+
+Taxonomy (from RunPod's own retry table and the field's experience):
+
+* ``CapacityError`` — sold out on create (HTTP 400 "no longer any instances
+  available…"), or "not enough free GPUs on the host machine" on resume: try
+  elsewhere;
+* ``TransientError`` — 5xx, 429 (honouring ``Retry-After``), timeouts and
+  connection errors: retried here with backoff before surfacing;
+* ``FatalError`` — 401/402/403 and 400/422 request errors: stop at once;
+* ``ConflictError`` — 409, the action is not valid for the pod's state.
+
+The API key is sent as a bearer header and never appears in messages, logs or
+``repr``. ``allowedCudaVersions`` is deliberately never sent: it is an
+exact-match list and silently excludes newer hosts; the driver is checked on
+the host instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+DEFAULT_BASE = "https://api.runpod.io/v2"
+CAPACITY_MARKERS = ("no longer any instances", "not enough free gpus",
+                    "does not have the resources", "no instances currently available")
+
+
+class RunPodError(Exception):
+    kind = "error"
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class CapacityError(RunPodError):
+    kind = "capacity"
+
+
+class TransientError(RunPodError):
+    kind = "transient"
+
+
+class FatalError(RunPodError):
+    kind = "fatal"
+
+
+class ConflictError(RunPodError):
+    kind = "conflict"
+
+
+class NotFoundError(RunPodError):
+    kind = "not_found"
+
+
+class PortMapping(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    private: int
+    public: int | None = None
+    type: str = "tcp"
+    ip: str | None = None
+
+
+class Runtime(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    uptime: float | None = None
+    ports: list[PortMapping] = Field(default_factory=list)
+
+
+class SshDirect(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    host: str | None = None
+    port: int | None = None
+    username: str | None = None
+
+
+class Ssh(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    direct: SshDirect | None = None
+
+
+class GpuSpec(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str | None = None
+    count: int = 0
+
+
+class Pod(BaseModel):
+    """What we read of a v2 pod; unknown fields are ignored, missing ones defaulted."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: str
+    name: str = ""
+    status: str = "UNKNOWN"
+    actions: list[str] = Field(default_factory=list)
+    image: str | None = None
+    gpu: GpuSpec | None = None
+    dataCenterId: str | None = None
+    cudaVersion: str | None = None
+    cost: float | None = None
+    createdAt: str | None = None
+    startedAt: str | None = None
+    ssh: Ssh | None = None
+    runtime: Runtime | None = None
+
+    @property
+    def ssh_endpoint(self) -> tuple[str, int] | None:
+        d = self.ssh.direct if self.ssh else None
+        if d and d.host and d.port:
+            return d.host, d.port
+        if self.runtime:
+            for p in self.runtime.ports:
+                if p.private == 22 and p.public and p.ip:
+                    return p.ip, p.public
+        return None
+
+    def public_port(self, private: int) -> int | None:
+        if self.runtime:
+            for p in self.runtime.ports:
+                if p.private == private and p.public:
+                    return p.public
+        return None
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    name: str
+    image: str
+    gpu_type_id: str
+    gpu_count: int
+    cloud: str = "SECURE"
+    disk_gb: int = 50
+    volume_gb: int = 200
+    ports: tuple[str, ...] = ("22/tcp",)
+    env: tuple[tuple[str, str], ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        # no allowedCudaVersions / minCudaVersion on purpose: see the module docstring
+        return {"name": self.name, "image": self.image,
+                "gpu": {"id": self.gpu_type_id, "count": self.gpu_count},
+                "cloud": self.cloud, "disk": self.disk_gb, "ports": list(self.ports),
+                "env": dict(self.env), "startSsh": True,
+                "mounts": {"persistent": {"size": self.volume_gb, "path": "/workspace"}}}
+
+
+def _detail(r: httpx.Response) -> str:
+    try:
+        body = r.json()
+    except ValueError:
+        return (r.text or r.reason_phrase or "")[:300]
+    if isinstance(body, dict):
+        parts = [str(body.get(k)) for k in ("detail", "message", "error") if body.get(k)]
+        errs = body.get("errors")
+        if isinstance(errs, list):
+            parts += [str(e) for e in errs[:3]]
+        return "; ".join(parts)[:300] or str(body)[:300]
+    return str(body)[:300]
+
+
+def classify(r: httpx.Response, on_resume: bool = False) -> RunPodError:
+    detail = _detail(r)
+    low = detail.lower()
+    s = r.status_code
+    if any(m in low for m in CAPACITY_MARKERS):
+        return CapacityError(detail, s)
+    if s == 429:
+        return TransientError(f"rate limited: {detail}", s)
+    if s >= 500 or "something went wrong" in low:
+        return TransientError(f"HTTP {s}: {detail}", s)
+    if s == 409:
+        return ConflictError(detail or "action not valid for the pod's state", s)
+    if s == 404:
+        return NotFoundError(detail or "not found", s)
+    return FatalError(f"HTTP {s}: {detail}", s)
+
+
+Sleeper = Callable[[float], Awaitable[None]]
+
+
+class RunPodClient:
+    """Async REST v2 client. ``sleep`` is injectable so tests skip real waiting."""
+
+    def __init__(self, api_key: SecretStr | str, base_url: str | None = None, *,
+                 timeout_s: float = 20.0, retries: int = 4,
+                 sleep: Sleeper = asyncio.sleep,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        self._key = key
+        self.base_url = (base_url or os.environ.get("RUNPOD_API_BASE") or DEFAULT_BASE).rstrip("/")
+        self.retries = retries
+        self.sleep = sleep
+        self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport,
+                                         trust_env=False)
+
+    def __repr__(self) -> str:
+        return f"RunPodClient(base_url={self.base_url!r}, key=**********)"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _request(self, method: str, path: str, *, json: Any = None,
+                       retry: bool = True, on_resume: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                r = await self._client.request(
+                    method, self.base_url + path, json=json,
+                    headers={"Authorization": f"Bearer {self._key.get_secret_value()}"})
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                err: RunPodError = TransientError(f"{type(exc).__name__}: {exc}"[:200])
+                wait = None
+            else:
+                if r.status_code < 400:
+                    return r
+                err = classify(r, on_resume)
+                wait = None
+                if r.status_code == 429:
+                    try:
+                        wait = float(r.headers.get("Retry-After", ""))
+                    except ValueError:
+                        wait = None
+            if not isinstance(err, TransientError) or not retry or attempt >= self.retries:
+                raise err
+            attempt += 1
+            delay = wait if wait is not None else min(30.0, 2 ** attempt) * (
+                0.75 + random.random() / 2)
+            await self.sleep(delay)
+
+    async def get_pod(self, pod_id: str) -> Pod:
+        return Pod.model_validate((await self._request("GET", f"/pods/{pod_id}")).json())
+
+    async def list_pods(self) -> list[Pod]:
+        body = (await self._request("GET", "/pods")).json()
+        items = body.get("pods", []) if isinstance(body, dict) else body
+        return [Pod.model_validate(p) for p in items if isinstance(p, dict)]
+
+    async def find_by_name(self, name: str) -> list[Pod]:
+        return [p for p in await self.list_pods() if p.name == name]
+
+    async def create_pod(self, spec: CreateSpec) -> Pod:
+        """Create once. On a 5xx the pod may exist anyway: look it up by name, never
+        blindly create a second one (creates can succeed behind an error)."""
+        try:
+            r = await self._request("POST", "/pods", json=spec.body(), retry=False)
+        except TransientError:
+            found = [p for p in await self.find_by_name(spec.name)
+                     if p.status not in ("TERMINATED",)]
+            if found:
+                return found[0]
+            r = await self._request("POST", "/pods", json=spec.body())
+        return Pod.model_validate(r.json())
+
+    async def action(self, pod_id: str, action: str) -> Pod | None:
+        r = await self._request("POST", f"/pods/{pod_id}/action", json={"action": action},
+                                on_resume=action == "start")
+        if r.status_code == 204 or not r.content:
+            return None
+        return Pod.model_validate(r.json())
+
+    async def start(self, pod_id: str) -> Pod | None:
+        return await self.action(pod_id, "start")
+
+    async def stop(self, pod_id: str) -> Pod | None:
+        return await self.action(pod_id, "stop")
+
+    async def terminate(self, pod_id: str) -> None:
+        try:
+            await self._request("DELETE", f"/pods/{pod_id}")
+        except NotFoundError:
+            return  # already gone: what we wanted
+
+    async def gpu_availability(self) -> dict[str, str]:
+        """GPU type id → ``HIGH``/``MEDIUM``/``LOW``/``NONE`` (a hint, not a reservation)."""
+        body = (await self._request("GET", "/catalog/gpus?include=AVAILABILITY&product=POD")
+                ).json()
+        items = body.get("gpus", body) if isinstance(body, dict) else body
+        out = {}
+        for g in items if isinstance(items, list) else []:
+            if isinstance(g, dict) and g.get("id"):
+                out[str(g["id"])] = str(g.get("availability", "UNKNOWN"))
+        return out

@@ -1,0 +1,135 @@
+"""Slot detail: every figure of one slot, its plots, and its recent log lines (via the agent)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import Footer, RichLog, Static
+
+from .. import fmt
+from ..snapshot import SlotSnapshot
+from ..widgets.header import PodHeader
+from ..widgets.plots import PositionBars, SeriesPlot
+
+if TYPE_CHECKING:
+    from ..app import PodConsoleApp
+
+
+def figures_table(s: SlotSnapshot, now: float) -> Table:
+    f = s.figures
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="dim")
+    t.add_column()
+    t.add_column(style="dim")
+    t.add_column()
+    sd = f.spec_decode if f else None
+    c = f.cache if f else None
+    window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
+    rows = [
+        ("health", f"{s.health} ({s.health_detail})", "source", f"{s.source} · {window}"),
+        ("served", ", ".join(s.served_models) or fmt.DASH, "probe",
+         {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
+        ("running/waiting", f"{fmt.num(f.running if f else None)}/"
+                            f"{fmt.num(f.waiting if f else None)}",
+         "preemptions", f"{fmt.num(f.preemptions if f else None)} "
+                        f"({fmt.num(f.preemption_rate if f else None, 3)}/s)"),
+        ("KV now", fmt.pct(f.kv_cache_usage if f else None, 1), "KV p99", fmt.pct(s.kv_p99, 1)),
+        ("TTFT p50/p95/p99", " / ".join(fmt.secs(x) for x in (
+            f.ttft_p50_s if f else None, f.ttft_p95_s if f else None,
+            f.ttft_p99_s if f else None)), "ITL p95", fmt.secs(f.itl_p95_s if f else None)),
+        ("e2e p95", fmt.secs(f.e2e_p95_s if f else None), "queue p95",
+         fmt.secs(f.queue_p95_s if f else None)),
+        ("prefill p95", fmt.secs(f.prefill_p95_s if f else None), "decode p95",
+         fmt.secs(f.decode_p95_s if f else None)),
+        ("prompt tok/s", fmt.num(f.prompt_tps if f else None, 1), "gen tok/s",
+         fmt.num(f.generation_tps if f else None, 1)),
+        ("requests/s", fmt.num(f.request_rate if f else None, 2), "by reason",
+         ", ".join(f"{k} {v:g}" for k, v in (f.requests_by_reason.items() if f else ())
+                   if v) or fmt.DASH),
+        ("prefix hit", fmt.pct(f.prefix_cache_hit_rate if f else None), "acceptance",
+         fmt.pct(sd.acceptance_rate if sd else None, 1)),
+        ("mean accept len", fmt.num(sd.mean_acceptance_length if sd else None, 2),
+         "drafts/s", fmt.num(sd.drafts_per_s if sd else None, 1)),
+        ("per position", " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ())) or
+         fmt.DASH, "KV blocks", f"{fmt.num(c.num_gpu_blocks if c else None)} × "
+                                f"{fmt.num(c.block_size if c else None)}"),
+        ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2), "KV tokens",
+         fmt.num(c.kv_tokens if c else None)),
+    ]
+    for a, b, cc, d in rows:
+        t.add_row(a, b, cc, d)
+    if s.stale_since is not None:
+        t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",
+                                style="bold red"), "", "")
+    return t
+
+
+class SlotDetailScreen(Screen):
+    BINDINGS = [Binding("escape,backspace", "app.pop_screen", "back", id="back"),
+                Binding("l", "reload_logs", "reload logs", id="logs"),
+                Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
+                Binding("question_mark", "app.help", "help", id="help"),
+                Binding("q", "app.quit", "quit", id="quit")]
+    DEFAULT_CSS = """
+    #dfig { height: auto; padding: 0 1; border: round $primary; }
+    #dplots { grid-size: 2 2; height: 1fr; min-height: 10; }
+    #dlog { height: 1fr; min-height: 6; border: round $secondary; }
+    SlotDetailScreen.short #dplots { display: none; }
+    """
+
+    def __init__(self, slot: str) -> None:
+        super().__init__()
+        self.slot = slot
+
+    @property
+    def papp(self) -> PodConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        ctx = self.papp.ctx
+        yield PodHeader(ctx.profile_name, ctx.demo is not None, ctx.registry.read_only)
+        yield Static(id="dfig")
+        with Grid(id="dplots"):
+            yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", id="d-ttft")
+            yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", id="d-kv")
+            yield SeriesPlot("acceptance", "acceptance", scale=100, unit="%", id="d-acc")
+            yield PositionBars(id="d-pos")
+        yield RichLog(max_lines=400, wrap=False, id="dlog")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#dfig", Static).border_title = f"slot {self.slot}"
+        self.query_one("#dlog", RichLog).border_title = "recent log lines (agent)"
+        self.set_class(self.app.size.height < 34, "short")
+        self.refresh_view()
+        self.action_reload_logs()
+
+    def refresh_view(self) -> None:
+        app = self.papp
+        now = app.now()
+        self.query_one(PodHeader).show(app.pod, now, app.stale_text())
+        snap = app.snapshot.slot(self.slot) if app.snapshot else None
+        if snap is None:
+            self.query_one("#dfig", Static).update("no data yet")
+            return
+        self.query_one("#dfig", Static).update(figures_table(snap, now))
+        if self.query_one("#dplots").display:
+            for pid in ("#d-ttft", "#d-kv", "#d-acc"):
+                self.query_one(pid, SeriesPlot).show(app.ctx.history, [self.slot], now)
+            sd = snap.figures.spec_decode if snap.figures else None
+            self.query_one(PositionBars).show({self.slot: sd.per_position if sd else ()})
+
+    def action_reload_logs(self) -> None:
+        self.papp.load_slot_logs(self.slot, self._show_logs)
+
+    def _show_logs(self, lines: list[str]) -> None:
+        log = self.query_one("#dlog", RichLog)
+        log.clear()
+        for line in lines:
+            log.write(Text(line))

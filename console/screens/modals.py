@@ -1,0 +1,261 @@
+"""Modal screens: confirmation, action progress, help, watchdog menu, gpu_util editor."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, ProgressBar, RichLog, Static
+
+from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A dangerous action asks first; Enter/y confirms, Escape/n cancels."""
+
+    BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
+                Binding("escape", "answer(False)", "cancel", show=False)]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical { width: 70; max-width: 95%; height: auto; border: thick $error;
+                               background: $surface; padding: 1 2; }
+    ConfirmScreen Horizontal { height: auto; align: center middle; margin-top: 1; }
+    """
+
+    def __init__(self, title: str, question: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(f"⚠ {self.title_text}", style="bold"))
+            yield Static(self.question)
+            with Horizontal():
+                yield Button("Yes [y]", id="yes", variant="error")
+                yield Button("No [n]", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class ProgressScreen(ModalScreen[None]):
+    """Live progress of a long action; Escape hides it (the action keeps running)."""
+
+    BINDINGS = [Binding("escape", "hide", "hide")]
+    DEFAULT_CSS = """
+    ProgressScreen { align: center middle; }
+    ProgressScreen > Vertical { width: 90; max-width: 98%; height: 20; max-height: 95%;
+                                border: thick $primary; background: $surface; padding: 0 1; }
+    ProgressScreen ProgressBar { margin: 1 0; }
+    ProgressScreen RichLog { height: 1fr; }
+    """
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.done = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(self.title_text, style="bold"), id="ptitle")
+            yield Label("", id="pstep")
+            yield ProgressBar(total=100, show_eta=True, id="pbar")
+            yield RichLog(max_lines=300, wrap=True, id="plog")
+
+    def step(self, step: str, fraction: float | None, message: str) -> None:
+        self.query_one("#pstep", Label).update(Text(f"{step}  {message}".strip()))
+        bar = self.query_one("#pbar", ProgressBar)
+        if fraction is None:
+            bar.update(total=None)
+        else:
+            bar.update(total=100, progress=max(0.0, min(1.0, fraction)) * 100)
+        if message or step:
+            self.query_one("#plog", RichLog).write(f"{step}: {message}" if message else step)
+
+    def finish(self, ok: bool, message: str) -> None:
+        self.done = True
+        bar = self.query_one("#pbar", ProgressBar)
+        bar.update(total=100, progress=100 if ok else bar.progress)
+        style = "bold green" if ok else "bold red"
+        self.query_one("#pstep", Label).update(Text(("✓ " if ok else "✖ ") + message,
+                                                     style=style))
+        self.query_one("#plog", RichLog).write(Text(message, style=style))
+
+    def action_hide(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Generated from the bindings, so it can never disagree with the keys."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Vertical { width: 76; max-width: 98%; height: auto; max-height: 95%;
+                            border: thick $primary; background: $surface; padding: 1 2; }
+    """
+
+    def __init__(self, rows: list[tuple[str, str, bool, bool]]) -> None:
+        """rows: (key, description, dangerous, available)"""
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        t = Text("Keys\n\n", style="bold")
+        for key, desc, dangerous, available in self.rows:
+            style = "" if available else "dim strike"
+            t.append(f"  {key:<10}", "bold" if available else "dim")
+            t.append(desc, style)
+            if dangerous:
+                t.append("  (asks first)" if available else "  (disabled: read-only)",
+                         "yellow" if available else "dim")
+            t.append("\n")
+        t.append("\nctrl+p opens the command palette with the same actions.", "dim")
+        with Vertical():
+            yield Static(t)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class WatchdogScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
+                Binding("s", "pick('stop-now')", "stop now"),
+                Binding("escape", "pick('')", "cancel")]
+    DEFAULT_CSS = """
+    WatchdogScreen { align: center middle; }
+    WatchdogScreen > Vertical { width: 60; height: auto; border: thick $warning;
+                                background: $surface; padding: 1 2; }
+    """
+
+    def __init__(self, armed: bool | None, next_stop: str | None) -> None:
+        super().__init__()
+        self.armed = armed
+        self.next_stop = next_stop
+
+    def compose(self) -> ComposeResult:
+        state = {True: "armed", False: "DISARMED", None: "unknown"}[self.armed]
+        with Vertical():
+            yield Label(Text(f"Watchdog: {state}; next stop {self.next_stop or '–'}",
+                             style="bold"))
+            yield Button("[a] arm", id="arm")
+            yield Button("[d] disarm", id="disarm")
+            yield Button("[s] stop the pod now", id="stop-now", variant="error")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)
+
+    def action_pick(self, what: str) -> None:
+        self.dismiss(what or None)
+
+
+class RebalanceScreen(ModalScreen[dict[str, float] | None]):
+    """Current vs proposed gpu_util per slot, validated as typed."""
+
+    BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "apply", "apply")]
+    DEFAULT_CSS = """
+    RebalanceScreen { align: center middle; }
+    RebalanceScreen > Vertical { width: 96; max-width: 98%; height: auto; max-height: 95%;
+                                 border: thick $warning; background: $surface; padding: 1 2; }
+    RebalanceScreen Horizontal { height: auto; }
+    RebalanceScreen Input { width: 12; }
+    RebalanceScreen .name { width: 12; padding: 1 0; }
+    RebalanceScreen .info { width: 1fr; padding: 1 1; }
+    """
+
+    def __init__(self, rows: list[dict], plan_lines: list[str], predict) -> None:
+        """rows: {slot, current, proposed, gpus, min}; predict(slot, util) -> str"""
+        super().__init__()
+        self.rows = rows
+        self.plan_lines = plan_lines
+        self.predict = predict
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text("gpu_util rebalancing — edit, then ctrl+s to apply", style="bold"))
+            for line in self.plan_lines:
+                yield Static(Text(line, style="dim"))
+            for r in self.rows:
+                with Horizontal():
+                    yield Label(r["slot"], classes="name")
+                    yield Label(f"now {r['current']:.2f} →", classes="name")
+                    yield Input(value=f"{r['proposed']:.2f}", id=f"u-{r['slot']}")
+                    yield Label(self.predict(r["slot"], r["proposed"]), classes="info",
+                                id=f"i-{r['slot']}")
+            yield Label("", id="verdict")
+            with Horizontal():
+                yield Button("Apply [ctrl+s]", id="apply", variant="warning")
+                yield Button("Cancel [esc]", id="cancel")
+
+    def on_mount(self) -> None:
+        self._validate()
+
+    def values(self) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for r in self.rows:
+            raw = self.query_one(f"#u-{r['slot']}", Input).value.strip()
+            try:
+                out[r["slot"]] = float(raw)
+            except ValueError:
+                out[r["slot"]] = None
+        return out
+
+    def problems(self) -> list[str]:
+        vals = self.values()
+        probs = []
+        per_gpu: dict[int, float] = {}
+        for r in self.rows:
+            v = vals[r["slot"]]
+            if v is None:
+                probs.append(f"{r['slot']}: not a number")
+                continue
+            if not 0 < v <= MAX_GPU_UTIL_PER_GPU:
+                probs.append(f"{r['slot']}: outside (0, 0.95]")
+            if r.get("min") is not None and v < r["min"]:
+                probs.append(f"{r['slot']}: below its minimum {r['min']:.2f}")
+            for g in r["gpus"]:
+                per_gpu[g] = per_gpu.get(g, 0.0) + v
+        for g, total in sorted(per_gpu.items()):
+            if total > MAX_GPU_UTIL_PER_GPU + 1e-9:
+                probs.append(f"GPU {g}: sum {total:.2f} > 0.95")
+        return probs
+
+    def _validate(self) -> None:
+        probs = self.problems()
+        vals = self.values()
+        for r in self.rows:
+            v = vals[r["slot"]]
+            self.query_one(f"#i-{r['slot']}", Label).update(
+                self.predict(r["slot"], v) if v is not None else "–")
+        verdict = self.query_one("#verdict", Label)
+        if probs:
+            verdict.update(Text("✖ " + "; ".join(probs), style="bold red"))
+        else:
+            verdict.update(Text("✓ valid split", style="green"))
+        self.query_one("#apply", Button).disabled = bool(probs)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._validate()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "apply":
+            self.action_apply()
+        else:
+            self.dismiss(None)
+
+    def action_apply(self) -> None:
+        if self.problems():
+            return
+        self.dismiss({k: v for k, v in self.values().items() if v is not None})
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,107 @@
+"""Wall mode: read-only, fills a big screen, rotates between the overview and each slot.
+
+It has no operation bindings at all (the registry's sender would refuse them
+anyway), needs no SSH key, and shows stale data with its time instead of
+blanking.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from ..widgets.header import PodHeader
+from ..widgets.panels import AlertsPanel
+from ..widgets.plots import PositionBars, SeriesPlot
+from ..widgets.slots import SlotsTable
+from .detail import figures_table
+from .main import COMMON_BINDINGS
+
+if TYPE_CHECKING:
+    from ..app import PodConsoleApp
+
+
+class WallScreen(Screen):
+    BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
+    DEFAULT_CSS = """
+    #wfocus { height: auto; border: round $accent; padding: 0 1; display: none; }
+    #wplots { grid-size: 2 2; height: 1fr; min-height: 10; }
+    #wview { height: 1; background: $boost; padding: 0 1; }
+    WallScreen.short #wplots { display: none; }
+    """
+
+    def __init__(self, rotate_s: float = 15.0) -> None:
+        super().__init__()
+        self.rotate_s = rotate_s
+        self.view = 0  # 0 = overview, i = slot i-1
+
+    @property
+    def papp(self) -> PodConsoleApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        ctx = self.papp.ctx
+        yield PodHeader(ctx.profile_name, ctx.demo is not None, True)
+        yield Static(id="wview")
+        yield SlotsTable(id="wslots")
+        yield Static(id="wfocus")
+        with Grid(id="wplots"):
+            yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", id="w-ttft")
+            yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", id="w-kv")
+            yield SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
+                             id="w-acc")
+            yield PositionBars(id="w-pos")
+        yield AlertsPanel(id="walerts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.app.size.height < 34, "short")
+        if self.rotate_s > 0:
+            self.set_interval(self.rotate_s, self.action_next)
+        self.refresh_view()
+
+    def on_resize(self, event: object = None) -> None:
+        self.set_class(self.app.size.height < 34, "short")
+
+    def action_next(self) -> None:
+        n = len(self.papp.ctx.profile.slots)
+        self.view = (self.view + 1) % (n + 1)
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        app = self.papp
+        now = app.now()
+        self.query_one(PodHeader).show(app.pod, now, app.stale_text())
+        snap = app.snapshot
+        names = list(app.ctx.profile.slots)
+        focus = names[self.view - 1] if 0 < self.view <= len(names) else None
+        label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
+                f"every {self.rotate_s:g}s  ·  READ-ONLY"
+        self.query_one("#wview", Static).update(Text(label, style="bold"))
+        box = self.query_one("#wfocus", Static)
+        if snap is not None:
+            prof = app.ctx.profile
+            gpus = {n: ",".join(map(str, s.gpus)) for n, s in prof.slots.items()}
+            utils = {n: s.gpu_util for n, s in prof.slots.items()}
+            self.query_one(SlotsTable).show(snap, gpus, utils, {})
+            slots = [focus] if focus else [s.slot for s in snap.slots]
+            if focus and snap.slot(focus):
+                box.display = True
+                box.border_title = f"slot {focus}"
+                box.update(figures_table(snap.slot(focus), now))  # type: ignore[arg-type]
+            else:
+                box.display = False
+            if self.query_one("#wplots").display:
+                for pid in ("#w-ttft", "#w-kv", "#w-acc"):
+                    self.query_one(pid, SeriesPlot).show(app.ctx.history, slots, now)
+                self.query_one(PositionBars).show({
+                    s.slot: (s.figures.spec_decode.per_position
+                             if s.figures and s.figures.spec_decode else ())
+                    for s in snap.slots if s.slot in slots})
+        self.query_one(AlertsPanel).show(app.alerts.sorted(), now)

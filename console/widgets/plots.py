@@ -1,0 +1,64 @@
+"""Plots of the bounded history: TTFT p95, KV usage and acceptance over time; per-position bars."""
+
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+
+from ..history import History
+
+
+class SeriesPlot(PlotextPlot):
+    """One metric for every slot over the last minutes (x: minutes ago)."""
+
+    DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
+
+    def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
+                 **kw) -> None:
+        super().__init__(**kw)
+        self.title = title
+        self.metric = metric
+        self.scale = scale
+        self.unit = unit
+
+    def show(self, history: History, slots: list[str], now: float) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(f"{self.title}{f' ({self.unit})' if self.unit else ''}")
+        any_data = False
+        for slot in slots:
+            pts = list(history.series(slot, self.metric).points)
+            if len(pts) < 2:
+                continue
+            xs = [(t - now) / 60 for t, _ in pts]
+            ys = [v * self.scale for _, v in pts]
+            plt.plot(xs, ys, label=slot, marker="braille")
+            any_data = True
+        if not any_data:
+            plt.text("waiting for data", x=0, y=0)
+        plt.xlabel("minutes ago")
+        self.refresh()
+
+
+class PositionBars(PlotextPlot):
+    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
+
+    DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
+
+    def show(self, per_slot: dict[str, tuple[float | None, ...]]) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("acceptance by draft position (%)")
+        slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
+        if not slots:
+            plt.text("no speculative decoding data", x=0, y=0)
+            self.refresh()
+            return
+        n = max(len(per_slot[s]) for s in slots)
+        labels = [f"pos {i}" for i in range(n)]
+        data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
+                 for i in range(n)] for s in slots]
+        plt.multiple_bar(labels, data, labels=slots)
+        plt.ylim(0, 100)
+        self.refresh()

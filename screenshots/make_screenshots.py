@@ -1,0 +1,80 @@
+"""Make the README's screenshots from the demo deployment, through the real app factory.
+
+Run:  python screenshots/make_screenshots.py
+Writes screenshots/{main,detail,wall,alert,action}.svg (160×48 terminal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from console.app import make_app  # noqa: E402
+from console.commands.tui_cmd import build_demo  # noqa: E402
+from console.screens.modals import ProgressScreen, RebalanceScreen  # noqa: E402
+
+SIZE = (160, 48)
+
+
+async def wait_for(pilot, cond, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        await pilot.pause(0.25)
+    return False
+
+
+async def main() -> int:
+    demo, ctx = build_demo(seed=7, refresh_s=1.0, startup_s=2.0)
+    try:
+        app = make_app(ctx)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.snapshot is not None and all(
+                s.figures and s.figures.generation_tps for s in app.snapshot.slots))
+            await pilot.pause(25)  # let the plots fill
+            app.save_screenshot(str(HERE / "main.svg"))
+            await pilot.press("enter")
+            await pilot.pause(3)
+            app.save_screenshot(str(HERE / "detail.svg"))
+            await pilot.press("escape")
+            demo.kill_slot("qwen3.8-27b")
+            await wait_for(pilot, lambda: any(a.key.startswith("down:")
+                                              for a in app.alerts.active.values()), 30)
+            await pilot.pause(1)
+            app.save_screenshot(str(HERE / "alert.svg"))
+            await wait_for(pilot, lambda: not any(a.key.startswith("down:")
+                                                  for a in app.alerts.active.values()), 60)
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen), 10)
+            await pilot.pause(0.5)
+            app.screen.query_one("#u-FLASH").value = "0.75"
+            app.screen.query_one("#u-Q27").value = "0.20"
+            await pilot.pause(0.5)
+            await pilot.press("ctrl+s")
+            await pilot.pause(0.5)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen), 10)
+            await pilot.pause(4)
+            app.save_screenshot(str(HERE / "action.svg"))
+            await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                           and app.screen.done, 120)
+        wall = make_app(ctx, wall=True)
+        async with wall.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: wall.snapshot is not None)
+            await pilot.pause(3)
+            wall.save_screenshot(str(HERE / "wall.svg"))
+    finally:
+        demo._stop_all()
+    for name in ("main", "detail", "alert", "action", "wall"):
+        print(HERE / f"{name}.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
