@@ -119,8 +119,9 @@ class Provisioner:
         self.agent_dir = self.cfg.agent_dir.replace("{pod}", pod.id)
 
     def agent_cmd(self) -> str:
-        return f"PYTHONPATH={shlex.quote(self.agent_dir + '/pkg')} {self.cfg.python} " \
-               f"-m pod_agent"
+        # `env` so the prefix also works after nohup/setsid; keep the image's PYTHONPATH
+        return f"env PYTHONPATH={shlex.quote(self.agent_dir + '/pkg')}:\"$PYTHONPATH\" " \
+               f"{self.cfg.python} -m pod_agent"
 
     def remote_profile(self, lp: LoadedProfile) -> str:
         return f"{self.agent_dir}/pkg/profiles/{lp.path.name}"

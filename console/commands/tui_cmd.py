@@ -45,20 +45,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
-               workdir: Path | None = None, startup_s: float = 4.0):
-    """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
+def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True):
+    """A console context on a running demo deployment (a new one per app)."""
     from ..context import make_context
-    from ..demo.deployment import DemoDeployment
 
-    demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s)
-    demo.start()
     settings = demo.settings(refresh_s)
     ctx = make_context(settings, read_only=wall, transport=demo.transport_for(demo.pod_id),
                        transport_factory=demo.provision_transport,
                        runpod_base=demo.emulator.base_url, demo=demo,
                        provision_cfg=demo.provision_config(), probe_interval_s=30)
-    return demo, ctx
+    if not stop_demo_on_exit:
+        ctx.on_exit = [f for f in ctx.on_exit if f != demo.stop]
+    return ctx
+
+
+def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
+               workdir: Path | None = None, startup_s: float = 4.0):
+    """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
+    from ..demo.deployment import DemoDeployment
+
+    demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s)
+    demo.start()
+    return demo, demo_context(demo, refresh_s, wall)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

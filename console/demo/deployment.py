@@ -117,11 +117,22 @@ class DemoDeployment:
             "FAKE_NVIDIA_SMI_MIB": mib, "FAKE_NVIDIA_SMI_CUDA": "13.0",
             "POD_CONSOLE_DEMO_PYTHON": sys.executable, "POD_AGENT_P2P_TIMEOUT": "8",
             "POD_AGENT_MEM_FLOOR_GIB": "0.5", "PYTHONUNBUFFERED": "1",
+            "HF_HOME": str(self.hf_home()),
         })
         return env
 
     def pod_home(self, pod_id: str) -> Path:
         return self.workdir / "pods" / pod_id
+
+    def hf_home(self) -> Path:
+        """The simulated volume already holds the weights (an empty HF cache entry per repo),
+        so the host check's free-disk rule passes as on a pod that ran yesterday."""
+        hf = self.workdir / "hf"
+        for lp in self.profiles():
+            for slot in lp.profile.slots.values():
+                (hf / "hub" / ("models--" + slot.hf_repo_id.replace("/", "--"))).mkdir(
+                    parents=True, exist_ok=True)
+        return hf
 
     def transport_for(self, pod: Any) -> LocalAgentTransport:
         pid = pod if isinstance(pod, str) else pod.id

@@ -1,0 +1,149 @@
+"""Every binding, in both modes, against the demo deployment (real agent, real registry)."""
+
+from __future__ import annotations
+
+import json
+
+from console.app import make_app
+from console.commands.tui_cmd import demo_context
+from console.screens.detail import SlotDetailScreen
+from console.screens.main import MainScreen
+from console.screens.modals import (
+    ConfirmScreen,
+    HelpScreen,
+    ProgressScreen,
+    RebalanceScreen,
+    WatchdogScreen,
+)
+from console.screens.wall import WallScreen
+from console.widgets.header import PodHeader
+from console.widgets.slots import SlotsTable
+from tests.tui.conftest import wait_for
+
+DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog"}
+
+
+def _live(app) -> bool:
+    return (app.snapshot is not None and app.pod is not None
+            and all(s.health == "up" and s.figures for s in app.snapshot.slots))
+
+
+async def test_main_screen_shows_live_demo(demo) -> None:
+    app = make_app(demo_context(demo, 1.0, stop_demo_on_exit=False))
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        await pilot.pause(0.3)
+        header = str(app.screen.query_one(PodHeader).render())
+        assert "DEMO" in header and "RUNNING" in header and "rtx6000-2x" in header
+        table = app.screen.query_one(SlotsTable)
+        assert [str(k.value) for k in table.rows] == ["FLASH", "Q27"]
+        row = [str(c) for c in table.get_row("FLASH")]
+        assert "● UP" in row and "qwen3.8-flash-next" in row
+
+
+async def test_every_main_binding(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        # ? → help generated from the bindings
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        help_text = str(app.screen.query_one("Static").render())
+        for key in ("r ", "f ", "h ", "b ", "w ", "enter", "ctrl+r"):
+            assert key in help_text
+        await pilot.press("escape")
+        # enter → slot detail, escape back
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, SlotDetailScreen))
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+        # dangerous keys ask first; "n" runs nothing
+        for key in ("r", "f", "h"):
+            await pilot.press(key)
+            assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen)), key
+            await pilot.press("n")
+            await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert not set(ctx.registry.executed) & DANGEROUS
+        # b → editor, escape cancels
+        await pilot.press("b")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen))
+        await pilot.press("escape")
+        # w → menu → arm → confirm → really runs on the agent
+        await pilot.press("w")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
+        await pilot.press("a")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: any(a == "watchdog" for _, a, o in
+                                                 ctx.registry.history if o.ok), 30)
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen) and app.screen.done)
+        await pilot.press("escape")
+        # ctrl+r → an extra poll
+        before = app.polls
+        await pilot.press("ctrl+r")
+        assert await wait_for(pilot, lambda: app.polls > before)
+        records = ctx.registry.audit.records()
+        assert [r["result"] for r in records if r["action"] == "watchdog"][-2:] == [
+            "started", "ok"]
+        assert all({"time", "user", "host", "action", "arguments", "result"} <= set(r)
+                   for r in records)
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_host_checks_run_the_real_agent(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 60)
+        _, action, out = ctx.registry.history[-1]
+        assert action == "host_checks" and out.ok, out.message
+        names = [c["name"] for c in out.data["report"]["checks"]]
+        assert names == ["gpus", "driver_cuda", "p2p", "pidfd", "disk", "memory"]
+        assert "driver_cuda ok" in out.message and "p2p ok" in out.message
+
+
+async def test_wall_mode_is_read_only(demo) -> None:
+    ctx = demo_context(demo, 1.0, wall=True, stop_demo_on_exit=False)
+    before = len(ctx.registry.audit.records())  # the demo's audit log is shared
+    app = make_app(ctx, wall=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.slots, 30)
+        assert isinstance(app.screen, WallScreen)
+        assert "READ-ONLY" in str(app.screen.query_one(PodHeader).render())
+        keys = {b.key for b in WallScreen.BINDINGS}
+        assert not keys & {"r", "f", "h", "b", "w"}
+        for key in ("r", "f", "h", "b", "w", "enter"):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert isinstance(app.screen, WallScreen), key  # no dialog opened
+        # invoking every registry action directly: dangerous ones are refused at the sender
+        for action_id in list(ctx.registry.specs):
+            out = await ctx.registry.invoke(action_id, {"cmd": "stop-now", "set": {"FLASH": 0.5}})
+            if action_id in DANGEROUS:
+                assert out.state == "refused"
+        for action_id in DANGEROUS:
+            app.start_operation(action_id)
+        await pilot.pause(0.5)
+        assert not set(ctx.registry.executed) & DANGEROUS
+        assert ctx.transport is None  # wall mode never holds an agent connection
+        palette = [c.title for c in app.get_system_commands(app.screen)]
+        for spec in ctx.registry.specs.values():
+            if spec.dangerous:
+                assert spec.title not in palette
+        audit = ctx.registry.audit.records()[before:]
+        assert {r["result"] for r in audit if r["action"] in DANGEROUS} == {"refused"}
+        assert {r["action"] for r in audit} >= DANGEROUS
+        # rotation between the overview and each slot
+        view = app.screen.view
+        await pilot.press("space")
+        assert app.screen.view == (view + 1) % 3
+    lines = (demo.workdir / "state" / "audit.jsonl").read_text().splitlines()
+    assert all(json.loads(x)["result"] in ("refused", "started", "ok", "failed", "rolled_back")
+               for x in lines)

@@ -1,0 +1,129 @@
+"""Demo flows end to end: faults, rebalance, stop, resume, sold out, fallback.
+
+Runs in file order on one demo deployment; each test leaves it running.
+"""
+
+from __future__ import annotations
+
+from console.app import make_app
+from console.commands.tui_cmd import demo_context
+from console.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
+from tests.tui.conftest import wait_for
+
+
+def _live(app) -> bool:
+    return (app.snapshot is not None and app.pod is not None
+            and all(s.health == "up" and s.figures for s in app.snapshot.slots))
+
+
+def _alerts(app) -> set[str]:
+    return set(app.alerts.active)
+
+
+async def test_slot_dies_alert_raised_then_cleared(demo) -> None:
+    app = make_app(demo_context(demo, 1.0, stop_demo_on_exit=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        demo.kill_slot("qwen3.8-27b")
+        assert await wait_for(pilot, lambda: "down:Q27" in _alerts(app), 20)
+        stale = app.snapshot.slot("Q27")
+        assert stale.stale_since is not None and stale.figures is not None
+        assert "STALE since" in (app.stale_text() or "")
+        assert await wait_for(pilot, lambda: "down:Q27" not in _alerts(app), 40)
+        assert any("cleared: Q27 down" in text for _, text, _ in app.log_lines)
+        await pilot.press("ctrl+r")  # pod state is polled every 10 s; ask now
+        assert await wait_for(pilot, lambda: app.pod.agent_slots["Q27"]["restarts"] >= 1, 20)
+
+
+async def test_rebalance_applies_and_rewrites_the_profile(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    prof = demo.profiles_dir / "10-rtx6000-2x.yaml"
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        await pilot.press("b")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen))
+        app.screen.query_one("#u-FLASH").value = "0.80"  # 0.80 + 0.19 > 0.95
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#apply").disabled
+        app.screen.query_one("#u-FLASH").value = "0.75"
+        app.screen.query_one("#u-Q27").value = "0.20"
+        await pilot.pause(0.2)
+        assert not app.screen.query_one("#apply").disabled
+        await pilot.press("ctrl+s")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 90)
+        _, action, out = ctx.registry.history[-1]
+        assert action == "rebalance" and out.ok, out.message
+        assert "gpu_util: 0.75" in prof.read_text() and "gpu_util: 0.2" in prof.read_text()
+        assert "# DEMO copy" in prof.read_text()  # comments kept
+        backups = list((demo.workdir / "state" / "profile-backups").glob("10-rtx6000-2x*"))
+        assert backups and "gpu_util: 0.76" in backups[0].read_text()
+
+
+async def test_rebalance_to_a_split_that_cannot_start_rolls_back(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    prof = demo.profiles_dir / "10-rtx6000-2x.yaml"
+    text_before = prof.read_text()
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        # FLASH at 0.74 (its profile minimum): 239k − 2×57k = 125k KV tokens, less than one
+        # 128K request, so the simulated engine refuses to start, like the field's 27B at 0.15
+        app.start_operation("rebalance", {"set": {"FLASH": 0.74, "Q27": 0.21}})
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 120)
+        _, _, out = ctx.registry.history[-1]
+        assert out.state == "rolled_back" and "FLASH" in out.message, out.message
+        assert prof.read_text() == text_before  # the profile changes only after success
+        assert "action:rebalance" in app.failures
+
+
+async def test_stop_now_then_resume(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: _live(app), 40)
+        app.start_operation("watchdog", {"cmd": "stop-now"})
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: demo.state.pods[demo.pod_id]["status"] == "EXITED",
+                              60)
+        assert await wait_for(pilot, lambda: app.pod and app.pod.status == "EXITED", 30)
+        assert await wait_for(pilot, lambda: "down:FLASH" in _alerts(app), 30)
+        await pilot.press("escape")
+        app.start_operation("resume")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 120)
+        _, action, out = ctx.registry.history[-1]
+        assert action == "resume" and out.ok, out.message
+        assert await wait_for(pilot, lambda: _live(app) and app.pod.status == "RUNNING", 40)
+
+
+async def test_sold_out_fallback_fails_loudly_and_leaves_no_pod(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    ctx.registry.handlers  # noqa: B018 - the provisioner is inside the fallback handler
+    app = make_app(ctx)
+    demo.sell_out()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await wait_for(pilot, lambda: _live(app), 40)
+            running_before = {p["id"] for p in demo.state.running_pods()}
+            app.start_operation("fallback")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                                  and app.screen.done, 120)
+            _, action, out = ctx.registry.history[-1]
+            assert action == "fallback" and not out.ok
+            assert "no capacity after 3 rounds" in out.message
+            assert "action:fallback" in _alerts(app) or "action:fallback" in app.failures
+            assert {p["id"] for p in demo.state.running_pods()} == running_before
+    finally:
+        demo.restock()
