@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import metrics_cmd, profile_cmd, status_cmd, tui_cmd
+from .commands import metrics_cmd, pod_cmd, profile_cmd, status_cmd, tui_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     metrics_cmd.register(sub)
     status_cmd.register(sub)
     tui_cmd.register(sub)
+    pod_cmd.register(sub)
     return parser
 
 

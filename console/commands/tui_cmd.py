@@ -34,8 +34,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from ..app import make_app
     from ..context import make_context
 
+    from .pod_cmd import apply_current_pod
+
     try:
         settings = load_settings(args.config, refresh_s=args.refresh)
+        apply_current_pod(settings)
         ctx = make_context(settings, read_only=args.wall)
     except (ConfigError, DeploymentError) as exc:
         print(f"pod-console: {exc}", file=sys.stderr)

@@ -228,7 +228,11 @@ class RunPodClient:
                         wait = float(r.headers.get("Retry-After", ""))
                     except ValueError:
                         wait = None
-            if not isinstance(err, TransientError) or not retry or attempt >= self.retries:
+            # 429 means "not processed": always safe to repeat after Retry-After. A 5xx or
+            # a timeout may hide a success, so callers can ask not to repeat those.
+            rate_limited = err.status == 429
+            if (not isinstance(err, TransientError) or attempt >= self.retries
+                    or not (retry or rate_limited)):
                 raise err
             attempt += 1
             delay = wait if wait is not None else min(30.0, 2 ** attempt) * (

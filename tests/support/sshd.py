@@ -24,6 +24,7 @@ class SshServer:
     workdir: Path
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
+    extra_config: list[str] = field(default_factory=list)
 
     @property
     def client_key(self) -> Path:
@@ -58,6 +59,7 @@ class SshServer:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
             "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel ERROR",
             "Subsystem sftp internal-sftp", "MaxSessions 20", "MaxStartups 50",
+            *self.extra_config,
         ]) + "\n")
         log = self.workdir / "sshd.log"
         self.proc = procs.start([SSHD, "-D", "-e", "-f", str(cfg)], log)

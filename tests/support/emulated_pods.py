@@ -1,0 +1,114 @@
+"""Emulated RunPod pods whose hosts are real: one OpenSSH server per pod, the real agent.
+
+Each created pod gets its own sshd on a loopback port with the pod's environment
+set by ``SetEnv`` (its own agent home, its driver CUDA for the nvidia-smi
+stand-in, the simulated vLLM on PATH). Stopping or terminating the pod shuts
+its agent (and slots) down and stops its sshd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from console.provider.emulator import HostInfo
+from tests.conftest import REPO
+
+from . import procs
+from .sshd import SshServer
+
+DEMO_BIN = REPO / "console" / "demo" / "bin"
+FAKETORCH = REPO / "console" / "demo" / "faketorch" / "good"
+
+
+def write_profiles(d: Path, ports: list[int], bad_start: bool = False) -> Path:
+    """Two ordered profiles (kind A: two GPU ids, kind B: one) with one simulated slot each."""
+    d.mkdir(parents=True, exist_ok=True)
+    for i, (name, gpus) in enumerate((("10-kind-a.yaml", ["GPU A1", "GPU A2"]),
+                                      ("20-kind-b.yaml", ["GPU B1"]))):
+        kv = "1000@0.5/1000" if bad_start else "300000@0.5/1000000"
+        doc = {
+            "gpu_type_ids": gpus, "gpu_count": 2, "image": "sim/vllm:latest",
+            "min_cuda": "13.0",
+            "slots": {"MAIN": {
+                "served_model_name": f"model-{i}", "hf_repo_id": "sim/model",
+                "port": ports[0], "gpus": [0, 1], "gpu_util": 0.5, "max_model_len": 4096,
+                "startup_timeout_s": 30,
+                "env": {"DEMO_KV": kv, "DEMO_STARTUP_S": "0.3", "DEMO_RATE": "1"}}},
+            "aliases": {"default": "MAIN"},
+        }
+        (d / name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    return d
+
+
+class PodHosts:
+    """host_factory for the emulator: a real SSH host per pod."""
+
+    def __init__(self, root: Path, client_key_dir: Path) -> None:
+        self.root = root
+        self.key_dir = client_key_dir
+        self.servers: dict[str, SshServer] = {}
+        self.started: list[str] = []
+
+    def client_key(self) -> Path:
+        key = self.key_dir / "client_ed25519"
+        if not key.exists():
+            self.key_dir.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                           check=True)
+        return key
+
+    def __call__(self, pod: dict[str, Any]) -> HostInfo:
+        pid = pod["id"]
+        home = self.root / pid
+        hf = home / "hf" / "hub" / "models--sim--model"
+        hf.mkdir(parents=True, exist_ok=True)
+        srv = SshServer(home / "sshd")
+        srv.workdir.mkdir(parents=True, exist_ok=True)
+        # share one client key across pods, as an operator would
+        key = self.client_key()
+        for suffix in ("", ".pub"):
+            dst = Path(str(srv.client_key) + suffix)
+            if not dst.exists():
+                dst.write_bytes(Path(str(key) + suffix).read_bytes())
+                os.chmod(dst, 0o600)
+        env = {
+            "PATH": f"{DEMO_BIN}:{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "POD_AGENT_HOME": str(home / "agent"), "RUNPOD_POD_ID": pid,
+            "FAKE_NVIDIA_SMI_GPUS": str(pod["gpu"]["count"]),
+            "FAKE_NVIDIA_SMI_CUDA": pod["cudaVersion"], "HF_HOME": str(home / "hf"),
+            "POD_CONSOLE_DEMO_PYTHON": sys.executable, "POD_AGENT_P2P_TIMEOUT": "5",
+            "PYTHONPATH": f"{REPO}:{FAKETORCH}", "POD_AGENT_MEM_FLOOR_GIB": "0.1",
+        }
+        srv.extra_config = ["SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())]
+        srv.start()
+        self.servers[pid] = srv
+        self.started.append(pid)
+        return HostInfo("127.0.0.1", srv.port, pod["cudaVersion"], {},
+                        stop=lambda: self.stop(pid))
+
+    def stop(self, pid: str) -> None:
+        srv = self.servers.pop(pid, None)
+        home = self.root / pid
+        sock = home / "agent" / "agent.sock"
+        if sock.exists():
+            env = dict(os.environ, POD_AGENT_HOME=str(home / "agent"), PYTHONPATH=str(REPO))
+            with contextlib.suppress(Exception):
+                subprocess.run([sys.executable, "-m", "pod_agent", "shutdown"], env=env,
+                               capture_output=True, timeout=30)
+        if srv is not None:
+            srv.stop()
+
+    def stop_all(self) -> None:
+        for pid in list(self.servers):
+            self.stop(pid)
+
+
+def free_ports(n: int) -> list[int]:
+    return [procs.free_port() for _ in range(n)]
