@@ -7,7 +7,14 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import metrics_cmd, pod_cmd, profile_cmd, status_cmd, tui_cmd
+from .commands import (
+    metrics_cmd,
+    pod_cmd,
+    profile_cmd,
+    rebalance_cmd,
+    status_cmd,
+    tui_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     status_cmd.register(sub)
     tui_cmd.register(sub)
     pod_cmd.register(sub)
+    rebalance_cmd.register(sub)
     return parser
 
 

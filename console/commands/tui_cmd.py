@@ -33,7 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_watch(args: argparse.Namespace) -> int:
     from ..app import make_app
     from ..context import make_context
-
     from .pod_cmd import apply_current_pod
 
     try:

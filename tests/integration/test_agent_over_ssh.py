@@ -163,22 +163,50 @@ async def test_crashed_slot_is_restarted_with_backoff(pod) -> None:
         t.close()
 
 
-async def test_rebalance_to_a_failing_value_rolls_back(pod) -> None:
+def _kv_point(port: int) -> tuple[float, int]:
+    import httpx
+
+    from console.collect.exposition import parse
+    from console.collect.figures import compute
+    figs = compute(parse(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text))
+    cache = figs["tiny-agent"].cache
+    assert cache is not None and cache.kv_tokens
+    return float(cache.gpu_memory_utilization), int(cache.kv_tokens)
+
+
+async def test_console_rebalance_rolls_back_and_keeps_the_profile(pod, tmp_path) -> None:
+    """The console's registry → agent primitive → real vLLM refusing to start → rollback."""
+    from console.actions.audit import AuditLog
+    from console.operations import build_registry
+    from console.profile_file import write_split
+
+    laptop_profile = tmp_path / "10-cpu.yaml"
+    laptop_profile.write_text(pod["profile"].read_text())
+    before = laptop_profile.read_text()
+    pod["kv_points"] = [_kv_point(pod["port"])]
     t = AgentTransport(pod["ep"], pod["state"])
-    events: list[dict] = []
+
+    async def on_ok(values):
+        return write_split(laptop_profile, values, tmp_path / "backups")
+
+    reg = build_registry(AuditLog(tmp_path / "audit.jsonl"), False, transport=t,
+                         remote_profile=str(pod["profile"]), refresh=lambda: None,
+                         on_rebalanced=on_ok)
+    steps: list[str] = []
     try:
-        r = await t.run(["rebalance", "--set", f"TINY={BAD_UTIL}", "--action-id", "rb-bad"],
-                        on_event=events.append, timeout_s=600)
-        assert r.ok and r.final["state"] == "rolled_back", r.final  # type: ignore[index]
-        assert r.final["failed_slot"] == "TINY"  # type: ignore[index]
-        assert r.final["restored"] == {"TINY": GOOD_UTIL}  # type: ignore[index]
-        steps = [e.get("step") for e in events if e["kind"] == "progress"]
+        out = await reg.invoke("rebalance", {"set": {"TINY": BAD_UTIL}},
+                               lambda step, frac, msg: steps.append(step))
+        assert out.state == "rolled_back", out
+        assert "TINY failed to start" in out.message and str(GOOD_UTIL) in out.message
         assert "stop TINY" in steps and "rollback TINY" in steps
+        assert laptop_profile.read_text() == before  # unchanged after a failed apply
         st = await _wait_ready(t)
         assert st["slots"]["TINY"]["gpu_util"] == GOOD_UTIL
-        # invalid splits are refused before anything is touched
         r = await t.run(["rebalance", "--set", "TINY=0.99"])
-        assert not r.ok and "outside" in r.message
+        assert not r.ok and "outside" in r.message  # refused before anything is touched
+        audit = [json.loads(x)["result"] for x in (tmp_path / "audit.jsonl").read_text()
+                 .splitlines()]
+        assert audit == ["started", "rolled_back"]
     finally:
         t.close()
 
@@ -206,12 +234,30 @@ async def test_rebalance_survives_a_dropped_connection_and_is_idempotent(pod) ->
         assert again.ok and again.final["state"] == "ok"  # type: ignore[index]
         st = await _status(t2)
         assert st["slots"]["TINY"]["gpu_util"] == 0.15
+        await _wait_ready(t2)
+        pod["kv_points"].append(_kv_point(pod["port"]))
         assert [a["id"] for a in st["actions"]].count("rb-drop") == 1
         same = await t2.run(["rebalance", "--set", "TINY=0.15"])
         assert same.ok and "nothing to do" in str(same.final)
         t2.close()
     finally:
         t.close()
+
+
+def test_capacity_model_from_two_real_points_predicts_the_failed_start(pod) -> None:
+    """KV tokens at two gpu_util settings of the real server fix the line; the model then
+    says 0.02 cannot hold one max_model_len request — which is what the real server did."""
+    from console.capacity import model_for, need_for_one_request
+    from pod_agent.profiles import load_profile
+
+    (u1, t1), (u2, t2) = sorted(pod["kv_points"])
+    assert (u1, u2) == (GOOD_UTIL, 0.15) and t2 > t1
+    slot = load_profile(pod["profile"]).slots["TINY"]
+    m = model_for("TINY", slot, [(u1, t1), (u2, t2)])
+    assert m.slope is not None and m.slope > 0
+    assert m.tokens_at(BAD_UTIL) < need_for_one_request(slot)
+    least = m.util_for(need_for_one_request(slot))
+    assert least is not None and BAD_UTIL < least < GOOD_UTIL
 
 
 async def test_watchdog_memory_guard_and_stop_now(pod) -> None:
