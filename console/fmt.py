@@ -5,6 +5,7 @@ Undefined figures print as "–" (never 0): a quantile with no observations is u
 
 from __future__ import annotations
 
+import math
 import time
 
 DASH = "–"
@@ -15,11 +16,18 @@ SEVERITY = {"crit": ("✖", "CRIT", "bold red"), "warn": ("▲", "WARN", "yellow
 
 
 def secs(x: float | None) -> str:
+    """Two significant digits: enough to read a p95 at a glance, and it does not flicker
+    (the detail view and `status --json` carry the full value)."""
     if x is None:
         return DASH
+    if x < 0.01:
+        return f"{x * 1000:.1f}ms"
     if x < 1:
-        return f"{x * 1000:.0f}ms"
-    return f"{x:.2f}s"
+        ms = x * 1000
+        return f"{round(ms, 1 - math.floor(math.log10(ms))):.0f}ms"
+    if x < 10:
+        return f"{x:.1f}s"
+    return f"{x:.0f}s"
 
 
 def pct(x: float | None, digits: int = 0) -> str:
@@ -34,7 +42,16 @@ def num(x: float | None, digits: int = 0) -> str:
     return f"{x:.{digits}f}"
 
 
-def duration(s: float | None) -> str:
+def rate(x: float | None) -> str:
+    """Token rates to two significant digits (430, 95, 7.5)."""
+    if x is None:
+        return DASH
+    if x >= 100:
+        return f"{round(x, -1 if x < 1000 else -2):.0f}"
+    return f"{x:.2g}" if x >= 1 else f"{x:.1f}"
+
+
+def duration(s: float | None, seconds: bool = True) -> str:
     if s is None:
         return DASH
     s = int(max(0, s))
@@ -42,12 +59,14 @@ def duration(s: float | None) -> str:
     m, sec = divmod(rem, 60)
     if h >= 24:
         return f"{h // 24}d{h % 24:02d}h"
-    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+    if h:
+        return f"{h}h{m:02d}m"
+    return f"{m}m{sec:02d}s" if seconds else f"{m}m"
 
 
 def clock(t: float | None) -> str:
     return DASH if t is None else time.strftime("%H:%M:%S", time.localtime(t))
 
 
-def money(x: float | None) -> str:
-    return DASH if x is None else f"${x:,.2f}"
+def money(x: float | None, digits: int = 2) -> str:
+    return DASH if x is None else f"${x:,.{digits}f}"

@@ -15,11 +15,12 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import asyncssh
+from typing import TYPE_CHECKING, Any
 
 from pod_agent.events import parse_line
+
+if TYPE_CHECKING:
+    import asyncssh
 
 EventSink = Callable[[dict[str, Any]], Awaitable[None] | None]
 
@@ -79,6 +80,8 @@ class AgentTransport:
         """Set when a host key was recorded on first contact."""
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
+        import asyncssh  # ~80 ms of imports: only when a pod is really reached over SSH
+
         keys = [str(self.ep.key_path)] if self.ep.key_path else None
         common: dict[str, Any] = dict(
             host=self.ep.host, port=self.ep.port, username=self.ep.user, client_keys=keys,
@@ -105,6 +108,8 @@ class AgentTransport:
         return conn
 
     async def _peek_key(self, common: dict[str, Any]) -> str:
+        import asyncssh
+
         try:
             conn = await asyncssh.connect(known_hosts=None, **common)
         except (OSError, asyncssh.Error):
@@ -116,6 +121,8 @@ class AgentTransport:
             conn.close()
 
     def _recorded_fingerprint(self) -> str:
+        import asyncssh
+
         try:
             line = self.known_hosts.read_text().split()
             return asyncssh.import_public_key(" ".join(line[1:3])).get_fingerprint()
@@ -123,6 +130,8 @@ class AgentTransport:
             return "unreadable"
 
     async def connection(self) -> asyncssh.SSHClientConnection:
+        import asyncssh
+
         async with self._lock:
             if self._conn is None or self._conn.is_closed():
                 try:
@@ -152,6 +161,8 @@ class AgentTransport:
 
     async def run_raw(self, command: str, on_event: EventSink | None = None,
                       timeout_s: float = 60.0) -> AgentResult:
+        import asyncssh
+
         conn = await self.connection()
         events: list[dict[str, Any]] = []
         final: dict[str, Any] | None = None

@@ -123,7 +123,7 @@ class SlotDetailScreen(Screen):
             for pid in ("#d-ttft", "#d-kv", "#d-acc"):
                 self.query_one(pid, SeriesPlot).show(app.ctx.history, [self.slot], now)
             sd = snap.figures.spec_decode if snap.figures else None
-            self.query_one(PositionBars).show({self.slot: sd.per_position if sd else ()})
+            self.query_one(PositionBars).show({self.slot: sd.per_position if sd else ()}, now)
 
     def action_reload_logs(self) -> None:
         self.papp.load_slot_logs(self.slot, self._show_logs)

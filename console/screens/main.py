@@ -41,7 +41,8 @@ class MainScreen(Screen):
     #plots { grid-size: 2 2; height: 1fr; min-height: 12; }
     MainScreen.narrow #plots { display: none; }
     MainScreen.short #plots { display: none; }
-    MainScreen.short ActionLog { height: 4; }
+    MainScreen.short #bottom { height: 1fr; }
+    MainScreen.short ActionLog { height: 1fr; min-height: 3; }
     """
 
     @property
@@ -66,6 +67,9 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(SlotsTable).focus()
         self.on_resize()
+        log = self.query_one(ActionLog)
+        for t, text, style in self.papp.log_lines:  # what happened before this screen opened
+            log.add(t, text, style)
         self.refresh_view()
 
     def on_resize(self, event: object = None) -> None:
@@ -98,7 +102,7 @@ class MainScreen(Screen):
                 self.query_one(PositionBars).show({
                     s.slot: (s.figures.spec_decode.per_position
                              if s.figures and s.figures.spec_decode else ())
-                    for s in snap.slots})
+                    for s in snap.slots}, now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)
 
     def log_line(self, t: float, text: str, style: str = "") -> None:

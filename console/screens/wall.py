@@ -103,5 +103,5 @@ class WallScreen(Screen):
                 self.query_one(PositionBars).show({
                     s.slot: (s.figures.spec_decode.per_position
                              if s.figures and s.figures.spec_decode else ())
-                    for s in snap.slots if s.slot in slots})
+                    for s in snap.slots if s.slot in slots}, now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)

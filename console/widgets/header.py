@@ -52,14 +52,17 @@ class PodHeader(Static):
         t.append("\n")
         t.append(f"{fmt.money(p.cost_per_hr)}/h ", "bold")
         t.append("│ today ", "dim")
-        t.append(f"{fmt.money(p.spend_today(now))} ")
+        t.append(f"{fmt.money(p.spend_today(now), 1)} ")  # dimes: changes ~every 90 s
         t.append("│ up ", "dim")
-        t.append(f"{fmt.duration(p.uptime_s(now))} ")
+        t.append(f"{fmt.duration(p.uptime_s(now), seconds=False)} ")
         t.append("│ stop in ", "dim")
         left = p.stop_in_s(now)
         armed = "" if p.watchdog_armed in (None, True) else " (watchdog disarmed)"
-        t.append(f"{fmt.duration(left)}{armed} ", "yellow" if armed else "")
+        when = "overdue" if left is not None and left < 0 else fmt.duration(left, False)
+        t.append(f"{when}{armed} ", "yellow" if armed or when == "overdue" else "")
         if stale:
             t.append("│ ", "dim")
             t.append(stale, "bold red")
-        self.update(t)
+        if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
+            self._last = t
+            self.update(t)

@@ -17,8 +17,7 @@ class AlertsPanel(Static):
 
     def show(self, alerts: list[Alert], now: float) -> None:
         if not alerts:
-            self.update(Text("✓ no alerts", style="green"))
-            self.border_title = "alerts (0)"
+            self._set(Text("✓ no alerts", style="green"), "alerts (0)")
             return
         t = Text()
         for i, a in enumerate(alerts):
@@ -27,11 +26,17 @@ class AlertsPanel(Static):
                 t.append("\n")
             t.append(f"{glyph} {word} ", style)
             t.append(a.title, "bold")
-            t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(now - a.since)})", "dim")
+            t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(now - a.since, False)})",
+                     "dim")
             if a.detail:
                 t.append(f"  {a.detail}", "dim")
-        self.update(t)
-        self.border_title = f"alerts ({len(alerts)})"
+        self._set(t, f"alerts ({len(alerts)})")
+
+    def _set(self, t: Text, title: str) -> None:
+        if (t, title) != getattr(self, "_last", None):
+            self._last = (t, title)
+            self.update(t)
+            self.border_title = title
 
 
 class ActionLog(RichLog):

@@ -6,11 +6,22 @@ from textual_plotext import PlotextPlot
 
 from ..history import History
 
+PLOT_EVERY_S = 60.0
+"""Default for ``Settings.plot_refresh_s``: a full redraw is several KB of terminal output,
+and a plot of the last hour gains nothing from being repainted every refresh."""
+
+
+def _every(widget) -> float:
+    ctx = getattr(widget.app, "ctx", None)
+    return ctx.settings.plot_refresh_s if ctx is not None else PLOT_EVERY_S
+
 
 class SeriesPlot(PlotextPlot):
     """One metric for every slot over the last minutes (x: minutes ago)."""
 
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
+    _drawn_at: float = -1e18
+    _drawn_key: tuple = ()
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
                  **kw) -> None:
@@ -20,7 +31,13 @@ class SeriesPlot(PlotextPlot):
         self.scale = scale
         self.unit = unit
 
-    def show(self, history: History, slots: list[str], now: float) -> None:
+    def show(self, history: History, slots: list[str], now: float, force: bool = False
+             ) -> None:
+        counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
+        key = (tuple(slots), counts)
+        if not force and key == self._drawn_key and now - self._drawn_at < _every(self):
+            return
+        self._drawn_at, self._drawn_key = now, key
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -44,8 +61,19 @@ class PositionBars(PlotextPlot):
     """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
 
     DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
+    _last: tuple = ()
+    _drawn_at: float = -1e18
 
-    def show(self, per_slot: dict[str, tuple[float | None, ...]]) -> None:
+    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
+        # whole percent is what the bars can show; redraw when that changes, at most
+        # every plot_refresh_s unless a slot gains or loses data
+        key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
+                    for s, vals in per_slot.items())
+        shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
+        old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
+        if key == self._last or (shape == old_shape and now - self._drawn_at < _every(self)):
+            return
+        self._last, self._drawn_at = key, now
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

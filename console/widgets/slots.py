@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -46,11 +48,21 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None
         cell(fmt.secs(f.ttft_p95_s if f else None),
              warn=bool(f and f.ttft_p95_s and f.ttft_p95_s > 2.0)),
         cell(fmt.secs(f.itl_p95_s if f else None)),
-        cell(fmt.num(f.generation_tps if f else None, 0)),
+        cell(fmt.rate(f.generation_tps if f else None)),
         cell(fmt.pct(sd.acceptance_rate if sd else None)),
         cell(fmt.num(sd.mean_acceptance_length if sd else None, 2)),
         cell(fmt.num(f.preemptions if f else None), warn=bool(f and f.preemptions)),
     ]
+
+
+NUMBERS_EVERY_S = 10.0
+"""Numeric cells repaint at most this often per row; state (health) repaints at once.
+A row repaint is ~2-3 KB of escape sequences: at every 2 s poll that alone would be
+~150 KB/min per row over a phone's SSH link."""
+STATE_KEYS = ("slot", "model", "port", "gpus", "util", "health")
+
+COMPACT = ("slot", "util", "health", "kv", "kv99", "ttft", "gen", "acc", "pre")
+"""Columns kept under 100 terminal columns (a phone over SSH): the ones alerts talk about."""
 
 
 class SlotsTable(DataTable):
@@ -58,21 +70,51 @@ class SlotsTable(DataTable):
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
-        self.zebra_stripes = True
+        self.zebra_stripes = False  # stripes double the escape codes of every repaint
+        self.compact: bool | None = None
+        self.set_compact(self.app.size.width < 100)
+
+    def set_compact(self, compact: bool) -> None:
+        if compact == self.compact:
+            return
+        self.compact = compact
+        self._cells: dict[tuple[str, str], object] = {}
+        self._numbers_at: dict[str, float] = {}
+        self.clear(columns=True)
+        self._keys = [k for k, _, _ in COLUMNS if not compact or k in COMPACT]
         for key, label, width in COLUMNS:
-            self.add_column(label, key=key, width=width)
+            if key in self._keys:
+                self.add_column(label if not compact or key != "pre" else "PRE", key=key,
+                                width=width if not compact or key != "pre" else 3)
+
+    def on_resize(self) -> None:
+        self.set_compact(self.app.size.width < 100)
 
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
-             agent_states: dict[str, str]) -> None:
+             agent_states: dict[str, str], now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
         seen = set()
         for s in snap.slots:
             seen.add(s.slot)
-            cells = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot))
+            full = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot))
+            by_key = {k: v for (k, _, _), v in zip(COLUMNS, full, strict=True)}
             if s.slot in self.rows:
-                for (key, _, _), value in zip(COLUMNS, cells, strict=True):
-                    self.update_cell(s.slot, key, value)
+                numbers_due = now - self._numbers_at.get(s.slot, -1e18) >= NUMBERS_EVERY_S
+                changed = False
+                for key in self._keys:
+                    # only changed cells: each update repaints, and repaints are bytes
+                    # on a phone's SSH link
+                    if self._cells.get((s.slot, key)) == by_key[key]:
+                        continue
+                    if key in STATE_KEYS or numbers_due:
+                        self.update_cell(s.slot, key, by_key[key])
+                        self._cells[(s.slot, key)] = by_key[key]
+                        changed = changed or key not in STATE_KEYS
+                if changed:
+                    self._numbers_at[s.slot] = now
             else:
-                self.add_row(*cells, key=s.slot)
+                self.add_row(*(by_key[k] for k in self._keys), key=s.slot)
+                self._cells.update({(s.slot, k): by_key[k] for k in self._keys})
         for key in [k for k in self.rows if k.value not in seen]:
             self.remove_row(key)
 

@@ -1,0 +1,84 @@
+"""A deterministic console for snapshot tests: fixed clock, fixed data, the real app factory.
+
+Collectors are replaced by static ones that return snapshots computed by the
+real figure code from the real vLLM 0.32.0 captures; history is a fixed series.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from console.actions.audit import AuditLog
+from console.app import ConsoleContext, make_app
+from console.collect.exposition import parse
+from console.collect.figures import compute
+from console.collect.pod import PodSnapshot
+from console.history import History
+from console.operations import build_registry
+from console.settings import Settings
+from console.snapshot import DeploymentSnapshot, SlotSnapshot
+from pod_agent.profiles import load_profile
+from tests.conftest import FIXTURES, PROFILES
+
+NOW = 1_795_000_000.0  # fixed clock
+CAP = FIXTURES / "vllm-0.32.0-cpu" / "ngram"
+
+
+class StaticPoller:
+    def __init__(self, snap: DeploymentSnapshot) -> None:
+        self.snap = snap
+        self.prometheus_url = None
+
+    async def poll(self) -> DeploymentSnapshot:
+        return self.snap
+
+    async def aclose(self) -> None:
+        return None
+
+
+class StaticPod:
+    def __init__(self, pod: PodSnapshot) -> None:
+        self.pod = pod
+
+    async def poll(self) -> PodSnapshot:
+        return self.pod
+
+
+def build(tmp: Path, wall: bool = False, down_slot: bool = False):
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    figs = compute(parse((CAP / "metrics-specdecode-after-basic-load.txt").read_text()),
+                   parse((CAP / "metrics-specdecode-idle.txt").read_text()), 60.0)["tiny-main"]
+    slots = []
+    for name, slot in profile.slots.items():
+        down = down_slot and name == "Q27"
+        slots.append(SlotSnapshot(
+            slot=name, served_model_name=slot.served_model_name, port=slot.port,
+            url=f"http://10.0.0.5:{slot.port}", health="down" if down else "up",
+            health_detail="connection refused" if down else "200",
+            served_models=(slot.served_model_name,), figures=figs, kv_p99=0.031,
+            probe_ok=True, source="direct", fetched_at=NOW,
+            error="/metrics: connection refused" if down else None,
+            stale_since=NOW - 42 if down else None))
+    snap = DeploymentSnapshot("rtx6000-2x", tuple(slots), fetched_at=NOW)
+    pod = PodSnapshot(pod_id="abc123xyz", status="RUNNING",
+                      gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition", gpu_count=2,
+                      cost_per_hr=4.18, started_at=NOW - 3 * 3600, host_cuda="13.0",
+                      p2p_disabled=False, watchdog_armed=True,
+                      next_stop="2026-11-18T18:00:00+09:00",
+                      agent_slots={n: {"gpu_util": s.gpu_util, "state": "ready"}
+                                   for n, s in profile.slots.items()}, fetched_at=NOW)
+    history = History(3600, 1)
+    for i in range(120):
+        t = NOW - 600 + i * 5
+        for k, name in enumerate(profile.slots):
+            history.add(name, "ttft_p95", t, 0.9 + 0.1 * math.sin(i / 9 + k))
+            history.add(name, "kv", t, 0.02 + 0.015 * math.sin(i / 13 + k))
+            history.add(name, "acceptance", t, 0.6 + 0.06 * math.sin(i / 17 + k))
+    settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5)
+    registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall, transport=None,
+                              remote_profile=None, refresh=lambda: None)
+    ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,
+                         poller=StaticPoller(snap), registry=registry, history=history,
+                         pod_collector=StaticPod(pod), clock=lambda: NOW, rotate_s=0)
+    return make_app(ctx, wall=wall)

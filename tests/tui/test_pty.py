@@ -1,0 +1,86 @@
+"""The real program in a real terminal (tmux): about a minute of the live demo, then the
+terminal goes away and the program must exit instead of spinning."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
+                                reason="tmux not installed")
+
+
+def _tmux(*args: str, check: bool = True) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30,
+                          check=check).stdout
+
+
+def _pane_pid(session: str) -> int:
+    return int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@pytest.mark.parametrize("term", ["xterm-256color", "screen-256color"])
+def test_demo_in_tmux_for_a_minute_then_hangup(term: str, tmp_path) -> None:
+    session = f"podconsole-{os.getpid()}-{term.split('-')[0]}"
+    env = (f"cd {REPO} && TERM={term} PYTHONPATH={REPO} exec {sys.executable} -m console.cli "
+           f"demo --refresh 1 --seed 3")
+    _tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", env)
+    pid = _pane_pid(session)
+    try:
+        deadline = time.time() + 60
+        screen = ""
+        seen_up = False
+        while time.time() < deadline:
+            time.sleep(2)
+            screen = _tmux("capture-pane", "-p", "-t", session)
+            seen_up = seen_up or screen.count("UP") >= 2
+        assert "DEMO" in screen and "FLASH" in screen and "Q27" in screen, screen
+        assert seen_up, screen
+        assert "Traceback" not in screen
+        assert "%" in screen  # live KV / acceptance figures on screen
+        _tmux("kill-session", "-t", session)  # the terminal goes away: SIGHUP
+        deadline = time.time() + 20
+        while time.time() < deadline and _alive(pid):
+            time.sleep(0.2)
+        assert not _alive(pid), "the console kept running after its terminal went away"
+    finally:
+        _tmux("kill-session", "-t", session, check=False)
+
+
+def test_no_color_and_16_colours(tmp_path) -> None:
+    """NO_COLOR and a 16-colour terminal still show state by glyph and word."""
+    session = f"podconsole-nc-{os.getpid()}"
+    env = (f"cd {REPO} && TERM=xterm NO_COLOR=1 PYTHONPATH={REPO} exec {sys.executable} -m "
+           f"console.cli demo --refresh 1 --seed 4")
+    _tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "24", env)
+    try:
+        deadline = time.time() + 40
+        screen = ""
+        while time.time() < deadline:
+            time.sleep(2)
+            screen = _tmux("capture-pane", "-p", "-t", session)
+            if screen.count("UP") >= 2:
+                break
+        assert screen.count("UP") >= 2 and "DEMO" in screen, screen
+        _tmux("send-keys", "-t", session, "q")
+        time.sleep(3)
+        gone = subprocess.run(["tmux", "has-session", "-t", session], capture_output=True,
+                              timeout=10).returncode != 0
+        assert gone, "q did not quit"
+    finally:
+        _tmux("kill-session", "-t", session, check=False)
