@@ -6,7 +6,6 @@ Textual layer never calls the agent or RunPod itself.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from .actions.audit import AuditLog
 from .actions.registry import ActionRegistry, ActionSpec, Outcome, Progress
-from .remote import AgentError
+from .remote import AgentError, report_from
 
 SPECS = {
     "refresh": ActionSpec("refresh", "ctrl+r", "Refresh", "poll every source now", False),
@@ -106,14 +105,8 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
             res = await agent.transport.run_raw(cmd, timeout_s=180)
         except AgentError as exc:
             return Outcome(False, str(exc), state="failed")
-        report = None
-        for ev in reversed(res.events):
-            try:
-                report = json.loads(ev.get("line", ""))
-                break
-            except ValueError:
-                continue
-        if not isinstance(report, dict):
+        report = report_from(res)
+        if report is None:
             return Outcome(False, f"no report from check-host (exit {res.exit_status})",
                            state="failed")
         msg = summarize_checks(report)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 import shlex
 import tarfile
 import tempfile
@@ -39,7 +38,7 @@ from .provider.runpod import (
     RunPodError,
     TransientError,
 )
-from .remote import AgentError
+from .remote import AgentError, report_from
 from .render import PodAddress, render_all, write_all
 
 EXIT_OK, EXIT_NO_CAPACITY, EXIT_FATAL, EXIT_HOST_CHECKS, EXIT_UNHEALTHY = 0, 2, 3, 4, 5
@@ -182,14 +181,8 @@ class Provisioner:
         cmd = f"{self.agent_cmd()} check-host --json --profile " \
               f"{shlex.quote(self.remote_profile(lp))}"
         res = await t.run_raw(cmd, timeout_s=300)
-        report = None
-        for ev in reversed(res.events):
-            try:
-                report = json.loads(ev.get("line", ""))
-                break
-            except ValueError:
-                continue
-        if not isinstance(report, dict):
+        report = report_from(res)
+        if report is None:
             raise RuntimeError(f"check-host gave no report (exit {res.exit_status})")
         checks = {c["name"]: c for c in report.get("checks", [])}
         cuda = checks.get("driver_cuda", {})

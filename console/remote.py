@@ -62,6 +62,37 @@ class AgentResult:
         return str(self.final.get("message") or self.final.get("state") or "")
 
 
+async def _consume(lines: Any, on_event: EventSink | None, events: list[dict[str, Any]]
+                   ) -> dict[str, Any] | None:
+    """Parse a stream of agent output lines into events; return the final one."""
+    final = None
+    async for raw in lines:
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        ev = parse_line(line)
+        events.append(ev)
+        if ev.get("kind") in ("result", "error"):
+            final = ev
+        if on_event is not None:
+            r = on_event(ev)
+            if asyncio.iscoroutine(r):
+                await r
+    return final
+
+
+def report_from(result: AgentResult) -> dict[str, Any] | None:
+    """The JSON object a command like ``check-host --json`` printed (its last JSON line)."""
+    import json
+
+    for ev in reversed(result.events):
+        try:
+            obj = json.loads(ev.get("line", ""))
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
 def _safe_id(pod_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", pod_id) or "pod"
 
@@ -169,15 +200,7 @@ class AgentTransport:
         try:
             async with asyncio.timeout(timeout_s):
                 proc = await conn.create_process(command, stderr=asyncssh.STDOUT)
-                async for line in proc.stdout:
-                    ev = parse_line(line)
-                    events.append(ev)
-                    if ev.get("kind") in ("result", "error"):
-                        final = ev
-                    if on_event is not None:
-                        r = on_event(ev)
-                        if asyncio.iscoroutine(r):
-                            await r
+                final = await _consume(proc.stdout, on_event, events)
                 await proc.wait()
         except TimeoutError:
             raise AgentError(f"agent command timed out after {timeout_s:g} s") from None
@@ -236,15 +259,7 @@ class LocalAgentTransport:
         try:
             async with asyncio.timeout(timeout_s):
                 assert proc.stdout is not None
-                async for raw in proc.stdout:
-                    ev = parse_line(raw.decode("utf-8", "replace"))
-                    events.append(ev)
-                    if ev.get("kind") in ("result", "error"):
-                        final = ev
-                    if on_event is not None:
-                        r = on_event(ev)
-                        if asyncio.iscoroutine(r):
-                            await r
+                final = await _consume(proc.stdout, on_event, events)
                 await proc.wait()
         except TimeoutError:
             proc.kill()

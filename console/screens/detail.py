@@ -8,14 +8,13 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid
 from textual.screen import Screen
 from textual.widgets import Footer, RichLog, Static
 
 from .. import fmt
 from ..snapshot import SlotSnapshot
 from ..widgets.header import PodHeader
-from ..widgets.plots import PositionBars, SeriesPlot
+from ..widgets.plots import PlotGrid
 
 if TYPE_CHECKING:
     from ..app import PodConsoleApp
@@ -78,7 +77,6 @@ class SlotDetailScreen(Screen):
                 Binding("q", "app.quit", "quit", id="quit")]
     DEFAULT_CSS = """
     #dfig { height: auto; padding: 0 1; border: round $primary; }
-    #dplots { grid-size: 2 2; height: 1fr; min-height: 10; }
     #dlog { height: 1fr; min-height: 6; border: round $secondary; }
     SlotDetailScreen.short #dplots { display: none; }
     """
@@ -95,11 +93,7 @@ class SlotDetailScreen(Screen):
         ctx = self.papp.ctx
         yield PodHeader(ctx.profile_name, ctx.demo is not None, ctx.registry.read_only)
         yield Static(id="dfig")
-        with Grid(id="dplots"):
-            yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", id="d-ttft")
-            yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", id="d-kv")
-            yield SeriesPlot("acceptance", "acceptance", scale=100, unit="%", id="d-acc")
-            yield PositionBars(id="d-pos")
+        yield PlotGrid(id="dplots")
         yield RichLog(max_lines=400, wrap=False, id="dlog")
         yield Footer()
 
@@ -119,11 +113,7 @@ class SlotDetailScreen(Screen):
             self.query_one("#dfig", Static).update("no data yet")
             return
         self.query_one("#dfig", Static).update(figures_table(snap, now))
-        if self.query_one("#dplots").display:
-            for pid in ("#d-ttft", "#d-kv", "#d-acc"):
-                self.query_one(pid, SeriesPlot).show(app.ctx.history, [self.slot], now)
-            sd = snap.figures.spec_decode if snap.figures else None
-            self.query_one(PositionBars).show({self.slot: sd.per_position if sd else ()}, now)
+        self.query_one(PlotGrid).show(app.ctx.history, app.snapshot, [self.slot], now)
 
     def action_reload_logs(self) -> None:
         self.papp.load_slot_logs(self.slot, self._show_logs)

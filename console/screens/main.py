@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from ..widgets.header import PodHeader
 from ..widgets.panels import ActionLog, AlertsPanel
-from ..widgets.plots import PositionBars, SeriesPlot
+from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ class MainScreen(Screen):
     DEFAULT_CSS = """
     MainScreen { layout: vertical; }
     #bottom { height: auto; }
-    #plots { grid-size: 2 2; height: 1fr; min-height: 12; }
     MainScreen.narrow #plots { display: none; }
     MainScreen.short #plots { display: none; }
     MainScreen.short #bottom { height: 1fr; }
@@ -53,12 +52,7 @@ class MainScreen(Screen):
         ctx = self.papp.ctx
         yield PodHeader(ctx.profile_name, ctx.demo is not None, ctx.registry.read_only)
         yield SlotsTable(id="slots")
-        with Grid(id="plots"):
-            yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", id="p-ttft")
-            yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", id="p-kv")
-            yield SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
-                             id="p-acc")
-            yield PositionBars(id="p-pos")
+        yield PlotGrid(id="plots")
         with Vertical(id="bottom", classes="bottom"):
             yield AlertsPanel(id="alerts")
             yield ActionLog(id="log")
@@ -95,14 +89,8 @@ class MainScreen(Screen):
                      for n, s in prof.slots.items()}
             states = {n: str(agent.get(n, {}).get("state", "")) for n in prof.slots}
             self.query_one(SlotsTable).show(snap, gpus, utils, states)
-            if self.query_one("#plots").display:
-                slots = [s.slot for s in snap.slots]
-                for pid in ("#p-ttft", "#p-kv", "#p-acc"):
-                    self.query_one(pid, SeriesPlot).show(app.ctx.history, slots, now)
-                self.query_one(PositionBars).show({
-                    s.slot: (s.figures.spec_decode.per_position
-                             if s.figures and s.figures.spec_decode else ())
-                    for s in snap.slots}, now)
+            self.query_one(PlotGrid).show(app.ctx.history, snap,
+                                          [s.slot for s in snap.slots], now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)
 
     def log_line(self, t: float, text: str, style: str = "") -> None:

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from ..widgets.header import PodHeader
 from ..widgets.panels import AlertsPanel
-from ..widgets.plots import PositionBars, SeriesPlot
+from ..widgets.plots import PlotGrid, PositionBars, SeriesPlot
 from ..widgets.slots import SlotsTable
 from .detail import figures_table
 from .main import COMMON_BINDINGS
@@ -31,7 +30,6 @@ class WallScreen(Screen):
     BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
     DEFAULT_CSS = """
     #wfocus { height: auto; border: round $accent; padding: 0 1; display: none; }
-    #wplots { grid-size: 2 2; height: 1fr; min-height: 10; }
     #wview { height: 1; background: $boost; padding: 0 1; }
     WallScreen.short #wplots { display: none; }
     """
@@ -51,12 +49,7 @@ class WallScreen(Screen):
         yield Static(id="wview")
         yield SlotsTable(id="wslots")
         yield Static(id="wfocus")
-        with Grid(id="wplots"):
-            yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", id="w-ttft")
-            yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", id="w-kv")
-            yield SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
-                             id="w-acc")
-            yield PositionBars(id="w-pos")
+        yield PlotGrid(id="wplots")
         yield AlertsPanel(id="walerts")
         yield Footer()
 
@@ -97,11 +90,12 @@ class WallScreen(Screen):
                 box.update(figures_table(snap.slot(focus), now))  # type: ignore[arg-type]
             else:
                 box.display = False
-            if self.query_one("#wplots").display:
-                for pid in ("#w-ttft", "#w-kv", "#w-acc"):
-                    self.query_one(pid, SeriesPlot).show(app.ctx.history, slots, now)
-                self.query_one(PositionBars).show({
-                    s.slot: (s.figures.spec_decode.per_position
-                             if s.figures and s.figures.spec_decode else ())
-                    for s in snap.slots if s.slot in slots}, now)
+            # the view changed: draw now, not at the next plot refresh
+            grid = self.query_one(PlotGrid)
+            if getattr(self, "_plotted_view", None) != self.view:
+                self._plotted_view = self.view
+                for plot in grid.query(SeriesPlot):
+                    plot._drawn_key = ()
+                grid.query_one(PositionBars)._last = ()
+            grid.show(app.ctx.history, snap, slots, now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)

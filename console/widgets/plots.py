@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from ..history import History
@@ -90,3 +91,26 @@ class PositionBars(PlotextPlot):
         plt.multiple_bar(labels, data, labels=slots)
         plt.ylim(0, 100)
         self.refresh()
+
+
+class PlotGrid(Grid):
+    """The four plots every screen shows: TTFT p95, KV usage, acceptance, per-position bars."""
+
+    DEFAULT_CSS = "PlotGrid { grid-size: 2 2; height: 1fr; min-height: 12; }"
+
+    def compose(self):
+        yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", classes="p-ttft")
+        yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", classes="p-kv")
+        yield SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
+                         classes="p-acc")
+        yield PositionBars(classes="p-pos")
+
+    def show(self, history: History, snap, slots: list[str], now: float) -> None:
+        if not self.display or snap is None:
+            return
+        for plot in self.query(SeriesPlot):
+            plot.show(history, slots, now)
+        self.query_one(PositionBars).show({
+            s.slot: (s.figures.spec_decode.per_position
+                     if s.figures and s.figures.spec_decode else ())
+            for s in snap.slots if s.slot in slots}, now)
