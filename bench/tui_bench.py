@@ -120,7 +120,7 @@ def main() -> int:
         print(f"bare Textual app first frame: {bare_s * 1000:.0f} ms (median of 3)")
         print(f"{'refresh':>8} {'plots':>6} {'first data':>11} {'ratio':>6} {'CPU':>7} "
               f"{'KB/min':>8}")
-        for refresh, plots in ((1.0, 60), (2.0, 60), (2.0, 300)):
+        for refresh, plots in ((1.0, 120), (2.0, 120), (2.0, 60)):
             argv = [sys.executable, "-m", "console.cli", "watch", "--config", str(cfg),
                     "--refresh", str(refresh)]
             penv = dict(env, POD_CONSOLE_PLOT_REFRESH_S=str(plots))

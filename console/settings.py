@@ -83,9 +83,10 @@ class Settings(BaseSettings):
     """Refresh interval in seconds (floor 1 s)."""
     window_s: float = Field(default=300.0, ge=30)
     """Window for rates, quantiles and p99s."""
-    plot_refresh_s: float = Field(default=60.0, ge=5, le=3600)
+    plot_refresh_s: float = Field(default=120.0, ge=5, le=3600)
     """Plots redraw at most this often. Each redraw of the four plots is tens of KB of
-    terminal output; over a slow SSH link raise it (300 keeps a 2 s refresh under 40 KB/min)."""
+    terminal output; they show the last hour, so two minutes loses little. Lower it on a
+    fast link."""
     history_s: float = Field(default=3600.0, ge=60, le=86400)
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
