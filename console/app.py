@@ -84,6 +84,7 @@ class PodConsoleApp(App):
 
     # -- lifecycle -----------------------------------------------------------------
     def on_mount(self) -> None:
+        self.ctx.registry.refresh_target = self.action_refresh_now  # type: ignore[attr-defined]
         if self.wall:
             self.push_screen(WallScreen(self.ctx.rotate_s))
         else:

@@ -64,7 +64,8 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         remote_profile = str(demo.remote_profile(dep.today))
 
     def refresh() -> None:
-        return None  # the app's refresh_now is bound by the key; this is for scripts
+        """Until an app takes over (``PodConsoleApp.on_mount``), a refresh polls once."""
+        asyncio.get_running_loop().create_task(ctx_holder["ctx"].poller.poll())
 
     provisioner = None
     if client is not None and not read_only:

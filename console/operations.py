@@ -83,8 +83,10 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
     agent = AgentRef(transport, remote_profile)
     reg.agent = agent  # type: ignore[attr-defined]
 
+    reg.refresh_target = refresh  # type: ignore[attr-defined]  # the app points it at itself
+
     async def do_refresh(args: dict[str, Any], progress: Progress) -> Outcome:
-        refresh()
+        reg.refresh_target()  # type: ignore[attr-defined]
         return Outcome(True, "refresh requested")
 
     def need_agent() -> Outcome | None:

@@ -79,9 +79,12 @@ async def test_every_main_binding(demo) -> None:
                                                  ctx.registry.history if o.ok), 30)
         await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen) and app.screen.done)
         await pilot.press("escape")
-        # ctrl+r → an extra poll
+        # ctrl+r → an extra poll; the registry's refresh action does the same
         before = app.polls
         await pilot.press("ctrl+r")
+        assert await wait_for(pilot, lambda: app.polls > before)
+        before = app.polls
+        assert (await ctx.registry.invoke("refresh")).ok
         assert await wait_for(pilot, lambda: app.polls > before)
         records = ctx.registry.audit.records()
         assert [r["result"] for r in records if r["action"] == "watchdog"][-2:] == [
