@@ -8,6 +8,7 @@ stream is shown as a log line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -34,11 +35,10 @@ class Emitter:
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         ev = event(kind, **fields)
-        try:
+        # A closed stream means the SSH session went away; the supervisor keeps the record.
+        with contextlib.suppress(BrokenPipeError, ValueError):
             self.stream.write(encode(ev) + "\n")
             self.stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # the SSH session went away; the supervisor keeps the record
         return ev
 
     def progress(self, step: str, fraction: float | None = None, message: str = "") -> None:

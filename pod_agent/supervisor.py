@@ -305,7 +305,8 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 await send(event("error", message=f"bad request: {exc}"))
         except (ConnectionError, BrokenPipeError):
-            pass  # the client went away; any action it started keeps running
+            # The client went away; any action it started keeps running in the book.
+            _audit({"op": "client-gone"})
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
