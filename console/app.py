@@ -256,7 +256,7 @@ class PodConsoleApp(App):
             self.note(out.message, "yellow")
             return
         if action_id == "rebalance" and "set" not in args:
-            chosen = await self.push_screen_wait(self._rebalance_screen())
+            chosen = await self.push_screen_wait(await self._rebalance_screen())
             if not chosen:
                 self.note("rebalance cancelled")
                 return
@@ -307,14 +307,16 @@ class PodConsoleApp(App):
     def _args_text(args: dict[str, Any]) -> str:
         return " ".join(f"{k}={v}" for k, v in args.items())
 
-    def _rebalance_screen(self) -> RebalanceScreen:
+    async def _rebalance_screen(self) -> RebalanceScreen:
         prof = self.ctx.profile
         agent = self.pod.agent_slots if self.pod else {}
         current = {n: float(agent.get(n, {}).get("gpu_util", s.gpu_util))
                    for n, s in prof.slots.items()}
         proposal, lines, predict = current, [], (lambda slot, util: "")
         if self.ctx.planner is not None:
-            proposal, lines, predict = self.ctx.planner.preview(self.snapshot, current, agent)
+            # the planner reads and writes the remembered KV points: a thread, not the loop
+            proposal, lines, predict = await asyncio.to_thread(
+                self.ctx.planner.preview, self.snapshot, current, agent)
         rows = [{"slot": n, "current": current[n], "proposed": proposal.get(n, current[n]),
                  "gpus": list(s.gpus), "min": s.min_gpu_util} for n, s in prof.slots.items()]
         return RebalanceScreen(rows, lines, predict)

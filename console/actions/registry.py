@@ -8,6 +8,7 @@ if something invokes it directly.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -73,12 +74,14 @@ class ActionRegistry:
         if spec is None:
             raise KeyError(action_id)
         if self.read_only and spec.dangerous:
-            self.audit.append(action_id, args, "refused", reason="read-only mode")
+            await asyncio.to_thread(self.audit.append, action_id, args, "refused",
+                                    reason="read-only mode")
             out = Outcome(False, f"{spec.title} refused: read-only mode", state="refused")
             self.history.append((time.time(), action_id, out))
             return out
         if spec.dangerous:
-            self.audit.append(action_id, args, "started")
+            # fsync can take tens of ms on a busy disk: never on the event loop
+            await asyncio.to_thread(self.audit.append, action_id, args, "started")
         self.executed.append(action_id)
         try:
             out = await self.handlers[action_id](args, progress or (lambda *a: None))
@@ -86,6 +89,7 @@ class ActionRegistry:
             out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
         state = out.state or ("ok" if out.ok else "failed")
         if spec.dangerous:
-            self.audit.append(action_id, args, state, message=out.message)
+            await asyncio.to_thread(self.audit.append, action_id, args, state,
+                                    message=out.message)
         self.history.append((time.time(), action_id, out))
         return out

@@ -81,6 +81,7 @@ class DemoDeployment:
         self.pod_id: str | None = None
         self.ports: dict[int, int] = {}
         self.torch = "good"
+        self._transports: list[LocalAgentTransport] = []
 
     # -- setup ---------------------------------------------------------------------
     def _profile_copy(self, src: Path) -> None:
@@ -110,7 +111,7 @@ class DemoDeployment:
         mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
         env.update({
             "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
-            "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch' / self.torch}",
+            "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}", "FAKE_TORCH_MODE": self.torch,
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
             "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,
@@ -139,9 +140,11 @@ class DemoDeployment:
         info = self.state.pods.get(pid, {})
         gpu = (info.get("gpu") or {}).get("id", "")
         home = self.pod_home(pid)
-        return LocalAgentTransport([sys.executable, "-m", "pod_agent"],
-                                   self.agent_env(pid, home / "agent", gpu,
-                                                  str(home / "agent-dir" / "pkg")), pod_id=pid)
+        t = LocalAgentTransport([sys.executable, "-m", "pod_agent"],
+                                self.agent_env(pid, home / "agent", gpu,
+                                               str(home / "agent-dir" / "pkg")), pod_id=pid)
+        self._transports.append(t)  # so a fault injected later reaches its environment
+        return t
 
     def remote_profile(self, lp: LoadedProfile) -> Path:
         return self.pod_home(self.pod_id or "none") / "agent-dir" / "pkg" / "profiles" / \
@@ -253,6 +256,8 @@ class DemoDeployment:
 
     def break_p2p(self) -> None:
         self.torch = "hang"
+        for t in self._transports:
+            t.env["FAKE_TORCH_MODE"] = "hang"
 
     def sell_out(self) -> None:
         with self.state.lock:

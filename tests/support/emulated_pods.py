@@ -24,7 +24,7 @@ from . import procs
 from .sshd import SshServer
 
 DEMO_BIN = REPO / "console" / "demo" / "bin"
-FAKETORCH = REPO / "console" / "demo" / "faketorch" / "good"
+FAKETORCH = REPO / "console" / "demo" / "faketorch"
 
 
 def write_profiles(d: Path, ports: list[int], bad_start: bool = False) -> Path:
@@ -84,7 +84,8 @@ class PodHosts:
             "FAKE_NVIDIA_SMI_GPUS": str(pod["gpu"]["count"]),
             "FAKE_NVIDIA_SMI_CUDA": pod["cudaVersion"], "HF_HOME": str(home / "hf"),
             "POD_CONSOLE_DEMO_PYTHON": sys.executable, "POD_AGENT_P2P_TIMEOUT": "5",
-            "PYTHONPATH": f"{REPO}:{FAKETORCH}", "POD_AGENT_MEM_FLOOR_GIB": "0.1",
+            "PYTHONPATH": f"{REPO}:{FAKETORCH}", "FAKE_TORCH_MODE": "good",
+            "POD_AGENT_MEM_FLOOR_GIB": "0.1",
         }
         srv.extra_config = ["SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())]
         srv.start()

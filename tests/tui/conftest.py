@@ -28,3 +28,9 @@ async def wait_for(pilot, cond, timeout: float = 30.0) -> bool:
             return True
         await pilot.pause(0.1)
     return False
+
+
+def live(app) -> bool:
+    """Every slot up with figures, and pod state known."""
+    return (app.snapshot is not None and app.pod is not None
+            and all(s.health == "up" and s.figures for s in app.snapshot.slots))

@@ -18,20 +18,15 @@ from console.screens.modals import (
 from console.screens.wall import WallScreen
 from console.widgets.header import PodHeader
 from console.widgets.slots import SlotsTable
-from tests.tui.conftest import wait_for
+from tests.tui.conftest import live, wait_for
 
 DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog"}
-
-
-def _live(app) -> bool:
-    return (app.snapshot is not None and app.pod is not None
-            and all(s.health == "up" and s.figures for s in app.snapshot.slots))
 
 
 async def test_main_screen_shows_live_demo(demo) -> None:
     app = make_app(demo_context(demo, 1.0, stop_demo_on_exit=False))
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         await pilot.pause(0.3)
         header = str(app.screen.query_one(PodHeader).render())
         assert "DEMO" in header and "RUNNING" in header and "rtx6000-2x" in header
@@ -45,7 +40,7 @@ async def test_every_main_binding(demo) -> None:
     ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
     app = make_app(ctx)
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         # ? → help generated from the bindings
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -99,7 +94,7 @@ async def test_host_checks_run_the_real_agent(demo) -> None:
     ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
     app = make_app(ctx)
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         await pilot.press("h")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")

@@ -8,12 +8,7 @@ from __future__ import annotations
 from console.app import make_app
 from console.commands.tui_cmd import demo_context
 from console.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
-from tests.tui.conftest import wait_for
-
-
-def _live(app) -> bool:
-    return (app.snapshot is not None and app.pod is not None
-            and all(s.health == "up" and s.figures for s in app.snapshot.slots))
+from tests.tui.conftest import live, wait_for
 
 
 def _alerts(app) -> set[str]:
@@ -23,7 +18,7 @@ def _alerts(app) -> set[str]:
 async def test_slot_dies_alert_raised_then_cleared(demo) -> None:
     app = make_app(demo_context(demo, 1.0, stop_demo_on_exit=False))
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         demo.kill_slot("qwen3.8-27b")
         assert await wait_for(pilot, lambda: "down:Q27" in _alerts(app), 20)
         stale = app.snapshot.slot("Q27")
@@ -40,7 +35,7 @@ async def test_rebalance_applies_and_rewrites_the_profile(demo) -> None:
     app = make_app(ctx)
     prof = demo.profiles_dir / "10-rtx6000-2x.yaml"
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         await pilot.press("b")
         assert await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen))
         app.screen.query_one("#u-FLASH").value = "0.80"  # 0.80 + 0.19 > 0.95
@@ -69,7 +64,7 @@ async def test_rebalance_to_a_split_that_cannot_start_rolls_back(demo) -> None:
     prof = demo.profiles_dir / "10-rtx6000-2x.yaml"
     text_before = prof.read_text()
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         # FLASH at 0.74 (its profile minimum): 239k − 2×57k = 125k KV tokens, less than one
         # 128K request, so the simulated engine refuses to start, like the field's 27B at 0.15
         app.start_operation("rebalance", {"set": {"FLASH": 0.74, "Q27": 0.21}})
@@ -87,7 +82,7 @@ async def test_stop_now_then_resume(demo) -> None:
     ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
     app = make_app(ctx)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await wait_for(pilot, lambda: _live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40)
         app.start_operation("watchdog", {"cmd": "stop-now"})
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
@@ -103,7 +98,26 @@ async def test_stop_now_then_resume(demo) -> None:
                               and app.screen.done, 120)
         _, action, out = ctx.registry.history[-1]
         assert action == "resume" and out.ok, out.message
-        assert await wait_for(pilot, lambda: _live(app) and app.pod.status == "RUNNING", 40)
+        assert await wait_for(pilot, lambda: live(app) and app.pod.status == "RUNNING", 40)
+
+
+async def test_p2p_broken_host_check_reports_hung(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: live(app), 40)
+        demo.break_p2p()
+        app.start_operation("host_checks")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 60)
+        _, action, out = ctx.registry.history[-1]
+        assert action == "host_checks" and not out.ok and "P2P probe HUNG" in out.message
+        await pilot.press("escape")
+        await pilot.press("ctrl+r")
+        assert await wait_for(pilot, lambda: app.pod.p2p_disabled is True
+                              and "p2p" in app.alerts.active, 20)
 
 
 async def test_sold_out_fallback_fails_loudly_and_leaves_no_pod(demo) -> None:
@@ -113,7 +127,7 @@ async def test_sold_out_fallback_fails_loudly_and_leaves_no_pod(demo) -> None:
     demo.sell_out()
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            assert await wait_for(pilot, lambda: _live(app), 40)
+            assert await wait_for(pilot, lambda: live(app), 40)
             running_before = {p["id"] for p in demo.state.running_pods()}
             app.start_operation("fallback")
             assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))

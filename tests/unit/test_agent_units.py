@@ -46,7 +46,8 @@ def test_parses_real_h200_captures() -> None:
 def test_driver_cuda_against_min_cuda(tmp_path: Path, cuda: str, ok: bool) -> None:
     r = agent(["check-host", "--json", "--profile", str(PROFILES / "10-rtx6000-2x.yaml"),
                "--disk-path", str(tmp_path)], tmp_path, FAKE_NVIDIA_SMI_GPUS="2",
-              FAKE_NVIDIA_SMI_CUDA=cuda, PYTHONPATH=str(FAKETORCH / "good"), HF_HOME=str(tmp_path))
+              FAKE_NVIDIA_SMI_CUDA=cuda, PYTHONPATH=str(FAKETORCH), FAKE_TORCH_MODE="good",
+              HF_HOME=str(tmp_path))
     rep = json.loads(r.stdout)
     check = {c["name"]: c for c in rep["checks"]}["driver_cuda"]
     assert check["ok"] is ok and check["value"] == cuda
@@ -57,7 +58,7 @@ def test_driver_cuda_against_min_cuda(tmp_path: Path, cuda: str, ok: bool) -> No
 
 def test_p2p_hang_exits_3_and_disables_p2p(tmp_path: Path) -> None:
     r = agent(["check-host", "--json", "--p2p-timeout", "2"], tmp_path,
-              FAKE_NVIDIA_SMI_GPUS="2", PYTHONPATH=str(FAKETORCH / "hang"))
+              FAKE_NVIDIA_SMI_GPUS="2", PYTHONPATH=str(FAKETORCH), FAKE_TORCH_MODE="hang")
     assert r.returncode == 3
     p2p = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["p2p"]
     assert p2p["ok"] is False and p2p["value"]["verdict"] == "hung"
@@ -67,12 +68,12 @@ def test_p2p_hang_exits_3_and_disables_p2p(tmp_path: Path) -> None:
 
 def test_p2p_good_writes_0_and_broken_writes_1(tmp_path: Path) -> None:
     r = agent(["check-host", "--json"], tmp_path, FAKE_NVIDIA_SMI_GPUS="2",
-              PYTHONPATH=str(FAKETORCH / "good"))
+              PYTHONPATH=str(FAKETORCH), FAKE_TORCH_MODE="good")
     p2p = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["p2p"]
     assert p2p["ok"] is True and p2p["value"]["verdict"] == "ok"
     assert "NCCL_P2P_DISABLE=0" in (tmp_path / "home" / ".env").read_text()
     r = agent(["check-host", "--json"], tmp_path, FAKE_NVIDIA_SMI_GPUS="2",
-              PYTHONPATH=str(FAKETORCH / "bad"))
+              PYTHONPATH=str(FAKETORCH), FAKE_TORCH_MODE="bad")
     p2p = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["p2p"]
     assert r.returncode == 1 and p2p["value"]["verdict"] == "broken"
     assert "NCCL error" in p2p["detail"]
@@ -80,7 +81,8 @@ def test_p2p_good_writes_0_and_broken_writes_1(tmp_path: Path) -> None:
 
 
 def test_p2p_skipped_with_one_gpu_or_no_torch(tmp_path: Path) -> None:
-    r = agent(["check-host", "--json"], tmp_path, PYTHONPATH=str(FAKETORCH / "good"))
+    r = agent(["check-host", "--json"], tmp_path, PYTHONPATH=str(FAKETORCH),
+              FAKE_TORCH_MODE="good")
     p2p = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["p2p"]
     assert p2p["ok"] is None and "1 GPU" in p2p["detail"]
 
