@@ -11,16 +11,16 @@ import datetime as dt
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
-
-import httpx
+from typing import TYPE_CHECKING, Literal
 
 from pod_agent.gpuinfo import version_tuple
-from pod_agent.profile import MAX_GPU_UTIL_PER_GPU, Profile
 
-from .collect.pod import PodSnapshot
-from .settings import Settings
-from .snapshot import DeploymentSnapshot
+from .snapshot import DeploymentSnapshot, PodSnapshot
+
+if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
+    from pod_agent.profile import Profile
+
+    from .settings import Settings
 
 Severity = Literal["crit", "warn", "info"]
 ACCEPTANCE_DROP = 0.7
@@ -86,6 +86,8 @@ def _working_hours(profile: Profile, now: float) -> bool:
 def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: Profile,
              settings: Settings, now: float, failures: Iterable[Condition] = ()
              ) -> list[Condition]:
+    from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
+
     out: list[Condition] = list(failures)
     if snap is not None:
         for s in snap.slots:
@@ -124,7 +126,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         for g in slot.gpus:
             per_gpu[g] = per_gpu.get(g, 0.0) + util
     for g, total in sorted(per_gpu.items()):
-        if total > MAX_GPU_UTIL_PER_GPU + 1e-9:
+        if total > max_per_gpu + 1e-9:
             out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util {total:.2f} > 0.95"))
     if pod is not None:
         if pod.p2p_disabled:
@@ -160,6 +162,8 @@ async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: st
              for a in raised]
     lines += [f":white_check_mark: cleared: {a.title}" for a in cleared]
     payload = {"text": f"[{source}]\n" + "\n".join(lines)}
+    import httpx  # here, not at the top: the console's first frame does not wait for it
+
     try:
         async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as c:
             r = await c.post(url, content=json.dumps(payload),

@@ -4,43 +4,49 @@ Data flows one way: a timer starts a poll worker (never two at once); the
 worker awaits the collectors, evaluates alerts and hands immutable snapshots
 to whatever screens are open, which only render. Keys go through the action
 registry, whose sender enforces read-only mode.
+
+An app starts either from a full :class:`ConsoleContext` (tests, screenshots, the
+demo) or from a :class:`StagedStart` (``watch``/``wall``): then the first poll and
+the first frame run on the boot plan's poller while the context — typed settings,
+validated profiles, agent transport, registry — is built in a worker thread. Until
+it is ready, operations wait for it and alerts are not evaluated. This module
+imports nothing heavy at the top for that reason (pydantic, httpx, plotext).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from pod_agent.profile import Profile
-
 from . import fmt
-from .actions.registry import ActionRegistry, Outcome
-from .alerts import AlertBook, Condition, evaluate, notify
-from .collect.pod import PodCollector, PodSnapshot
+from .alerts import AlertBook, Condition
 from .collect.poller import DeploymentPoller
+from .collect.targets import SlotTarget
 from .history import History
-from .screens.detail import SlotDetailScreen
 from .screens.main import COMMON_BINDINGS, OPERATION_BINDINGS, MainScreen
-from .screens.modals import (
-    ConfirmScreen,
-    HelpScreen,
-    ProgressScreen,
-    RebalanceScreen,
-    WatchdogScreen,
-)
-from .screens.wall import WallScreen
-from .settings import Settings
-from .snapshot import DeploymentSnapshot
+from .snapshot import DeploymentSnapshot, PodSnapshot
 
+if TYPE_CHECKING:
+    from pod_agent.profile import Profile
+
+    from .actions.registry import ActionRegistry, Outcome
+    from .collect.pod import PodCollector
+    from .screens.modals import RebalanceScreen
+    from .settings import Settings
+
+FIRST_PAINT_WAIT_S = 0.15
+"""How long the first paint waits for the first poll (see ``on_mount``)."""
 POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
 
@@ -64,51 +70,176 @@ class ConsoleContext:
     on_exit: list[Callable[[], Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ConsoleView:
+    """What the screens show about the deployment itself: known before the context is."""
+
+    profile_name: str
+    targets: tuple[SlotTarget, ...]
+    read_only: bool
+    demo: bool
+    refresh_s: float
+    plot_refresh_s: float
+    rotate_s: float = 15.0
+
+
+@dataclass
+class StagedStart:
+    """A first frame from the boot plan; ``finish`` builds the context (in a thread)."""
+
+    view: ConsoleView
+    poller: DeploymentPoller
+    history: History
+    finish: Callable[[DeploymentPoller, History], ConsoleContext]
+    """Typed settings + validated profiles → context. It reuses the poller and history it
+    is given when they match what the validated settings would build."""
+
+
+def view_of(ctx: ConsoleContext) -> ConsoleView:
+    return ConsoleView(profile_name=ctx.profile_name, targets=ctx.poller.targets,
+                       read_only=ctx.registry.read_only, demo=ctx.demo is not None,
+                       refresh_s=ctx.settings.refresh_s,
+                       plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s)
+
+
 class PodConsoleApp(App):
     TITLE = "pod-console"
     ENABLE_COMMAND_PALETTE = True
 
-    def __init__(self, ctx: ConsoleContext, wall: bool = False, **kw: Any) -> None:
+    def __init__(self, start: ConsoleContext | StagedStart, wall: bool = False,
+                 **kw: Any) -> None:
         super().__init__(**kw)
-        self.ctx = ctx
+        self.ctx: ConsoleContext | None = None
+        self._staged: StagedStart | None = None
+        if isinstance(start, StagedStart):
+            self._staged = start
+        else:
+            self.ctx = start
         self.wall = wall
+        self._context_ready = asyncio.Event()
+        self._polled = asyncio.Event()
+        self.ready_after_s: float | None = None
+        """Seconds from mount to a full context (None until then)."""
+        self.fatal: str | None = None
+        """Why the context could not be built (a config or profile problem)."""
         self.snapshot: DeploymentSnapshot | None = None
         self.pod: PodSnapshot | None = None
         self.alerts = AlertBook()
         self.failures: dict[str, Condition] = {}
         self.log_lines: deque[tuple[float, str, str]] = deque(maxlen=500)
         self._polling = False
+        self._finishing = False
+        self._mounted_at = time.monotonic()
         self._last_pod_poll = -1e18
         self.polls = 0
         self.first_data_at: float | None = None
 
+    # -- what the screens read -------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.ctx is not None
+
+    @property
+    def view(self) -> ConsoleView:
+        if self.ctx is not None:
+            return view_of(self.ctx)
+        assert self._staged is not None
+        return self._staged.view
+
+    @property
+    def poller(self) -> DeploymentPoller:
+        if self.ctx is not None:
+            return self.ctx.poller
+        assert self._staged is not None
+        return self._staged.poller
+
+    @property
+    def history(self) -> History:
+        if self.ctx is not None:
+            return self.ctx.history
+        assert self._staged is not None
+        return self._staged.history
+
+    def allowed(self, action_id: str) -> bool:
+        """Before the registry exists, every operation but in read-only mode (it waits)."""
+        if self.ctx is not None:
+            return self.ctx.registry.allowed(action_id)
+        return not self.view.read_only
+
     # -- lifecycle -----------------------------------------------------------------
-    def on_mount(self) -> None:
-        self.ctx.registry.refresh_target = self.action_refresh_now  # type: ignore[attr-defined]
-        if self.wall:
-            self.push_screen(WallScreen(self.ctx.rotate_s))
-        else:
-            self.push_screen(MainScreen())
+    async def on_mount(self) -> None:
+        self._mounted_at = time.monotonic()
+        view = self.view
+        self.note("console started" + (" (DEMO)" if view.demo else "")
+                  + (" in READ-ONLY wall mode" if view.read_only else ""))
         # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
         try:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGHUP, self.exit)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
-        self.set_interval(self.ctx.settings.refresh_s, self.tick)
+        if self.ctx is not None:
+            self._became_ready()
         self.tick()
-        self.note("console started" + (" (DEMO)" if self.ctx.demo else "")
-                  + (" in READ-ONLY wall mode" if self.ctx.registry.read_only else ""))
+        # Paint the screen once, with numbers, when they come back quickly (a pod on
+        # loopback or nearby answers in milliseconds); a slow source gets the skeleton at
+        # once and fills in when it answers. Painting twice costs the first frame ~50 ms.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._polled.wait(), FIRST_PAINT_WAIT_S)
+        if self.wall:
+            from .screens.wall import WallScreen
+
+            self.push_screen(WallScreen(view.rotate_s))
+        else:
+            self.push_screen(MainScreen())
+        self.set_interval(view.refresh_s, self.tick)
+
+    async def _finish(self) -> None:
+        """Build the full context in a thread; on failure show why and stop there."""
+        staged = self._staged
+        assert staged is not None
+        try:
+            ctx = await asyncio.to_thread(staged.finish, staged.poller, staged.history)
+        except Exception as exc:  # a config/profile problem: shown, never a traceback
+            collect_garbage_again()
+            self.fatal = str(exc) or type(exc).__name__
+            self.note(f"cannot start: {self.fatal}", "bold red")
+            from .screens.modals import FatalScreen
+
+            self.push_screen(FatalScreen(self.fatal), lambda _: self.exit(
+                return_code=1, message=f"pod-console: {self.fatal}"))
+            return
+        self.ctx = ctx
+        if ctx.poller is not staged.poller:
+            self.note("validated settings poll differently from the first frame's reading;"
+                      " using the validated ones", "yellow")
+            await staged.poller.aclose()
+        self._staged = None
+        self._became_ready()
+        for screen in self.screen_stack:
+            fn = getattr(screen, "when_ready", None)
+            if fn is not None and screen.is_mounted:
+                await fn()
+        self.action_refresh_now()  # pod state and alerts now, not at the next tick
+
+    def _became_ready(self) -> None:
+        assert self.ctx is not None
+        collect_garbage_again()
+        self.ctx.registry.refresh_target = self.action_refresh_now  # type: ignore[attr-defined]
+        self.ready_after_s = time.monotonic() - self._mounted_at
+        self._context_ready.set()
 
     async def on_unmount(self) -> None:
-        await self.ctx.poller.aclose()
+        await self.poller.aclose()
+        if self.ctx is None:
+            return
         for fn in self.ctx.on_exit:
             r = fn()
             if asyncio.iscoroutine(r):
                 await r
 
     def now(self) -> float:
-        return self.ctx.clock()
+        return self.ctx.clock() if self.ctx is not None else time.time()
 
     # -- polling -------------------------------------------------------------------
     def tick(self) -> None:
@@ -123,13 +254,14 @@ class PodConsoleApp(App):
 
     async def _poll(self) -> None:
         try:
+            ctx = self.ctx
             now_mono = time.monotonic()
-            tasks: list[Any] = [self.ctx.poller.poll()]
-            poll_pod = (self.ctx.pod_collector is not None
+            tasks: list[Any] = [self.poller.poll()]
+            poll_pod = (ctx is not None and ctx.pod_collector is not None
                         and now_mono - self._last_pod_poll >= POD_POLL_S)
             if poll_pod:
                 self._last_pod_poll = now_mono
-                tasks.append(self.ctx.pod_collector.poll())  # type: ignore[union-attr]
+                tasks.append(ctx.pod_collector.poll())  # type: ignore[union-attr]
             results = await asyncio.gather(*tasks)
             self.snapshot = results[0]
             if poll_pod:
@@ -137,14 +269,23 @@ class PodConsoleApp(App):
             self.polls += 1
             if self.first_data_at is None and any(s.figures for s in self.snapshot.slots):
                 self.first_data_at = time.monotonic()
-            await self._update_alerts()
+            self._polled.set()
+            if ctx is not None:
+                await self._update_alerts(ctx)
             self.refresh_screens()
         finally:
             self._polling = False
+        if self._staged is not None and not self._finishing:
+            # the first frame with numbers is on its way: now build the rest
+            self._finishing = True
+            self.call_after_refresh(
+                lambda: self.run_worker(self._finish(), group="finish", exit_on_error=False))
 
-    async def _update_alerts(self) -> None:
+    async def _update_alerts(self, ctx: ConsoleContext) -> None:
+        from .alerts import evaluate, notify
+
         now = self.now()
-        conds = evaluate(self.snapshot, self.pod, self.ctx.profile, self.ctx.settings, now,
+        conds = evaluate(self.snapshot, self.pod, ctx.profile, ctx.settings, now,
                          self.failures.values())
         raised, cleared = self.alerts.update(conds, now)
         for a in raised:
@@ -152,10 +293,10 @@ class PodConsoleApp(App):
                       "bold red" if a.severity == "crit" else "yellow")
         for a in cleared:
             self.note(f"cleared: {a.title}", "green")
-        url = self.ctx.settings.webhook_url
+        url = ctx.settings.webhook_url
         if url and (raised or cleared):
             err = await notify(url.get_secret_value(), raised, cleared,
-                               f"pod-console {self.ctx.profile_name}")
+                               f"pod-console {ctx.profile_name}")
             if err:
                 self.note(err, "red")
 
@@ -186,16 +327,21 @@ class PodConsoleApp(App):
 
     # -- navigation ----------------------------------------------------------------
     def open_detail(self, slot: str) -> None:
+        from .screens.detail import SlotDetailScreen
+
         self.push_screen(SlotDetailScreen(slot))
 
     def action_help(self) -> None:
+        from .screens.modals import HelpScreen
+
         rows = []
         binds = [] if self.wall else OPERATION_BINDINGS
+        specs = self.ctx.registry.specs if self.ctx is not None else {}
         for b in binds:
             op = b.action.split("'")[1]
-            spec = self.ctx.registry.specs.get(op)
+            spec = specs.get(op)
             rows.append((b.key, spec.title if spec else b.description,
-                         bool(spec and spec.dangerous), self.ctx.registry.allowed(op)))
+                         bool(spec.dangerous) if spec else True, self.allowed(op)))
         if not self.wall:
             rows.append(("enter", "slot detail (figures, plots, log lines)", False, True))
         for b in COMMON_BINDINGS:
@@ -206,7 +352,8 @@ class PodConsoleApp(App):
 
     def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
         async def fetch() -> None:
-            t = self.ctx.transport
+            await self._context_ready.wait()
+            t = self.ctx.transport if self.ctx is not None else None
             if t is None:
                 done([f"(no agent connection: {'wall mode' if self.wall else 'not configured'})"])
                 return
@@ -220,6 +367,8 @@ class PodConsoleApp(App):
     # -- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        if self.ctx is None:
+            return  # operations appear once the console has loaded
         reg = self.ctx.registry
         for spec in reg.specs.values():
             if reg.allowed(spec.id) and spec.id != "refresh":
@@ -247,6 +396,12 @@ class PodConsoleApp(App):
                         exit_on_error=False)
 
     async def _operation(self, action_id: str, args: dict[str, Any]) -> None:
+        from .screens.modals import ConfirmScreen, ProgressScreen, WatchdogScreen
+
+        if self.ctx is None:
+            self.note("console still loading: the operation starts once it has", "dim")
+            await self._context_ready.wait()
+        assert self.ctx is not None
         reg = self.ctx.registry
         spec = reg.specs.get(action_id)
         if spec is None:
@@ -297,6 +452,7 @@ class PodConsoleApp(App):
 
     def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:
         pod = self.pod or PodSnapshot()
+        assert self.ctx is not None
         return {"pod": pod.pod_id or self.ctx.settings.pod.runpod_id or "?",
                 "profile": self.ctx.profile_name,
                 "cost": fmt.money(pod.cost_per_hr),
@@ -308,6 +464,9 @@ class PodConsoleApp(App):
         return " ".join(f"{k}={v}" for k, v in args.items())
 
     async def _rebalance_screen(self) -> RebalanceScreen:
+        from .screens.modals import RebalanceScreen
+
+        assert self.ctx is not None
         prof = self.ctx.profile
         agent = self.pod.agent_slots if self.pod else {}
         current = {n: float(agent.get(n, {}).get("gpu_util", s.gpu_util))
@@ -322,9 +481,16 @@ class PodConsoleApp(App):
         return RebalanceScreen(rows, lines, predict)
 
 
-def make_app(ctx: ConsoleContext, wall: bool = False) -> PodConsoleApp:
+def collect_garbage_again() -> None:
+    """End of start-up (see ``console/cli.py``): what exists now lives for the whole run."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
+def make_app(start: ConsoleContext | StagedStart, wall: bool = False) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this."""
-    return PodConsoleApp(ctx, wall=wall)
+    return PodConsoleApp(start, wall=wall)
 
 
 def state_path(settings: Settings, name: str) -> Path:

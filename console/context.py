@@ -19,6 +19,7 @@ from pod_agent.profiles import LoadedProfile
 from .actions.audit import AuditLog
 from .app import ConsoleContext
 from .collect.pod import PodCollector
+from .collect.poller import DeploymentPoller
 from .collect.targets import targets_for
 from .deployment import open_deployment
 from .history import History
@@ -46,10 +47,20 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                  runpod_base: str | None = None, demo: Any = None,
                  provision_cfg: ProvisionConfig | None = None,
                  clock: Callable[[], float] = time.time,
-                 probe_interval_s: float = 300.0) -> ConsoleContext:
+                 probe_interval_s: float = 300.0,
+                 history: History | None = None,
+                 poller: DeploymentPoller | None = None) -> ConsoleContext:
+    """The full context. ``history``/``poller`` (a staged start's) are kept when they are
+    what these settings would build, so the first frame's data carries over."""
     dep = open_deployment(settings)
-    history = History(settings.history_s, settings.refresh_s)
-    poller = dep.poller(history)
+    fresh_history = History(settings.history_s, settings.refresh_s)
+    if history is None or (history.window_s, history.maxlen) != (
+            fresh_history.window_s, fresh_history.maxlen):
+        history = fresh_history
+    fresh = dep.poller(history)
+    if poller is None or poller.config_key() != fresh.config_key() \
+            or poller.history is not history:
+        poller = fresh
     poller.probe_interval_s = probe_interval_s
     # Wall mode needs no SSH key and never talks to the agent or RunPod's write API.
     if read_only:

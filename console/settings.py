@@ -8,27 +8,17 @@ then defaults. Secrets are ``SecretStr``: their repr is ``'**********'``.
 
 from __future__ import annotations
 
-import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .config_file import config_path, default_state_dir, read_config
+
 REFRESH_FLOOR_S = 1.0
 """Faster polling only burns CPU: vLLM updates its gauges about once a second."""
-
-
-def xdg(var: str, fallback: str) -> Path:
-    return Path(os.environ.get(var) or Path.home() / fallback)
-
-
-def default_config_path() -> Path:
-    return xdg("XDG_CONFIG_HOME", ".config") / "pod-console" / "config.yaml"
-
-
-def default_state_dir() -> Path:
-    return xdg("XDG_STATE_HOME", ".local/state") / "pod-console"
 
 
 class PodSettings(BaseModel):
@@ -120,7 +110,25 @@ class Settings(BaseSettings):
                                    dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, file_secret_settings)
+        # highest first; nested sections merge key by key, so POD_CONSOLE_POD__SSH_KEY
+        # overrides one key of the file's ``pod:`` and keeps the others
+        return (init_settings, env_settings, _FileSource(settings_cls), file_secret_settings)
+
+
+_FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("pod_console_file_data",
+                                                       default=None)
+"""The config file's data for the source below, set by ``load_settings`` for one call
+(a context variable: settings may be loaded from a worker thread)."""
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The YAML config file as a settings source below the environment."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE_DATA.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get() or {})
 
 
 class ConfigError(Exception):
@@ -131,27 +139,17 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     """Read the YAML config (if any), then the environment, then ``overrides``."""
     from pydantic import ValidationError
 
-    from pod_agent.sourcemap import SourceError, load_file
+    from pod_agent.sourcemap import SourceError
 
-    explicit = path is not None
-    path = path or Path(os.environ.get("POD_CONSOLE_CONFIG") or default_config_path())
-    data: dict[str, Any] = {}
-    doc = None
-    if path.exists() or explicit:
-        try:
-            doc = load_file(path)
-        except SourceError as exc:
-            where = f"{path}:{exc.line}" if exc.line else str(path)
-            raise ConfigError(f"{where}: {exc.message}") from None
-        data = dict(doc.data)
-    # The file is the lowest layer: environment variables win over it.
-    env_keys = {k[len("POD_CONSOLE_"):].lower().split("__")[0] for k in os.environ
-                if k.startswith("POD_CONSOLE_")}
-    for k in env_keys:
-        data.pop(k, None)
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    path, explicit = config_path(path)
     try:
-        return Settings(**data)
+        doc = read_config(path, explicit)
+    except SourceError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ConfigError(f"{where}: {exc.message}") from None
+    token = _FILE_DATA.set(dict(doc.data) if doc is not None else {})
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         lines = []
         for err in exc.errors(include_url=False):
@@ -161,3 +159,5 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
             where = f"{path}:{line}" if line else str(path)
             lines.append(f"{where}: {dotted}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
+    finally:
+        _FILE_DATA.reset(token)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .collect.figures import ModelFigures
 
@@ -79,3 +80,45 @@ class DeploymentSnapshot:
                 "prometheus_url": self.prometheus_url,
                 "prometheus_error": self.prometheus_error, "cycle_s": self.cycle_s,
                 "slots": [s.to_json() for s in self.slots]}
+
+
+@dataclass(frozen=True)
+class PodSnapshot:
+    """The pod as RunPod and the agent last described it (header, alerts)."""
+
+    pod_id: str | None = None
+    status: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    cost_per_hr: float | None = None
+    started_at: float | None = None
+    host_cuda: str | None = None
+    p2p_disabled: bool | None = None
+    watchdog_armed: bool | None = None
+    next_stop: str | None = None
+    agent_slots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    agent_actions: tuple[dict[str, Any], ...] = ()
+    last_watchdog_result: str | None = None
+    provider_error: str | None = None
+    agent_error: str | None = None
+    fetched_at: float = 0.0
+
+    def uptime_s(self, now: float) -> float | None:
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def spend_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
+        """$ since local midnight or since the pod started, whichever is later."""
+        if self.cost_per_hr is None or self.started_at is None or self.status != "RUNNING":
+            return None
+        local_now = dt.datetime.fromtimestamp(now, tz)
+        midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        hours = max(0.0, now - max(midnight, self.started_at)) / 3600
+        return hours * self.cost_per_hr
+
+    def stop_in_s(self, now: float) -> float | None:
+        if not self.next_stop:
+            return None
+        try:
+            return dt.datetime.fromisoformat(self.next_stop).timestamp() - now
+        except ValueError:
+            return None

@@ -32,6 +32,8 @@ MAX_NODES = 20_000
 
 Path = tuple[str | int, ...]
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class SourceError(Exception):
     """The file could not be read as a YAML mapping at all."""
@@ -146,7 +148,13 @@ def load_text(text: str) -> SourceDoc:
     if not text.strip():
         raise SourceError("file is empty")
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        try:
+            # libyaml when present: ~10x faster, and the console reads every profile
+            # before its first frame. Its error texts differ, so a file it rejects is
+            # parsed again by the pure-Python loader for the message users see.
+            nodes = list(yaml.compose_all(text, Loader=_FAST_LOADER))
+        except yaml.YAMLError:
+            nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0

@@ -8,14 +8,14 @@ on the slot, with the last good figures kept so a panel never blanks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import replace
-
-import httpx
 
 from ..history import History
 from ..snapshot import DeploymentSnapshot, SlotSnapshot
 from .figures import ModelFigures
+from .http import HttpClient
 from .promql import PromClient, PromError, fetch_figures, fetch_history
 from .targets import SlotTarget
 from .vllm import ScrapeWindow, probe_completion, probe_slot
@@ -51,7 +51,7 @@ class DeploymentPoller:
         self.history = history or History()
         self.prom_selector = prom_selector
         self.clock = clock
-        self._client: httpx.AsyncClient | None = None
+        self._client: HttpClient | None = None
         self._lock = asyncio.Lock()
         self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
         self._good: dict[str, SlotSnapshot] = {}
@@ -59,16 +59,24 @@ class DeploymentPoller:
         self.skipped = 0
         self.probe_interval_s = probe_interval_s
         self._probes: dict[str, tuple[float, bool, str]] = {}
+        self._probe_task: asyncio.Task[None] | None = None
+
+    def config_key(self) -> tuple[object, ...]:
+        """Everything that decides what a poll asks, where and how: equal keys, equal polls."""
+        return (self.profile, self.targets, self.prometheus_url, self.window_s,
+                self.timeout_s, self._api_key, self.prom_selector)
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> HttpClient:
         if self._client is None:
-            # limits: one connection per endpoint is plenty; keep-alive saves a handshake/poll
-            self._client = httpx.AsyncClient(limits=httpx.Limits(max_connections=64),
-                                             trust_env=False)
+            self._client = HttpClient()  # keep-alive saves a handshake per request per poll
         return self._client
 
     async def aclose(self) -> None:
+        if self._probe_task is not None and not self._probe_task.done():
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -100,16 +108,28 @@ class DeploymentPoller:
             self.last = snap
             return snap
 
-    async def _completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
-        """Every ``probe_interval_s`` per slot, at most; never on a slot that is down."""
+    def _start_completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
+        """Every ``probe_interval_s`` per slot at most, never on a slot that is down.
+
+        They run beside the polls, not inside one: a real completion can take a second,
+        and the figures must not wait for it. Results appear in the next snapshot."""
+        if self._probe_task is not None and not self._probe_task.done():
+            return
         due = [t for t in targets if now - self._probes.get(t.slot, (-1e18, True, ""))[0]
                >= self.probe_interval_s]
-        if not due:
-            return
+        if due:
+            self._probe_task = asyncio.get_running_loop().create_task(self._probe(now, due))
+
+    async def _probe(self, now: float, due: list[SlotTarget]) -> None:
         results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
                                                           self._api_key) for t in due))
         for t, (ok, detail) in zip(due, results, strict=True):
             self._probes[t.slot] = (now, ok, detail)
+
+    async def probes_done(self) -> None:
+        """Wait for the completion probes in flight (one-shot commands and tests)."""
+        if self._probe_task is not None:
+            await asyncio.shield(self._probe_task)
 
     async def _poll(self) -> DeploymentSnapshot:
         t0 = time.perf_counter()
@@ -128,7 +148,7 @@ class DeploymentPoller:
             except PromError as exc:
                 prom_err = str(exc)
         probes = await probes_task
-        await self._completion_probes(now, [p.target for p in probes if p.health == "up"])
+        self._start_completion_probes(now, [p.target for p in probes if p.health == "up"])
         if use_prom and prom_figs is None:
             # Prometheus is down: fall back to scraping the slots in this same cycle.
             probes = await asyncio.gather(*(

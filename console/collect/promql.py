@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from ..numbers import safe_ratio
 from .exposition import finite
 from .figures import (
@@ -30,6 +28,7 @@ from .figures import (
     ModelFigures,
     SpecFigures,
 )
+from .http import HttpClient, HttpError
 
 
 def _w(seconds: float) -> str:
@@ -90,15 +89,15 @@ class PromClient:
     """Minimal Prometheus HTTP API client (instant and range queries)."""
 
     base_url: str
-    client: httpx.AsyncClient
+    client: HttpClient
     timeout: float = 2.0
 
     async def _get(self, path: str, params: dict[str, str]) -> Any:
         try:
             r = await self.client.get(self.base_url.rstrip("/") + path, params=params,
                                       timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise PromError(f"{type(exc).__name__}: {exc}"[:200]) from None
+        except HttpError as exc:
+            raise PromError(exc.describe()[:200]) from None
         try:
             body = r.json()
         except ValueError:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pod_agent.profile import Profile
+if TYPE_CHECKING:
+    from pod_agent.profile import Profile
 
 
 @dataclass(frozen=True)

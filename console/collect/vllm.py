@@ -12,11 +12,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import httpx
-
 from ..history import quantile_over_time
 from .exposition import Exposition, parse
 from .figures import KV_USAGE, ModelFigures, compute
+from .http import HttpClient, HttpError, Response
 from .targets import SlotTarget
 
 MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
@@ -37,25 +36,25 @@ class SlotProbe:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, httpx.ConnectError):
-        return "connection refused"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timed out"
+    if isinstance(exc, HttpError):
+        return exc.describe()[:200]
     return f"{type(exc).__name__}: {exc}"[:200]
 
 
-async def probe_slot(client: httpx.AsyncClient, target: SlotTarget, timeout: float,
+async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
                      api_key: str | None = None, metrics: bool = True) -> SlotProbe:
     """Poll one slot; never raises (failures are data)."""
     t = time.time()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def get(path: str, hdrs: dict[str, str] | None = None) -> httpx.Response:
-        return await client.get(target.base_url + path, timeout=timeout, headers=hdrs)
+    async def get(path: str, hdrs: dict[str, str] | None = None,
+                  max_bytes: int = 1024 * 1024) -> Response:
+        return await client.get(target.base_url + path, timeout=timeout, headers=hdrs,
+                                max_bytes=max_bytes)
 
     calls = [get("/health"), get("/v1/models", headers)]
     if metrics:
-        calls.append(get("/metrics"))
+        calls.append(get("/metrics", max_bytes=MAX_EXPOSITION_BYTES))
     results = await asyncio.gather(*calls, return_exceptions=True)
     health_r, models_r = results[0], results[1]
     metrics_r = results[2] if metrics else None
@@ -69,27 +68,26 @@ async def probe_slot(client: httpx.AsyncClient, target: SlotTarget, timeout: flo
     else:
         health, detail = "down", f"HTTP {health_r.status_code}"
     served: tuple[str, ...] = ()
-    if isinstance(models_r, httpx.Response) and models_r.status_code == 200:
+    if isinstance(models_r, Response) and models_r.status_code == 200:
         try:
             served = tuple(sorted(str(m.get("id")) for m in models_r.json().get("data", [])
                                   if isinstance(m, dict)))
         except (ValueError, AttributeError):
             errors.append("/v1/models: unreadable JSON")
-    elif isinstance(models_r, httpx.Response) and models_r.status_code == 401:
+    elif isinstance(models_r, Response) and models_r.status_code == 401:
         errors.append("/v1/models: 401 (API key?)")
     exp = None
     if metrics:
-        if isinstance(metrics_r, BaseException):
+        if isinstance(metrics_r, HttpError) and metrics_r.kind == "too_large":
+            errors.append("/metrics: exposition too large")
+        elif isinstance(metrics_r, BaseException):
             errors.append(f"/metrics: {_describe(metrics_r)}")
         elif metrics_r is not None and metrics_r.status_code != 200:
             errors.append(f"/metrics: HTTP {metrics_r.status_code}")
         elif metrics_r is not None:
-            if len(metrics_r.content) > MAX_EXPOSITION_BYTES:
-                errors.append("/metrics: exposition too large")
-            else:
-                exp = parse(metrics_r.text)
-                if exp.error_count:
-                    errors.append(f"/metrics: {exp.error_count} unreadable lines")
+            exp = parse(metrics_r.text)
+            if exp.error_count:
+                errors.append(f"/metrics: {exp.error_count} unreadable lines")
     if health == "down" and not errors:
         errors.append(detail)
     return SlotProbe(target=target, t=t, health=health, health_detail=detail,
@@ -134,16 +132,16 @@ class ScrapeWindow:
         return quantile_over_time(0.99, [v for _, v in self.kv])
 
 
-async def probe_completion(client: httpx.AsyncClient, target: SlotTarget, timeout: float,
+async def probe_completion(client: HttpClient, target: SlotTarget, timeout: float,
                            api_key: str | None = None) -> tuple[bool, str]:
     """POST one tiny chat completion: catches "process up, inference broken"."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body = {"model": target.served_model_name, "max_tokens": 4, "temperature": 0,
             "messages": [{"role": "user", "content": "Reply with the single word OK."}]}
     try:
-        r = await client.post(target.base_url + "/v1/chat/completions", json=body,
-                              headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
+        r = await client.post_json(target.base_url + "/v1/chat/completions", body,
+                                   headers=headers, timeout=timeout)
+    except HttpError as exc:
         return False, _describe(exc)
     if r.status_code != 200:
         return False, f"HTTP {r.status_code}"

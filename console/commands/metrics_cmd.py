@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 from ..collect.exposition import parse
 from ..collect.figures import compute
 
@@ -35,6 +33,8 @@ def read_source(src: str, timeout: float) -> tuple[str, float]:
     """Return (text, time it was read)."""
     if src.startswith(("http://", "https://")):
         try:
+            import httpx  # a one-shot command: its import cost does not matter here
+
             r = httpx.get(src, timeout=timeout, follow_redirects=True)
         except httpx.HTTPError as exc:
             raise SourceError(f"{src}: {type(exc).__name__}: {exc}") from None

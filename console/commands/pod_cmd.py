@@ -15,14 +15,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..actions.audit import AuditLog
-from ..alerts import Alert, notify
-from ..deployment import DeploymentError, open_deployment
-from ..provider.runpod import RunPodClient
-from ..provision import EXIT_FATAL, ProvisionConfig, Provisioner, ProvisionFailed
-from ..remote import AgentEndpoint, AgentTransport
-from ..settings import ConfigError, Settings, load_settings
+from .. import config_file
+
+if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
+    from ..provider.runpod import RunPodClient
+    from ..remote import AgentTransport
+    from ..settings import Settings
+
+EXIT_FATAL = 3  # ``provision.EXIT_FATAL``, without importing the provisioner to parse argv
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,23 +42,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def current_pod_file(settings: Settings) -> Path:
-    return settings.state_dir / "current_pod.json"
+    return config_file.current_pod_file(settings.state_dir)
 
 
 def apply_current_pod(settings: Settings) -> None:
     """The pod ``up`` last brought up wins over the config file's pod id."""
-    try:
-        data = json.loads(current_pod_file(settings).read_text())
-    except (OSError, ValueError):
+    cur = config_file.read_current_pod(settings.state_dir)
+    if not cur:
         return
-    if isinstance(data, dict) and data.get("pod_id"):
-        settings.pod.runpod_id = str(data["pod_id"])
-        if data.get("host"):
-            settings.pod.host = str(data["host"])
-        if isinstance(data.get("port_map"), dict):
-            settings.pod.port_map = {int(k): int(v) for k, v in data["port_map"].items()}
-        if data.get("profile"):
-            settings.profile = str(data["profile"])
+    settings.pod.runpod_id = cur["runpod_id"]
+    if "host" in cur:
+        settings.pod.host = cur["host"]
+    if "port_map" in cur:
+        settings.pod.port_map = cur["port_map"]
+    if "profile" in cur:
+        settings.profile = cur["profile"]
 
 
 def _log(msg: str) -> None:
@@ -64,6 +64,9 @@ def _log(msg: str) -> None:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Settings, RunPodClient]:
+    from ..provider.runpod import RunPodClient
+    from ..settings import ConfigError, load_settings
+
     settings = load_settings(args.config)
     apply_current_pod(settings)
     if settings.runpod_api_key is None:
@@ -72,6 +75,12 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, RunPodClient]:
 
 
 async def _up(args: argparse.Namespace) -> int:
+    from ..actions.audit import AuditLog
+    from ..alerts import Alert, notify
+    from ..deployment import open_deployment
+    from ..provision import ProvisionConfig, Provisioner, ProvisionFailed
+    from ..remote import AgentEndpoint, AgentTransport
+
     settings, client = _setup(args)
     dep = open_deployment(settings)
     cfg = ProvisionConfig(rounds=args.rounds, round_wait_s=args.round_wait,
@@ -114,6 +123,9 @@ async def _up(args: argparse.Namespace) -> int:
 
 
 async def _down(args: argparse.Namespace) -> int:
+    from ..actions.audit import AuditLog
+    from ..provision import ProvisionConfig, Provisioner, ProvisionFailed
+
     settings, client = _setup(args)
     if not settings.pod.runpod_id:
         _log("no pod id configured")
@@ -134,6 +146,9 @@ async def _down(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
+
     try:
         return asyncio.run(_up(args))
     except (ConfigError, DeploymentError) as exc:
@@ -142,6 +157,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
+
     try:
         return asyncio.run(_down(args))
     except (ConfigError, DeploymentError) as exc:

@@ -6,10 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from pod_agent.profiles import check_file, expand_paths, profile_name
-
-from ..render import PodAddress, render_all, write_all
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="check or render deployment profiles")
@@ -35,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from pod_agent.profiles import check_file, expand_paths
+
     files = expand_paths(args.paths)
     if not files:
         print("no profile files found", file=sys.stderr)
@@ -52,6 +50,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from pod_agent.profiles import check_file, profile_name
+
+    from ..render import PodAddress, render_all, write_all
+
     path = Path(args.profile)
     profile, problems = check_file(path)
     if problems or profile is None:

@@ -9,9 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from ..deployment import DeploymentError
-from ..settings import ConfigError, load_settings
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rebalance", help="plan a gpu_util split from live KV usage; apply it")
@@ -27,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     from ..context import make_context
+    from ..settings import load_settings
     from .pod_cmd import apply_current_pod
 
     settings = load_settings(args.config)
@@ -78,6 +76,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def cmd_rebalance(args: argparse.Namespace) -> int:
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
+
     try:
         return asyncio.run(_run(args))
     except (ConfigError, DeploymentError) as exc:

@@ -8,9 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..deployment import DeploymentError, open_deployment
-from ..settings import ConfigError, load_settings
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="print the deployment's current snapshot")
@@ -22,20 +19,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
+    from ..deployment import open_deployment
+    from ..settings import load_settings
+
     settings = load_settings(args.config)
     dep = open_deployment(settings)
     poller = dep.poller()
     try:
         snap = await poller.poll()
+        await poller.probes_done()  # the real completion that poll started
         if args.sample > 0 and not settings.prometheus_url:
             await asyncio.sleep(args.sample)
-            snap = await poller.poll()
+        snap = await poller.poll()  # with the probe's answer (and rates, after a sample)
     finally:
         await poller.aclose()
     return snap.to_json()
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
+
     try:
         out = asyncio.run(_snapshot(args))
     except (ConfigError, DeploymentError) as exc:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..deployment import DeploymentError
-from ..settings import ConfigError, load_settings
+if TYPE_CHECKING:
+    from ..app import ConsoleContext, StagedStart
+    from ..boot import BootPlan
+    from ..settings import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,19 +35,69 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from ..app import make_app
+    from ..boot import plan
+
+    boot = plan(args.config, args.refresh)
+    if boot is None:  # the fast reading was not sure: validate first, then open
+        ctx = full_context(args.config, args.refresh, args.wall)
+        if ctx is None:
+            return 1
+        ctx.rotate_s = getattr(args, "rotate", 15.0)
+        app = make_app(ctx, wall=args.wall)
+    else:
+        app = make_app(staged_start(boot, args.config, args.refresh, args.wall,
+                                    getattr(args, "rotate", 15.0)), wall=args.wall)
+    app.run()
+    return int(app.return_code or 0)
+
+
+def full_context(config: Path | None, refresh: float | None, wall: bool) -> ConsoleContext | None:
     from ..context import make_context
-    from .pod_cmd import apply_current_pod
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
 
     try:
-        settings = load_settings(args.config, refresh_s=args.refresh)
-        apply_current_pod(settings)
-        ctx = make_context(settings, read_only=args.wall)
+        return make_context(load_validated(config, refresh), read_only=wall)
     except (ConfigError, DeploymentError) as exc:
         print(f"pod-console: {exc}", file=sys.stderr)
-        return 1
-    ctx.rotate_s = getattr(args, "rotate", 15.0)
-    make_app(ctx, wall=args.wall).run()
-    return 0
+        return None
+
+
+def load_validated(config: Path | None, refresh: float | None) -> Settings:
+    from ..settings import load_settings
+    from .pod_cmd import apply_current_pod
+
+    settings = load_settings(config, refresh_s=refresh)
+    apply_current_pod(settings)
+    return settings
+
+
+def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wall: bool,
+                 rotate_s: float) -> StagedStart:
+    """First frame from the boot plan; the validated context follows in a thread."""
+    from ..app import ConsoleView, StagedStart
+    from ..collect.poller import DeploymentPoller
+    from ..history import History
+
+    history = History(boot.history_s, boot.refresh_s)
+    poller = DeploymentPoller(
+        boot.profile_name, boot.targets, prometheus_url=boot.prometheus_url,
+        window_s=boot.window_s, timeout_s=boot.request_timeout_s, api_key=boot.api_key,
+        history=history, prom_selector=boot.prom_selector)
+    view = ConsoleView(profile_name=boot.profile_name, targets=boot.targets, read_only=wall,
+                       demo=False, refresh_s=boot.refresh_s,
+                       plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s)
+
+    def finish(poller: DeploymentPoller, history: History) -> ConsoleContext:
+        from ..context import make_context
+        from ..widgets import plot_widgets  # noqa: F401 — imported here, off the UI thread
+
+        ctx = make_context(load_validated(config, refresh), read_only=wall, poller=poller,
+                           history=history)
+        ctx.rotate_s = rotate_s
+        return ctx
+
+    return StagedStart(view=view, poller=poller, history=history, finish=finish)
 
 
 def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True):

@@ -90,8 +90,8 @@ class SlotDetailScreen(Screen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        ctx = self.papp.ctx
-        yield PodHeader(ctx.profile_name, ctx.demo is not None, ctx.registry.read_only)
+        view = self.papp.view
+        yield PodHeader(view.profile_name, view.demo, view.read_only)
         yield Static(id="dfig")
         yield PlotGrid(id="dplots")
         yield RichLog(max_lines=400, wrap=False, id="dlog")
@@ -104,6 +104,10 @@ class SlotDetailScreen(Screen):
         self.refresh_view()
         self.action_reload_logs()
 
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
+        self.refresh_view()
+
     def refresh_view(self) -> None:
         app = self.papp
         now = app.now()
@@ -113,7 +117,7 @@ class SlotDetailScreen(Screen):
             self.query_one("#dfig", Static).update("no data yet")
             return
         self.query_one("#dfig", Static).update(figures_table(snap, now))
-        self.query_one(PlotGrid).show(app.ctx.history, app.snapshot, [self.slot], now)
+        self.query_one(PlotGrid).show(app.history, app.snapshot, [self.slot], now)
 
     def action_reload_logs(self) -> None:
         self.papp.load_slot_logs(self.slot, self._show_logs)

@@ -49,8 +49,8 @@ class MainScreen(Screen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        ctx = self.papp.ctx
-        yield PodHeader(ctx.profile_name, ctx.demo is not None, ctx.registry.read_only)
+        view = self.papp.view
+        yield PodHeader(view.profile_name, view.demo, view.read_only)
         yield SlotsTable(id="slots")
         yield PlotGrid(id="plots")
         with Vertical(id="bottom", classes="bottom"):
@@ -73,7 +73,7 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "op" and parameters:
-            return self.papp.ctx.registry.allowed(str(parameters[0]))
+            return self.papp.allowed(str(parameters[0]))
         return True
 
     def refresh_view(self) -> None:
@@ -82,16 +82,19 @@ class MainScreen(Screen):
         self.query_one(PodHeader).show(app.pod, now, app.stale_text())
         snap = app.snapshot
         if snap is not None:
-            prof = app.ctx.profile
-            gpus = {n: ",".join(map(str, s.gpus)) for n, s in prof.slots.items()}
+            targets = app.view.targets
+            gpus = {t.slot: ",".join(map(str, t.gpus)) for t in targets}
             agent = app.pod.agent_slots if app.pod else {}
-            utils = {n: float(agent.get(n, {}).get("gpu_util", s.gpu_util))
-                     for n, s in prof.slots.items()}
-            states = {n: str(agent.get(n, {}).get("state", "")) for n in prof.slots}
+            utils = {t.slot: float(agent.get(t.slot, {}).get("gpu_util", t.gpu_util))
+                     for t in targets}
+            states = {t.slot: str(agent.get(t.slot, {}).get("state", "")) for t in targets}
             self.query_one(SlotsTable).show(snap, gpus, utils, states)
-            self.query_one(PlotGrid).show(app.ctx.history, snap,
-                                          [s.slot for s in snap.slots], now)
+            self.query_one(PlotGrid).show(app.history, snap, [s.slot for s in snap.slots], now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)
+
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
+        self.refresh_bindings()
 
     def log_line(self, t: float, text: str, style: str = "") -> None:
         self.query_one(ActionLog).add(t, text, style)

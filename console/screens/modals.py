@@ -127,6 +127,33 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+class FatalScreen(ModalScreen[None]):
+    """The console cannot run (config or profiles invalid): every problem, then quit.
+
+    Stays up until a key is pressed, so a wall display shows why it stopped."""
+
+    BINDINGS = [Binding("escape,q,enter", "close", "quit")]
+    DEFAULT_CSS = """
+    FatalScreen { align: center middle; }
+    FatalScreen > Vertical { width: 100; max-width: 98%; height: auto; max-height: 95%;
+                             border: thick $error; background: $surface; padding: 1 2; }
+    """
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+    def compose(self) -> ComposeResult:
+        t = Text("pod-console cannot start\n\n", style="bold red")
+        t.append(self.problem)
+        t.append("\n\nFix the file and start again. q quits.", "dim")
+        with Vertical():
+            yield Static(t, id="fatal")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
 class WatchdogScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
                 Binding("s", "pick('stop-now')", "stop now"),

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 
 from ..widgets.header import PodHeader
 from ..widgets.panels import AlertsPanel
-from ..widgets.plots import PlotGrid, PositionBars, SeriesPlot
+from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
 from .detail import figures_table
 from .main import COMMON_BINDINGS
@@ -44,8 +44,8 @@ class WallScreen(Screen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        ctx = self.papp.ctx
-        yield PodHeader(ctx.profile_name, ctx.demo is not None, True)
+        view = self.papp.view
+        yield PodHeader(view.profile_name, view.demo, True)
         yield Static(id="wview")
         yield SlotsTable(id="wslots")
         yield Static(id="wfocus")
@@ -63,8 +63,12 @@ class WallScreen(Screen):
         self.set_class(self.app.size.height < 34, "short")
 
     def action_next(self) -> None:
-        n = len(self.papp.ctx.profile.slots)
+        n = len(self.papp.view.targets)
         self.view = (self.view + 1) % (n + 1)
+        self.refresh_view()
+
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
         self.refresh_view()
 
     def refresh_view(self) -> None:
@@ -72,16 +76,16 @@ class WallScreen(Screen):
         now = app.now()
         self.query_one(PodHeader).show(app.pod, now, app.stale_text())
         snap = app.snapshot
-        names = list(app.ctx.profile.slots)
+        names = [t.slot for t in app.view.targets]
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
         self.query_one("#wview", Static).update(Text(label, style="bold"))
         box = self.query_one("#wfocus", Static)
         if snap is not None:
-            prof = app.ctx.profile
-            gpus = {n: ",".join(map(str, s.gpus)) for n, s in prof.slots.items()}
-            utils = {n: s.gpu_util for n, s in prof.slots.items()}
+            targets = app.view.targets
+            gpus = {t.slot: ",".join(map(str, t.gpus)) for t in targets}
+            utils = {t.slot: t.gpu_util for t in targets}
             self.query_one(SlotsTable).show(snap, gpus, utils, {})
             slots = [focus] if focus else [s.slot for s in snap.slots]
             if focus and snap.slot(focus):
@@ -94,8 +98,6 @@ class WallScreen(Screen):
             grid = self.query_one(PlotGrid)
             if getattr(self, "_plotted_view", None) != self.view:
                 self._plotted_view = self.view
-                for plot in grid.query(SeriesPlot):
-                    plot._drawn_key = ()
-                grid.query_one(PositionBars)._last = ()
-            grid.show(app.ctx.history, snap, slots, now)
+                grid.force_redraw()
+            grid.show(app.history, snap, slots, now)
         self.query_one(AlertsPanel).show(app.alerts.sorted(), now)

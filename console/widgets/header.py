@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .. import fmt
-from ..collect.pod import PodSnapshot
+from ..snapshot import PodSnapshot
 
 
 class PodHeader(Static):

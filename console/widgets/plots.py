@@ -1,113 +1,64 @@
-"""Plots of the bounded history: TTFT p95, KV usage and acceptance over time; per-position bars."""
+"""The grid of four plots every screen shows, mounted once the console has loaded.
+
+The plot widgets live in ``plot_widgets`` (plotext); this module stays light so the
+first frame with live numbers does not wait for them. Until ``mount_plots`` runs the
+grid shows one line saying the plots are loading.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.containers import Grid
-from textual_plotext import PlotextPlot
+from textual.widgets import Static
 
 from ..history import History
 
-PLOT_EVERY_S = 120.0
-"""Default for ``Settings.plot_refresh_s``: a full redraw is several KB of terminal output,
-and a plot of the last hour gains nothing from being repainted every refresh."""
-
-
-def _every(widget) -> float:
-    ctx = getattr(widget.app, "ctx", None)
-    return ctx.settings.plot_refresh_s if ctx is not None else PLOT_EVERY_S
-
-
-class SeriesPlot(PlotextPlot):
-    """One metric for every slot over the last minutes (x: minutes ago)."""
-
-    DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
-    _drawn_at: float = -1e18
-    _drawn_key: tuple = ()
-
-    def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
-                 **kw) -> None:
-        super().__init__(**kw)
-        self.title = title
-        self.metric = metric
-        self.scale = scale
-        self.unit = unit
-
-    def show(self, history: History, slots: list[str], now: float, force: bool = False
-             ) -> None:
-        counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
-        key = (tuple(slots), counts)
-        if not force and key == self._drawn_key and now - self._drawn_at < _every(self):
-            return
-        self._drawn_at, self._drawn_key = now, key
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(f"{self.title}{f' ({self.unit})' if self.unit else ''}")
-        any_data = False
-        for slot in slots:
-            pts = list(history.series(slot, self.metric).points)
-            if len(pts) < 2:
-                continue
-            xs = [(t - now) / 60 for t, _ in pts]
-            ys = [v * self.scale for _, v in pts]
-            plt.plot(xs, ys, label=slot, marker="braille")
-            any_data = True
-        if not any_data:
-            plt.text("waiting for data", x=0, y=0)
-        plt.xlabel("minutes ago")
-        self.refresh()
-
-
-class PositionBars(PlotextPlot):
-    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
-
-    DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
-    _last: tuple = ()
-    _drawn_at: float = -1e18
-
-    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
-        # whole percent is what the bars can show; redraw when that changes, at most
-        # every plot_refresh_s unless a slot gains or loses data
-        key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
-                    for s, vals in per_slot.items())
-        shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
-        old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
-        if key == self._last or (shape == old_shape and now - self._drawn_at < _every(self)):
-            return
-        self._last, self._drawn_at = key, now
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title("acceptance by draft position (%)")
-        slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
-        if not slots:
-            plt.text("no speculative decoding data", x=0, y=0)
-            self.refresh()
-            return
-        n = max(len(per_slot[s]) for s in slots)
-        labels = [f"pos {i}" for i in range(n)]
-        data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
-                 for i in range(n)] for s in slots]
-        plt.multiple_bar(labels, data, labels=slots)
-        plt.ylim(0, 100)
-        self.refresh()
-
 
 class PlotGrid(Grid):
-    """The four plots every screen shows: TTFT p95, KV usage, acceptance, per-position bars."""
+    """TTFT p95, KV usage, acceptance over time and per-position bars (2×2)."""
 
-    DEFAULT_CSS = "PlotGrid { grid-size: 2 2; height: 1fr; min-height: 12; }"
+    DEFAULT_CSS = """
+    PlotGrid { grid-size: 2 2; height: 1fr; min-height: 12; }
+    PlotGrid > .plots-loading { column-span: 2; row-span: 2; color: $text-muted; }
+    """
 
     def compose(self):
-        yield SeriesPlot("TTFT p95", "ttft_p95", unit="s", classes="p-ttft")
-        yield SeriesPlot("KV cache usage", "kv", scale=100, unit="%", classes="p-kv")
-        yield SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
-                         classes="p-acc")
-        yield PositionBars(classes="p-pos")
+        if getattr(self.app, "ready", True):
+            yield from self._plots()
+        else:
+            yield Static("plots: loading…", classes="plots-loading")
+
+    @staticmethod
+    def _plots() -> list[Any]:
+        from .plot_widgets import PositionBars, SeriesPlot
+
+        return [SeriesPlot("TTFT p95", "ttft_p95", unit="s", classes="p-ttft"),
+                SeriesPlot("KV cache usage", "kv", scale=100, unit="%", classes="p-kv"),
+                SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
+                           classes="p-acc"),
+                PositionBars(classes="p-pos")]
+
+    async def mount_plots(self) -> None:
+        """Replace the placeholder with the plots (the app calls this when it is ready)."""
+        if self.query(".plots-loading"):
+            await self.query(".plots-loading").remove()
+            await self.mount_all(self._plots())
+
+    def force_redraw(self) -> None:
+        """The next ``show`` draws every plot, whatever their refresh interval says."""
+        from .plot_widgets import PositionBars, SeriesPlot
+
+        for plot in self.query(SeriesPlot):
+            plot._drawn_key = ()
+        for bars in self.query(PositionBars):
+            bars._last = ()
 
     def show(self, history: History, snap, slots: list[str], now: float) -> None:
-        if not self.display or snap is None:
+        if not self.display or snap is None or self.query(".plots-loading"):
             return
+        from .plot_widgets import PositionBars, SeriesPlot
+
         for plot in self.query(SeriesPlot):
             plot.show(history, slots, now)
         self.query_one(PositionBars).show({

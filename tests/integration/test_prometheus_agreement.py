@@ -25,6 +25,7 @@ import pytest
 
 from console.collect.exposition import parse
 from console.collect.figures import compute
+from console.collect.http import HttpClient
 from console.collect.promql import PromClient, fetch_figures
 from console.numbers import extrapolated_increase, histogram_quantile
 from tests.support.vllm_server import load
@@ -85,9 +86,12 @@ async def test_two_scrape_figures_equal_promql_on_same_samples(real_vllm, real_p
         real_vllm.name]
     assert local.spec_decode is not None and local.spec_decode.drafts > 0
     assert local.ttft_p95_s is not None
-    async with httpx.AsyncClient() as client:
+    client = HttpClient()
+    try:
         pc = PromClient(real_prometheus.url, client, timeout=10)
         remote, _ = await fetch_figures(pc, lw["w_ms"] / 1000, at=lw["t2"])
+    finally:
+        await client.aclose()
     prom = remote[real_vllm.name]
     a, b = local.contract_dict(), prom.contract_dict()
     spec_a, spec_b = a.pop("spec_decode"), b.pop("spec_decode")

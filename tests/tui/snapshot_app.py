@@ -13,11 +13,11 @@ from console.actions.audit import AuditLog
 from console.app import ConsoleContext, make_app
 from console.collect.exposition import parse
 from console.collect.figures import compute
-from console.collect.pod import PodSnapshot
+from console.collect.targets import SlotTarget, targets_for
 from console.history import History
 from console.operations import build_registry
 from console.settings import Settings
-from console.snapshot import DeploymentSnapshot, SlotSnapshot
+from console.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
 from pod_agent.profiles import load_profile
 from tests.conftest import FIXTURES, PROFILES
 
@@ -26,8 +26,9 @@ CAP = FIXTURES / "vllm-0.32.0-cpu" / "ngram"
 
 
 class StaticPoller:
-    def __init__(self, snap: DeploymentSnapshot) -> None:
+    def __init__(self, snap: DeploymentSnapshot, targets: tuple[SlotTarget, ...]) -> None:
         self.snap = snap
+        self.targets = targets
         self.prometheus_url = None
 
     async def poll(self) -> DeploymentSnapshot:
@@ -79,6 +80,7 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False):
     registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall, transport=None,
                               remote_profile=None, refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,
-                         poller=StaticPoller(snap), registry=registry, history=history,
+                         poller=StaticPoller(snap, targets_for(profile, "10.0.0.5")),
+                         registry=registry, history=history,
                          pod_collector=StaticPod(pod), clock=lambda: NOW, rotate_s=0)
     return make_app(ctx, wall=wall)

@@ -34,6 +34,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _quit_with_q(session: str) -> None:
+    _tmux("send-keys", "-t", session, "q")
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        time.sleep(0.5)
+        if subprocess.run(["tmux", "has-session", "-t", session], capture_output=True,
+                          timeout=10).returncode != 0:
+            return
+    raise AssertionError("q did not quit")
+
+
 @pytest.mark.parametrize("term", ["xterm-256color", "screen-256color"])
 def test_demo_in_tmux_for_a_minute_then_hangup(term: str, tmp_path) -> None:
     session = f"podconsole-{os.getpid()}-{term.split('-')[0]}"
@@ -77,10 +88,36 @@ def test_no_color_and_16_colours(tmp_path) -> None:
             if screen.count("UP") >= 2:
                 break
         assert screen.count("UP") >= 2 and "DEMO" in screen, screen
-        _tmux("send-keys", "-t", session, "q")
-        time.sleep(3)
-        gone = subprocess.run(["tmux", "has-session", "-t", session], capture_output=True,
-                              timeout=10).returncode != 0
-        assert gone, "q did not quit"
+        _quit_with_q(session)
+    finally:
+        _tmux("kill-session", "-t", session, check=False)
+
+
+def test_watch_on_the_demo_numbers_first_then_everything(demo, tmp_path) -> None:
+    """``pod-console watch`` (the staged start) in a real terminal: UP rows, then the pod
+    state and the alerts once settings and profiles are validated; q quits. (The plots
+    arriving is the pilot test's: tmux may size a detached window as it likes.)"""
+    from console.demo.deployment import DEMO_KEY
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {demo.profiles_dir}\nstate_dir: {tmp_path / 'state'}\n"
+                   f"pod:\n  runpod_id: {demo.pod_id}\n  host: 127.0.0.1\n")
+    session = f"podconsole-watch-{os.getpid()}"
+    cmd = (f"cd {REPO} && TERM=xterm-256color PYTHONPATH={REPO} RUNPOD_API_KEY={DEMO_KEY} "
+           f"RUNPOD_API_BASE={demo.emulator.base_url} exec {sys.executable} -m console.cli "
+           f"watch --config {cfg} --refresh 1")
+    _tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", cmd)
+    try:
+        deadline = time.time() + 40
+        screen = ""
+        while time.time() < deadline:
+            time.sleep(1)
+            screen = _tmux("capture-pane", "-p", "-t", session)
+            if screen.count("UP") >= 2 and "RUNNING" in screen and "alerts (" in screen:
+                break
+        assert screen.count("UP") >= 2 and "RUNNING" in screen, screen
+        assert "alerts (" in screen and "console started" in screen, screen
+        assert "DEMO" not in screen and "Traceback" not in screen
+        _quit_with_q(session)
     finally:
         _tmux("kill-session", "-t", session, check=False)

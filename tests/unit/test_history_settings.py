@@ -61,6 +61,19 @@ def test_config_file_env_override_and_secrets(tmp_path: Path, monkeypatch) -> No
     assert s.runpod_api_key.get_secret_value() == "rpa_secret_value"
 
 
+def test_env_overrides_one_nested_key_and_keeps_the_files_others(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("pod:\n  ssh_host: pod.example\n  runpod_id: abc123\n  ssh_port: 2222\n")
+    monkeypatch.setenv("POD_CONSOLE_POD__SSH_PORT", "2200")
+    s = load_settings(cfg, refresh_s=4)
+    assert (s.pod.ssh_host, s.pod.runpod_id, s.pod.ssh_port) == ("pod.example", "abc123", 2200)
+    assert s.refresh_s == 4
+    monkeypatch.setenv("POD_CONSOLE_REFRESH_S", "7")
+    assert load_settings(cfg, refresh_s=4).refresh_s == 4  # the command line wins
+    assert load_settings(cfg).refresh_s == 7
+
+
 def test_config_errors_name_file_line_and_key(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("refresh_s: 2\npod:\n  ssh_prot: 22\n")

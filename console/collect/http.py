@@ -1,0 +1,325 @@
+"""A small HTTP/1.1 client on asyncio streams, for the collectors' hot path.
+
+Why not httpx here: importing it and building its TLS context costs ~100 ms of
+start-up before the first poll can run, and the console's first frame with live
+numbers has to land within twice a bare Textual app's first frame. What the
+collectors need is narrow — GET and a small JSON POST to a handful of origins,
+keep-alive, a deadline per request and a cap on body size — and that is all
+this does. httpx stays for RunPod's API and webhooks, which are off that path.
+
+Semantics worth knowing:
+  * every request has one deadline covering connect, send and the whole body;
+  * a body larger than ``max_bytes`` is refused while reading (never buffered);
+  * a connection is reused only after a complete, framed response, and an idle
+    one the server closed in the meantime is retried once on a fresh
+    connection (GET only: a POST is never sent twice);
+  * no redirects, no proxies from the environment, no compression.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+USER_AGENT = "pod-console"
+HEADER_LIMIT = 64 * 1024
+IDLE_PER_ORIGIN = 8
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+
+
+class HttpError(Exception):
+    """A request that produced no usable response. ``kind`` says why, for display."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # connect | timeout | protocol | too_large
+
+    def describe(self) -> str:
+        if self.kind == "connect":
+            return "connection refused"
+        if self.kind == "timeout":
+            return "timed out"
+        return str(self)
+
+
+@dataclass(frozen=True)
+class Response:
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        charset = "utf-8"
+        for part in self.headers.get("content-type", "").split(";")[1:]:
+            k, _, v = part.strip().partition("=")
+            if k.lower() == "charset" and v:
+                charset = v.strip('"')
+        try:
+            return self.content.decode(charset, errors="replace")
+        except LookupError:
+            return self.content.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+@dataclass(frozen=True)
+class _Origin:
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # already gone: nothing to release
+            self.writer.close()
+
+
+def _split(url: str, params: dict[str, Any] | None) -> tuple[_Origin, str]:
+    u = urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise HttpError("protocol", f"unsupported URL {url!r}")
+    try:
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        raise HttpError("protocol", f"bad port in {url!r}") from None
+    target = u.path or "/"
+    query = u.query
+    if params:
+        extra = urlencode(params, doseq=True)
+        query = f"{query}&{extra}" if query else extra
+    if query:
+        target += "?" + query
+    return _Origin(u.scheme, u.hostname, port), target
+
+
+class HttpClient:
+    """Keep-alive connections per origin; safe to share between concurrent requests."""
+
+    def __init__(self, idle_per_origin: int = IDLE_PER_ORIGIN) -> None:
+        self._idle: dict[_Origin, deque[_Conn]] = {}
+        self._idle_max = idle_per_origin
+        self._tls: ssl.SSLContext | None = None
+        self.opened = 0
+        """Connections opened so far (tests read it to see keep-alive working)."""
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:  # built on first https use only: it costs tens of ms
+            self._tls = ssl.create_default_context()
+        return self._tls
+
+    async def get(self, url: str, *, timeout: float, headers: dict[str, str] | None = None,
+                  params: dict[str, Any] | None = None,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> Response:
+        return await self.request("GET", url, timeout=timeout, headers=headers,
+                                  params=params, max_bytes=max_bytes)
+
+    async def post_json(self, url: str, body: Any, *, timeout: float,
+                        headers: dict[str, str] | None = None,
+                        max_bytes: int = DEFAULT_MAX_BYTES) -> Response:
+        hdrs = {"Content-Type": "application/json", **(headers or {})}
+        return await self.request("POST", url, timeout=timeout, headers=hdrs,
+                                  body=json.dumps(body).encode(), max_bytes=max_bytes)
+
+    async def request(self, method: str, url: str, *, timeout: float,
+                      headers: dict[str, str] | None = None, params: dict[str, Any] | None = None,
+                      body: bytes | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+                      ) -> Response:
+        origin, target = _split(url, params)
+        head = self._head(method, origin, target, headers or {}, body)
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._exchange(method, origin, head, body, max_bytes)
+        except TimeoutError:
+            raise HttpError("timeout", f"{method} {url}: no answer within {timeout:g} s"
+                            ) from None
+
+    @staticmethod
+    def _head(method: str, origin: _Origin, target: str, headers: dict[str, str],
+              body: bytes | None) -> bytes:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}",
+                 f"User-Agent: {USER_AGENT}", "Accept: */*"]
+        for k, v in headers.items():
+            if "\r" in k or "\n" in k or "\r" in v or "\n" in v:
+                raise HttpError("protocol", f"header {k!r} contains a line break")
+            lines.append(f"{k}: {v}")
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    async def _exchange(self, method: str, origin: _Origin, head: bytes, body: bytes | None,
+                        max_bytes: int) -> Response:
+        conn, reused = await self._acquire(origin)
+        try:
+            try:
+                return await self._send_and_read(conn, origin, method, head, body, max_bytes)
+            except _StaleConnection:
+                conn.close()
+                if not (reused and method == "GET"):
+                    raise HttpError("protocol", "server closed the connection without an "
+                                    "answer") from None
+                # a keep-alive connection the server had already closed: one fresh try
+                conn = await self._open(origin)
+                return await self._send_and_read(conn, origin, method, head, body, max_bytes)
+        except BaseException:
+            conn.close()  # mid-request (error, timeout, cancel): never reuse it
+            raise
+
+    async def _acquire(self, origin: _Origin) -> tuple[_Conn, bool]:
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if conn.reader.at_eof() or conn.writer.is_closing():
+                conn.close()
+                continue
+            return conn, True
+        return await self._open(origin), False
+
+    async def _open(self, origin: _Origin) -> _Conn:
+        tls = self._tls_context() if origin.scheme == "https" else None
+        try:
+            reader, writer = await asyncio.open_connection(
+                origin.host, origin.port, ssl=tls, limit=HEADER_LIMIT,
+                server_hostname=origin.host if tls else None)
+        except ssl.SSLError as exc:
+            raise HttpError("protocol", f"TLS: {exc.reason or exc}") from None
+        except OSError as exc:
+            raise HttpError("connect", f"{origin.host}:{origin.port}: "
+                            f"{exc.strerror or exc}") from None
+        self.opened += 1
+        return _Conn(reader, writer)
+
+    async def _send_and_read(self, conn: _Conn, origin: _Origin, method: str, head: bytes,
+                             body: bytes | None, max_bytes: int) -> Response:
+        try:
+            conn.writer.write(head + (body or b""))
+            await conn.writer.drain()
+            raw = await conn.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise _StaleConnection() from exc
+            raise HttpError("protocol", "connection closed inside the headers") from None
+        except ConnectionError as exc:
+            raise _StaleConnection() from exc
+        except asyncio.LimitOverrunError:
+            raise HttpError("protocol", f"response head over {HEADER_LIMIT} bytes") from None
+        status_line, _, raw_headers = raw[:-4].partition(b"\r\n")
+        status, version = _status(status_line)
+        headers = _headers(raw_headers)
+        content, framed = await _body(conn.reader, method, status, headers, max_bytes)
+        keep = framed and version == "HTTP/1.1" and \
+            "close" not in headers.get("connection", "").lower()
+        if keep:
+            self._release(origin, conn)
+        else:
+            conn.close()
+        return Response(status, headers, content)
+
+    def _release(self, origin: _Origin, conn: _Conn) -> None:
+        idle = self._idle.setdefault(origin, deque())
+        if len(idle) >= self._idle_max:
+            conn.close()
+        else:
+            idle.append(conn)
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            while idle:
+                idle.pop().close()
+        self._idle.clear()
+
+
+class _StaleConnection(Exception):
+    """The connection died before any byte of an answer."""
+
+
+def _status(line: bytes) -> tuple[int, str]:
+    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise HttpError("protocol", f"not an HTTP/1.x answer: {line[:60]!r}")
+    return int(parts[1]), parts[0]
+
+
+def _headers(raw: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in raw.decode("latin-1").split("\r\n"):
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise HttpError("protocol", f"malformed header line {line[:60]!r}")
+        key = name.lower()
+        value = value.strip()
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
+async def _body(reader: asyncio.StreamReader, method: str, status: int,
+                headers: dict[str, str], max_bytes: int) -> tuple[bytes, bool]:
+    """The body and whether it was framed (so the connection can be reused)."""
+    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+        return b"", True
+    try:
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return await _chunked(reader, max_bytes), True
+        if "content-length" in headers:
+            try:
+                n = int(headers["content-length"].split(",")[0])
+            except ValueError:
+                raise HttpError("protocol", "bad Content-Length") from None
+            if n < 0:
+                raise HttpError("protocol", "bad Content-Length")
+            if n > max_bytes:
+                raise HttpError("too_large", f"body of {n} bytes is over {max_bytes}")
+            return await reader.readexactly(n), True
+        # neither: the body runs to the end of the connection
+        data = bytearray()
+        while chunk := await reader.read(65536):
+            data += chunk
+            if len(data) > max_bytes:
+                raise HttpError("too_large", f"body over {max_bytes} bytes")
+        return bytes(data), False
+    except asyncio.IncompleteReadError:
+        raise HttpError("protocol", "connection closed inside the body") from None
+    except asyncio.LimitOverrunError:
+        raise HttpError("protocol", "chunk header too long") from None
+
+
+async def _chunked(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
+    data = bytearray()
+    while True:
+        line = await reader.readuntil(b"\r\n")
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise HttpError("protocol", f"bad chunk size {size_text[:20]!r}") from None
+        if size < 0:
+            raise HttpError("protocol", "bad chunk size")
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                pass  # trailers: read and ignore
+            return bytes(data)
+        if len(data) + size > max_bytes:
+            raise HttpError("too_large", f"body over {max_bytes} bytes")
+        data += await reader.readexactly(size)
+        if await reader.readexactly(2) != b"\r\n":
+            raise HttpError("protocol", "chunk not followed by CRLF")

@@ -1,0 +1,74 @@
+"""Where configuration lives and how its file is read: no pydantic here.
+
+Both the typed settings (``settings.py``) and the fast first frame
+(``boot.py``) start from these, so they agree on which file, which state
+directory and which remembered pod they mean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pod_agent.sourcemap import SourceDoc, load_file
+
+ENV_PREFIX = "POD_CONSOLE_"
+
+
+def xdg(var: str, fallback: str) -> Path:
+    return Path(os.environ.get(var) or Path.home() / fallback)
+
+
+def default_config_path() -> Path:
+    return xdg("XDG_CONFIG_HOME", ".config") / "pod-console" / "config.yaml"
+
+
+def default_state_dir() -> Path:
+    return xdg("XDG_STATE_HOME", ".local/state") / "pod-console"
+
+
+def config_path(path: Path | None) -> tuple[Path, bool]:
+    """The config file to read and whether it was asked for (then it must exist)."""
+    if path is not None:
+        return path, True
+    return Path(os.environ.get("POD_CONSOLE_CONFIG") or default_config_path()), False
+
+
+def read_config(path: Path, explicit: bool) -> SourceDoc | None:
+    """The file's document, or None when there is no file and none was asked for.
+
+    Raises ``pod_agent.sourcemap.SourceError`` (with a line) for a broken file.
+    """
+    if not (explicit or path.exists()):
+        return None
+    return load_file(path)
+
+
+def current_pod_file(state_dir: Path) -> Path:
+    return state_dir / "current_pod.json"
+
+
+def read_current_pod(state_dir: Path) -> dict[str, Any]:
+    """What ``pod-console up`` last brought up: it wins over the config file's pod.
+
+    Returns only well-formed keys among ``runpod_id``, ``host``, ``port_map``,
+    ``profile``; nothing when there is no such pod.
+    """
+    try:
+        data = json.loads(current_pod_file(state_dir).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or not data.get("pod_id"):
+        return {}
+    out: dict[str, Any] = {"runpod_id": str(data["pod_id"])}
+    if data.get("host"):
+        out["host"] = str(data["host"])
+    if isinstance(data.get("port_map"), dict):
+        with contextlib.suppress(TypeError, ValueError):  # a hand-edited file: ignore it
+            out["port_map"] = {int(k): int(v) for k, v in data["port_map"].items()}
+    if data.get("profile"):
+        out["profile"] = str(data["profile"])
+    return out
