@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from pod_agent.gpuinfo import version_tuple
-
 from .snapshot import DeploymentSnapshot, PodSnapshot
 
 if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
@@ -86,6 +84,7 @@ def _working_hours(profile: Profile, now: float) -> bool:
 def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: Profile,
              settings: Settings, now: float, failures: Iterable[Condition] = ()
              ) -> list[Condition]:
+    from pod_agent.gpuinfo import version_tuple
     from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
 
     out: list[Condition] = list(failures)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import ssl
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
+
+if TYPE_CHECKING:
+    import ssl
 
 USER_AGENT = "pod-console"
 HEADER_LIMIT = 64 * 1024
@@ -123,6 +125,8 @@ class HttpClient:
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:  # built on first https use only: it costs tens of ms
+            import ssl
+
             self._tls = ssl.create_default_context()
         return self._tls
 
@@ -199,9 +203,12 @@ class HttpClient:
             reader, writer = await asyncio.open_connection(
                 origin.host, origin.port, ssl=tls, limit=HEADER_LIMIT,
                 server_hostname=origin.host if tls else None)
-        except ssl.SSLError as exc:
-            raise HttpError("protocol", f"TLS: {exc.reason or exc}") from None
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError is one too
+            if tls is not None:
+                import ssl  # loaded already: it made ``tls``
+
+                if isinstance(exc, ssl.SSLError):
+                    raise HttpError("protocol", f"TLS: {exc.reason or exc}") from None
             raise HttpError("connect", f"{origin.host}:{origin.port}: "
                             f"{exc.strerror or exc}") from None
         self.opened += 1

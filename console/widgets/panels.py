@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from rich.text import Text
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from .. import fmt
 from ..alerts import Alert
@@ -39,18 +41,30 @@ class AlertsPanel(Static):
             self.border_title = title
 
 
-class ActionLog(RichLog):
-    """Bounded: a wall display runs for weeks."""
+class ActionLog(Static):
+    """The newest lines that fit, one line each, newest last; bounded for a wall display
+    that runs for weeks. A Static rather than a RichLog: this panel is in the first frame,
+    and RichLog costs ~15 ms of imports there. The whole history is in the audit log."""
 
     DEFAULT_CSS = "ActionLog { height: 6; border: round $primary; }"
+    KEEP = 200
 
     def __init__(self, **kw) -> None:
-        super().__init__(max_lines=500, wrap=True, markup=False, **kw)
+        super().__init__(**kw)
+        self.lines: deque[Text] = deque(maxlen=self.KEEP)
 
     def on_mount(self) -> None:
         self.border_title = "action log"
 
+    def on_resize(self) -> None:
+        self._show()
+
     def add(self, t: float, text: str, style: str = "") -> None:
-        line = Text(f"{fmt.clock(t)} ", style="dim")
+        line = Text(f"{fmt.clock(t)} ", style="dim", no_wrap=True, overflow="ellipsis")
         line.append(text, style)
-        self.write(line)
+        self.lines.append(line)
+        self._show()
+
+    def _show(self) -> None:
+        rows = max(1, self.content_size.height) if self.is_mounted else 4
+        self.update(Text("\n", no_wrap=True, overflow="ellipsis").join(list(self.lines)[-rows:]))
