@@ -322,8 +322,9 @@ async def _chunked(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
         if size < 0:
             raise HttpError("protocol", "bad chunk size")
         if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                pass  # trailers: read and ignore
+            trailer = await reader.readuntil(b"\r\n")
+            while trailer != b"\r\n":  # trailer fields: nothing here uses them
+                trailer = await reader.readuntil(b"\r\n")
             return bytes(data)
         if len(data) + size > max_bytes:
             raise HttpError("too_large", f"body over {max_bytes} bytes")
