@@ -122,6 +122,7 @@ class HttpClient:
         self._tls: ssl.SSLContext | None = None
         self.opened = 0
         """Connections opened so far (tests read it to see keep-alive working)."""
+        self._closed = False
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:  # built on first https use only: it costs tens of ms
@@ -242,12 +243,14 @@ class HttpClient:
 
     def _release(self, origin: _Origin, conn: _Conn) -> None:
         idle = self._idle.setdefault(origin, deque())
-        if len(idle) >= self._idle_max:
+        # a request that was in flight when the client closed must not park a socket
+        if self._closed or len(idle) >= self._idle_max:
             conn.close()
         else:
             idle.append(conn)
 
     async def aclose(self) -> None:
+        self._closed = True
         for idle in self._idle.values():
             while idle:
                 idle.pop().close()

@@ -238,3 +238,23 @@ async def test_connection_refused_and_bad_urls() -> None:
             await c.get(bad, timeout=1)
     with pytest.raises(HttpError):
         await c.get(url, timeout=1, headers={"X": "a\r\nInjected: 1"})
+
+
+async def test_a_request_in_flight_at_close_does_not_park_its_connection() -> None:
+    async def h(r, w, seen):
+        await _read_request(r, seen)
+        await asyncio.sleep(0.2)
+        w.write(_answer(b"late"))
+        await w.drain()
+        await _read_request(r, seen)
+
+    srv, url, _ = await _server(h)
+    c = HttpClient()
+    try:
+        task = asyncio.create_task(c.get(url, timeout=2))
+        await asyncio.sleep(0.05)
+        await c.aclose()
+        assert (await task).text == "late"
+        assert all(not q for q in c._idle.values())
+    finally:
+        srv.close()
