@@ -7,6 +7,7 @@ changes, so the webhook fires on a change, never on every poll.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import Iterable
@@ -164,9 +165,14 @@ async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: st
     import httpx  # here, not at the top: the console's first frame does not wait for it
 
     try:
-        async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as c:
-            r = await c.post(url, content=json.dumps(payload),
-                             headers={"Content-Type": "application/json"})
+        # httpx's timeout is per read: a server dripping a byte a second never trips
+        # it. One deadline covers the whole exchange.
+        async with asyncio.timeout(timeout_s):
+            async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as c:
+                r = await c.post(url, content=json.dumps(payload),
+                                 headers={"Content-Type": "application/json"})
         return None if r.status_code < 400 else f"webhook HTTP {r.status_code}"
+    except TimeoutError:
+        return f"webhook failed: no answer within {timeout_s:g} s"
     except httpx.HTTPError as exc:
         return f"webhook failed: {type(exc).__name__}"

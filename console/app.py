@@ -49,6 +49,8 @@ FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
 POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+QUIT_CLEANUP_S = 180.0
+"""How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
 
 
 @dataclass
@@ -175,7 +177,7 @@ class PodConsoleApp(App):
         # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
         try:
             loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGHUP, self.exit)
+            loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
         if self.ctx is not None:
@@ -193,6 +195,25 @@ class PodConsoleApp(App):
         else:
             self.push_screen(MainScreen())
         self.set_interval(view.refresh_s, self.tick)
+
+    def _on_hangup(self) -> None:
+        self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
+
+    async def action_quit(self) -> None:
+        """Quit (q, ctrl+q, SIGHUP): an operation in flight is cancelled first and its
+        cleanup — terminating what it created, stopping what it resumed — runs to its
+        end before the app exits. Exiting straight away would drop that cleanup."""
+        running = [w for w in self.workers if w.group == "action" and w.is_running]
+        if running:
+            self.note("quitting: cancelling the operation in flight and waiting for its "
+                      "cleanup", "bold yellow")
+            for w in running:
+                w.cancel()
+            for w in running:
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(QUIT_CLEANUP_S):
+                        await w.wait()
+        self.exit()
 
     async def _finish(self) -> None:
         """Build the full context in a thread; on failure show why and stop there."""
@@ -295,10 +316,14 @@ class PodConsoleApp(App):
             self.note(f"cleared: {a.title}", "green")
         url = ctx.settings.webhook_url
         if url and (raised or cleared):
-            err = await notify(url.get_secret_value(), raised, cleared,
-                               f"pod-console {ctx.profile_name}")
-            if err:
-                self.note(err, "red")
+            # beside the poll, never inside it: a slow webhook must not hold the figures
+            async def send() -> None:
+                err = await notify(url.get_secret_value(), raised, cleared,
+                                   f"pod-console {ctx.profile_name}",
+                                   timeout_s=min(5.0, ctx.settings.refresh_s * 4))
+                if err:
+                    self.note(err, "red")
+            self.run_worker(send(), group="webhook", exit_on_error=False)
 
     def refresh_screens(self) -> None:
         for screen in self.screen_stack:
@@ -376,13 +401,27 @@ class PodConsoleApp(App):
                                     lambda i=spec.id: self.start_operation(i))
         yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
         yield SystemCommand("Help: keys", "show every key", self.action_help)
-        if self.ctx.demo is not None:
+        if self.ctx.demo is not None and not self.wall:
+            # faults change the deployment: never from a read-only screen
             for title, help_, fn in self.ctx.demo.faults():
                 yield SystemCommand(f"Demo fault: {title}", help_,
                                     lambda f=fn, t=title: self._demo_fault(f, t))
 
     def _demo_fault(self, fn: Callable[[], Any], title: str) -> None:
+        assert self.ctx is not None
+        if self.wall or self.ctx.registry.read_only:
+            self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
+            return
+        audit = self.ctx.registry.audit
+
         async def run() -> None:
+            from .actions.audit import AuditError
+
+            try:
+                await asyncio.to_thread(audit.append, "demo_fault", {"fault": title}, "started")
+            except AuditError as exc:
+                self.note(f"DEMO fault {title} not injected: {exc}", "red")
+                return
             r = fn()
             if asyncio.iscoroutine(r):
                 await r
@@ -432,8 +471,11 @@ class PodConsoleApp(App):
         self.push_screen(progress)
 
         def on_progress(step: str, fraction: float | None, message: str) -> None:
-            if progress.is_mounted:
-                progress.step(step, fraction, message)
+            # Escape hides the dialog and the operation goes on: a dialog that is gone
+            # (or half gone) must never turn a progress line into an exception
+            if progress.is_attached:
+                with contextlib.suppress(Exception):
+                    progress.step(step, fraction, message)
             if step:
                 self.note(f"  {spec.title} · {step} {message}".rstrip(), "dim")
 
@@ -441,8 +483,9 @@ class PodConsoleApp(App):
         style = "green" if out.ok else ("yellow" if out.state == "rolled_back" else "bold red")
         self.note(f"{spec.title}: {out.state or ('ok' if out.ok else 'failed')} — "
                   f"{out.message}", style)
-        if progress.is_mounted:
-            progress.finish(out.ok, out.message)
+        if progress.is_attached:
+            with contextlib.suppress(Exception):
+                progress.finish(out.ok, out.message)
         key = f"action:{action_id}"
         if out.ok:
             self.failures.pop(key, None)

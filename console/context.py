@@ -28,7 +28,7 @@ from .planner import Planner
 from .profile_file import write_split
 from .provider.runpod import RunPodClient
 from .provision import ProvisionConfig, Provisioner, ProvisionResult
-from .remote import AgentEndpoint, AgentTransport
+from .remote import AgentEndpoint, AgentTransport, agent_command
 from .settings import Settings
 
 
@@ -38,7 +38,7 @@ def ssh_transport(settings: Settings) -> AgentTransport | None:
         return None
     ep = AgentEndpoint(host=p.ssh_host, port=p.ssh_port, user=p.ssh_user,
                        key_path=p.ssh_key, pod_id=p.runpod_id or p.ssh_host,
-                       agent_cmd=f"env PYTHONPATH={p.agent_dir}/pkg python3 -m pod_agent")
+                       agent_cmd=agent_command(p.agent_dir))
     return AgentTransport(ep, settings.state_dir)
 
 
@@ -144,7 +144,7 @@ def switch_pod(ctx: ConsoleContext, res: ProvisionResult, factory: Callable[...,
     ctx.profile_name = lp.name
     if ctx.pod_collector is not None:
         ctx.pod_collector.pod_id = res.pod.id
-        agent_cmd = f"env PYTHONPATH={s.pod.agent_dir}/pkg python3 -m pod_agent"
+        agent_cmd = agent_command(s.pod.agent_dir)
         new_t = factory(res.pod, agent_cmd) if demo is None else demo.transport_for(res.pod)
         ctx.pod_collector.transport = new_t
         ctx.transport = new_t

@@ -2,8 +2,16 @@
 
 Loops (SkyPilot-style): rounds × profiles in order × each profile's GPU types.
 Capacity → next candidate; all sold out → wait and go round again; fatal API
-error → stop at once. Once a pod exists, *every* failure path terminates it;
-if terminating fails, the error says so loudly with the pod id and its $/h.
+error, or an API that answers nothing at all for a whole round → stop at once.
+Once a pod exists, *every* way out — an exception, a cancellation (Escape is
+not one: it only hides the dialog), SIGTERM/SIGHUP/SIGINT turned into a
+cancellation by the CLI — terminates it (a resumed pod is stopped instead),
+and that cleanup cannot itself be cancelled half-way. If terminating fails,
+the error says so loudly with the pod id and its $/h. At most one create is
+ever outstanding with an unknown outcome: when a create's answer is lost and
+the pod cannot be looked up, provisioning stops instead of creating another.
+Every request that can make a pod bill is in the ledger (``actions/ledger.py``)
+before it is sent, so even ``kill -9`` leaves the pod named on disk.
 After a create: wait for real SSH (v2 says RUNNING before ports exist), upload
 and check the host with the agent (driver CUDA below ``min_cuda`` → terminate
 and try another host, up to 5 times), start the supervisor, wait for every
@@ -15,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import secrets
 import shlex
 import tarfile
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,20 +37,51 @@ import httpx
 
 from pod_agent.profiles import LoadedProfile
 
+from .actions.ledger import AuditError, Ledger
 from .actions.registry import Outcome, Progress
 from .provider.runpod import (
     CapacityError,
+    ConflictError,
     CreateSpec,
     FatalError,
+    NotFoundError,
     Pod,
     RunPodClient,
     RunPodError,
     TransientError,
+    UnknownOutcomeError,
 )
-from .remote import AgentError, report_from
+from .remote import AgentError, agent_command, report_from
 from .render import PodAddress, render_all, write_all
 
 EXIT_OK, EXIT_NO_CAPACITY, EXIT_FATAL, EXIT_HOST_CHECKS, EXIT_UNHEALTHY = 0, 2, 3, 4, 5
+EXIT_INTERRUPTED = 6
+"""Interrupted (signal, Escape-and-quit); everything it had created is terminated."""
+EXIT_LEAKED = 7
+"""A pod may still be billing: named, with its $/h, on stderr and in the ledger."""
+GONE = ("TERMINATED", "EXITED")
+T = Any
+
+
+async def uncancellable(coro: Coroutine[Any, Any, T]) -> T:
+    """Run cleanup to its end even if the caller is cancelled meanwhile (a DELETE cut
+    half-way leaves a pod billing); the cancellation is re-raised once it is done."""
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                if task.cancelled():
+                    raise
+                result = task.result()
+                break
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError()
+    return result
 PKG_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -59,14 +99,18 @@ class ProvisionConfig:
     render_dir: Path | None = None
     prometheus_url: str | None = None
     ports: tuple[int, ...] = ()
+    ledger: Path | None = None
+    """``STATE_DIR/pods.jsonl``; None keeps no ledger (tests of the pieces)."""
 
 
 class ProvisionFailed(Exception):
-    def __init__(self, code: int, message: str, leaked: Pod | None = None) -> None:
+    def __init__(self, code: int, message: str, leaked: Pod | None = None,
+                 leaked_name: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.leaked = leaked
+        self.leaked_name = leaked_name
 
 
 class HostRejected(Exception):
@@ -112,33 +156,117 @@ class Provisioner:
         self.on_ready = on_ready
         self.progress: Progress = lambda *a: None
         self.agent_dir = cfg.agent_dir
+        self.ledger = Ledger(cfg.ledger) if cfg.ledger is not None else None
 
     def for_pod(self, pod: Pod) -> None:
         """``{pod}`` in agent_dir becomes the pod id (the demo keeps one dir per pod)."""
         self.agent_dir = self.cfg.agent_dir.replace("{pod}", pod.id)
 
     def agent_cmd(self) -> str:
-        # `env` so the prefix also works after nohup/setsid; keep the image's PYTHONPATH
-        return f"env PYTHONPATH={shlex.quote(self.agent_dir + '/pkg')}:\"$PYTHONPATH\" " \
-               f"{self.cfg.python} -m pod_agent"
+        return agent_command(self.agent_dir, self.cfg.python)
 
     def remote_profile(self, lp: LoadedProfile) -> str:
         return f"{self.agent_dir}/pkg/profiles/{lp.path.name}"
 
     def _say(self, step: str, message: str, fraction: float | None = None) -> None:
-        self.log(f"{step}: {message}")
-        self.progress(step, fraction, message)
+        # Reporting must never change what happens: a closed dialog, a broken pipe on
+        # stdout or a bug in a callback cannot be allowed to skip a DELETE.
+        for fn, arg in ((self.log, (f"{step}: {message}",)), (self.progress,
+                                                               (step, fraction, message))):
+            with contextlib.suppress(Exception):
+                fn(*arg)
+
+    def _record(self, event: str, **fields: Any) -> None:
+        """Ledger first: raises AuditError, and then the request is not sent."""
+        if self.ledger is not None:
+            self.ledger.record(event, **fields)
+
+    def _settle(self, event: str, **fields: Any) -> None:
+        """Settling a ledger entry may fail (full disk): the pod's state is what counts,
+        and the next sweep finds an unsettled entry already handled."""
+        try:
+            self._record(event, **fields)
+        except AuditError as exc:
+            self._say("ledger", f"could not record {event} ({exc})")
 
     # -- the pieces ----------------------------------------------------------------
     async def terminate(self, pod: Pod, why: str) -> None:
-        self._say("terminate", f"terminating {pod.id} ({why})")
+        """DELETE first, then talk about it; the DELETE survives a cancellation."""
         try:
-            await self.client.terminate(pod.id)
+            await uncancellable(self.client.terminate(pod.id))
         except RunPodError as exc:
             cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
+            self._say("terminate", f"FAILED for {pod.id}: {exc.message}")
             raise ProvisionFailed(
-                EXIT_FATAL, f"TERMINATE FAILED for pod {pod.id} ({cost}) after {why}: "
-                f"{exc.message} — it may still be billing; terminate it by hand", pod) from None
+                EXIT_LEAKED, f"TERMINATE FAILED for pod {pod.id} ({cost}) after {why}: "
+                f"{exc.message} — it may still be billing; terminate it by hand "
+                "(or run pod-console down, which retries it)", pod) from None
+        self._settle("terminated", pod=pod.id, name=pod.name, why=why)
+        self._say("terminate", f"terminated {pod.id} ({why})")
+
+    async def stop_resumed(self, pod_id: str, why: str) -> str | None:
+        """Stop a pod we started (its volume is ours to keep); an error text if it failed."""
+        try:
+            await uncancellable(self.client.stop(pod_id))
+        except ConflictError:
+            pass  # not running (it never started): nothing bills
+        except NotFoundError:
+            pass
+        except RunPodError as exc:
+            self._say("stop", f"FAILED to stop {pod_id}: {exc.message}")
+            return exc.message
+        self._settle("stopped", pod=pod_id, why=why)
+        self._say("stop", f"stopped {pod_id} ({why})")
+        return None
+
+    async def _terminate_by_name(self, name: str, why: str) -> None:
+        try:
+            pods = [p for p in await self.client.find_by_name(name) if p.status != "TERMINATED"]
+        except RunPodError as exc:
+            self._say("terminate", f"COULD NOT LOOK UP {name} ({exc.message}): the ledger "
+                      "keeps it for the next pod-console up/down")
+            return
+        for pod in pods:
+            with contextlib.suppress(ProvisionFailed):  # said loudly by terminate
+                await self.terminate(pod, why)
+        if not pods:
+            self._settle("terminated", name=name, why="not created")
+
+    async def sweep(self) -> list[str]:
+        """Settle what an earlier, interrupted run left in the ledger: terminate pods it
+        created, stop pods it resumed. Returns one line per pod handled (or not)."""
+        if self.ledger is None:
+            return []
+        out = []
+        for e in self.ledger.open_entries():
+            try:
+                if e.kind == "resume" and e.pod_id:
+                    err = await self.stop_resumed(e.pod_id, "left over by an interrupted run")
+                    out.append(f"stopped {e.pod_id} (resumed by an interrupted run)"
+                               if err is None else f"COULD NOT STOP {e.pod_id}: {err}")
+                    continue
+                pods = ([await self.client.get_pod(e.pod_id)] if e.pod_id
+                        else await self.client.find_by_name(e.name or ""))
+            except NotFoundError:
+                self._settle("terminated", pod=e.pod_id, name=e.name, why="already gone")
+                out.append(f"{e.pod_id or e.name}: already gone")
+                continue
+            except RunPodError as exc:
+                out.append(f"COULD NOT CHECK {e.pod_id or e.name} (created by an interrupted "
+                           f"run): {exc.message}")
+                continue
+            live = [p for p in pods if p.status != "TERMINATED"]
+            for pod in live:
+                try:
+                    await self.terminate(pod, "left over by an interrupted run")
+                    out.append(f"terminated {pod.id} ({pod.name}, left over by an "
+                               "interrupted run)")
+                except ProvisionFailed as exc:
+                    out.append(exc.message)
+            if not live:
+                self._settle("terminated", pod=e.pod_id, name=e.name, why="none found")
+                out.append(f"{e.pod_id or e.name}: nothing billing")
+        return out
 
     async def wait_ssh(self, pod: Pod) -> tuple[Pod, Any]:
         deadline = time.monotonic() + self.cfg.ssh_wait_s
@@ -146,10 +274,15 @@ class Provisioner:
         while time.monotonic() < deadline:
             try:
                 pod = await self.client.get_pod(pod.id)
+            except NotFoundError:
+                raise RuntimeError(f"pod {pod.id} is gone (RunPod answers 404)") from None
             except RunPodError as exc:
                 last = exc.message
+                self._say("wait ssh", f"{pod.id}: {last}")
                 await self.sleep(self.cfg.poll_s)
                 continue
+            if pod.status in GONE:
+                raise RuntimeError(f"pod {pod.id} is {pod.status} while waiting for SSH")
             if pod.status == "RUNNING" and pod.ssh_endpoint:
                 t = self.transport_factory(pod, self.agent_cmd())
                 try:
@@ -192,6 +325,9 @@ class Provisioner:
         if gpus.get("ok") is False:
             raise HostRejected(gpus.get("detail", "GPU check failed"))
         p2p = checks.get("p2p", {})
+        if (p2p.get("value") or {}).get("fallback_proven") is False:
+            raise HostRejected(f"P2P failed and the P2P-disabled fallback failed too: "
+                               f"{p2p.get('detail', '')}")
         self._say("host checks", f"driver CUDA {cuda.get('value')}; P2P "
                   f"{(p2p.get('value') or {}).get('verdict', 'skipped')}")
         return report
@@ -294,46 +430,119 @@ class Provisioner:
 
     # -- the flows -----------------------------------------------------------------
     async def resume(self, pod_id: str, lp: LoadedProfile) -> ProvisionResult:
-        """Start the stopped pod; CapacityError propagates (the caller offers fallback)."""
+        """Start the stopped pod; CapacityError propagates (the caller offers fallback).
+
+        A resumed pod is ours to keep: on any failure — an unreadable or lost answer to
+        the start, a bring-up error, a cancellation — it is stopped (volume kept)."""
         self._say("resume", f"starting pod {pod_id}")
         try:
-            pod = await self.client.start(pod_id)
-        except FatalError as exc:
-            raise ProvisionFailed(EXIT_FATAL, exc.message) from None
-        pod = pod or await self.client.get_pod(pod_id)
+            self._record("resume-requested", pod=pod_id)
+        except AuditError as exc:
+            raise ProvisionFailed(EXIT_FATAL, f"not started: cannot record it ({exc})"
+                                  ) from None
         try:
-            return await self.bring_up(pod, lp)
-        except (TimeoutError, RuntimeError, AgentError, HostRejected) as exc:
-            # a resumed pod is ours to keep: stop it (volume kept) rather than terminate
+            pod = await self.client.start(pod_id)
+        except CapacityError:
+            self._settle("stopped", pod=pod_id, why="refused: no capacity")
+            raise
+        except (FatalError, NotFoundError) as exc:
+            self._settle("stopped", pod=pod_id, why="refused")
+            raise ProvisionFailed(EXIT_FATAL, exc.message) from None
+        except RunPodError as exc:
+            # a 5xx or a timeout may hide a start that happened: stop it to be sure
+            err = await self.stop_resumed(pod_id, f"start answered {exc.message}")
+            if err is not None:
+                raise ProvisionFailed(
+                    EXIT_LEAKED, f"start of {pod_id} answered {exc.message!r} and the stop "
+                    f"that followed failed ({err}): pod {pod_id} may be billing; run "
+                    "pod-console down", leaked_name=pod_id) from None
+            raise ProvisionFailed(EXIT_FATAL, f"RunPod API failing: start of {pod_id} "
+                                  f"answered {exc.message}; the pod was stopped again"
+                                  ) from None
+        except BaseException:
+            await self.stop_resumed(pod_id, "interrupted")
+            raise
+        try:
+            pod = pod or await self.client.get_pod(pod_id)
+            res = await self.bring_up(pod, lp)
+        except (TimeoutError, RuntimeError, AgentError, HostRejected, OSError, RunPodError,
+                httpx.HTTPError) as exc:
             self._say("resume", f"failed: {exc}; stopping {pod_id}")
-            with contextlib.suppress(RunPodError):
-                await self.client.stop(pod_id)
+            err = await self.stop_resumed(pod_id, f"resume failed: {exc}")
+            if err is not None:
+                raise ProvisionFailed(EXIT_LEAKED, f"resume of {pod_id} failed ({exc}) and "
+                                      f"STOP FAILED ({err}): it may still be billing",
+                                      leaked_name=pod_id) from None
             code = EXIT_HOST_CHECKS if isinstance(exc, HostRejected) else EXIT_UNHEALTHY
             raise ProvisionFailed(code, f"resume of {pod_id} failed: {exc}") from None
+        except BaseException:
+            await self.stop_resumed(pod_id, "interrupted")
+            raise
+        self._settle("kept", pod=pod_id)
+        return res
+
+    def _spec(self, lp: LoadedProfile, gpu: str) -> CreateSpec:
+        # a unique name per create: a lost answer is resolved by looking this name up,
+        # and it must not match an older pod of the same profile
+        return CreateSpec(
+            name=f"{self.cfg.pod_name}-{lp.name}-{secrets.token_hex(3)}",
+            image=lp.profile.image, gpu_type_id=gpu, gpu_count=lp.profile.effective_gpu_count,
+            cloud=lp.profile.cloud_type, disk_gb=lp.profile.container_disk_gb,
+            volume_gb=lp.profile.volume_gb,
+            ports=("22/tcp", *(f"{s.port}/tcp" for s in lp.profile.slots.values())))
+
+    async def _create(self, spec: CreateSpec) -> Pod:
+        """One create, in the ledger before it is sent and after it answers."""
+        try:
+            self._record("create-requested", name=spec.name, gpu=spec.gpu_type_id)
+        except AuditError as exc:
+            raise ProvisionFailed(EXIT_FATAL, f"nothing created: cannot record the create "
+                                  f"({exc})") from None
+        try:
+            pod = await self.client.create_pod(spec)
+        except UnknownOutcomeError as exc:
+            raise ProvisionFailed(
+                EXIT_LEAKED, f"RunPod API failing: {exc.message}. Not creating another. If "
+                f"a pod named {exc.name} exists it is billing: pod-console up/down will "
+                "look for it and terminate it", leaked_name=exc.name) from None
+        except asyncio.CancelledError:
+            # interrupted while the create was in flight: it may have happened
+            await uncancellable(self._terminate_by_name(spec.name, "interrupted mid-create"))
+            raise
+        except RunPodError as exc:
+            if not getattr(exc, "sent", True) or isinstance(
+                    exc, CapacityError | FatalError | ConflictError):
+                self._settle("terminated", name=spec.name, why="not created")
+            raise
+        try:
+            self._record("created", name=spec.name, pod=pod.id, cost=pod.cost)
+        except AuditError as exc:
+            self._say("ledger", f"could not record pod {pod.id} ({exc})")
+        return pod
 
     async def fallback(self) -> ProvisionResult:
         attempts: list[dict[str, Any]] = []
         host_rejections = 0
+        sold_out = 0
         for rnd in range(1, self.cfg.rounds + 1):
+            round_api_errors: list[str] = []
+            round_tries = 0
             for lp in self.profiles:
                 for gpu in lp.profile.gpu_type_ids:
                     while True:
-                        spec = CreateSpec(
-                            name=f"{self.cfg.pod_name}-{lp.name}", image=lp.profile.image,
-                            gpu_type_id=gpu, gpu_count=lp.profile.effective_gpu_count,
-                            cloud=lp.profile.cloud_type, disk_gb=lp.profile.container_disk_gb,
-                            volume_gb=lp.profile.volume_gb,
-                            ports=("22/tcp", *(f"{s.port}/tcp" for s in
-                                               lp.profile.slots.values())))
+                        spec = self._spec(lp, gpu)
                         self._say("create", f"round {rnd}: {lp.name} on {gpu}")
+                        round_tries += 1
                         try:
-                            pod = await self.client.create_pod(spec)
+                            pod = await self._create(spec)
                         except CapacityError as exc:
+                            sold_out += 1
                             attempts.append({"round": rnd, "profile": lp.name, "gpu": gpu,
                                              "outcome": "sold out"})
                             self._say("create", f"{gpu}: sold out ({exc.message[:60]})")
                             break
                         except TransientError as exc:
+                            round_api_errors.append(exc.message)
                             attempts.append({"round": rnd, "profile": lp.name, "gpu": gpu,
                                              "outcome": f"transient: {exc.message}"})
                             self._say("create", f"{gpu}: {exc.message}")
@@ -361,20 +570,25 @@ class Provisioner:
                             raise ProvisionFailed(EXIT_UNHEALTHY,
                                                   f"pod {pod.id} never became healthy: {exc}; "
                                                   "terminated") from None
-                        except BaseException:
-                            await self.terminate(pod, "interrupted")
+                        except BaseException as exc:  # cancelled, interrupted, a bug
+                            await self.terminate(pod, f"interrupted ({type(exc).__name__})")
                             raise
                         attempts.append({"round": rnd, "profile": lp.name, "gpu": gpu,
                                          "pod": pod.id, "outcome": "ok"})
+                        self._settle("kept", pod=res.pod.id, name=spec.name)
                         result = ProvisionResult(res.pod, lp, res.address, attempts)
                         self.pod_id = res.pod.id
                         if self.on_ready is not None:
                             await self.on_ready(result)
                         return result
+            if round_tries and len(round_api_errors) == round_tries:
+                # nothing answered "sold out" all round: the API is down, not the stock
+                raise ProvisionFailed(EXIT_FATAL, f"RunPod API failing on every create of "
+                                      f"round {rnd}: {round_api_errors[-1]}")
             if rnd < self.cfg.rounds:
                 await self._countdown(rnd)
         raise ProvisionFailed(EXIT_NO_CAPACITY, f"no capacity after {self.cfg.rounds} rounds "
-                              f"({len(attempts)} attempts)")
+                              f"({len(attempts)} attempts, {sold_out} sold out)")
 
     async def _countdown(self, rnd: int) -> None:
         left = self.cfg.round_wait_s
@@ -399,16 +613,26 @@ class Provisioner:
         """Stop the pod (volume kept); safe to run twice."""
         try:
             pod = await self.client.get_pod(pod_id)
+        except NotFoundError:
+            return f"pod {pod_id} does not exist (terminated)"
         except RunPodError as exc:
             raise ProvisionFailed(EXIT_FATAL, f"cannot read pod {pod_id}: {exc.message}"
                                   ) from None
-        if pod.status in ("EXITED", "TERMINATED"):
+        if pod.status in GONE:
             return f"pod {pod_id} already {pod.status}"
         try:
-            await self.client.stop(pod_id)
+            await uncancellable(self.client.stop(pod_id))
+        except ConflictError:
+            pass  # it stopped meanwhile: read it again below
         except RunPodError as exc:
-            raise ProvisionFailed(EXIT_FATAL, f"stop failed: {exc.message}") from None
-        pod = await self.client.get_pod(pod_id)
+            cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
+            raise ProvisionFailed(EXIT_LEAKED, f"STOP FAILED for pod {pod_id} ({cost}): "
+                                  f"{exc.message} — it is still billing", pod) from None
+        try:
+            pod = await self.client.get_pod(pod_id)
+        except RunPodError as exc:
+            raise ProvisionFailed(EXIT_FATAL, f"stop of {pod_id} sent; reading it back "
+                                  f"failed: {exc.message}") from None
         if pod.status != "EXITED":
             raise ProvisionFailed(EXIT_FATAL, f"pod {pod_id} is {pod.status} after stop")
         return f"pod {pod_id} stopped (EXITED, volume kept)"
@@ -424,11 +648,14 @@ class Provisioner:
             return Outcome(False, f"resume refused: {exc.message} — press f for fallback "
                                   "provisioning", {"capacity": True}, "failed")
         except ProvisionFailed as exc:
-            return Outcome(False, exc.message, state="failed")
+            return Outcome(False, exc.message, {"exit_code": exc.code}, "failed")
         return Outcome(True, f"pod {res.pod.id} up with {res.profile.name}")
 
     async def fallback_action(self, progress: Progress) -> Outcome:
         self.progress = progress
+        left = await self.sweep()
+        for line in left:
+            self._say("leftovers", line)
         try:
             res = await self.fallback()
         except ProvisionFailed as exc:

@@ -33,6 +33,14 @@ class HostKeyChanged(AgentError):
     """The pod's host key differs from the one recorded for this pod id."""
 
 
+def agent_command(agent_dir: str, python: str = "python3") -> str:
+    """The one shell prefix that runs the agent from ``agent_dir`` (quoted: a path with a
+    space, or a crafted value, is one argument and never shell syntax). ``env`` makes it
+    work after nohup/setsid too; the image's own PYTHONPATH is kept."""
+    return (f"env PYTHONPATH={shlex.quote(agent_dir + '/pkg')}:\"$PYTHONPATH\" "
+            f"{shlex.quote(python)} -m pod_agent")
+
+
 @dataclass(frozen=True)
 class AgentEndpoint:
     host: str

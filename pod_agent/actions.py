@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +20,18 @@ from .events import encode, event
 
 MAX_ACTIONS = 50
 MAX_EVENTS = 2000
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+
+
+def valid_action_id(action_id: str) -> bool:
+    """Ids name files under ``actions/``: letters, digits, ``_.-``, never a path."""
+    return bool(_ID.fullmatch(action_id)) and ".." not in action_id
 
 
 class Action:
     def __init__(self, action_id: str, kind: str, args: dict[str, Any]) -> None:
+        if not valid_action_id(action_id):
+            raise ValueError(f"bad action id {action_id!r}")
         self.id = action_id
         self.kind = kind
         self.args = args
@@ -104,6 +113,8 @@ class ActionBook:
 
 def read_recorded(action_id: str) -> list[dict[str, Any]]:
     """Events of an action recorded on disk (for an action from before a restart)."""
+    if not valid_action_id(action_id):
+        return []
     p = os.path.join(paths.home(), "actions", f"{action_id}.jsonl")
     out = []
     try:

@@ -113,23 +113,23 @@ def main(argv: list[str] | None = None) -> int:
 
     rb = sub.add_parser("rebalance", help="apply a new gpu_util split (rolls back on failure)")
     rb.add_argument("--set", action="append", required=True, metavar="SLOT=UTIL")
-    rb.add_argument("--action-id", default=None)
+    rb.add_argument("--action-id", default=None, type=_action_id)
     rb.set_defaults(func=cmd_rebalance)
 
     rs = sub.add_parser("restart", help="restart one slot")
     rs.add_argument("slot")
-    rs.add_argument("--action-id", default=None)
+    rs.add_argument("--action-id", default=None, type=_action_id)
     rs.set_defaults(func=lambda a: relay({"op": "restart", "slot": a.slot,
                                           "action_id": a.action_id or _aid("restart")}))
 
     wd = sub.add_parser("watchdog", help="arm, disarm, or stop the pod now")
     wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor"))
-    wd.add_argument("value", nargs="?", help="GiB, for mem-floor")
-    wd.add_argument("--action-id", default=None)
+    wd.add_argument("value", nargs="?", type=_mem_floor, help="GiB, for mem-floor")
+    wd.add_argument("--action-id", default=None, type=_action_id)
     wd.set_defaults(func=cmd_watchdog)
 
     at = sub.add_parser("attach", help="follow an action by id (after a dropped connection)")
-    at.add_argument("action_id")
+    at.add_argument("action_id", type=_action_id)
     at.set_defaults(func=lambda a: relay({"op": "attach", "action_id": a.action_id}))
 
     sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")
@@ -137,6 +137,26 @@ def main(argv: list[str] | None = None) -> int:
 
     args = p.parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _action_id(value: str) -> str:
+    from .actions import valid_action_id
+
+    if not valid_action_id(value):
+        raise argparse.ArgumentTypeError("letters, digits and _.- only (it names a file)")
+    return value
+
+
+def _mem_floor(value: str) -> str:
+    import math
+
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("a number of GiB") from None
+    if not (math.isfinite(v) and 0 <= v <= 4096):
+        raise argparse.ArgumentTypeError("a number of GiB from 0 to 4096")
+    return value
 
 
 def _aid(op: str) -> str:

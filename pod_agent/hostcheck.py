@@ -70,6 +70,13 @@ def check_cuda(info: gpuinfo.GpuInfo, profile: Profile | None) -> Check:
 
 
 def check_p2p(info: gpuinfo.GpuInfo, timeout_s: float, env_path: str | None) -> Check:
+    """P2P certified only when NCCL used it; a failed P2P run needs a proven fallback.
+
+    ``ok`` is False when P2P hung or broke (the host still serves with P2P off, if
+    the fallback probe passed: ``value.fallback.verdict``), True otherwise. The
+    ``.env`` verdict is written only from what was proven: ``NCCL_P2P_DISABLE=0``
+    needs P2P exercised, never merely a finished all_reduce.
+    """
     n = len(info.gpus)
     if n < 2:
         return Check("p2p", None, None, f"skipped: {n} GPU(s), the probe needs two")
@@ -79,9 +86,11 @@ def check_p2p(info: gpuinfo.GpuInfo, timeout_s: float, env_path: str | None) -> 
     disable = res.verdict != "ok"
     if env_path:
         update_env(env_path, {"NCCL_P2P_DISABLE": "1" if disable else "0"})
-    value = {"verdict": res.verdict, "nccl_p2p_disable": 1 if disable else 0,
-             "probe_s": round(res.duration_s, 3)}
-    return Check("p2p", not disable, value, res.detail)
+    value = res.as_dict()
+    value["nccl_p2p_disable"] = 1 if disable else 0
+    value["fallback_proven"] = (res.fallback.verdict in ("ok", "unused")
+                                if res.fallback is not None else None)
+    return Check("p2p", res.verdict not in ("hung", "broken"), value, res.detail)
 
 
 def check_pidfd() -> Check:

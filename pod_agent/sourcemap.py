@@ -13,12 +13,16 @@ Guards, all checked before any expansion happens:
   once, in microseconds and without allocating the expansion;
 * only plain scalars, sequences and mappings with string-able keys are
   accepted (no Python tags: ``yaml.compose`` resolves tags but never
-  constructs objects).
+  constructs objects);
+* a recursive alias (``&s {A: *s}``), nesting too deep for the composer and a
+  number too long to convert are problems with a line, never a traceback;
+* only regular files are read (a FIFO or a device would block or never end).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,18 +108,36 @@ class _Builder:
         self.key_lines: dict[Path, int] = {}
         self.value_lines: dict[Path, int] = {}
         self._ctor = yaml.SafeLoader("")  # only used for scalar conversion
+        self._open: set[int] = set()  # collections being built: a repeat is a cycle
 
     def build(self, node: yaml.Node, path: Path) -> Any:
         self.value_lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.ScalarNode):
-            if node.tag not in _SCALAR_TAGS:
-                raise SourceError(
-                    f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1)
-            if ":" in node.value and node.tag in (
-                "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
-                # YAML 1.1 reads 18:00 as the base-60 integer 1080; nobody means that.
-                return node.value
+        if not isinstance(node, yaml.ScalarNode):
+            if id(node) in self._open:
+                raise SourceError("recursive alias (a value that contains itself)",
+                                  node.start_mark.line + 1)
+            self._open.add(id(node))
+            try:
+                return self._collection(node, path)
+            finally:
+                self._open.discard(id(node))
+        return self._scalar(node)
+
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            raise SourceError(
+                f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1)
+        if ":" in node.value and node.tag in (
+            "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+            # YAML 1.1 reads 18:00 as the base-60 integer 1080; nobody means that.
+            return node.value
+        try:
             return self._ctor.construct_object(node, deep=True)
+        except ValueError as exc:  # e.g. an integer of 5,000 digits
+            raise SourceError(f"unreadable value {node.value[:20]!r}…: {exc}"[:160],
+                              node.start_mark.line + 1) from None
+
+    def _collection(self, node: yaml.Node, path: Path) -> Any:
         if node.tag not in ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"):
             raise SourceError(f"unsupported YAML tag {node.tag!r}", node.start_mark.line + 1)
         if isinstance(node, yaml.SequenceNode):
@@ -162,6 +184,8 @@ def load_text(text: str) -> SourceDoc:
         raise SourceError(f"YAML syntax error: {problem}", line) from None
     except yaml.YAMLError as exc:
         raise SourceError(f"YAML error: {exc}") from None
+    except RecursionError:
+        raise SourceError("YAML nesting too deep") from None
     nodes = [n for n in nodes if n is not None]
     if not nodes:
         raise SourceError("file holds no YAML document")
@@ -186,13 +210,20 @@ def load_file(path: str | os.PathLike[str]) -> SourceDoc:
     if os.path.isdir(p):
         raise SourceError("is a directory")
     try:
-        size = os.path.getsize(p)
+        st = os.stat(p)
     except OSError as exc:
         raise SourceError(exc.strerror or "cannot stat file") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError("not a regular file (a FIFO, device or socket is never read)")
+    size = st.st_size
     if size > MAX_BYTES:
         raise SourceError(f"file larger than {MAX_BYTES // 1024} KiB ({size} bytes)")
     try:
-        with open(p, "rb") as fh:
+        # O_NONBLOCK: swapped for a FIFO after the stat, the open must not hang either
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise SourceError("not a regular file")
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise SourceError(exc.strerror or "cannot read file") from None

@@ -12,12 +12,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import time
 from typing import Any
 
 from . import paths
-from .actions import Action, ActionBook, read_recorded
+from .actions import Action, ActionBook, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
 from .hostcheck import mem_available_gib
@@ -27,6 +28,9 @@ from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
 from .profiles import load_profile
 from .slots import SlotProcess, group_rss_kib
 from .watchdog import WatchdogState, due, stop_pod
+
+MEM_FLOOR_MAX_GIB = 4096.0
+"""No pod has more host memory than this; a larger floor is a typo that stops every slot."""
 
 BACKOFF_S = (5.0, 10.0, 30.0, 60.0, 120.0)
 """Restart delays after a crash; the last repeats. A crash loop must not spin the host."""
@@ -336,7 +340,12 @@ class Supervisor:
                 try:
                     floor = float(req.get("value"))  # type: ignore[arg-type]
                 except (TypeError, ValueError):
-                    await send(event("error", message="mem-floor needs a number of GiB"))
+                    floor = math.nan
+                # nan would switch the guard off silently, 1e308 stop every slot at once
+                if not (math.isfinite(floor) and 0 <= floor <= MEM_FLOOR_MAX_GIB):
+                    await send(event("error", message=f"mem-floor needs a number of GiB "
+                                     f"from 0 to {MEM_FLOOR_MAX_GIB:g}, got "
+                                     f"{str(req.get('value'))[:40]!r}"))
                     return
                 self.watchdog.mem_floor_gib = floor
                 _audit({"op": "watchdog", "cmd": cmd, "value": floor})
@@ -351,6 +360,10 @@ class Supervisor:
             await send(event("error", message=f"unknown op {op!r}"))
 
     async def _attach(self, action_id: str, send) -> None:
+        if not valid_action_id(action_id):
+            await send(event("error", message=f"bad action id {action_id[:80]!r}: letters, "
+                                              "digits and _.- only"))
+            return
         act = self.book.get(action_id)
         if act is not None:
             await act.follow(send)
@@ -366,6 +379,10 @@ class Supervisor:
 
     async def _run_action(self, op: str, req: dict[str, Any], send) -> None:
         action_id = str(req.get("action_id") or f"{op}-{int(time.time() * 1000)}")
+        if not valid_action_id(action_id):
+            await send(event("error", message=f"bad action id {action_id[:80]!r}: letters, "
+                                              "digits and _.- only"))
+            return
         existing = self.book.get(action_id)
         if existing is not None:  # idempotent retry after a dropped connection
             await existing.follow(send)

@@ -1,11 +1,16 @@
 """``$POD_CONSOLE_STATE_DIR/audit.jsonl``: every action, appended, flushed, fsynced.
 
 Opened in append mode for each record and never rewritten, so a crash loses at
-most the record being written and never an earlier one.
+most the record being written and never an earlier one. A record is written
+whole or not at all: a short write (a full disk) is completed or, when it
+cannot be, cut back to where the record began, and :class:`AuditError` says
+why. Callers decide what that means: nothing that spends money starts without
+its record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -22,6 +27,37 @@ def _user() -> str:
         return str(os.getuid())
 
 
+class AuditError(Exception):
+    """A record could not be written whole (full disk, read-only file system, …)."""
+
+
+def write_record(path: Path, line: str) -> None:
+    """Append ``line`` plus a newline, fsynced; all of it or (cut back) none of it."""
+    data = (line.rstrip("\n") + "\n").encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise AuditError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        start = os.fstat(fd).st_size
+        done = 0
+        try:
+            while done < len(data):
+                n = os.write(fd, data[done:])
+                if n <= 0:
+                    raise OSError(28, "No space left on device")
+                done += n
+            os.fsync(fd)
+        except OSError as exc:
+            if done:  # never leave half a record for the next one to be glued to
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+            raise AuditError(f"{path}: record not written ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+
+
 class AuditLog:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -31,13 +67,7 @@ class AuditLog:
         rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "t": round(time.time(), 3),
                "user": _user(), "host": socket.gethostname(), "action": action,
                "arguments": args, "result": result, **extra}
-        line = json.dumps(rec, sort_keys=True, default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_record(self.path, json.dumps(rec, sort_keys=True, default=str))
 
     def records(self) -> list[dict[str, Any]]:
         try:

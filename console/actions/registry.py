@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .audit import AuditLog
+from .audit import AuditError, AuditLog
 
 Progress = Callable[[str, float | None, str], None]
 """progress(step, fraction 0..1 or None, message)"""
@@ -81,15 +81,34 @@ class ActionRegistry:
             return out
         if spec.dangerous:
             # fsync can take tens of ms on a busy disk: never on the event loop
-            await asyncio.to_thread(self.audit.append, action_id, args, "started")
+            try:
+                await asyncio.to_thread(self.audit.append, action_id, args, "started")
+            except AuditError as exc:
+                # nothing that acts on the pod runs without its record
+                out = Outcome(False, f"{spec.title} not started: the audit log cannot be "
+                                     f"written ({exc})", state="failed")
+                self.history.append((time.time(), action_id, out))
+                return out
         self.executed.append(action_id)
         try:
             out = await self.handlers[action_id](args, progress or (lambda *a: None))
+        except asyncio.CancelledError:
+            out = Outcome(False, f"{spec.title} cancelled", state="cancelled")
+            await self._end(spec, action_id, args, out)
+            raise
         except Exception as exc:  # an action must always end with a record
             out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
+        return await self._end(spec, action_id, args, out)
+
+    async def _end(self, spec: ActionSpec, action_id: str, args: dict[str, Any],
+                   out: Outcome) -> Outcome:
         state = out.state or ("ok" if out.ok else "failed")
         if spec.dangerous:
-            await asyncio.to_thread(self.audit.append, action_id, args, state,
-                                    message=out.message)
+            try:
+                await asyncio.shield(asyncio.to_thread(
+                    self.audit.append, action_id, args, state, message=out.message))
+            except AuditError as exc:
+                out = Outcome(out.ok, f"{out.message} (AUDIT RECORD LOST: {exc})", out.data,
+                              out.state)
         self.history.append((time.time(), action_id, out))
         return out

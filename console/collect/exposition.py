@@ -26,9 +26,26 @@ class Exposition:
     errors: tuple[str, ...] = ()
     error_count: int = 0
     lines: int = 0
+    _index: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def series(self, name: str) -> dict[Labels, float]:
         return self.samples.get(name, {})
+
+    def by_label(self, name: str, key: str) -> dict[str | None, list[tuple[Labels, float]]]:
+        """Series of ``name`` grouped by the value of label ``key``, built once per family.
+
+        Figures ask each family many times for one model: scanning every series each
+        time made a poll quadratic in the number of ``model_name`` values (100k foreign
+        series froze the console). This keeps it linear."""
+        k = (name, key)
+        idx = self._index.get(k)
+        if idx is None:
+            idx = {}
+            for labels, v in self.samples.get(name, {}).items():
+                idx.setdefault(label(labels, key), []).append((labels, v))
+            self._index[k] = idx
+        return idx
 
     def __contains__(self, name: str) -> bool:
         return name in self.samples

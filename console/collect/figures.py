@@ -8,7 +8,6 @@ PromQL twin of every figure is in ``console/collect/promql.py``.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -172,9 +171,7 @@ class _View:
     def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
         """Sum of ``name`` over all series of ``model``, grouped by label ``group``."""
         out: dict[str, float] = defaultdict(float)
-        for labels, v in self.exp.series(name).items():
-            if label(labels, "model_name") != model:
-                continue
+        for labels, v in self.exp.by_label(name, "model_name").get(model, ()):
             key = label(labels, group) if group else ""
             if key is None:
                 continue
@@ -204,8 +201,8 @@ def _family_reset(before: Exposition, after: Exposition, family: str, model: str
         if base.endswith(suffix):
             base = base[:-len(suffix)]
     created = base + "_created"
-    a = {lab: v for lab, v in before.series(created).items() if label(lab, "model_name") == model}
-    b = {lab: v for lab, v in after.series(created).items() if label(lab, "model_name") == model}
+    a = dict(before.by_label(created, "model_name").get(model, ()))
+    b = dict(after.by_label(created, "model_name").get(model, ()))
     return any(lab in a and b[lab] != a[lab] for lab in b)
 
 
@@ -227,7 +224,7 @@ class _Window:
 
     def counter_total(self, name: str) -> float | None:
         vals = self.counter(name)
-        return vals.get("") if vals else None
+        return finite(vals.get("")) if vals else None
 
     def buckets(self, hist: str) -> list[tuple[float, float]] | None:
         b = self.counter(hist + "_bucket", "le")
@@ -257,11 +254,19 @@ def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
 
 
 def compute(later: Exposition, earlier: Exposition | None = None,
-            window_s: float | None = None) -> dict[str, ModelFigures]:
-    """Figures per ``model_name`` from one scrape (lifetime) or two (window)."""
+            window_s: float | None = None, only: str | None = None
+            ) -> dict[str, ModelFigures]:
+    """Figures per ``model_name`` from one scrape (lifetime) or two (window).
+
+    ``only`` computes one model's figures (a slot polls its own ``model_name``; the
+    other models in the exposition cost nothing beyond being parsed). A NaN or ±Inf
+    sample never reaches a figure: it is undefined (None), like a missing one."""
     view = _View(later)
     out: dict[str, ModelFigures] = {}
-    for model in sorted(view.models()):
+    models = view.models()
+    if only is not None:
+        models &= {only}
+    for model in sorted(models):
         w = _Window(later, earlier, model)
         kv_name = view.first_present(KV_USAGE)
         itl_name = view.first_present(tuple(n + "_bucket" for n in ITL))
@@ -278,10 +283,11 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             mean_len = safe_ratio(acc, drafts)
             spec = SpecFigures(
                 drafts=drafts or 0.0, draft_tokens=dtoks or 0.0, accepted_tokens=acc or 0.0,
-                acceptance_rate=safe_ratio(acc, dtoks),
-                mean_acceptance_length=None if mean_len is None else 1 + mean_len,
-                per_position=tuple(safe_ratio(per[p], drafts) for p in positions),
-                drafts_per_s=safe_ratio(drafts, window_s) if window_s else None,
+                acceptance_rate=finite(safe_ratio(acc, dtoks)),
+                mean_acceptance_length=None if mean_len is None else finite(1 + mean_len),
+                per_position=tuple(finite(safe_ratio(finite(per[p]), drafts))
+                                   for p in positions),
+                drafts_per_s=finite(safe_ratio(drafts, window_s)) if window_s else None,
             )
         hit_q = w.counter_total(pq) if pq else None
         hit_h = w.counter_total(ph) if ph else None
@@ -302,13 +308,13 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             queue_p95_s=w.quantile(0.95, QUEUE),
             prefill_p95_s=w.quantile(0.95, PREFILL),
             decode_p95_s=w.quantile(0.95, DECODE),
-            prefix_cache_hit_rate=safe_ratio(hit_h, hit_q),
-            requests_by_reason=w.counter("vllm:request_success_total", "finished_reason"),
+            prefix_cache_hit_rate=finite(safe_ratio(hit_h, hit_q)),
+            requests_by_reason={k: v for k, v in w.counter(
+                "vllm:request_success_total", "finished_reason").items()
+                if finite(v) is not None},
             spec_decode=spec,
             cache=_cache_config(later, model),
         )
     return out
 
 
-def json_safe(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) or math.isinf(x) else x

@@ -8,6 +8,7 @@ be computed over a window from two scrapes when no Prometheus is available.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -85,7 +86,8 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
         elif metrics_r is not None and metrics_r.status_code != 200:
             errors.append(f"/metrics: HTTP {metrics_r.status_code}")
         elif metrics_r is not None:
-            exp = parse(metrics_r.text)
+            # up to 8 MB of text: parsed off the event loop so keys and paints go on
+            exp = await asyncio.to_thread(parse, metrics_r.text)
             if exp.error_count:
                 errors.append(f"/metrics: {exp.error_count} unreadable lines")
     if health == "down" and not errors:
@@ -108,10 +110,11 @@ class ScrapeWindow:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
         for name in KV_USAGE:
-            vals = [v for labels, v in exp.series(name).items()
-                    if ("model_name", model) in labels]
+            vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
             if vals:
-                self.kv.append((t, sum(vals)))
+                kv = sum(vals)
+                if math.isfinite(kv):
+                    self.kv.append((t, kv))
                 break
         while self.scrapes and self.scrapes[0][0] < t - self.window_s:
             self.scrapes.popleft()
@@ -125,7 +128,7 @@ class ScrapeWindow:
             if t0 < t:
                 earlier, window = e0, t - t0
                 break
-        figs = compute(exp, earlier, window)
+        figs = compute(exp, earlier, window, only=model)
         return figs.get(model)
 
     def kv_p99(self) -> float | None:

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from ..collect.exposition import parse
 from ..collect.figures import compute
@@ -21,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source2", nargs="?", help="a later exposition of the same server")
     p.add_argument("--json", action="store_true", required=True,
                    help="print JSON keyed by model_name")
-    p.add_argument("--timeout", type=float, default=5.0, help="per-request timeout (s)")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="deadline for the whole request, body included (s)")
     p.set_defaults(func=cmd_metrics)
 
 
@@ -30,27 +30,54 @@ class SourceError(Exception):
 
 
 def read_source(src: str, timeout: float) -> tuple[str, float]:
-    """Return (text, time it was read)."""
+    """Return (text, time it was read). Bounded in time (one deadline for connect,
+    headers and the whole body, whatever the server drips) and in memory (the body is
+    refused once past ``MAX_BYTES``, while reading; nothing compressed is asked for)."""
     if src.startswith(("http://", "https://")):
-        try:
-            import httpx  # a one-shot command: its import cost does not matter here
+        import asyncio
 
-            r = httpx.get(src, timeout=timeout, follow_redirects=True)
-        except httpx.HTTPError as exc:
-            raise SourceError(f"{src}: {type(exc).__name__}: {exc}") from None
-        if r.status_code != 200:
-            raise SourceError(f"{src}: HTTP {r.status_code}")
-        if len(r.content) > MAX_BYTES:
-            raise SourceError(f"{src}: larger than {MAX_BYTES} bytes")
-        return r.text, time.time()
-    path = Path(src)
+        from ..collect.http import HttpClient, HttpError
+
+        async def fetch() -> tuple[int, bytes]:
+            client = HttpClient()
+            try:
+                r = await client.get(src, timeout=timeout, max_bytes=MAX_BYTES)
+                return r.status_code, r.content
+            finally:
+                await client.aclose()
+
+        try:
+            status, body = asyncio.run(fetch())
+        except HttpError as exc:
+            raise SourceError(f"{src}: {exc.describe()}") from None
+        if status != 200:
+            raise SourceError(f"{src}: HTTP {status}")
+        return _decode(src, body), time.time()
+    import os
+    import stat
+
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise SourceError(f"{src}: larger than {MAX_BYTES} bytes")
-        data = path.read_bytes()
-        return data.decode("utf-8"), path.stat().st_mtime
+        fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise SourceError(f"{src}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(f"{src}: not a regular file (a FIFO or device never ends)")
+        if st.st_size > MAX_BYTES:
+            raise SourceError(f"{src}: larger than {MAX_BYTES} bytes")
+        try:
+            data = fh.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise SourceError(f"{src}: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise SourceError(f"{src}: larger than {MAX_BYTES} bytes")
+    return _decode(src, data), st.st_mtime
+
+
+def _decode(src: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SourceError(f"{src}: not UTF-8 text") from None
 

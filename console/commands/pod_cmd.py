@@ -1,19 +1,31 @@
 """``pod-console up|down``: the morning start and the evening stop, for cron/Task Scheduler.
 
 The same Provisioner as the ``r``/``f`` keys. Progress goes to stdout as log
-lines. Exit codes: 0 ok, 2 no capacity after all rounds, 3 fatal API error,
-4 host checks failed on every attempt, 5 slots never became healthy.
+lines. Exit codes: 0 ok, 2 no capacity after all rounds, 3 fatal (API refused
+or failing, bad config, unwritable state), 4 host checks failed on every
+attempt, 5 slots never became healthy, 6 interrupted (SIGTERM, SIGHUP, SIGINT;
+whatever it had created is terminated, a resumed pod stopped), 7 a pod may
+still be billing (named with its $/h on stderr, and kept in the ledger so the
+next ``up``/``down`` terminates it).
 The pod that came up is remembered in ``STATE_DIR/current_pod.json`` so the
-next ``down``, ``up`` and the console follow it.
+next ``down``, ``up`` and the console follow it. One ``up`` or ``down`` runs at a
+time per state directory (a lock file); each first settles what an earlier,
+interrupted run left in ``STATE_DIR/pods.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import fcntl
 import json
+import os
+import signal
 import sys
 import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +36,8 @@ if TYPE_CHECKING:  # the implementations load when a command runs, not with the 
     from ..remote import AgentTransport
     from ..settings import Settings
 
-EXIT_FATAL = 3  # ``provision.EXIT_FATAL``, without importing the provisioner to parse argv
+# ``provision.EXIT_*``, without importing the provisioner to parse argv
+EXIT_FATAL, EXIT_INTERRUPTED, EXIT_LEAKED = 3, 6, 7
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.add_argument("--round-wait", type=float, default=600.0, help="seconds between rounds")
     u.add_argument("--health-wait", type=float, default=1800.0,
                    help="seconds to wait for every slot")
+    u.add_argument("--ssh-wait", type=float, default=600.0,
+                   help="seconds to wait for a new pod's SSH")
     u.add_argument("--no-resume", action="store_true", help="go straight to a new pod")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice")
@@ -60,7 +75,70 @@ def apply_current_pod(settings: Settings) -> None:
 
 
 def _log(msg: str) -> None:
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}", flush=True)
+    with contextlib.suppress(OSError, ValueError):  # stdout gone (cron, closed pipe)
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {msg}", flush=True)
+
+
+def _loud(msg: str) -> None:
+    _log(msg)
+    with contextlib.suppress(OSError, ValueError):
+        print(f"pod-console: {msg}", file=sys.stderr, flush=True)
+
+
+class Busy(Exception):
+    """Another ``up``/``down`` holds the state directory."""
+
+
+@contextlib.contextmanager
+def _exclusive(state_dir: Path) -> Iterator[None]:
+    """One up/down at a time: a second one would sweep the first one's pods."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"another pod-console up/down is running on {state_dir}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _audit(audit, action: str, args: dict, result: str, **extra) -> bool:
+    """Write one audit record; a full disk is said on stderr, never a traceback."""
+    from ..actions.audit import AuditError
+
+    try:
+        audit.append(action, args, result, **extra)
+        return True
+    except AuditError as exc:
+        _loud(f"AUDIT RECORD LOST ({action} {result}): {exc}")
+        return False
+
+
+async def _interruptible(main: Callable[[], Awaitable[int]]) -> int:
+    """SIGTERM and SIGHUP (a cron timeout, a dropped SSH session) cancel like SIGINT:
+    the provisioner's cleanup then terminates whatever it had created."""
+    task = asyncio.ensure_future(main())
+    loop = asyncio.get_running_loop()
+    got: list[str] = []
+
+    def cancel(sig: signal.Signals) -> None:
+        got.append(sig.name)
+        _log(f"{sig.name} received: cleaning up before exit")
+        task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        loop.add_signal_handler(sig, cancel, sig)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        _loud(f"interrupted ({', '.join(got) or 'cancelled'}); what this run created was "
+              "terminated (see the lines above)")
+        return EXIT_INTERRUPTED
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 def _setup(args: argparse.Namespace) -> tuple[Settings, RunPodClient]:
@@ -75,19 +153,29 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, RunPodClient]:
 
 
 async def _up(args: argparse.Namespace) -> int:
-    from ..actions.audit import AuditLog
+    settings, client = _setup(args)
+    try:
+        with _exclusive(settings.state_dir):
+            return await _up_locked(args, settings, client)
+    finally:
+        await client.aclose()
+
+
+async def _up_locked(args: argparse.Namespace, settings: Settings,
+                     client: RunPodClient) -> int:
+    from ..actions.audit import AuditError, AuditLog
     from ..alerts import Alert, notify
     from ..deployment import open_deployment
-    from ..provision import ProvisionConfig, Provisioner, ProvisionFailed
+    from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
     from ..remote import AgentEndpoint, AgentTransport
 
-    settings, client = _setup(args)
     dep = open_deployment(settings)
     cfg = ProvisionConfig(rounds=args.rounds, round_wait_s=args.round_wait,
-                          health_wait_s=args.health_wait,
+                          health_wait_s=args.health_wait, ssh_wait_s=args.ssh_wait,
                           render_dir=settings.state_dir / "rendered",
                           prometheus_url=settings.prometheus_url,
-                          agent_dir=settings.pod.agent_dir)
+                          agent_dir=settings.pod.agent_dir,
+                          ledger=settings.state_dir / "pods.jsonl")
 
     def factory(pod, agent_cmd: str) -> AgentTransport:
         host, port = pod.ssh_endpoint
@@ -98,70 +186,103 @@ async def _up(args: argparse.Namespace) -> int:
     prov = Provisioner(client, list(dep.profiles), factory, cfg, log=_log,
                        pod_id=settings.pod.runpod_id)
     audit = AuditLog(settings.state_dir / "audit.jsonl")
-    audit.append("up", {"pod": settings.pod.runpod_id}, "started")
+    try:
+        audit.append("up", {"pod": settings.pod.runpod_id}, "started")
+    except AuditError as exc:
+        _loud(f"nothing started: the audit log cannot be written ({exc})")
+        return EXIT_FATAL
+    for line in await prov.sweep():
+        _loud(f"leftover: {line}")
     try:
         pod_id = None if args.no_resume else settings.pod.runpod_id
         res = await prov.up(pod_id, dep.today)
     except ProvisionFailed as exc:
-        _log(f"FAILED ({exc.code}): {exc.message}")
-        audit.append("up", {}, "failed", exit_code=exc.code, message=exc.message)
+        (_loud if exc.code == EXIT_LEAKED else _log)(f"FAILED ({exc.code}): {exc.message}")
+        _audit(audit, "up", {}, "failed", exit_code=exc.code, message=exc.message,
+               leaked=(exc.leaked.id if exc.leaked else exc.leaked_name))
         if settings.webhook_url:
             now = time.time()
-            await notify(settings.webhook_url.get_secret_value(),
-                         [Alert("up", "crit", "pod-console up failed", exc.message, now)], [],
-                         "pod-console up")
+            with contextlib.suppress(Exception):  # the exit code already tells cron
+                await notify(settings.webhook_url.get_secret_value(),
+                             [Alert("up", "crit", "pod-console up failed", exc.message, now)],
+                             [], "pod-console up")
         return exc.code
-    finally:
-        await client.aclose()
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    current_pod_file(settings).write_text(json.dumps({
-        "pod_id": res.pod.id, "profile": res.profile.name, "host": res.address.host,
-        "port_map": res.address.port_map, "since": time.time()}, indent=1))
-    audit.append("up", {}, "ok", pod=res.pod.id, profile=res.profile.name)
+    except asyncio.CancelledError:
+        _audit(audit, "up", {}, "interrupted")
+        raise
+    _audit(audit, "up", {}, "ok", pod=res.pod.id, profile=res.profile.name)
+    try:
+        _write_current(settings, res)
+    except OSError as exc:
+        _loud(f"pod {res.pod.id} is UP but could not be remembered ({exc.strerror or exc}):"
+              f" pod-console down will not find it; stop it with the pod id")
+        return EXIT_FATAL
     _log(f"UP: pod {res.pod.id} with profile {res.profile.name} at {res.address.host}")
     return 0
 
 
-async def _down(args: argparse.Namespace) -> int:
-    from ..actions.audit import AuditLog
-    from ..provision import ProvisionConfig, Provisioner, ProvisionFailed
+def _write_current(settings: Settings, res) -> None:
+    path = current_pod_file(settings)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({
+        "pod_id": res.pod.id, "profile": res.profile.name, "host": res.address.host,
+        "port_map": res.address.port_map, "since": time.time()}, indent=1))
+    os.replace(tmp, path)
 
+
+async def _down(args: argparse.Namespace) -> int:
     settings, client = _setup(args)
+    try:
+        with _exclusive(settings.state_dir):
+            return await _down_locked(settings, client)
+    finally:
+        await client.aclose()
+
+
+async def _down_locked(settings: Settings, client: RunPodClient) -> int:
+    from ..actions.audit import AuditLog
+    from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
+
+    prov = Provisioner(client, [], lambda *a: None,
+                       ProvisionConfig(ledger=settings.state_dir / "pods.jsonl"), log=_log)
+    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    swept = await prov.sweep()
+    for line in swept:
+        _loud(f"leftover: {line}")
+    leak = any(line.startswith(("COULD NOT", "TERMINATE FAILED")) for line in swept)
     if not settings.pod.runpod_id:
         _log("no pod id configured")
-        return EXIT_FATAL
-    prov = Provisioner(client, [], lambda *a: None, ProvisionConfig(), log=_log)
-    audit = AuditLog(settings.state_dir / "audit.jsonl")
+        return EXIT_LEAKED if leak else (0 if swept else EXIT_FATAL)
     try:
         msg = await prov.down(settings.pod.runpod_id)
     except ProvisionFailed as exc:
-        _log(f"FAILED: {exc.message}")
-        audit.append("down", {"pod": settings.pod.runpod_id}, "failed", message=exc.message)
+        (_loud if exc.code == EXIT_LEAKED else _log)(f"FAILED: {exc.message}")
+        _audit(audit, "down", {"pod": settings.pod.runpod_id}, "failed", message=exc.message)
         return exc.code
-    finally:
-        await client.aclose()
-    audit.append("down", {"pod": settings.pod.runpod_id}, "ok", message=msg)
+    _audit(audit, "down", {"pod": settings.pod.runpod_id}, "ok", message=msg)
     _log(msg)
-    return 0
+    return EXIT_LEAKED if leak else 0
+
+
+def _run(name: str, main: Callable[[], Awaitable[int]]) -> int:
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError
+
+    try:
+        return asyncio.run(_interruptible(main))
+    except (ConfigError, DeploymentError, Busy) as exc:
+        print(f"pod-console {name}: {exc}", file=sys.stderr)
+        return EXIT_FATAL
+    except Exception as exc:  # a bug: the provisioner already cleaned up on the way out
+        traceback.print_exc()
+        print(f"pod-console {name}: internal error {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return EXIT_FATAL
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
-
-    try:
-        return asyncio.run(_up(args))
-    except (ConfigError, DeploymentError) as exc:
-        print(f"pod-console up: {exc}", file=sys.stderr)
-        return EXIT_FATAL
+    return _run("up", lambda: _up(args))
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
-
-    try:
-        return asyncio.run(_down(args))
-    except (ConfigError, DeploymentError) as exc:
-        print(f"pod-console down: {exc}", file=sys.stderr)
-        return EXIT_FATAL
+    return _run("down", lambda: _down(args))

@@ -43,6 +43,9 @@ KV_MODEL = {"qwen3.8-flash-next": "239000@0.76/5700000", "qwen3.8-27b": "143000@
 GPU_MIB = {"RTX PRO 6000": "97887", "H100": "81559", "A100": "81920"}
 
 
+SECRET_WORDS = ("WEBHOOK", "SECRET", "TOKEN", "API_KEY", "PASSWORD")
+
+
 def shipped_profiles_dir() -> Path:
     for cand in (REPO / "profiles", HERE / "shipped_profiles"):
         if cand.is_dir():
@@ -107,7 +110,10 @@ class DemoDeployment:
         return load_profiles(self.profiles_dir)
 
     def agent_env(self, pod_id: str, home: Path, gpu_name: str, pythonpath: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "RUNPOD_"))}
+        # the console's own settings (a webhook URL, API keys) are none of the pod's business
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("VLLM_", "RUNPOD_", "POD_CONSOLE_"))
+               and not any(w in k.upper() for w in SECRET_WORDS)}
         mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
         env.update({
             "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
@@ -217,13 +223,25 @@ class DemoDeployment:
             env=t.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
 
+    def state_dir(self) -> Path:
+        """A workdir given by the caller (tests) holds it; else ``POD_CONSOLE_STATE_DIR``;
+        else the user's state directory: the demo's audit log outlives its temp files."""
+        if not self.own_workdir:
+            return self.workdir / "state"
+        env = os.environ.get("POD_CONSOLE_STATE_DIR")
+        if env:
+            return Path(env)
+        from ..config_file import default_state_dir
+
+        return default_state_dir() / "demo"
+
     def settings(self, refresh_s: float = 2.0) -> Settings:
         first = self.profiles()[0]
         thresholds = {n: SlotThresholds(acceptance_baseline=0.6)
                       for n in first.profile.slots}
         return Settings(
             profiles_dir=self.profiles_dir, refresh_s=refresh_s, window_s=60,
-            history_s=1800, state_dir=self.workdir / "state", thresholds=thresholds,
+            history_s=1800, state_dir=self.state_dir(), thresholds=thresholds,
             pod=PodSettings(runpod_id=self.pod_id, host="127.0.0.1",
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             RUNPOD_API_KEY=DEMO_KEY)
@@ -233,7 +251,8 @@ class DemoDeployment:
                                health_wait_s=120, poll_s=1, pod_name="pod-console",
                                agent_dir=str(self.workdir / "pods" / "{pod}" / "agent-dir"),
                                python=sys.executable,
-                               render_dir=self.workdir / "state" / "rendered")
+                               render_dir=self.state_dir() / "rendered",
+                               ledger=self.state_dir() / "pods.jsonl")
 
     def provision_transport(self, pod: Any, agent_cmd: str) -> LocalAgentTransport:
         return self.transport_for(pod)

@@ -62,6 +62,16 @@ class EmulatorState:
     """The next N terminate calls answer 500 (and do nothing)."""
     create_5xx_after_create: int = 0
     """The next N creates make the pod and then answer 500 (RunPod's known bug)."""
+    create_garbage_after_create: int = 0
+    """The next N creates make the pod and then answer 201 with a proxy's HTML page."""
+    create_truncated_after_create: int = 0
+    """The next N creates make the pod and answer 201 with the JSON cut in half."""
+    create_hang_after_create_s: float = 0.0
+    """Creates make the pod, then answer only after this many seconds (a hang)."""
+    start_5xx_after_start: int = 0
+    """The next N starts start the pod and then answer 500."""
+    outage: set[str] = field(default_factory=set)
+    """``"METHOD /v2/path-prefix"`` entries answered 500 before anything is done."""
     rate_limit_next: int = 0
     retry_after_s: int = 2
     host_factory: Callable[[dict[str, Any]], HostInfo] | None = None
@@ -120,6 +130,12 @@ def make_app(state: EmulatorState) -> Starlette:
             return _problem(401, "Unauthorized", "missing bearer token")
         if auth[len("Bearer "):] != state.api_key:
             return _problem(401, "Unauthorized", "invalid api key")
+        for entry in state.outage:
+            method, _, prefix = entry.partition(" ")
+            if request.method == method and request.url.path.startswith(prefix):
+                state.log.append((request.method, request.url.path, 500))
+                return _problem(500, "Internal Server Error", "Something went wrong. Please "
+                                "try again later or contact support.")
         if state.rate_limit_next > 0:
             state.rate_limit_next -= 1
             r = _problem(429, "Too Many Requests", "rate limit exceeded for the minute window")
@@ -207,6 +223,23 @@ def make_app(state: EmulatorState) -> Starlette:
             pod = state._pod(pid, str(body["name"]), str(body["image"]), gid, count, cuda)
             state.pods[pid] = pod
         attach_host(pod)
+        if state.create_hang_after_create_s > 0:
+            import asyncio
+
+            await asyncio.sleep(state.create_hang_after_create_s)
+        if state.create_garbage_after_create > 0:
+            state.create_garbage_after_create -= 1
+            record(request, 201)
+            return Response("<html><body><h1>502 Bad Gateway</h1>cloudflare</body></html>",
+                            status_code=201, media_type="text/html")
+        if state.create_truncated_after_create > 0:
+            state.create_truncated_after_create -= 1
+            record(request, 201)
+            import json as _json
+
+            text = _json.dumps(pod)
+            return Response(text[:len(text) // 2], status_code=201,
+                            media_type="application/json")
         if state.create_5xx_after_create > 0:
             state.create_5xx_after_create -= 1
             record(request, 500)
@@ -249,6 +282,11 @@ def make_app(state: EmulatorState) -> Starlette:
                 return _terminate(request, pod)
         if action == "start":
             attach_host(pod)
+            if state.start_5xx_after_start > 0:
+                state.start_5xx_after_start -= 1
+                record(request, 500)
+                return _problem(500, "Internal Server Error", "Something went wrong. Please "
+                                "try again later or contact support.")
         elif action == "stop":
             detach_host(pid)
         record(request, 200)

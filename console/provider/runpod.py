@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 DEFAULT_BASE = "https://api.runpod.io/v2"
 CAPACITY_MARKERS = ("no longer any instances", "not enough free gpus",
@@ -48,6 +48,22 @@ class CapacityError(RunPodError):
 
 class TransientError(RunPodError):
     kind = "transient"
+
+    def __init__(self, message: str, status: int | None = None, sent: bool = True) -> None:
+        super().__init__(message, status)
+        self.sent = sent
+        """False only when the request certainly never reached RunPod (connect failed)."""
+
+
+class UnknownOutcomeError(RunPodError):
+    """A create may have succeeded and the pod could not be looked up: never create again
+    before this one is found (the ledger keeps its name for the next sweep)."""
+
+    kind = "unknown"
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class FatalError(RunPodError):
@@ -166,6 +182,26 @@ def _detail(r: httpx.Response) -> str:
     return str(body)[:300]
 
 
+def retry_after_s(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date (RFC 9110 §10.2.3)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    import email.utils
+    from datetime import UTC, datetime
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
 def classify(r: httpx.Response, on_resume: bool = False) -> RunPodError:
     detail = _detail(r)
     low = detail.lower()
@@ -216,7 +252,10 @@ class RunPodClient:
                     method, self.base_url + path, json=json,
                     headers={"Authorization": f"Bearer {self._key.get_secret_value()}"})
             except (httpx.TimeoutException, httpx.TransportError) as exc:
-                err: RunPodError = TransientError(f"{type(exc).__name__}: {exc}"[:200])
+                # a refused connection never reached RunPod; anything later might have
+                sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                err: RunPodError = TransientError(f"{type(exc).__name__}: {exc}"[:200],
+                                                  sent=sent)
                 wait = None
             else:
                 if r.status_code < 400:
@@ -224,10 +263,9 @@ class RunPodClient:
                 err = classify(r, on_resume)
                 wait = None
                 if r.status_code == 429:
-                    try:
-                        wait = float(r.headers.get("Retry-After", ""))
-                    except ValueError:
-                        wait = None
+                    wait = retry_after_s(r.headers.get("Retry-After"))
+                    if wait is not None:
+                        wait = min(wait, 300.0)
             # 429 means "not processed": always safe to repeat after Retry-After. A 5xx or
             # a timeout may hide a success, so callers can ask not to repeat those.
             rate_limited = err.status == 429
@@ -239,39 +277,82 @@ class RunPodClient:
                 0.75 + random.random() / 2)
             await self.sleep(delay)
 
+    @staticmethod
+    def _body(r: httpx.Response) -> Any:
+        """The JSON of a 2xx reply; an HTML page from a proxy or a cut body is transient."""
+        try:
+            return r.json()
+        except ValueError:
+            raise TransientError(f"unreadable reply (HTTP {r.status_code}, "
+                                 f"{len(r.content)} bytes)", r.status_code) from None
+
+    @classmethod
+    def _pod(cls, r: httpx.Response) -> Pod:
+        try:
+            return Pod.model_validate(cls._body(r))
+        except ValidationError:
+            raise TransientError(f"reply is not a pod (HTTP {r.status_code})",
+                                 r.status_code) from None
+
     async def get_pod(self, pod_id: str) -> Pod:
-        return Pod.model_validate((await self._request("GET", f"/pods/{pod_id}")).json())
+        return self._pod(await self._request("GET", f"/pods/{pod_id}"))
 
     async def list_pods(self) -> list[Pod]:
-        body = (await self._request("GET", "/pods")).json()
+        body = self._body(await self._request("GET", "/pods"))
         items = body.get("pods", []) if isinstance(body, dict) else body
-        return [Pod.model_validate(p) for p in items if isinstance(p, dict)]
+        if not isinstance(items, list):
+            raise TransientError("pod list reply is not a list")
+        out = []
+        for p in items:
+            try:
+                out.append(Pod.model_validate(p))
+            except ValidationError:
+                raise TransientError("pod list holds an entry that is not a pod") from None
+        return out
 
     async def find_by_name(self, name: str) -> list[Pod]:
         return [p for p in await self.list_pods() if p.name == name]
 
     async def create_pod(self, spec: CreateSpec) -> Pod:
-        """Create once. On a 5xx the pod may exist anyway: look it up by name, never
-        blindly create a second one (creates can succeed behind an error)."""
+        """Create once, never twice. A create can succeed behind a 5xx, a timeout or an
+        unreadable reply: then the pod is looked up by its (unique) name; if that lookup
+        fails too the outcome is unknown and :class:`UnknownOutcomeError` says so."""
         try:
             r = await self._request("POST", "/pods", json=spec.body(), retry=False)
-        except TransientError:
-            found = [p for p in await self.find_by_name(spec.name)
-                     if p.status not in ("TERMINATED",)]
-            if found:
-                return found[0]
-            r = await self._request("POST", "/pods", json=spec.body())
-        return Pod.model_validate(r.json())
+        except TransientError as exc:
+            if not exc.sent:
+                raise  # never reached RunPod: nothing was created
+            return await self._resolve_create(spec.name, exc.message)
+        try:
+            return self._pod(r)
+        except TransientError as exc:
+            return await self._resolve_create(spec.name, exc.message)
 
-    async def action(self, pod_id: str, action: str) -> Pod | None:
+    async def _resolve_create(self, name: str, why: str) -> Pod:
+        try:
+            found = [p for p in await self.find_by_name(name) if p.status != "TERMINATED"]
+        except RunPodError as exc:
+            raise UnknownOutcomeError(
+                f"a create of pod {name!r} may have succeeded ({why}) and looking it up "
+                f"failed ({exc.message})", name) from None
+        if found:
+            return found[0]
+        raise TransientError(f"{why}; no pod named {name!r} exists: none was created",
+                             sent=False)
+
+    async def action(self, pod_id: str, action: str, retry: bool = True) -> Pod | None:
         r = await self._request("POST", f"/pods/{pod_id}/action", json={"action": action},
-                                on_resume=action == "start")
+                                on_resume=action == "start", retry=retry)
         if r.status_code == 204 or not r.content:
             return None
-        return Pod.model_validate(r.json())
+        try:
+            return self._pod(r)
+        except TransientError:
+            return None  # the action was accepted; the caller reads the pod again
 
     async def start(self, pod_id: str) -> Pod | None:
-        return await self.action(pod_id, "start")
+        """Sent once: a start that 5xx'd may have started the pod (the caller stops it)."""
+        return await self.action(pod_id, "start", retry=False)
 
     async def stop(self, pod_id: str) -> Pod | None:
         return await self.action(pod_id, "stop")
@@ -284,8 +365,8 @@ class RunPodClient:
 
     async def gpu_availability(self) -> dict[str, str]:
         """GPU type id → ``HIGH``/``MEDIUM``/``LOW``/``NONE`` (a hint, not a reservation)."""
-        body = (await self._request("GET", "/catalog/gpus?include=AVAILABILITY&product=POD")
-                ).json()
+        body = self._body(await self._request(
+            "GET", "/catalog/gpus?include=AVAILABILITY&product=POD"))
         items = body.get("gpus", body) if isinstance(body, dict) else body
         out = {}
         for g in items if isinstance(items, list) else []:

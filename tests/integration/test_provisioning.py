@@ -43,10 +43,11 @@ KEY = "rp-test-key"
 
 
 class World:
-    def __init__(self, root: Path, bad_start: bool = False) -> None:
+    def __init__(self, root: Path, bad_start: bool = False, startup_s: float = 0.3) -> None:
         self.root = root
         self.port = free_ports(1)[0]
-        self.profiles_dir = write_profiles(root / "profiles", [self.port], bad_start)
+        self.profiles_dir = write_profiles(root / "profiles", [self.port], bad_start,
+                                           startup_s)
         self.hosts = PodHosts(root / "pods", root / "keys")
         self.state = EmulatorState(api_key=KEY, host_factory=self.hosts)
         self.state.stock = {"GPU A1": 0, "GPU A2": 0, "GPU B1": 0}
@@ -58,12 +59,15 @@ class World:
         self.sleeps.append(s)
         await asyncio.sleep(0)
 
-    def provisioner(self, key: str = KEY, **cfg) -> Provisioner:
-        client = RunPodClient(key, self.server.base_url, sleep=self.sleep)
+    def provisioner(self, key: str = KEY, client_timeout_s: float = 20.0,
+                    **cfg) -> Provisioner:
+        client = RunPodClient(key, self.server.base_url, sleep=self.sleep,
+                              timeout_s=client_timeout_s)
         conf = ProvisionConfig(rounds=3, round_wait_s=600, ssh_wait_s=60, health_wait_s=60,
                                poll_s=0.5, agent_dir=str(self.root / "pods" / "{pod}" /
                                                          "agent-dir"),
-                               python=sys.executable, render_dir=self.root / "rendered")
+                               python=sys.executable, render_dir=self.root / "rendered",
+                               ledger=self.root / "state" / "pods.jsonl")
         for k, v in cfg.items():
             setattr(conf, k, v)
 

@@ -27,7 +27,8 @@ DEMO_BIN = REPO / "console" / "demo" / "bin"
 FAKETORCH = REPO / "console" / "demo" / "faketorch"
 
 
-def write_profiles(d: Path, ports: list[int], bad_start: bool = False) -> Path:
+def write_profiles(d: Path, ports: list[int], bad_start: bool = False,
+                   startup_s: float = 0.3) -> Path:
     """Two ordered profiles (kind A: two GPU ids, kind B: one) with one simulated slot each."""
     d.mkdir(parents=True, exist_ok=True)
     for i, (name, gpus) in enumerate((("10-kind-a.yaml", ["GPU A1", "GPU A2"]),
@@ -40,7 +41,7 @@ def write_profiles(d: Path, ports: list[int], bad_start: bool = False) -> Path:
                 "served_model_name": f"model-{i}", "hf_repo_id": "sim/model",
                 "port": ports[0], "gpus": [0, 1], "gpu_util": 0.5, "max_model_len": 4096,
                 "startup_timeout_s": 30,
-                "env": {"DEMO_KV": kv, "DEMO_STARTUP_S": "0.3", "DEMO_RATE": "1"}}},
+                "env": {"DEMO_KV": kv, "DEMO_STARTUP_S": str(startup_s), "DEMO_RATE": "1"}}},
             "aliases": {"default": "MAIN"},
         }
         (d / name).write_text(yaml.safe_dump(doc, sort_keys=False))
