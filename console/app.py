@@ -22,28 +22,27 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from . import fmt
 from .alerts import AlertBook, Condition
 from .collect.poller import DeploymentPoller
-from .collect.targets import SlotTarget
 from .history import History
 from .screens.main import COMMON_BINDINGS, OPERATION_BINDINGS, MainScreen
+from .session import ConsoleContext, ConsoleView, StagedStart, state_path, view_of
 from .snapshot import DeploymentSnapshot, PodSnapshot
 
-if TYPE_CHECKING:
-    from pod_agent.profile import Profile
+__all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "make_app",
+           "state_path", "view_of"]
 
-    from .actions.registry import ActionRegistry, Outcome
-    from .collect.pod import PodCollector
+if TYPE_CHECKING:
+
+    from .actions.registry import Outcome
     from .screens.modals import RebalanceScreen
-    from .settings import Settings
 
 FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
@@ -51,57 +50,6 @@ POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
 QUIT_CLEANUP_S = 180.0
 """How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
-
-
-@dataclass
-class ConsoleContext:
-    """Everything a console needs, built by ``make_context`` (CLI) or the demo."""
-
-    settings: Settings
-    profile_name: str
-    profile: Profile
-    poller: DeploymentPoller
-    registry: ActionRegistry
-    history: History
-    pod_collector: PodCollector | None = None
-    transport: Any | None = None
-    demo: Any | None = None
-    clock: Callable[[], float] = time.time
-    rotate_s: float = 15.0
-    planner: Any | None = None
-    on_exit: list[Callable[[], Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ConsoleView:
-    """What the screens show about the deployment itself: known before the context is."""
-
-    profile_name: str
-    targets: tuple[SlotTarget, ...]
-    read_only: bool
-    demo: bool
-    refresh_s: float
-    plot_refresh_s: float
-    rotate_s: float = 15.0
-
-
-@dataclass
-class StagedStart:
-    """A first frame from the boot plan; ``finish`` builds the context (in a thread)."""
-
-    view: ConsoleView
-    poller: DeploymentPoller
-    history: History
-    finish: Callable[[DeploymentPoller, History], ConsoleContext]
-    """Typed settings + validated profiles → context. It reuses the poller and history it
-    is given when they match what the validated settings would build."""
-
-
-def view_of(ctx: ConsoleContext) -> ConsoleView:
-    return ConsoleView(profile_name=ctx.profile_name, targets=ctx.poller.targets,
-                       read_only=ctx.registry.read_only, demo=ctx.demo is not None,
-                       refresh_s=ctx.settings.refresh_s,
-                       plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s)
 
 
 class PodConsoleApp(App):
@@ -135,6 +83,8 @@ class PodConsoleApp(App):
         self._last_pod_poll = -1e18
         self.polls = 0
         self.first_data_at: float | None = None
+        self.poll_failure: tuple[float, str] | None = None
+        """When the last poll failed and why; None once one succeeds (shown on screen)."""
 
     # -- what the screens read -------------------------------------------------------
     @property
@@ -288,6 +238,7 @@ class PodConsoleApp(App):
             if poll_pod:
                 self.pod = results[1]
             self.polls += 1
+            self.poll_failure = None
             if self.first_data_at is None and any(s.figures for s in self.snapshot.slots):
                 self.first_data_at = time.monotonic()
             self._polled.set()
@@ -331,7 +282,25 @@ class PodConsoleApp(App):
             if fn is not None and screen.is_mounted:
                 fn()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a worker's unexpected exception lands: said, never swallowed.
+
+        A poll that raised is shown on every screen (the wall too) with its time and
+        reason, and the next tick polls again."""
+        if event.state is not WorkerState.ERROR:
+            return
+        err = event.worker.error
+        reason = f"{type(err).__name__}: {err}"[:200] if err else "unknown error"
+        group = event.worker.group or "worker"
+        if group == "poll":
+            self.poll_failure = (self.now(), reason)
+            self.refresh_screens()
+        self.note(f"{group} failed: {reason}", "bold red")
+
     def stale_text(self) -> str | None:
+        if self.poll_failure is not None:
+            t, reason = self.poll_failure
+            return f"POLL FAILED {fmt.clock(t)}: {reason}"
         snap = self.snapshot
         if snap is None:
             return "waiting for first data…"
@@ -534,8 +503,3 @@ def collect_garbage_again() -> None:
 def make_app(start: ConsoleContext | StagedStart, wall: bool = False) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this."""
     return PodConsoleApp(start, wall=wall)
-
-
-def state_path(settings: Settings, name: str) -> Path:
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    return settings.state_dir / name

@@ -17,7 +17,6 @@ from typing import Any
 from pod_agent.profiles import LoadedProfile
 
 from .actions.audit import AuditLog
-from .app import ConsoleContext
 from .collect.pod import PodCollector
 from .collect.poller import DeploymentPoller
 from .collect.targets import targets_for
@@ -29,6 +28,7 @@ from .profile_file import write_split
 from .provider.runpod import RunPodClient
 from .provision import ProvisionConfig, Provisioner, ProvisionResult
 from .remote import AgentEndpoint, AgentTransport, agent_command
+from .session import ConsoleContext
 from .settings import Settings
 
 

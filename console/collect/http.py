@@ -7,6 +7,12 @@ collectors need is narrow — GET and a small JSON POST to a handful of origins,
 keep-alive, a deadline per request and a cap on body size — and that is all
 this does. httpx stays for RunPod's API and webhooks, which are off that path.
 
+The HTTP/1.1 framing itself is h11's (httpx's own, ~7 ms to import): interim 1xx
+answers (``103 Early Hints`` from a proxy) are skipped instead of taken for the
+answer, conflicting ``Content-Length`` headers are refused (RFC 9112 §6.3),
+chunked and to-EOF bodies and keep-alive rules are h11's. What stays here is
+the pool, the deadline and the body cap.
+
 Semantics worth knowing:
   * every request has one deadline covering connect, send and the whole body;
   * a body larger than ``max_bytes`` is refused while reading (never buffered);
@@ -25,6 +31,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
+
+import h11
 
 if TYPE_CHECKING:
     import ssl
@@ -89,6 +97,7 @@ class _Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEADER_LIMIT)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # already gone: nothing to release
@@ -149,33 +158,34 @@ class HttpClient:
                       body: bytes | None = None, max_bytes: int = DEFAULT_MAX_BYTES
                       ) -> Response:
         origin, target = _split(url, params)
-        head = self._head(method, origin, target, headers or {}, body)
+        head = self._head(origin, headers or {}, body)
         try:
             async with asyncio.timeout(timeout):
-                return await self._exchange(method, origin, head, body, max_bytes)
+                return await self._exchange(method, origin, target, head, body, max_bytes)
         except TimeoutError:
             raise HttpError("timeout", f"{method} {url}: no answer within {timeout:g} s"
                             ) from None
 
     @staticmethod
-    def _head(method: str, origin: _Origin, target: str, headers: dict[str, str],
-              body: bytes | None) -> bytes:
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}",
-                 f"User-Agent: {USER_AGENT}", "Accept: */*"]
+    def _head(origin: _Origin, headers: dict[str, str], body: bytes | None
+              ) -> list[tuple[str, str]]:
+        out = [("Host", origin.host_header), ("User-Agent", USER_AGENT), ("Accept", "*/*")]
         for k, v in headers.items():
             if "\r" in k or "\n" in k or "\r" in v or "\n" in v:
                 raise HttpError("protocol", f"header {k!r} contains a line break")
-            lines.append(f"{k}: {v}")
+            out.append((k, v))
         if body is not None:
-            lines.append(f"Content-Length: {len(body)}")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            out.append(("Content-Length", str(len(body))))
+        return out
 
-    async def _exchange(self, method: str, origin: _Origin, head: bytes, body: bytes | None,
-                        max_bytes: int) -> Response:
+    async def _exchange(self, method: str, origin: _Origin, target: str,
+                        head: list[tuple[str, str]], body: bytes | None, max_bytes: int
+                        ) -> Response:
         conn, reused = await self._acquire(origin)
         try:
             try:
-                return await self._send_and_read(conn, origin, method, head, body, max_bytes)
+                return await self._send_and_read(conn, origin, method, head, body, max_bytes,
+                                                 target)
             except _StaleConnection:
                 conn.close()
                 if not (reused and method == "GET"):
@@ -183,7 +193,8 @@ class HttpClient:
                                     "answer") from None
                 # a keep-alive connection the server had already closed: one fresh try
                 conn = await self._open(origin)
-                return await self._send_and_read(conn, origin, method, head, body, max_bytes)
+                return await self._send_and_read(conn, origin, method, head, body, max_bytes,
+                                                 target)
         except BaseException:
             conn.close()  # mid-request (error, timeout, cancel): never reuse it
             raise
@@ -215,31 +226,77 @@ class HttpClient:
         self.opened += 1
         return _Conn(reader, writer)
 
-    async def _send_and_read(self, conn: _Conn, origin: _Origin, method: str, head: bytes,
-                             body: bytes | None, max_bytes: int) -> Response:
+    async def _send_and_read(self, conn: _Conn, origin: _Origin, method: str,
+                             head: list[tuple[str, str]], body: bytes | None, max_bytes: int,
+                             target: str) -> Response:
+        hc = conn.h11
         try:
-            conn.writer.write(head + (body or b""))
+            out = hc.send(h11.Request(method=method, target=target, headers=head))
+            if body:
+                out += hc.send(h11.Data(data=body))
+            out += hc.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as exc:
+            raise HttpError("protocol", f"request not sendable: {exc}") from None
+        try:
+            conn.writer.write(out)
             await conn.writer.drain()
-            raw = await conn.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if not exc.partial:
-                raise _StaleConnection() from exc
-            raise HttpError("protocol", "connection closed inside the headers") from None
         except ConnectionError as exc:
             raise _StaleConnection() from exc
-        except asyncio.LimitOverrunError:
-            raise HttpError("protocol", f"response head over {HEADER_LIMIT} bytes") from None
-        status_line, _, raw_headers = raw[:-4].partition(b"\r\n")
-        status, version = _status(status_line)
-        headers = _headers(raw_headers)
-        content, framed = await _body(conn.reader, method, status, headers, max_bytes)
-        keep = framed and version == "HTTP/1.1" and \
-            "close" not in headers.get("connection", "").lower()
-        if keep:
+        got_any = False
+        fed = 0
+        status = 0
+        headers: dict[str, str] = {}
+        data = bytearray()
+        while True:
+            try:
+                ev = hc.next_event()
+            except h11.RemoteProtocolError as exc:
+                if not got_any:
+                    raise _StaleConnection() from exc
+                raise HttpError("protocol", _protocol_text(exc)) from None
+            if ev is h11.NEED_DATA:
+                try:
+                    chunk = await conn.reader.read(65536)
+                except ConnectionError as exc:
+                    if not got_any:
+                        raise _StaleConnection() from exc
+                    raise HttpError("protocol", "connection reset inside the answer") from None
+                if chunk:
+                    got_any = True
+                    fed += len(chunk)
+                elif not got_any:
+                    raise _StaleConnection()
+                hc.receive_data(chunk)  # b"" tells h11 the peer closed
+                continue
+            if isinstance(ev, h11.InformationalResponse):
+                continue  # 100 Continue, 103 Early Hints: the answer comes after
+            if isinstance(ev, h11.Response):
+                # h11 bounds a head while it is incomplete; this bounds a complete one too
+                if fed - len(hc.trailing_data[0]) > HEADER_LIMIT:
+                    raise HttpError("protocol", f"response head over {HEADER_LIMIT} bytes")
+                status = ev.status_code
+                for k, v in ev.headers:
+                    key, value = k.decode("latin-1"), v.decode("latin-1")
+                    headers[key] = f"{headers[key]}, {value}" if key in headers else value
+                length = headers.get("content-length", "")
+                if length.isdigit() and int(length) > max_bytes:
+                    raise HttpError("too_large", f"body of {length} bytes is over {max_bytes}")
+            elif isinstance(ev, h11.Data):
+                data += ev.data
+                if len(data) > max_bytes:
+                    raise HttpError("too_large", f"body over {max_bytes} bytes")
+            elif isinstance(ev, h11.EndOfMessage):
+                break
+            elif isinstance(ev, h11.ConnectionClosed):
+                if not status:
+                    raise _StaleConnection()
+                raise HttpError("protocol", "connection closed inside the body")
+        if hc.our_state is h11.DONE and hc.their_state is h11.DONE:
+            hc.start_next_cycle()
             self._release(origin, conn)
-        else:
+        else:  # Connection: close, HTTP/1.0, a body that ran to EOF: not reusable
             conn.close()
-        return Response(status, headers, content)
+        return Response(status, headers, bytes(data))
 
     def _release(self, origin: _Origin, conn: _Conn) -> None:
         idle = self._idle.setdefault(origin, deque())
@@ -261,76 +318,8 @@ class _StaleConnection(Exception):
     """The connection died before any byte of an answer."""
 
 
-def _status(line: bytes) -> tuple[int, str]:
-    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise HttpError("protocol", f"not an HTTP/1.x answer: {line[:60]!r}")
-    return int(parts[1]), parts[0]
-
-
-def _headers(raw: bytes) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in raw.decode("latin-1").split("\r\n"):
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise HttpError("protocol", f"malformed header line {line[:60]!r}")
-        key = name.lower()
-        value = value.strip()
-        out[key] = f"{out[key]}, {value}" if key in out else value
-    return out
-
-
-async def _body(reader: asyncio.StreamReader, method: str, status: int,
-                headers: dict[str, str], max_bytes: int) -> tuple[bytes, bool]:
-    """The body and whether it was framed (so the connection can be reused)."""
-    if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-        return b"", True
-    try:
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            return await _chunked(reader, max_bytes), True
-        if "content-length" in headers:
-            try:
-                n = int(headers["content-length"].split(",")[0])
-            except ValueError:
-                raise HttpError("protocol", "bad Content-Length") from None
-            if n < 0:
-                raise HttpError("protocol", "bad Content-Length")
-            if n > max_bytes:
-                raise HttpError("too_large", f"body of {n} bytes is over {max_bytes}")
-            return await reader.readexactly(n), True
-        # neither: the body runs to the end of the connection
-        data = bytearray()
-        while chunk := await reader.read(65536):
-            data += chunk
-            if len(data) > max_bytes:
-                raise HttpError("too_large", f"body over {max_bytes} bytes")
-        return bytes(data), False
-    except asyncio.IncompleteReadError:
-        raise HttpError("protocol", "connection closed inside the body") from None
-    except asyncio.LimitOverrunError:
-        raise HttpError("protocol", "chunk header too long") from None
-
-
-async def _chunked(reader: asyncio.StreamReader, max_bytes: int) -> bytes:
-    data = bytearray()
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        size_text = line.split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise HttpError("protocol", f"bad chunk size {size_text[:20]!r}") from None
-        if size < 0:
-            raise HttpError("protocol", "bad chunk size")
-        if size == 0:
-            trailer = await reader.readuntil(b"\r\n")
-            while trailer != b"\r\n":  # trailer fields: nothing here uses them
-                trailer = await reader.readuntil(b"\r\n")
-            return bytes(data)
-        if len(data) + size > max_bytes:
-            raise HttpError("too_large", f"body over {max_bytes} bytes")
-        data += await reader.readexactly(size)
-        if await reader.readexactly(2) != b"\r\n":
-            raise HttpError("protocol", "chunk not followed by CRLF")
+def _protocol_text(exc: h11.RemoteProtocolError) -> str:
+    text = str(exc) or type(exc).__name__
+    if "Content-Length" in text:
+        return f"malformed answer: {text} (RFC 9112 §6.3: refused)"
+    return f"malformed answer: {text}"

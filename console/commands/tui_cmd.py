@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..app import ConsoleContext, StagedStart
     from ..boot import BootPlan
+    from ..session import ConsoleContext, StagedStart
     from ..settings import Settings
 
 
@@ -75,9 +75,9 @@ def load_validated(config: Path | None, refresh: float | None) -> Settings:
 def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wall: bool,
                  rotate_s: float) -> StagedStart:
     """First frame from the boot plan; the validated context follows in a thread."""
-    from ..app import ConsoleView, StagedStart
     from ..collect.poller import DeploymentPoller
     from ..history import History
+    from ..session import ConsoleView, StagedStart
 
     history = History(boot.history_s, boot.refresh_s)
     poller = DeploymentPoller(

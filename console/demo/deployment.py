@@ -252,7 +252,8 @@ class DemoDeployment:
                                agent_dir=str(self.workdir / "pods" / "{pod}" / "agent-dir"),
                                python=sys.executable,
                                render_dir=self.state_dir() / "rendered",
-                               ledger=self.state_dir() / "pods.jsonl")
+                               # the demo's pods die with the demo: so does their ledger
+                               ledger=self.workdir / "pods.jsonl")
 
     def provision_transport(self, pod: Any, agent_cmd: str) -> LocalAgentTransport:
         return self.transport_for(pod)

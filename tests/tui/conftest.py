@@ -21,8 +21,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoDeployment]:
         d._stop_all()
 
 
+PATIENCE = 3.0
+"""Every wait is a condition polled with a generous limit: the limits written in the
+tests are what a quiet machine needs, times this (CI has 2 cores, sometimes shared)."""
+
+
 async def wait_for(pilot, cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * PATIENCE
     while time.monotonic() < deadline:
         if cond():
             return True

@@ -168,7 +168,7 @@ def test_watch_through_the_cli_exits_1_with_the_problem(tmp_path) -> None:
             if not sent and b"cannot start" in seen:
                 os.write(master, b"q")
                 sent = True
-        assert proc.wait(10) == 1
+        assert proc.wait(60) == 1
         assert sent, seen[-2000:]
         # after the screen closes the problem stays on the terminal (wrapped at 80 columns)
         text = seen.decode("utf-8", "replace").replace("\r\n", "")

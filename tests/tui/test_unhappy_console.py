@@ -102,7 +102,7 @@ def test_the_demo_keeps_secrets_and_its_records(demo, monkeypatch, tmp_path: Pat
     d = DemoDeployment(seed=1)  # its own temporary workdir, as `pod-console demo` has
     try:
         assert d.state_dir() == tmp_path / "state"
-        assert d.provision_config().ledger == tmp_path / "state" / "pods.jsonl"
+        assert d.provision_config().ledger == d.workdir / "pods.jsonl"
         monkeypatch.delenv("POD_CONSOLE_STATE_DIR")
         assert str(d.state_dir()).endswith(os.path.join("pod-console", "demo"))
         assert not str(d.state_dir()).startswith(str(d.workdir))  # outlives the demo

@@ -258,3 +258,46 @@ async def test_a_request_in_flight_at_close_does_not_park_its_connection() -> No
         assert all(not q for q in c._idle.values())
     finally:
         srv.close()
+
+
+async def test_an_early_hints_reply_is_skipped_and_keep_alive_stays_in_step() -> None:
+    # a proxy in front of a pod may send 103 Early Hints before the answer: the old
+    # framing took it for the answer and the next request read this one's body
+    async def h(r, w, seen):
+        n = 0
+        while True:
+            await _read_request(r, seen)
+            n += 1
+            w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            w.write(_answer(f"answer {n}".encode()))
+            await w.drain()
+
+    srv, url, _ = await _server(h)
+    c = HttpClient()
+    try:
+        first = await c.get(url + "/metrics", timeout=2)
+        second = await c.get(url + "/metrics", timeout=2)
+        assert (first.status_code, first.text) == (200, "answer 1")
+        assert (second.status_code, second.text) == (200, "answer 2")
+        assert c.opened == 1
+    finally:
+        await c.aclose()
+        srv.close()
+
+
+async def test_two_different_content_lengths_are_refused() -> None:
+    async def h(r, w, seen):
+        await _read_request(r, seen)
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+        await w.drain()
+
+    srv, url, _ = await _server(h)
+    c = HttpClient()
+    try:
+        with pytest.raises(HttpError) as exc:
+            await c.get(url, timeout=2)
+        assert exc.value.kind == "protocol"
+        assert "Content-Length" in str(exc.value) and "RFC 9112" in str(exc.value)
+    finally:
+        await c.aclose()
+        srv.close()

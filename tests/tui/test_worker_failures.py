@@ -1,0 +1,51 @@
+"""A poll that raises is shown — time and reason — on the main screen and on the wall,
+and polling goes on (before, the worker's exception vanished and a wall display froze
+while looking alive)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.widgets.header import PodHeader
+from tests.tui.conftest import wait_for
+from tests.tui.snapshot_app import build
+
+
+class Flaky:
+    """Wraps the static poller: raises while ``broken`` is set."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.targets = inner.targets
+        self.prometheus_url = None
+        self.broken = True
+
+    async def poll(self):
+        if self.broken:
+            raise RuntimeError("exposition parser exploded")
+        return await self.inner.poll()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _header_text(app) -> str:
+    return str(app.screen.query_one(PodHeader).render())
+
+
+@pytest.mark.parametrize("wall", [False, True])
+async def test_a_failing_poll_is_on_screen_and_polling_goes_on(tmp_path: Path,
+                                                               wall: bool) -> None:
+    app = build(tmp_path, wall=wall)
+    flaky = Flaky(app.ctx.poller)
+    app.ctx.poller = flaky
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.poll_failure is not None, 20)
+        assert await wait_for(pilot, lambda: "POLL FAILED" in _header_text(app), 20)
+        assert "exposition parser exploded" in _header_text(app)
+        assert any("poll failed: RuntimeError" in t for _, t, _ in app.log_lines)
+        flaky.broken = False  # the source recovers: the next tick polls again
+        assert await wait_for(pilot, lambda: app.poll_failure is None, 30)
+        assert await wait_for(pilot, lambda: "POLL FAILED" not in _header_text(app), 20)
