@@ -40,7 +40,8 @@ def rss_kib() -> int:
     return 0
 
 
-async def soak(hours: float, refresh_s: float, warmup_h: float) -> dict[str, object]:
+async def soak(hours: float, refresh_s: float, warmup_h: float, trace: bool = False
+               ) -> dict[str, object]:
     from console.app import make_app
     from console.commands.tui_cmd import build_demo
 
@@ -67,10 +68,23 @@ async def soak(hours: float, refresh_s: float, warmup_h: float) -> dict[str, obj
                 app._polling = True
                 await app._poll()
                 await pilot.pause(0)  # let the screens paint what the poll brought
+                if trace and i == warm_at:
+                    import tracemalloc
+
+                    tracemalloc.start(12)
+                    first = tracemalloc.take_snapshot()
                 if i >= warm_at and (i - warm_at) % per_hour == 0:
                     readings.append((round(i * refresh_s / 3600, 2), rss_kib()))
                     print(f"  {readings[-1][0]:6.2f} h simulated: RSS {readings[-1][1]} KiB",
                           flush=True)
+            if trace:
+                import tracemalloc
+
+                diff = tracemalloc.take_snapshot().compare_to(first, "traceback")
+                for stat in diff[:8]:
+                    print(f"{stat.size_diff / 1024:9.1f} KiB {stat.count_diff:+7d} blocks")
+                    for line in stat.traceback.format()[-12:]:
+                        print("      " + line)
     finally:
         demo._stop_all()
     warm = readings[0][1]
@@ -88,8 +102,10 @@ def main() -> int:
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--refresh", type=float, default=2.0)
     p.add_argument("--warmup-hours", type=float, default=1.0)
+    p.add_argument("--trace", action="store_true",
+                   help="tracemalloc from the warm-up on: where memory grew (slow)")
     a = p.parse_args()
-    res = asyncio.run(soak(a.hours, a.refresh, a.warmup_hours))
+    res = asyncio.run(soak(a.hours, a.refresh, a.warmup_hours, a.trace))
     print(json.dumps({k: v for k, v in res.items() if k != "readings"}, indent=1))
     ok = res["growth_pct"] <= 10  # type: ignore[operator]
     print(f"RSS growth after warm-up: {res['growth_pct']} % "

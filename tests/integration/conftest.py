@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import prometheus_server, sshd, vllm_server
+from tests.support.emulated_pods import World
 
 
 def _need(ok: bool, what: str) -> None:
@@ -62,3 +63,14 @@ def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshd.SshServ
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    w = World(tmp_path)
+    w.server.start()
+    try:
+        yield w
+    finally:
+        w.server.stop()
+        w.hosts.stop_all()

@@ -9,7 +9,6 @@ which pods are still running: only the one that came up healthy may be.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -19,80 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from console.provider.emulator import EmulatorServer, EmulatorState
-from console.provider.runpod import RunPodClient
 from console.provision import (
     EXIT_FATAL,
     EXIT_HOST_CHECKS,
     EXIT_NO_CAPACITY,
     EXIT_UNHEALTHY,
-    ProvisionConfig,
-    Provisioner,
     ProvisionFailed,
 )
-from console.remote import AgentEndpoint, AgentTransport
 from pod_agent.profiles import load_profiles
 from tests.conftest import REPO
 from tests.support import sshd
-from tests.support.emulated_pods import PodHosts, free_ports, write_profiles
+from tests.support.emulated_pods import KEY, World
 
 pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"),
                                 reason="openssh-server not installed")
-
-KEY = "rp-test-key"
-
-
-class World:
-    def __init__(self, root: Path, bad_start: bool = False, startup_s: float = 0.3) -> None:
-        self.root = root
-        self.port = free_ports(1)[0]
-        self.profiles_dir = write_profiles(root / "profiles", [self.port], bad_start,
-                                           startup_s)
-        self.hosts = PodHosts(root / "pods", root / "keys")
-        self.state = EmulatorState(api_key=KEY, host_factory=self.hosts)
-        self.state.stock = {"GPU A1": 0, "GPU A2": 0, "GPU B1": 0}
-        self.server = EmulatorServer(self.state)
-        self.sleeps: list[float] = []
-        self.lines: list[str] = []
-
-    async def sleep(self, s: float) -> None:
-        self.sleeps.append(s)
-        await asyncio.sleep(0)
-
-    def provisioner(self, key: str = KEY, client_timeout_s: float = 20.0,
-                    **cfg) -> Provisioner:
-        client = RunPodClient(key, self.server.base_url, sleep=self.sleep,
-                              timeout_s=client_timeout_s)
-        conf = ProvisionConfig(rounds=3, round_wait_s=600, ssh_wait_s=60, health_wait_s=60,
-                               poll_s=0.5, agent_dir=str(self.root / "pods" / "{pod}" /
-                                                         "agent-dir"),
-                               python=sys.executable, render_dir=self.root / "rendered",
-                               ledger=self.root / "state" / "pods.jsonl")
-        for k, v in cfg.items():
-            setattr(conf, k, v)
-
-        def factory(pod, agent_cmd):
-            host, port = pod.ssh_endpoint
-            return AgentTransport(AgentEndpoint(host, port, "root", self.hosts.client_key(),
-                                                pod.id, agent_cmd), self.root / "state")
-
-        return Provisioner(client, load_profiles(self.profiles_dir), factory, conf,
-                           sleep=self.sleep, log=self.lines.append)
-
-    def running(self) -> list[str]:
-        return sorted(p["id"] for p in self.state.running_pods())
-
-
-@pytest.fixture
-def world(tmp_path: Path):
-    w = World(tmp_path)
-    w.server.start()
-    try:
-        yield w
-    finally:
-        w.server.stop()
-        w.hosts.stop_all()
-
 
 def _healthy(port: int) -> bool:
     import httpx

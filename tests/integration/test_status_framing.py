@@ -12,61 +12,41 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import yaml
 
 from tests.conftest import FIXTURES, REPO
+from tests.support.rawtcp import RawServer
 
 EXPOSITION = (FIXTURES / "vllm-0.32.0-cpu" / "plain" / "metrics-after-load.txt").read_bytes()
 
 
-class Slot:
+class Slot(RawServer):
     """A raw-socket vLLM stand-in: keep-alive, and a chosen way of framing /metrics."""
 
     def __init__(self, model: str, metrics_mode: str) -> None:
         self.model = model
         self.mode = metrics_mode
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
-
-    def _conn(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket) -> None:
         buf = b""
-        try:
-            while not self.stop.is_set():
-                while b"\r\n\r\n" not in buf:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    buf += chunk
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                while len(buf) < length:
-                    buf += conn.recv(65536)
-                buf = buf[length:]
-                path = head.split(b" ")[1].decode()
-                conn.sendall(self._answer(path))
-        except OSError:
-            pass
-        finally:
-            conn.close()
+        while not self.stop.is_set():
+            while b"\r\n\r\n" not in buf:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            while len(buf) < length:
+                buf += conn.recv(65536)
+            buf = buf[length:]
+            conn.sendall(self._answer(head.split(b" ")[1].decode()))
 
     def _answer(self, path: str) -> bytes:
         def ok(body: bytes, ctype: str = "application/json") -> bytes:
@@ -88,9 +68,6 @@ class Slot:
                 b"content-length: %d\r\ncontent-length: %d\r\n\r\n" % (len(body), len(body) + 1)
                 + body)
 
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
 
 
 def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> None:

@@ -29,22 +29,11 @@ from console.provision import (
     ProvisionFailed,
 )
 from tests.conftest import REPO
-from tests.integration.test_provisioning import KEY, World
 from tests.support import sshd
+from tests.support.emulated_pods import KEY, World
 
 pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"),
                                 reason="openssh-server not installed")
-
-
-@pytest.fixture
-def world(tmp_path: Path):
-    w = World(tmp_path)
-    w.server.start()
-    try:
-        yield w
-    finally:
-        w.server.stop()
-        w.hosts.stop_all()
 
 
 @pytest.fixture
@@ -339,3 +328,18 @@ def test_up_with_an_unwritable_audit_log_creates_nothing(world: World,
                        timeout=120)
     assert r.returncode == EXIT_FATAL and "audit log cannot be written" in r.stderr
     assert "Traceback" not in r.stderr and world.state.pods == {}
+
+
+def test_down_on_a_full_disk_still_stops_and_says_the_record_is_lost(world: World,
+                                                                    tmp_path: Path) -> None:
+    pod = world.state.add_stopped_pod("pod-console-kind-a", "GPU A1")
+    world.state.set_status(world.state.pods[pod], "RUNNING")
+    cfg, env = _cli_env(world, tmp_path)
+    cfg.write_text(cfg.read_text() + f"  runpod_id: {pod}\n")
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "audit.jsonl").symlink_to("/dev/full")
+    r = subprocess.run([sys.executable, "-m", "console.cli", "down", "--config", str(cfg)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "stopped" in r.stdout, r.stdout + r.stderr
+    assert "AUDIT RECORD LOST" in r.stderr and "Traceback" not in r.stderr
+    assert world.state.pods[pod]["status"] == "EXITED"

@@ -8,6 +8,7 @@ its agent (and slots) down and stops its sshd.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -17,7 +18,11 @@ from typing import Any
 
 import yaml
 
-from console.provider.emulator import HostInfo
+from console.provider.emulator import EmulatorServer, EmulatorState, HostInfo
+from console.provider.runpod import RunPodClient
+from console.provision import ProvisionConfig, Provisioner
+from console.remote import AgentEndpoint, AgentTransport
+from pod_agent.profiles import load_profiles
 from tests.conftest import REPO
 
 from . import procs
@@ -114,3 +119,47 @@ class PodHosts:
 
 def free_ports(n: int) -> list[int]:
     return [procs.free_port() for _ in range(n)]
+
+
+KEY = "rp-test-key"
+
+
+class World:
+    def __init__(self, root: Path, bad_start: bool = False, startup_s: float = 0.3) -> None:
+        self.root = root
+        self.port = free_ports(1)[0]
+        self.profiles_dir = write_profiles(root / "profiles", [self.port], bad_start,
+                                           startup_s)
+        self.hosts = PodHosts(root / "pods", root / "keys")
+        self.state = EmulatorState(api_key=KEY, host_factory=self.hosts)
+        self.state.stock = {"GPU A1": 0, "GPU A2": 0, "GPU B1": 0}
+        self.server = EmulatorServer(self.state)
+        self.sleeps: list[float] = []
+        self.lines: list[str] = []
+
+    async def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        await asyncio.sleep(0)
+
+    def provisioner(self, key: str = KEY, client_timeout_s: float = 20.0,
+                    **cfg) -> Provisioner:
+        client = RunPodClient(key, self.server.base_url, sleep=self.sleep,
+                              timeout_s=client_timeout_s)
+        conf = ProvisionConfig(rounds=3, round_wait_s=600, ssh_wait_s=60, health_wait_s=60,
+                               poll_s=0.5, agent_dir=str(self.root / "pods" / "{pod}" /
+                                                         "agent-dir"),
+                               python=sys.executable, render_dir=self.root / "rendered",
+                               ledger=self.root / "state" / "pods.jsonl")
+        for k, v in cfg.items():
+            setattr(conf, k, v)
+
+        def factory(pod, agent_cmd):
+            host, port = pod.ssh_endpoint
+            return AgentTransport(AgentEndpoint(host, port, "root", self.hosts.client_key(),
+                                                pod.id, agent_cmd), self.root / "state")
+
+        return Provisioner(client, load_profiles(self.profiles_dir), factory, conf,
+                           sleep=self.sleep, log=self.lines.append)
+
+    def running(self) -> list[str]:
+        return sorted(p["id"] for p in self.state.running_pods())

@@ -49,3 +49,26 @@ async def test_a_failing_poll_is_on_screen_and_polling_goes_on(tmp_path: Path,
         flaky.broken = False  # the source recovers: the next tick polls again
         assert await wait_for(pilot, lambda: app.poll_failure is None, 30)
         assert await wait_for(pilot, lambda: "POLL FAILED" not in _header_text(app), 20)
+
+
+async def test_a_slow_webhook_does_not_hold_the_polls(tmp_path: Path) -> None:
+    # a webhook called inside the poll loop held every poll for as long as it dripped:
+    # slots showed DOWN for 90 s while /health answered
+    from pydantic import SecretStr
+
+    from tests.unit.test_hostile_inputs import Hostile
+
+    srv = Hostile("drip")
+    try:
+        app = build(tmp_path, down_slot=True)  # a slot down: an alert, so a webhook call
+        app.ctx.settings.webhook_url = SecretStr(f"http://127.0.0.1:{srv.port}/hook")
+        app.ctx.settings.refresh_s = 1.0
+        async with app.run_test(size=(160, 48)) as pilot:
+            assert await wait_for(pilot, lambda: any(
+                w.group == "webhook" and w.is_running for w in app.workers), 20)
+            polls = app.polls
+            # the webhook is still dripping, and polls go on meanwhile
+            assert await wait_for(pilot, lambda: app.polls >= polls + 2, 20)
+            assert any(w.group == "webhook" for w in app.workers)
+    finally:
+        srv.close()

@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -27,68 +26,46 @@ from console.collect import exposition, figures
 from console.remote import agent_command
 from pod_agent.actions import read_recorded, valid_action_id
 from tests.conftest import PROFILES, REPO
+from tests.support.rawtcp import RawServer
 
 FIX = REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu" / "plain" / "metrics-after-load.txt"
 
 
 # -- hostile metric servers ------------------------------------------------------------
 
-class Hostile:
-    """A raw TCP server that answers every connection the same bad way."""
+class Hostile(RawServer):
+    """Answers every connection the same bad way."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+    def handle(self, conn: socket.socket) -> None:
+        conn.recv(65536)
+        m = self.mode
+        if m == "endless-chunked":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            chunk = b"# " + b"x" * 65530 + b"\n"
+            while not self.stop.is_set():
+                conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        elif m == "drip":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+            while not self.stop.is_set():
+                conn.sendall(b"#")
+                time.sleep(0.2)
+        elif m == "huge":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 200000000\r\n\r\n")
+            block = b"# " + b"y" * 65533 + b"\n"
+            for _ in range(3100):
+                if self.stop.is_set():
+                    break
+                conn.sendall(block)
+        elif m == "gzip-bomb":
+            import gzip
 
-    def _answer(self, conn: socket.socket) -> None:
-        try:
-            conn.recv(65536)
-            m = self.mode
-            if m == "endless-chunked":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-                chunk = b"# " + b"x" * 65530 + b"\n"
-                while not self.stop.is_set():
-                    conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            elif m == "drip":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-                while not self.stop.is_set():
-                    conn.sendall(b"#")
-                    time.sleep(0.2)
-            elif m == "huge":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 200000000\r\n\r\n")
-                block = b"# " + b"y" * 65533 + b"\n"
-                for _ in range(3100):
-                    if self.stop.is_set():
-                        break
-                    conn.sendall(block)
-            elif m == "gzip-bomb":
-                import gzip
-
-                body = gzip.compress(b"\0" * (50 * 1024 * 1024))
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
-                             b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
+            body = gzip.compress(b"\0" * (50 * 1024 * 1024))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
 
 def _metrics_cli(url: str, timeout: float) -> tuple[int, str, float, int]:
@@ -323,3 +300,39 @@ def test_shipped_profiles_still_load() -> None:
                         *map(str, sorted(PROFILES.glob("*.yaml")))], capture_output=True,
                        text=True, timeout=60, cwd=REPO)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
+    # 100k series took seconds to parse on the UI thread: keys and paints froze
+    import threading
+
+    from console.collect import vllm
+    from console.collect.http import HttpClient
+    from console.collect.targets import SlotTarget
+
+    seen: list[str] = []
+    real_parse = vllm.parse
+
+    def recording(text: str):
+        seen.append(threading.current_thread().name)
+        return real_parse(text)
+
+    monkeypatch.setattr(vllm, "parse", recording)
+
+    class Metrics(RawServer):
+        def handle(self, conn) -> None:
+            while conn.recv(65536):
+                body = FIX.read_bytes()
+                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
+                             % (len(body), body))
+
+    srv = Metrics()
+    client = HttpClient()
+    try:
+        target = SlotTarget("MAIN", "tiny-main", srv.port, f"http://127.0.0.1:{srv.port}")
+        probe = await vllm.probe_slot(client, target, 5.0)
+    finally:
+        await client.aclose()
+        srv.close()
+    assert probe.exposition is not None and seen
+    assert seen[0] != threading.main_thread().name
