@@ -32,8 +32,17 @@ from . import fmt
 from .alerts import AlertBook, Condition
 from .collect.poller import DeploymentPoller
 from .history import History
+from .screens.base import ConsoleScreen
 from .screens.main import COMMON_BINDINGS, OPERATION_BINDINGS, MainScreen
-from .session import ConsoleContext, ConsoleView, StagedStart, state_path, view_of
+from .session import (
+    ConsoleContext,
+    ConsoleState,
+    ConsoleView,
+    StagedStart,
+    slot_columns,
+    state_path,
+    view_of,
+)
 from .snapshot import DeploymentSnapshot, PodSnapshot
 
 __all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "make_app",
@@ -141,9 +150,9 @@ class PodConsoleApp(App):
         if self.wall:
             from .screens.wall import WallScreen
 
-            self.push_screen(WallScreen(view.rotate_s))
+            self.push_screen(WallScreen(self.console_state(), view.rotate_s))
         else:
-            self.push_screen(MainScreen())
+            self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
         self.set_interval(view.refresh_s, self.tick)
 
     def _on_hangup(self) -> None:
@@ -188,9 +197,8 @@ class PodConsoleApp(App):
         self._staged = None
         self._became_ready()
         for screen in self.screen_stack:
-            fn = getattr(screen, "when_ready", None)
-            if fn is not None and screen.is_mounted:
-                await fn()
+            if isinstance(screen, ConsoleScreen) and screen.is_mounted:
+                await screen.when_ready()
         self.action_refresh_now()  # pod state and alerts now, not at the next tick
 
     def _became_ready(self) -> None:
@@ -276,11 +284,39 @@ class PodConsoleApp(App):
                     self.note(err, "red")
             self.run_worker(send(), group="webhook", exit_on_error=False)
 
+    def console_state(self) -> ConsoleState:
+        """What every screen shows now: built once per poll, handed down, never read back."""
+        view = self.view
+        gpus, utils, states = slot_columns(view, self.pod)
+        if self.ctx is not None:
+            reg = self.ctx.registry
+            allowed = frozenset(i for i in reg.specs if reg.allowed(i))
+        else:  # before the registry exists operations wait for it, unless read-only
+            allowed = frozenset() if view.read_only else frozenset(
+                b.id for b in OPERATION_BINDINGS if b.id)
+        return ConsoleState(view=view, ready=self.ready, now=self.now(),
+                            snapshot=self.snapshot, pod=self.pod,
+                            alerts=tuple(self.alerts.sorted()), stale=self.stale_text(),
+                            history=self.history, allowed=allowed, gpus=gpus, utils=utils,
+                            states=states)
+
     def refresh_screens(self) -> None:
-        for screen in self.screen_stack:
-            fn = getattr(screen, "refresh_view", None)
-            if fn is not None and screen.is_mounted:
-                fn()
+        screens = [s for s in self.screen_stack
+                   if isinstance(s, ConsoleScreen) and s.is_mounted]
+        if screens:
+            state = self.console_state()
+            for screen in screens:
+                screen.show(state)
+
+    # -- what screens ask for (messages up) -----------------------------------------
+    def on_console_screen_operation(self, message: ConsoleScreen.Operation) -> None:
+        self.start_operation(message.action_id)
+
+    def on_console_screen_open_detail(self, message: ConsoleScreen.OpenDetail) -> None:
+        self.open_detail(message.slot)
+
+    def on_console_screen_want_logs(self, message: ConsoleScreen.WantLogs) -> None:
+        self.load_slot_logs(message.slot, message.done)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a worker's unexpected exception lands: said, never swallowed.
@@ -315,15 +351,14 @@ class PodConsoleApp(App):
         t = self.now()
         self.log_lines.append((t, text, style))
         for screen in self.screen_stack:
-            fn = getattr(screen, "log_line", None)
-            if fn is not None and screen.is_mounted:
-                fn(t, text, style)
+            if isinstance(screen, ConsoleScreen) and screen.is_mounted:
+                screen.log_line(t, text, style)
 
     # -- navigation ----------------------------------------------------------------
     def open_detail(self, slot: str) -> None:
         from .screens.detail import SlotDetailScreen
 
-        self.push_screen(SlotDetailScreen(slot))
+        self.push_screen(SlotDetailScreen(self.console_state(), slot))
 
     def action_help(self) -> None:
         from .screens.modals import HelpScreen

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from pod_agent.profile import Profile
 
     from .actions.registry import ActionRegistry
+    from .alerts import Alert
     from .collect.pod import PodCollector
     from .settings import Settings
+    from .snapshot import DeploymentSnapshot, PodSnapshot
 
 
 @dataclass
@@ -67,6 +69,44 @@ class StagedStart:
     finish: Callable[[DeploymentPoller, History], ConsoleContext]
     """Typed settings + validated profiles → context. It reuses the poller and history it
     is given when they match what the validated settings would build."""
+
+
+@dataclass(frozen=True)
+class ConsoleState:
+    """Everything a screen shows, from one poll: the app builds one after each poll and
+    hands it to every open screen, which render it and never read the app back."""
+
+    view: ConsoleView
+    ready: bool
+    """The full context has loaded (plots, pod state, alerts and operations exist)."""
+    now: float
+    snapshot: DeploymentSnapshot | None
+    pod: PodSnapshot | None
+    alerts: tuple[Alert, ...]
+    """Active alerts, most severe and oldest first."""
+    stale: str | None
+    """Why the numbers are not fresh (a failed poll, a stale slot), or None."""
+    history: History
+    """The plots' bounded ring buffers (read-only for screens)."""
+    allowed: frozenset[str]
+    """Operation ids the registry would run (none in read-only mode)."""
+    gpus: dict[str, str] = field(default_factory=dict)
+    """Slot → its GPUs as shown (``0,1``)."""
+    utils: dict[str, float] = field(default_factory=dict)
+    """Slot → gpu_util in effect: the agent's when it reports one, else the profile's."""
+    states: dict[str, str] = field(default_factory=dict)
+    """Slot → the agent's state for it (``ready``, ``starting``…), empty when unknown."""
+
+
+def slot_columns(view: ConsoleView, pod: PodSnapshot | None
+                 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+    """GPUs, effective gpu_util and agent state per slot: one place computes them."""
+    agent = pod.agent_slots if pod else {}
+    gpus = {t.slot: ",".join(map(str, t.gpus)) for t in view.targets}
+    utils = {t.slot: float(agent.get(t.slot, {}).get("gpu_util", t.gpu_util))
+             for t in view.targets}
+    states = {t.slot: str(agent.get(t.slot, {}).get("state", "")) for t in view.targets}
+    return gpus, utils, states
 
 
 def view_of(ctx: ConsoleContext) -> ConsoleView:

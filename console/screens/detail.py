@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Footer, RichLog, Static
 
 from .. import fmt
+from ..session import ConsoleState
 from ..snapshot import SlotSnapshot
 from ..widgets.header import PodHeader
 from ..widgets.plots import PlotGrid
-
-if TYPE_CHECKING:
-    from ..app import PodConsoleApp
+from .base import ConsoleScreen
 
 
 def figures_table(s: SlotSnapshot, now: float) -> Table:
@@ -69,7 +65,7 @@ def figures_table(s: SlotSnapshot, now: float) -> Table:
     return t
 
 
-class SlotDetailScreen(Screen):
+class SlotDetailScreen(ConsoleScreen):
     BINDINGS = [Binding("escape,backspace", "app.pop_screen", "back", id="back"),
                 Binding("l", "reload_logs", "reload logs", id="logs"),
                 Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
@@ -81,19 +77,15 @@ class SlotDetailScreen(Screen):
     SlotDetailScreen.short #dplots { display: none; }
     """
 
-    def __init__(self, slot: str) -> None:
-        super().__init__()
+    def __init__(self, state: ConsoleState, slot: str) -> None:
+        super().__init__(state)
         self.slot = slot
 
-    @property
-    def papp(self) -> PodConsoleApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
-        view = self.papp.view
+        view = self.state.view
         yield PodHeader(view.profile_name, view.demo, view.read_only)
         yield Static(id="dfig")
-        yield PlotGrid(id="dplots")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
         yield RichLog(max_lines=400, wrap=False, id="dlog")
         yield Footer()
 
@@ -101,26 +93,25 @@ class SlotDetailScreen(Screen):
         self.query_one("#dfig", Static).border_title = f"slot {self.slot}"
         self.query_one("#dlog", RichLog).border_title = "recent log lines (agent)"
         self.set_class(self.app.size.height < 34, "short")
-        self.refresh_view()
+        self.render_state(self.state)
         self.action_reload_logs()
 
     async def when_ready(self) -> None:
         await self.query_one(PlotGrid).mount_plots()
-        self.refresh_view()
+        self.render_state(self.state)
 
-    def refresh_view(self) -> None:
-        app = self.papp
-        now = app.now()
-        self.query_one(PodHeader).show(app.pod, now, app.stale_text())
-        snap = app.snapshot.slot(self.slot) if app.snapshot else None
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        snap = state.snapshot.slot(self.slot) if state.snapshot else None
         if snap is None:
             self.query_one("#dfig", Static).update("no data yet")
             return
         self.query_one("#dfig", Static).update(figures_table(snap, now))
-        self.query_one(PlotGrid).show(app.history, app.snapshot, [self.slot], now)
+        self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now)
 
     def action_reload_logs(self) -> None:
-        self.papp.load_slot_logs(self.slot, self._show_logs)
+        self.post_message(self.WantLogs(self.slot, self._show_logs))
 
     def _show_logs(self, lines: list[str]) -> None:
         log = self.query_one("#dlog", RichLog)

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
+from ..session import ConsoleState
 from ..widgets.header import PodHeader
 from ..widgets.panels import ActionLog, AlertsPanel
 from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
-
-if TYPE_CHECKING:
-    from ..app import PodConsoleApp
+from .base import ConsoleScreen
 
 OPERATION_BINDINGS = [
     Binding("r", "op('resume')", "resume", id="resume"),
@@ -32,7 +28,7 @@ COMMON_BINDINGS = [
 ]
 
 
-class MainScreen(Screen):
+class MainScreen(ConsoleScreen):
     BINDINGS = [*OPERATION_BINDINGS, Binding("enter", "detail", "detail", id="detail"),
                 *COMMON_BINDINGS]
     DEFAULT_CSS = """
@@ -44,15 +40,17 @@ class MainScreen(Screen):
     MainScreen.short ActionLog { height: 1fr; min-height: 3; }
     """
 
-    @property
-    def papp(self) -> PodConsoleApp:
-        return self.app  # type: ignore[return-value]
+    def __init__(self, state: ConsoleState,
+                 log: tuple[tuple[float, str, str], ...] = ()) -> None:
+        super().__init__(state)
+        self._earlier_log = log
+        """What happened before this screen opened."""
 
     def compose(self) -> ComposeResult:
-        view = self.papp.view
+        view = self.state.view
         yield PodHeader(view.profile_name, view.demo, view.read_only)
         yield SlotsTable(id="slots")
-        yield PlotGrid(id="plots")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="plots")
         with Vertical(id="bottom", classes="bottom"):
             yield AlertsPanel(id="alerts")
             yield ActionLog(id="log")
@@ -62,35 +60,25 @@ class MainScreen(Screen):
         self.query_one(SlotsTable).focus()
         self.on_resize()
         log = self.query_one(ActionLog)
-        for t, text, style in self.papp.log_lines:  # what happened before this screen opened
+        for t, text, style in self._earlier_log:
             log.add(t, text, style)
-        self.refresh_view()
+        self._earlier_log = ()
+        self.render_state(self.state)
 
     def on_resize(self, event: object = None) -> None:
         w, h = self.app.size
         self.set_class(w < 100, "narrow")
         self.set_class(h < 34, "short")
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "op" and parameters:
-            return self.papp.allowed(str(parameters[0]))
-        return True
-
-    def refresh_view(self) -> None:
-        app = self.papp
-        now = app.now()
-        self.query_one(PodHeader).show(app.pod, now, app.stale_text())
-        snap = app.snapshot
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        snap = state.snapshot
         if snap is not None:
-            targets = app.view.targets
-            gpus = {t.slot: ",".join(map(str, t.gpus)) for t in targets}
-            agent = app.pod.agent_slots if app.pod else {}
-            utils = {t.slot: float(agent.get(t.slot, {}).get("gpu_util", t.gpu_util))
-                     for t in targets}
-            states = {t.slot: str(agent.get(t.slot, {}).get("state", "")) for t in targets}
-            self.query_one(SlotsTable).show(snap, gpus, utils, states)
-            self.query_one(PlotGrid).show(app.history, snap, [s.slot for s in snap.slots], now)
-        self.query_one(AlertsPanel).show(app.alerts.sorted(), now)
+            self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states)
+            self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
+                                          now)
+        self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     async def when_ready(self) -> None:
         await self.query_one(PlotGrid).mount_plots()
@@ -99,13 +87,10 @@ class MainScreen(Screen):
     def log_line(self, t: float, text: str, style: str = "") -> None:
         self.query_one(ActionLog).add(t, text, style)
 
-    def action_op(self, action_id: str) -> None:
-        self.papp.start_operation(action_id)
-
     def action_detail(self) -> None:
         slot = self.query_one(SlotsTable).selected_slot()
         if slot:
-            self.papp.open_detail(slot)
+            self.post_message(self.OpenDetail(slot))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.papp.open_detail(str(event.row_key.value))
+        self.post_message(self.OpenDetail(str(event.row_key.value)))

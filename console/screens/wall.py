@@ -7,26 +7,22 @@ blanking.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from ..session import ConsoleState
 from ..widgets.header import PodHeader
 from ..widgets.panels import AlertsPanel
 from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
+from .base import ConsoleScreen
 from .detail import figures_table
 from .main import COMMON_BINDINGS
 
-if TYPE_CHECKING:
-    from ..app import PodConsoleApp
 
-
-class WallScreen(Screen):
+class WallScreen(ConsoleScreen):
     BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
     DEFAULT_CSS = """
     #wfocus { height: auto; border: round $accent; padding: 0 1; display: none; }
@@ -34,22 +30,18 @@ class WallScreen(Screen):
     WallScreen.short #wplots { display: none; }
     """
 
-    def __init__(self, rotate_s: float = 15.0) -> None:
-        super().__init__()
+    def __init__(self, state: ConsoleState, rotate_s: float = 15.0) -> None:
+        super().__init__(state)
         self.rotate_s = rotate_s
         self.view = 0  # 0 = overview, i = slot i-1
 
-    @property
-    def papp(self) -> PodConsoleApp:
-        return self.app  # type: ignore[return-value]
-
     def compose(self) -> ComposeResult:
-        view = self.papp.view
+        view = self.state.view
         yield PodHeader(view.profile_name, view.demo, True)
         yield Static(id="wview")
         yield SlotsTable(id="wslots")
         yield Static(id="wfocus")
-        yield PlotGrid(id="wplots")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
         yield AlertsPanel(id="walerts")
         yield Footer()
 
@@ -57,36 +49,34 @@ class WallScreen(Screen):
         self.set_class(self.app.size.height < 34, "short")
         if self.rotate_s > 0:
             self.set_interval(self.rotate_s, self.action_next)
-        self.refresh_view()
+        self.render_state(self.state)
 
     def on_resize(self, event: object = None) -> None:
         self.set_class(self.app.size.height < 34, "short")
 
     def action_next(self) -> None:
-        n = len(self.papp.view.targets)
+        n = len(self.state.view.targets)
         self.view = (self.view + 1) % (n + 1)
-        self.refresh_view()
+        self.render_state(self.state)
 
     async def when_ready(self) -> None:
         await self.query_one(PlotGrid).mount_plots()
-        self.refresh_view()
+        self.render_state(self.state)
 
-    def refresh_view(self) -> None:
-        app = self.papp
-        now = app.now()
-        self.query_one(PodHeader).show(app.pod, now, app.stale_text())
-        snap = app.snapshot
-        names = [t.slot for t in app.view.targets]
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        snap = state.snapshot
+        names = [t.slot for t in state.view.targets]
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
         self.query_one("#wview", Static).update(Text(label, style="bold"))
         box = self.query_one("#wfocus", Static)
         if snap is not None:
-            targets = app.view.targets
-            gpus = {t.slot: ",".join(map(str, t.gpus)) for t in targets}
-            utils = {t.slot: t.gpu_util for t in targets}
-            self.query_one(SlotsTable).show(snap, gpus, utils, {})
+            # the wall has no agent: the profile's split, not the agent's
+            utils = {t.slot: t.gpu_util for t in state.view.targets}
+            self.query_one(SlotsTable).show(snap, state.gpus, utils, {})
             slots = [focus] if focus else [s.slot for s in snap.slots]
             if focus and snap.slot(focus):
                 box.display = True
@@ -99,5 +89,5 @@ class WallScreen(Screen):
             if getattr(self, "_plotted_view", None) != self.view:
                 self._plotted_view = self.view
                 grid.force_redraw()
-            grid.show(app.history, snap, slots, now)
-        self.query_one(AlertsPanel).show(app.alerts.sorted(), now)
+            grid.show(state.history, snap, slots, now)
+        self.query_one(AlertsPanel).show(list(state.alerts), now)

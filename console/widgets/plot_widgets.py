@@ -15,11 +15,6 @@ PLOT_EVERY_S = 120.0
 and a plot of the last hour gains nothing from being repainted every refresh."""
 
 
-def _every(widget) -> float:
-    view = getattr(widget.app, "view", None)
-    return view.plot_refresh_s if view is not None else PLOT_EVERY_S
-
-
 class SeriesPlot(PlotextPlot):
     """One metric for every slot over the last minutes (x: minutes ago)."""
 
@@ -28,8 +23,9 @@ class SeriesPlot(PlotextPlot):
     _drawn_key: tuple = ()
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
-                 **kw) -> None:
+                 every_s: float = PLOT_EVERY_S, **kw) -> None:
         super().__init__(**kw)
+        self.every_s = every_s
         self.title = title
         self.metric = metric
         self.scale = scale
@@ -39,7 +35,7 @@ class SeriesPlot(PlotextPlot):
              ) -> None:
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts)
-        if not force and key == self._drawn_key and now - self._drawn_at < _every(self):
+        if not force and key == self._drawn_key and now - self._drawn_at < self.every_s:
             return
         self._drawn_at, self._drawn_key = now, key
         plt = self.plt
@@ -68,6 +64,10 @@ class PositionBars(PlotextPlot):
     _last: tuple = ()
     _drawn_at: float = -1e18
 
+    def __init__(self, every_s: float = PLOT_EVERY_S, **kw) -> None:
+        super().__init__(**kw)
+        self.every_s = every_s
+
     def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
         # whole percent is what the bars can show; redraw when that changes, at most
         # every plot_refresh_s unless a slot gains or loses data
@@ -75,7 +75,7 @@ class PositionBars(PlotextPlot):
                     for s, vals in per_slot.items())
         shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
         old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
-        if key == self._last or (shape == old_shape and now - self._drawn_at < _every(self)):
+        if key == self._last or (shape == old_shape and now - self._drawn_at < self.every_s):
             return
         self._last, self._drawn_at = key, now
         plt = self.plt

@@ -23,21 +23,28 @@ class PlotGrid(Grid):
     PlotGrid > .plots-loading { column-span: 2; row-span: 2; color: $text-muted; }
     """
 
+    def __init__(self, ready: bool, plot_refresh_s: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.ready = ready
+        """Plots mount now (the console has loaded) or on ``mount_plots``."""
+        self.plot_refresh_s = plot_refresh_s
+
     def compose(self):
-        if getattr(self.app, "ready", True):
+        if self.ready:
             yield from self._plots()
         else:
             yield Static("plots: loading…", classes="plots-loading")
 
-    @staticmethod
-    def _plots() -> list[Any]:
+    def _plots(self) -> list[Any]:
         from .plot_widgets import PositionBars, SeriesPlot
 
-        return [SeriesPlot("TTFT p95", "ttft_p95", unit="s", classes="p-ttft"),
-                SeriesPlot("KV cache usage", "kv", scale=100, unit="%", classes="p-kv"),
+        every = self.plot_refresh_s
+        return [SeriesPlot("TTFT p95", "ttft_p95", unit="s", every_s=every, classes="p-ttft"),
+                SeriesPlot("KV cache usage", "kv", scale=100, unit="%", every_s=every,
+                           classes="p-kv"),
                 SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
-                           classes="p-acc"),
-                PositionBars(classes="p-pos")]
+                           every_s=every, classes="p-acc"),
+                PositionBars(every_s=every, classes="p-pos")]
 
     async def mount_plots(self) -> None:
         """Replace the placeholder with the plots (the app calls this when it is ready)."""
