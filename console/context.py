@@ -25,7 +25,7 @@ from .history import History
 from .operations import build_registry
 from .planner import Planner
 from .profile_file import write_split
-from .provider.runpod import RunPodClient
+from .provider import make_provider
 from .provision import ProvisionConfig, Provisioner, ProvisionResult
 from .remote import AgentEndpoint, AgentTransport, agent_command
 from .session import ConsoleContext
@@ -67,8 +67,7 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         transport = None
     elif transport is None:
         transport = ssh_transport(settings)
-    key = settings.runpod_api_key
-    client = RunPodClient(key, runpod_base) if key is not None else None
+    client = make_provider(settings, runpod_base)
     ctx_holder: dict[str, ConsoleContext] = {}
     remote_profile = f"{settings.pod.agent_dir}/pkg/profiles/{dep.today.path.name}"
     if demo is not None:

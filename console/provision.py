@@ -1,4 +1,7 @@
-"""Resume and fallback provisioning on RunPod, with no pod left behind.
+"""Resume and fallback provisioning on a GPU cloud, with no pod left behind.
+
+It knows the cloud only through the ``Provider`` protocol (``provider/base.py``);
+RunPod is one implementation (``provider/runpod.py``).
 
 Loops (SkyPilot-style): rounds × profiles in order × each profile's GPU types.
 Capacity → next candidate; all sold out → wait and go round again; fatal API
@@ -39,15 +42,15 @@ from pod_agent.profiles import LoadedProfile
 
 from .actions.ledger import AuditError, Ledger
 from .actions.registry import Outcome, Progress
-from .provider.runpod import (
+from .provider.base import (
     CapacityError,
     ConflictError,
-    CreateSpec,
     FatalError,
+    Machine,
+    MachineSpec,
     NotFoundError,
-    Pod,
-    RunPodClient,
-    RunPodError,
+    Provider,
+    ProviderError,
     TransientError,
     UnknownOutcomeError,
 )
@@ -104,7 +107,7 @@ class ProvisionConfig:
 
 
 class ProvisionFailed(Exception):
-    def __init__(self, code: int, message: str, leaked: Pod | None = None,
+    def __init__(self, code: int, message: str, leaked: Machine | None = None,
                  leaked_name: str | None = None) -> None:
         super().__init__(message)
         self.code = code
@@ -119,7 +122,7 @@ class HostRejected(Exception):
 
 @dataclass(frozen=True)
 class ProvisionResult:
-    pod: Pod
+    pod: Machine
     profile: LoadedProfile
     address: PodAddress
     attempts: list[dict[str, Any]]
@@ -140,8 +143,8 @@ def agent_tarball(profile: LoadedProfile) -> bytes:
 
 
 class Provisioner:
-    def __init__(self, client: RunPodClient, profiles: list[LoadedProfile],
-                 transport_factory: Callable[[Pod, str], Any], cfg: ProvisionConfig, *,
+    def __init__(self, client: Provider, profiles: list[LoadedProfile],
+                 transport_factory: Callable[[Machine, str], Any], cfg: ProvisionConfig, *,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  log: Callable[[str], None] = print,
                  pod_id: str | None = None,
@@ -158,7 +161,7 @@ class Provisioner:
         self.agent_dir = cfg.agent_dir
         self.ledger = Ledger(cfg.ledger) if cfg.ledger is not None else None
 
-    def for_pod(self, pod: Pod) -> None:
+    def for_pod(self, pod: Machine) -> None:
         """``{pod}`` in agent_dir becomes the pod id (the demo keeps one dir per pod)."""
         self.agent_dir = self.cfg.agent_dir.replace("{pod}", pod.id)
 
@@ -190,11 +193,11 @@ class Provisioner:
             self._say("ledger", f"could not record {event} ({exc})")
 
     # -- the pieces ----------------------------------------------------------------
-    async def terminate(self, pod: Pod, why: str) -> None:
+    async def terminate(self, pod: Machine, why: str) -> None:
         """DELETE first, then talk about it; the DELETE survives a cancellation."""
         try:
             await uncancellable(self.client.terminate(pod.id))
-        except RunPodError as exc:
+        except ProviderError as exc:
             cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
             self._say("terminate", f"FAILED for {pod.id}: {exc.message}")
             raise ProvisionFailed(
@@ -212,7 +215,7 @@ class Provisioner:
             pass  # not running (it never started): nothing bills
         except NotFoundError:
             pass
-        except RunPodError as exc:
+        except ProviderError as exc:
             self._say("stop", f"FAILED to stop {pod_id}: {exc.message}")
             return exc.message
         self._settle("stopped", pod=pod_id, why=why)
@@ -222,7 +225,7 @@ class Provisioner:
     async def _terminate_by_name(self, name: str, why: str) -> None:
         try:
             pods = [p for p in await self.client.find_by_name(name) if p.status != "TERMINATED"]
-        except RunPodError as exc:
+        except ProviderError as exc:
             self._say("terminate", f"COULD NOT LOOK UP {name} ({exc.message}): the ledger "
                       "keeps it for the next pod-console up/down")
             return
@@ -245,13 +248,13 @@ class Provisioner:
                     out.append(f"stopped {e.pod_id} (resumed by an interrupted run)"
                                if err is None else f"COULD NOT STOP {e.pod_id}: {err}")
                     continue
-                pods = ([await self.client.get_pod(e.pod_id)] if e.pod_id
+                pods = ([await self.client.get(e.pod_id)] if e.pod_id
                         else await self.client.find_by_name(e.name or ""))
             except NotFoundError:
                 self._settle("terminated", pod=e.pod_id, name=e.name, why="already gone")
                 out.append(f"{e.pod_id or e.name}: already gone")
                 continue
-            except RunPodError as exc:
+            except ProviderError as exc:
                 out.append(f"COULD NOT CHECK {e.pod_id or e.name} (created by an interrupted "
                            f"run): {exc.message}")
                 continue
@@ -268,15 +271,15 @@ class Provisioner:
                 out.append(f"{e.pod_id or e.name}: nothing billing")
         return out
 
-    async def wait_ssh(self, pod: Pod) -> tuple[Pod, Any]:
+    async def wait_ssh(self, pod: Machine) -> tuple[Machine, Any]:
         deadline = time.monotonic() + self.cfg.ssh_wait_s
         last = "no SSH endpoint yet"
         while time.monotonic() < deadline:
             try:
-                pod = await self.client.get_pod(pod.id)
+                pod = await self.client.get(pod.id)
             except NotFoundError:
-                raise RuntimeError(f"pod {pod.id} is gone (RunPod answers 404)") from None
-            except RunPodError as exc:
+                raise RuntimeError(f"pod {pod.id} is gone (the provider answers 404)") from None
+            except ProviderError as exc:
                 last = exc.message
                 self._say("wait ssh", f"{pod.id}: {last}")
                 await self.sleep(self.cfg.poll_s)
@@ -368,14 +371,9 @@ class Provisioner:
             await self.sleep(self.cfg.poll_s)
         raise TimeoutError(f"slots not healthy after {self.cfg.health_wait_s:g} s: {last}")
 
-    def address(self, pod: Pod) -> PodAddress:
+    def address(self, pod: Machine) -> PodAddress:
         host = pod.ssh_endpoint[0] if pod.ssh_endpoint else "127.0.0.1"
-        port_map = {}
-        if pod.runtime:
-            for p in pod.runtime.ports:
-                if p.public and p.private != 22:
-                    port_map[p.private] = p.public
-        return PodAddress(host=host, pod_id=pod.id, port_map=port_map)
+        return PodAddress(host=host, pod_id=pod.id, port_map=dict(pod.ports))
 
     async def verify_from_laptop(self, lp: LoadedProfile, addr: PodAddress) -> None:
         """Every slot's /health is 200 and a real completion answers, from this side."""
@@ -406,7 +404,7 @@ class Provisioner:
                 notes.append(f"Prometheus reload failed: {type(exc).__name__}")
         return "; ".join(notes)
 
-    async def bring_up(self, pod: Pod, lp: LoadedProfile) -> ProvisionResult:
+    async def bring_up(self, pod: Machine, lp: LoadedProfile) -> ProvisionResult:
         """Everything after a pod exists. The caller terminates the pod on any exception."""
         self.for_pod(pod)
         self._say("ssh", f"waiting for SSH on {pod.id}")
@@ -448,7 +446,7 @@ class Provisioner:
         except (FatalError, NotFoundError) as exc:
             self._settle("stopped", pod=pod_id, why="refused")
             raise ProvisionFailed(EXIT_FATAL, exc.message) from None
-        except RunPodError as exc:
+        except ProviderError as exc:
             # a 5xx or a timeout may hide a start that happened: stop it to be sure
             err = await self.stop_resumed(pod_id, f"start answered {exc.message}")
             if err is not None:
@@ -456,16 +454,16 @@ class Provisioner:
                     EXIT_LEAKED, f"start of {pod_id} answered {exc.message!r} and the stop "
                     f"that followed failed ({err}): pod {pod_id} may be billing; run "
                     "pod-console down", leaked_name=pod_id) from None
-            raise ProvisionFailed(EXIT_FATAL, f"RunPod API failing: start of {pod_id} "
+            raise ProvisionFailed(EXIT_FATAL, f"provider API failing: start of {pod_id} "
                                   f"answered {exc.message}; the pod was stopped again"
                                   ) from None
         except BaseException:
             await self.stop_resumed(pod_id, "interrupted")
             raise
         try:
-            pod = pod or await self.client.get_pod(pod_id)
+            pod = pod or await self.client.get(pod_id)
             res = await self.bring_up(pod, lp)
-        except (TimeoutError, RuntimeError, AgentError, HostRejected, OSError, RunPodError,
+        except (TimeoutError, RuntimeError, AgentError, HostRejected, OSError, ProviderError,
                 httpx.HTTPError) as exc:
             self._say("resume", f"failed: {exc}; stopping {pod_id}")
             err = await self.stop_resumed(pod_id, f"resume failed: {exc}")
@@ -481,17 +479,17 @@ class Provisioner:
         self._settle("kept", pod=pod_id)
         return res
 
-    def _spec(self, lp: LoadedProfile, gpu: str) -> CreateSpec:
+    def _spec(self, lp: LoadedProfile, gpu: str) -> MachineSpec:
         # a unique name per create: a lost answer is resolved by looking this name up,
         # and it must not match an older pod of the same profile
-        return CreateSpec(
+        return MachineSpec(
             name=f"{self.cfg.pod_name}-{lp.name}-{secrets.token_hex(3)}",
             image=lp.profile.image, gpu_type_id=gpu, gpu_count=lp.profile.effective_gpu_count,
             cloud=lp.profile.cloud_type, disk_gb=lp.profile.container_disk_gb,
             volume_gb=lp.profile.volume_gb,
             ports=("22/tcp", *(f"{s.port}/tcp" for s in lp.profile.slots.values())))
 
-    async def _create(self, spec: CreateSpec) -> Pod:
+    async def _create(self, spec: MachineSpec) -> Machine:
         """One create, in the ledger before it is sent and after it answers."""
         try:
             self._record("create-requested", name=spec.name, gpu=spec.gpu_type_id)
@@ -499,17 +497,17 @@ class Provisioner:
             raise ProvisionFailed(EXIT_FATAL, f"nothing created: cannot record the create "
                                   f"({exc})") from None
         try:
-            pod = await self.client.create_pod(spec)
+            pod = await self.client.create(spec)
         except UnknownOutcomeError as exc:
             raise ProvisionFailed(
-                EXIT_LEAKED, f"RunPod API failing: {exc.message}. Not creating another. If "
+                EXIT_LEAKED, f"provider API failing: {exc.message}. Not creating another. If "
                 f"a pod named {exc.name} exists it is billing: pod-console up/down will "
                 "look for it and terminate it", leaked_name=exc.name) from None
         except asyncio.CancelledError:
             # interrupted while the create was in flight: it may have happened
             await uncancellable(self._terminate_by_name(spec.name, "interrupted mid-create"))
             raise
-        except RunPodError as exc:
+        except ProviderError as exc:
             if not getattr(exc, "sent", True) or isinstance(
                     exc, CapacityError | FatalError | ConflictError):
                 self._settle("terminated", name=spec.name, why="not created")
@@ -547,9 +545,10 @@ class Provisioner:
                                              "outcome": f"transient: {exc.message}"})
                             self._say("create", f"{gpu}: {exc.message}")
                             break
-                        except RunPodError as exc:
-                            raise ProvisionFailed(EXIT_FATAL, f"RunPod refused: {exc.message}"
-                                                  ) from None
+                        except ProviderError as exc:
+                            raise ProvisionFailed(
+                                EXIT_FATAL, f"{self.client.name} refused: {exc.message}"
+                            ) from None
                         try:
                             res = await self.bring_up(pod, lp)
                         except HostRejected as exc:
@@ -563,7 +562,7 @@ class Provisioner:
                                     f"{host_rejections} hosts; last: {exc}") from None
                             continue  # another host of the same kind
                         except (TimeoutError, RuntimeError, AgentError, OSError,
-                                RunPodError, httpx.HTTPError) as exc:
+                                ProviderError, httpx.HTTPError) as exc:
                             attempts.append({"round": rnd, "profile": lp.name, "gpu": gpu,
                                              "pod": pod.id, "outcome": f"failed: {exc}"})
                             await self.terminate(pod, f"bring-up failed: {exc}")
@@ -583,7 +582,7 @@ class Provisioner:
                         return result
             if round_tries and len(round_api_errors) == round_tries:
                 # nothing answered "sold out" all round: the API is down, not the stock
-                raise ProvisionFailed(EXIT_FATAL, f"RunPod API failing on every create of "
+                raise ProvisionFailed(EXIT_FATAL, f"provider API failing on every create of "
                                       f"round {rnd}: {round_api_errors[-1]}")
             if rnd < self.cfg.rounds:
                 await self._countdown(rnd)
@@ -612,10 +611,10 @@ class Provisioner:
     async def down(self, pod_id: str) -> str:
         """Stop the pod (volume kept); safe to run twice."""
         try:
-            pod = await self.client.get_pod(pod_id)
+            pod = await self.client.get(pod_id)
         except NotFoundError:
             return f"pod {pod_id} does not exist (terminated)"
-        except RunPodError as exc:
+        except ProviderError as exc:
             raise ProvisionFailed(EXIT_FATAL, f"cannot read pod {pod_id}: {exc.message}"
                                   ) from None
         if pod.status in GONE:
@@ -624,13 +623,13 @@ class Provisioner:
             await uncancellable(self.client.stop(pod_id))
         except ConflictError:
             pass  # it stopped meanwhile: read it again below
-        except RunPodError as exc:
+        except ProviderError as exc:
             cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
             raise ProvisionFailed(EXIT_LEAKED, f"STOP FAILED for pod {pod_id} ({cost}): "
                                   f"{exc.message} — it is still billing", pod) from None
         try:
-            pod = await self.client.get_pod(pod_id)
-        except RunPodError as exc:
+            pod = await self.client.get(pod_id)
+        except ProviderError as exc:
             raise ProvisionFailed(EXIT_FATAL, f"stop of {pod_id} sent; reading it back "
                                   f"failed: {exc.message}") from None
         if pod.status != "EXITED":

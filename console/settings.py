@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    provider: Literal["runpod"] = "runpod"
+    """The GPU cloud (``console/provider/``): provisioning and pod state go through it."""
     runpod_api_key: SecretStr | None = Field(default=None, validation_alias="RUNPOD_API_KEY")
     """RunPod API key, from ``RUNPOD_API_KEY`` only."""
     vllm_api_key: SecretStr | None = Field(default=None, validation_alias="VLLM_API_KEY")

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
     wd = sub.add_parser("watchdog", help="arm, disarm, or stop the pod now")
     wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor"))
-    wd.add_argument("value", nargs="?", type=_mem_floor, help="GiB, for mem-floor")
+    wd.add_argument("value", nargs="?", help="GiB, for mem-floor")
     wd.add_argument("--action-id", default=None, type=_action_id)
     wd.set_defaults(func=cmd_watchdog)
 
@@ -147,16 +147,18 @@ def _action_id(value: str) -> str:
     return value
 
 
-def _mem_floor(value: str) -> str:
+def _mem_floor_problem(value: str | None) -> str | None:
+    """Why ``value`` is no memory floor (the supervisor checks against this host's memory
+    too); None when it is one. Said as a JSON error event: the console reads those."""
     import math
 
     try:
-        v = float(value)
+        v = float(value or "")
     except ValueError:
-        raise argparse.ArgumentTypeError("a number of GiB") from None
+        return f"mem-floor needs a number of GiB, got {str(value)[:40]!r}"
     if not (math.isfinite(v) and 0 <= v <= 4096):
-        raise argparse.ArgumentTypeError("a number of GiB from 0 to 4096")
-    return value
+        return f"mem-floor needs a number of GiB from 0 to 4096, got {str(value)[:40]!r}"
+    return None
 
 
 def _aid(op: str) -> str:
@@ -181,6 +183,10 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
     if args.cmd == "status":
         return relay({"op": "status"})
     if args.cmd == "mem-floor":
+        problem = _mem_floor_problem(args.value)
+        if problem:
+            Emitter().error(problem)
+            return 2
         return relay({"op": "watchdog", "cmd": "mem-floor", "value": args.value})
     return relay({"op": "watchdog", "cmd": args.cmd})
 

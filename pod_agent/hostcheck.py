@@ -155,15 +155,20 @@ def check_disk(profile: Profile | None, where: str) -> Check:
                                     f"{', '.join(missing)}")
 
 
-def mem_available_gib(meminfo: str = "/proc/meminfo") -> float | None:
+def mem_available_gib(meminfo: str = "/proc/meminfo", key: str = "MemAvailable"
+                      ) -> float | None:
     try:
         with open(meminfo) as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) / (1024 * 1024)
     except OSError:
         return None
     return None
+
+
+def mem_total_gib(meminfo: str = "/proc/meminfo") -> float | None:
+    return mem_available_gib(meminfo, "MemTotal")
 
 
 def check_memory(floor_gib: float) -> Check:

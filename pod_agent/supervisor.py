@@ -21,7 +21,7 @@ from . import paths
 from .actions import Action, ActionBook, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
-from .hostcheck import mem_available_gib
+from .hostcheck import mem_available_gib, mem_total_gib
 from .launch import SlotCommand, slot_command
 from .patches import apply_patch, vllm_site_root
 from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
@@ -341,10 +341,12 @@ class Supervisor:
                     floor = float(req.get("value"))  # type: ignore[arg-type]
                 except (TypeError, ValueError):
                     floor = math.nan
-                # nan would switch the guard off silently, 1e308 stop every slot at once
-                if not (math.isfinite(floor) and 0 <= floor <= MEM_FLOOR_MAX_GIB):
+                # nan would switch the guard off silently; a floor above the host's whole
+                # memory (1e308) can never be met and stops every slot at once
+                top = min(MEM_FLOOR_MAX_GIB, mem_total_gib() or MEM_FLOOR_MAX_GIB)
+                if not (math.isfinite(floor) and 0 <= floor <= top):
                     await send(event("error", message=f"mem-floor needs a number of GiB "
-                                     f"from 0 to {MEM_FLOOR_MAX_GIB:g}, got "
+                                     f"from 0 to {top:.1f} (this host's memory), got "
                                      f"{str(req.get('value'))[:40]!r}"))
                     return
                 self.watchdog.mem_floor_gib = floor

@@ -1,4 +1,5 @@
-"""Pod state for the header: RunPod (status, GPU, cost) plus the agent (P2P, slots, watchdog).
+"""Pod state for the header: the provider (status, GPU, cost) plus the agent (P2P, slots,
+watchdog).
 
 Both sources are optional; a missing or failing one leaves its fields None and
 its error set. Nothing here raises into the UI.
@@ -10,7 +11,7 @@ import datetime as dt
 import time
 from typing import Any
 
-from ..provider.runpod import RunPodClient, RunPodError
+from ..provider.base import Provider, ProviderError
 from ..remote import AgentError
 from ..snapshot import PodSnapshot
 
@@ -27,7 +28,7 @@ def _iso_ts(s: str | None) -> float | None:
 
 
 class PodCollector:
-    def __init__(self, pod_id: str | None, client: RunPodClient | None, transport: Any | None,
+    def __init__(self, pod_id: str | None, client: Provider | None, transport: Any | None,
                  timeout_s: float = 5.0) -> None:
         self.pod_id = pod_id
         self.client = client
@@ -40,12 +41,11 @@ class PodCollector:
         fields: dict[str, Any] = {"pod_id": self.pod_id, "fetched_at": time.time()}
         if self.client is not None and self.pod_id:
             try:
-                pod = await asyncio.wait_for(self.client.get_pod(self.pod_id), self.timeout_s)
-                fields.update(status=pod.status, cost_per_hr=pod.cost,
-                              gpu_name=pod.gpu.id if pod.gpu else None,
-                              gpu_count=pod.gpu.count if pod.gpu else None,
-                              host_cuda=pod.cudaVersion, started_at=_iso_ts(pod.startedAt))
-            except (RunPodError, TimeoutError) as exc:
+                m = await asyncio.wait_for(self.client.get(self.pod_id), self.timeout_s)
+                fields.update(status=m.status, cost_per_hr=m.cost_per_hr, gpu_name=m.gpu_type,
+                              gpu_count=m.gpu_count or None, host_cuda=m.cuda,
+                              started_at=_iso_ts(m.started_at))
+            except (ProviderError, TimeoutError) as exc:
                 fields["provider_error"] = getattr(exc, "message", None) or "timed out"
         if self.transport is not None:
             try:

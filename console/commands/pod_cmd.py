@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from .. import config_file
 
 if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
-    from ..provider.runpod import RunPodClient
+    from ..provider.base import Provider
     from ..remote import AgentTransport
     from ..settings import Settings
 
@@ -141,15 +141,17 @@ async def _interruptible(main: Callable[[], Awaitable[int]]) -> int:
             loop.remove_signal_handler(sig)
 
 
-def _setup(args: argparse.Namespace) -> tuple[Settings, RunPodClient]:
-    from ..provider.runpod import RunPodClient
+def _setup(args: argparse.Namespace) -> tuple[Settings, Provider]:
+    from ..provider import make_provider
     from ..settings import ConfigError, load_settings
 
     settings = load_settings(args.config)
     apply_current_pod(settings)
     if settings.runpod_api_key is None:
         raise ConfigError("RUNPOD_API_KEY is not set")
-    return settings, RunPodClient(settings.runpod_api_key)
+    provider = make_provider(settings)
+    assert provider is not None  # the key was checked above
+    return settings, provider
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -162,7 +164,7 @@ async def _up(args: argparse.Namespace) -> int:
 
 
 async def _up_locked(args: argparse.Namespace, settings: Settings,
-                     client: RunPodClient) -> int:
+                     client: Provider) -> int:
     from ..actions.audit import AuditError, AuditLog
     from ..alerts import Alert, notify
     from ..deployment import open_deployment
@@ -239,7 +241,7 @@ async def _down(args: argparse.Namespace) -> int:
         await client.aclose()
 
 
-async def _down_locked(settings: Settings, client: RunPodClient) -> int:
+async def _down_locked(settings: Settings, client: Provider) -> int:
     from ..actions.audit import AuditLog
     from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
 

@@ -22,60 +22,33 @@ import asyncio
 import os
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from .base import (
+    CapacityError,
+    ConflictError,
+    FatalError,
+    Machine,
+    MachineSpec,
+    NotFoundError,
+    ProviderError,
+    TransientError,
+    UnknownOutcomeError,
+)
+
+__all__ = ["CapacityError", "ConflictError", "CreateSpec", "FatalError", "NotFoundError",
+           "Pod", "RunPodClient", "RunPodError", "TransientError", "UnknownOutcomeError"]
 
 DEFAULT_BASE = "https://api.runpod.io/v2"
 CAPACITY_MARKERS = ("no longer any instances", "not enough free gpus",
                     "does not have the resources", "no instances currently available")
 
 
-class RunPodError(Exception):
-    kind = "error"
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-
-class CapacityError(RunPodError):
-    kind = "capacity"
-
-
-class TransientError(RunPodError):
-    kind = "transient"
-
-    def __init__(self, message: str, status: int | None = None, sent: bool = True) -> None:
-        super().__init__(message, status)
-        self.sent = sent
-        """False only when the request certainly never reached RunPod (connect failed)."""
-
-
-class UnknownOutcomeError(RunPodError):
-    """A create may have succeeded and the pod could not be looked up: never create again
-    before this one is found (the ledger keeps its name for the next sweep)."""
-
-    kind = "unknown"
-
-    def __init__(self, message: str, name: str) -> None:
-        super().__init__(message)
-        self.name = name
-
-
-class FatalError(RunPodError):
-    kind = "fatal"
-
-
-class ConflictError(RunPodError):
-    kind = "conflict"
-
-
-class NotFoundError(RunPodError):
-    kind = "not_found"
+RunPodError = ProviderError
+"""RunPod's failures are the neutral taxonomy (``provider/base.py``)."""
 
 
 class PortMapping(BaseModel):
@@ -146,26 +119,31 @@ class Pod(BaseModel):
                     return p.public
         return None
 
+    def machine(self) -> Machine:
+        """The neutral record provisioning works with."""
+        ports = {p.private: p.public for p in (self.runtime.ports if self.runtime else [])
+                 if p.public and p.private != 22}
+        return Machine(id=self.id, name=self.name, status=self.status,
+                       gpu_type=self.gpu.id if self.gpu else None,
+                       gpu_count=self.gpu.count if self.gpu else 0, cost_per_hr=self.cost,
+                       cuda=self.cudaVersion, started_at=self.startedAt,
+                       ssh_endpoint=self.ssh_endpoint, ports=ports, raw=self)
 
-@dataclass(frozen=True)
-class CreateSpec:
-    name: str
-    image: str
-    gpu_type_id: str
-    gpu_count: int
-    cloud: str = "SECURE"
-    disk_gb: int = 50
-    volume_gb: int = 200
-    ports: tuple[str, ...] = ("22/tcp",)
-    env: tuple[tuple[str, str], ...] = ()
+
+class CreateSpec(MachineSpec):
+    """A :class:`MachineSpec` as RunPod's v2 create body."""
+
+    @staticmethod
+    def body_of(spec: MachineSpec) -> dict[str, Any]:
+        # no allowedCudaVersions / minCudaVersion on purpose: see the module docstring
+        return {"name": spec.name, "image": spec.image,
+                "gpu": {"id": spec.gpu_type_id, "count": spec.gpu_count},
+                "cloud": spec.cloud, "disk": spec.disk_gb, "ports": list(spec.ports),
+                "env": dict(spec.env), "startSsh": True,
+                "mounts": {"persistent": {"size": spec.volume_gb, "path": "/workspace"}}}
 
     def body(self) -> dict[str, Any]:
-        # no allowedCudaVersions / minCudaVersion on purpose: see the module docstring
-        return {"name": self.name, "image": self.image,
-                "gpu": {"id": self.gpu_type_id, "count": self.gpu_count},
-                "cloud": self.cloud, "disk": self.disk_gb, "ports": list(self.ports),
-                "env": dict(self.env), "startSsh": True,
-                "mounts": {"persistent": {"size": self.volume_gb, "path": "/workspace"}}}
+        return self.body_of(self)
 
 
 def _detail(r: httpx.Response) -> str:
@@ -223,7 +201,13 @@ Sleeper = Callable[[float], Awaitable[None]]
 
 
 class RunPodClient:
-    """Async REST v2 client. ``sleep`` is injectable so tests skip real waiting."""
+    """Async REST v2 client, and the RunPod :class:`~console.provider.base.Provider`.
+
+    ``get_pod``/``create_pod``/… answer RunPod's own :class:`Pod`; ``get``/``create``/…
+    (the protocol) answer neutral :class:`Machine` records. ``sleep`` is injectable so
+    tests skip real waiting."""
+
+    name = "runpod"
 
     def __init__(self, api_key: SecretStr | str, base_url: str | None = None, *,
                  timeout_s: float = 20.0, retries: int = 4,
@@ -310,15 +294,16 @@ class RunPodClient:
                 raise TransientError("pod list holds an entry that is not a pod") from None
         return out
 
-    async def find_by_name(self, name: str) -> list[Pod]:
+    async def find_pods_by_name(self, name: str) -> list[Pod]:
         return [p for p in await self.list_pods() if p.name == name]
 
-    async def create_pod(self, spec: CreateSpec) -> Pod:
+    async def create_pod(self, spec: MachineSpec) -> Pod:
         """Create once, never twice. A create can succeed behind a 5xx, a timeout or an
         unreadable reply: then the pod is looked up by its (unique) name; if that lookup
         fails too the outcome is unknown and :class:`UnknownOutcomeError` says so."""
         try:
-            r = await self._request("POST", "/pods", json=spec.body(), retry=False)
+            r = await self._request("POST", "/pods", json=CreateSpec.body_of(spec),
+                                    retry=False)
         except TransientError as exc:
             if not exc.sent:
                 raise  # never reached RunPod: nothing was created
@@ -330,7 +315,8 @@ class RunPodClient:
 
     async def _resolve_create(self, name: str, why: str) -> Pod:
         try:
-            found = [p for p in await self.find_by_name(name) if p.status != "TERMINATED"]
+            found = [p for p in await self.find_pods_by_name(name)
+                     if p.status != "TERMINATED"]
         except RunPodError as exc:
             raise UnknownOutcomeError(
                 f"a create of pod {name!r} may have succeeded ({why}) and looking it up "
@@ -350,12 +336,14 @@ class RunPodClient:
         except TransientError:
             return None  # the action was accepted; the caller reads the pod again
 
-    async def start(self, pod_id: str) -> Pod | None:
+    async def start(self, pod_id: str) -> Machine | None:
         """Sent once: a start that 5xx'd may have started the pod (the caller stops it)."""
-        return await self.action(pod_id, "start", retry=False)
+        pod = await self.action(pod_id, "start", retry=False)
+        return pod.machine() if pod else None
 
-    async def stop(self, pod_id: str) -> Pod | None:
-        return await self.action(pod_id, "stop")
+    async def stop(self, pod_id: str) -> Machine | None:
+        pod = await self.action(pod_id, "stop")
+        return pod.machine() if pod else None
 
     async def terminate(self, pod_id: str) -> None:
         try:
@@ -373,3 +361,19 @@ class RunPodClient:
             if isinstance(g, dict) and g.get("id"):
                 out[str(g["id"])] = str(g.get("availability", "UNKNOWN"))
         return out
+
+    # -- the Provider protocol ------------------------------------------------------
+    async def get(self, machine_id: str) -> Machine:
+        return (await self.get_pod(machine_id)).machine()
+
+    async def list(self) -> list[Machine]:
+        return [p.machine() for p in await self.list_pods()]
+
+    async def find_by_name(self, name: str) -> list[Machine]:
+        return [p.machine() for p in await self.list_pods() if p.name == name]
+
+    async def create(self, spec: MachineSpec) -> Machine:
+        return (await self.create_pod(spec)).machine()
+
+    async def availability(self) -> dict[str, str]:
+        return await self.gpu_availability()

@@ -107,7 +107,12 @@ async def _wait_ready(t: AgentTransport, timeout_s: float = 300) -> dict:
     deadline = time.time() + timeout_s
     seen_steps: set[str] = set()
     while time.time() < deadline:
-        st = await _status(t)
+        r = await t.run(["status", "--json"], timeout_s=30)
+        if not r.ok and "supervisor is not running" in r.message:
+            time.sleep(0.5)  # `serve` was started in the background and is not up yet
+            continue
+        assert r.ok, r.events
+        st = r.final  # type: ignore[assignment]
         slot = st["slots"]["TINY"]
         seen_steps.add(slot["step"])
         if slot["state"] == "ready":
@@ -268,7 +273,15 @@ async def test_watchdog_memory_guard_and_stop_now(pod) -> None:
         assert (await _status(t))["watchdog"]["armed"] is False
         await t.run(["watchdog", "arm"])
         pid = (await _status(t))["slots"]["TINY"]["pid"]
-        r = await t.run(["watchdog", "mem-floor", "100000"])
+        # a floor at the host's whole memory: MemAvailable is always below it
+        from pod_agent.hostcheck import mem_total_gib
+
+        whole = f"{mem_total_gib():.2f}"
+        r = await t.run(["watchdog", "mem-floor", "1e308"])
+        assert not r.ok and "from 0 to" in r.message  # refused, nothing stopped
+        r = await t.run(["watchdog", "mem-floor", "4000"])
+        assert not r.ok and "this host's memory" in r.message  # above the whole host
+        r = await t.run(["watchdog", "mem-floor", whole])
         assert r.ok
         deadline = time.time() + 60
         while time.time() < deadline:

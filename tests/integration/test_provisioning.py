@@ -145,7 +145,7 @@ async def test_cuda_12_8_host_is_replaced_by_13_2(world: World) -> None:
     res = await prov.fallback()
     outcomes = [a["outcome"] for a in res.attempts]
     assert outcomes[0].startswith("host rejected: driver CUDA 12.8 < required 13.0")
-    assert outcomes[-1] == "ok" and res.pod.cudaVersion == "13.2"
+    assert outcomes[-1] == "ok" and res.pod.cuda == "13.2"
     statuses = sorted(p["status"] for p in world.state.pods.values())
     assert statuses == ["RUNNING", "TERMINATED"]
     assert world.running() == [res.pod.id]

@@ -255,7 +255,9 @@ def _agent(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("value", ["1e308", "nan", "-1", "inf"])
 def test_absurd_memory_floors_are_refused(tmp_path: Path, value: str) -> None:
     r = _agent(["watchdog", "mem-floor", value], tmp_path)
-    assert r.returncode == 2 and "from 0 to" in r.stderr
+    # a JSON error event (the console reads those), before anything reaches the supervisor
+    last = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 2 and last["kind"] == "error" and "from 0 to" in last["message"]
 
 
 def test_action_ids_never_name_a_path(tmp_path: Path) -> None:
