@@ -71,7 +71,7 @@ async def soak(hours: float, refresh_s: float, warmup_h: float, trace: bool = Fa
                 if trace and i == warm_at:
                     import tracemalloc
 
-                    tracemalloc.start(12)
+                    tracemalloc.start(8)
                     first = tracemalloc.take_snapshot()
                 if i >= warm_at and (i - warm_at) % per_hour == 0:
                     readings.append((round(i * refresh_s / 3600, 2), rss_kib()))

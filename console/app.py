@@ -294,7 +294,10 @@ class PodConsoleApp(App):
         else:  # before the registry exists operations wait for it, unless read-only
             allowed = frozenset() if view.read_only else frozenset(
                 b.id for b in OPERATION_BINDINGS if b.id)
-        return ConsoleState(view=view, ready=self.ready, now=self.now(),
+        running = None
+        if self.ctx is not None and self.ctx.registry.in_flight is not None:
+            running = self.ctx.registry.specs[self.ctx.registry.in_flight].title
+        return ConsoleState(view=view, ready=self.ready, now=self.now(), operation=running,
                             snapshot=self.snapshot, pod=self.pod,
                             alerts=tuple(self.alerts.sorted()), stale=self.stale_text(),
                             history=self.history, allowed=allowed, gpus=gpus, utils=utils,
@@ -367,7 +370,7 @@ class PodConsoleApp(App):
         binds = [] if self.wall else OPERATION_BINDINGS
         specs = self.ctx.registry.specs if self.ctx is not None else {}
         for b in binds:
-            op = b.action.split("'")[1]
+            op = b.id or ""
             spec = specs.get(op)
             rows.append((b.key, spec.title if spec else b.description,
                          bool(spec.dangerous) if spec else True, self.allowed(op)))
@@ -453,6 +456,11 @@ class PodConsoleApp(App):
             out = await reg.invoke(action_id, args)  # recorded as refused, nothing runs
             self.note(out.message, "yellow")
             return
+        if spec.dangerous and reg.in_flight is not None:
+            # before asking anything: one dangerous operation at a time
+            self.note(f"{spec.title}: not now — {reg.specs[reg.in_flight].title} is still "
+                      "running", "yellow")
+            return
         if action_id == "rebalance" and "set" not in args:
             chosen = await self.push_screen_wait(await self._rebalance_screen())
             if not chosen:
@@ -471,6 +479,7 @@ class PodConsoleApp(App):
                 self.note(f"{spec.title}: cancelled")
                 return
         self.note(f"{spec.title}: started {self._args_text(args)}", "bold")
+        self.call_later(self.refresh_screens)  # the header says it is running
         progress = ProgressScreen(spec.title)
         self.push_screen(progress)
 

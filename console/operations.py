@@ -12,34 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .actions.audit import AuditLog
-from .actions.registry import ActionRegistry, ActionSpec, Outcome, Progress
+from .actions.registry import ActionRegistry, Outcome, Progress
+from .actions.specs import SPECS
 from .remote import AgentError, report_from
-
-SPECS = {
-    "refresh": ActionSpec("refresh", "ctrl+r", "Refresh", "poll every source now", False),
-    "resume": ActionSpec(
-        "resume", "r", "Resume pod", "start the stopped pod; on a capacity refusal, offer "
-        "fallback provisioning", True,
-        "Start pod {pod} ({profile}) and begin billing?"),
-    "fallback": ActionSpec(
-        "fallback", "f", "Fallback provisioning", "create a pod on the next GPU kind in "
-        "stock, in profile order, and bring every slot up", True,
-        "Create a NEW pod, trying every profile in order? A failed attempt terminates "
-        "its pod."),
-    "host_checks": ActionSpec(
-        "host_checks", "h", "Host checks", "GPUs, driver CUDA, NCCL P2P probe, pidfd, disk "
-        "and memory on the pod", True,
-        "Run the host checks on pod {pod}? The P2P probe takes up to 90 s and rewrites "
-        "NCCL_P2P_DISABLE in the pod's .env."),
-    "rebalance": ActionSpec(
-        "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
-        "slot restarts first; a failure rolls back", True,
-        "Restart slots with {split}? Each restart takes the slot offline for its start-up "
-        "time."),
-    "watchdog": ActionSpec(
-        "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
-        "Watchdog: {cmd} on pod {pod}?"),
-}
 
 
 def _args_set(values: dict[str, float]) -> list[str]:

@@ -96,6 +96,8 @@ class ConsoleState:
     """Slot → gpu_util in effect: the agent's when it reports one, else the profile's."""
     states: dict[str, str] = field(default_factory=dict)
     """Slot → the agent's state for it (``ready``, ``starting``…), empty when unknown."""
+    operation: str | None = None
+    """The dangerous operation running now (its title), shown until it ends."""
 
 
 def slot_columns(view: ConsoleView, pod: PodSnapshot | None

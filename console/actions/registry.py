@@ -41,6 +41,8 @@ class ActionSpec:
     dangerous: bool
     confirm: str = ""
     """Question asked before a dangerous action runs."""
+    label: str = ""
+    """The footer's word for it (short); the title when empty."""
 
 
 class RefusedError(Exception):
@@ -56,6 +58,8 @@ class ActionRegistry:
         self.executed: list[str] = []
         """Ids of actions whose handler actually ran (tests read this)."""
         self.history: list[tuple[float, str, Outcome]] = []
+        self.in_flight: str | None = None
+        """The dangerous operation running now (one at a time), or None."""
 
     def register(self, spec: ActionSpec, handler: Handler) -> None:
         if spec.id in self.specs:
@@ -79,6 +83,14 @@ class ActionRegistry:
             out = Outcome(False, f"{spec.title} refused: read-only mode", state="refused")
             self.history.append((time.time(), action_id, out))
             return out
+        if spec.dangerous and self.in_flight is not None:
+            # one dangerous operation at a time: two provisioning runs, or a rebalance
+            # during a fallback, would act on each other's pods
+            busy = self.specs[self.in_flight].title
+            out = Outcome(False, f"{spec.title} not started: {busy} is still running",
+                          state="refused")
+            self.history.append((time.time(), action_id, out))
+            return out
         if spec.dangerous:
             # fsync can take tens of ms on a busy disk: never on the event loop
             try:
@@ -90,6 +102,8 @@ class ActionRegistry:
                 self.history.append((time.time(), action_id, out))
                 return out
         self.executed.append(action_id)
+        if spec.dangerous:
+            self.in_flight = action_id
         try:
             out = await self.handlers[action_id](args, progress or (lambda *a: None))
         except asyncio.CancelledError:
@@ -98,6 +112,9 @@ class ActionRegistry:
             raise
         except Exception as exc:  # an action must always end with a record
             out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
+        finally:
+            if spec.dangerous:
+                self.in_flight = None
         return await self._end(spec, action_id, args, out)
 
     async def _end(self, spec: ActionSpec, action_id: str, args: dict[str, Any],

@@ -102,7 +102,7 @@ class SlotDetailScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
         snap = state.snapshot.slot(self.slot) if state.snapshot else None
         if snap is None:
             self.query_one("#dfig", Static).update("no data yet")

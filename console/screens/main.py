@@ -7,6 +7,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer
 
+from ..actions.specs import SPECS
 from ..session import ConsoleState
 from ..widgets.header import PodHeader
 from ..widgets.panels import ActionLog, AlertsPanel
@@ -14,13 +15,10 @@ from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
 from .base import ConsoleScreen
 
-OPERATION_BINDINGS = [
-    Binding("r", "op('resume')", "resume", id="resume"),
-    Binding("f", "op('fallback')", "fallback", id="fallback"),
-    Binding("h", "op('host_checks')", "host checks", id="host_checks"),
-    Binding("b", "op('rebalance')", "rebalance", id="rebalance"),
-    Binding("w", "op('watchdog')", "watchdog", id="watchdog"),
-]
+OPERATION_BINDINGS = [Binding(spec.key, f"op({spec.id!r})", spec.label or spec.title,
+                              id=spec.id)
+                      for spec in SPECS.values() if spec.dangerous]
+"""One binding per operation, from the registry's specs: a key is written once."""
 COMMON_BINDINGS = [
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
     Binding("question_mark", "app.help", "help", id="help"),
@@ -72,7 +70,7 @@ class MainScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
         snap = state.snapshot
         if snap is not None:
             self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states)

@@ -65,7 +65,7 @@ class WallScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale)
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
         snap = state.snapshot
         names = [t.slot for t in state.view.targets]
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None

@@ -20,7 +20,8 @@ class PodHeader(Static):
         self.demo = demo
         self.read_only = read_only
 
-    def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None) -> None:
+    def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
+             operation: str | None = None) -> None:
         t = Text(no_wrap=False, overflow="fold")
         if self.demo:
             t.append(" DEMO ", "bold black on yellow")
@@ -60,6 +61,10 @@ class PodHeader(Static):
         armed = "" if p.watchdog_armed in (None, True) else " (watchdog disarmed)"
         when = "overdue" if left is not None and left < 0 else fmt.duration(left, False)
         t.append(f"{when}{armed} ", "yellow" if armed or when == "overdue" else "")
+        if operation:
+            t.append("│ ", "dim")
+            t.append(f"▶ {operation} running", "bold magenta")
+            t.append(" ")
         if stale:
             t.append("│ ", "dim")
             t.append(stale, "bold red")

@@ -1,0 +1,35 @@
+"""Every operation, described once: its id, its key, what the footer, the help, the palette
+and the confirmation say. Bindings are generated from this (``screens/main.py``); the
+handlers are attached in ``console/operations.py``. Pure data: the first frame imports it."""
+
+from __future__ import annotations
+
+from .registry import ActionSpec
+
+SPECS = {
+    "refresh": ActionSpec("refresh", "ctrl+r", "Refresh", "poll every source now", False,
+                          label="refresh"),
+    "resume": ActionSpec(
+        "resume", "r", "Resume pod", "start the stopped pod; on a capacity refusal, offer "
+        "fallback provisioning", True,
+        "Start pod {pod} ({profile}) and begin billing?", label="resume"),
+    "fallback": ActionSpec(
+        "fallback", "f", "Fallback provisioning", "create a pod on the next GPU kind in "
+        "stock, in profile order, and bring every slot up", True,
+        "Create a NEW pod, trying every profile in order? A failed attempt terminates "
+        "its pod.", label="fallback"),
+    "host_checks": ActionSpec(
+        "host_checks", "h", "Host checks", "GPUs, driver CUDA, NCCL P2P probe, pidfd, disk "
+        "and memory on the pod", True,
+        "Run the host checks on pod {pod}? The P2P probe takes up to 90 s and rewrites "
+        "NCCL_P2P_DISABLE in the pod's .env.", label="host checks"),
+    "rebalance": ActionSpec(
+        "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
+        "slot restarts first; a failure rolls back", True,
+        "Restart slots with {split}? Each restart takes the slot offline for its start-up "
+        "time.", label="rebalance"),
+    "watchdog": ActionSpec(
+        "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
+        "Watchdog: {cmd} on pod {pod}?", label="watchdog"),
+}
+

@@ -1,0 +1,64 @@
+"""One dangerous operation at a time, refused at the sender, and the one in flight is on
+screen until it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from console.actions.audit import AuditLog
+from console.actions.registry import ActionRegistry, Outcome
+from console.actions.specs import SPECS
+from console.screens.main import OPERATION_BINDINGS
+from console.widgets.header import PodHeader
+from tests.tui.conftest import wait_for
+from tests.tui.snapshot_app import build
+
+
+def test_every_operation_key_is_written_once_in_the_specs() -> None:
+    dangerous = [s for s in SPECS.values() if s.dangerous]
+    assert [(b.key, b.id) for b in OPERATION_BINDINGS] == [(s.key, s.id) for s in dangerous]
+    assert len({b.key for b in OPERATION_BINDINGS}) == len(OPERATION_BINDINGS)
+
+
+async def test_a_second_dangerous_operation_is_refused_while_one_runs(tmp_path: Path) -> None:
+    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    def handler(name: str):
+        async def run(args, progress) -> Outcome:
+            ran.append(name)
+            await gate.wait()
+            return Outcome(True, "done")
+        return run
+
+    for op in ("fallback", "rebalance"):
+        reg.register(SPECS[op], handler(op))
+    first = asyncio.create_task(reg.invoke("fallback"))
+    await asyncio.sleep(0.1)
+    assert reg.in_flight == "fallback"
+    second = await reg.invoke("rebalance")
+    assert second.state == "refused" and "still running" in second.message
+    gate.set()
+    assert (await first).ok and reg.in_flight is None and ran == ["fallback"]
+
+
+async def test_the_operation_in_flight_is_in_the_header(tmp_path: Path) -> None:
+    app = build(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.snapshot is not None, 20)
+        app.ctx.registry.in_flight = "fallback"
+        app.refresh_screens()
+        await pilot.pause(0.2)
+        text = str(app.screen.query_one(PodHeader).render())
+        assert "Fallback provisioning running" in text
+        await pilot.press("b")  # another one: refused before any question is asked
+        await pilot.pause(0.3)
+        assert any("not now" in t and "Fallback provisioning" in t
+                   for _, t, _ in app.log_lines)
+        assert app.screen.__class__.__name__ == "MainScreen"  # no confirmation opened
+        app.ctx.registry.in_flight = None
+        app.refresh_screens()
+        await pilot.pause(0.2)
+        assert "running" not in str(app.screen.query_one(PodHeader).render())
