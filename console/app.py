@@ -385,12 +385,12 @@ class PodConsoleApp(App):
     def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
         async def fetch() -> None:
             await self._context_ready.wait()
-            t = self.ctx.transport if self.ctx is not None else None
-            if t is None:
+            agent = self.ctx.agent if self.ctx is not None else None
+            if agent is None or not agent.configured:
                 done([f"(no agent connection: {'wall mode' if self.wall else 'not configured'})"])
                 return
             try:
-                r = await t.run(["logs", slot, "-n", "200"], timeout_s=10)
+                r = await agent.logs(slot, 200)
                 done(list(r.final.get("lines", [])) if r.ok and r.final else [r.message])
             except Exception as exc:  # the panel shows why, it never crashes
                 done([f"(could not fetch logs: {exc})"])

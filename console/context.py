@@ -17,6 +17,7 @@ from typing import Any
 from pod_agent.profiles import LoadedProfile
 
 from .actions.audit import AuditLog
+from .agent_client import AgentClient
 from .collect.pod import PodCollector
 from .collect.poller import DeploymentPoller
 from .collect.targets import targets_for
@@ -105,18 +106,18 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                                        settings.state_dir / "profile-backups")
 
     audit = AuditLog(settings.state_dir / "audit.jsonl")
-    registry = build_registry(audit, read_only, transport=transport,
-                              remote_profile=remote_profile, refresh=refresh,
+    agent = AgentClient(transport, remote_profile)
+    registry = build_registry(audit, read_only, agent=agent, refresh=refresh,
                               provisioner=provisioner, on_rebalanced=on_rebalanced)
     pod_collector = None
     if client is not None or transport is not None:
-        pod_collector = PodCollector(settings.pod.runpod_id, client, transport,
+        pod_collector = PodCollector(settings.pod.runpod_id, client, agent,
                                      timeout_s=max(2.0, settings.request_timeout_s * 2))
     planner = Planner(dep.today.profile, settings.state_dir) if not read_only else None
     ctx = ConsoleContext(settings=settings, profile_name=dep.today.name,
                          profile=dep.today.profile, poller=poller, registry=registry,
                          history=history, pod_collector=pod_collector, transport=transport,
-                         demo=demo, clock=clock, planner=planner)
+                         demo=demo, clock=clock, planner=planner, agent=agent)
     ctx_holder["ctx"] = ctx
     if client is not None:
         ctx.on_exit.append(client.aclose)
@@ -135,22 +136,18 @@ def switch_pod(ctx: ConsoleContext, res: ProvisionResult, factory: Callable[...,
     s.pod.port_map = dict(res.address.port_map)
     targets = targets_for(lp.profile, res.address.host, res.address.port_map)
     old = ctx.poller
-    ctx.poller = type(old)(lp.name, targets, prometheus_url=old.prometheus_url,
-                           window_s=old.window_s, timeout_s=old.timeout_s,
-                           api_key=old._api_key, history=ctx.history,
-                           probe_interval_s=old.probe_interval_s)
+    ctx.poller = old.retargeted(lp.name, targets)
     ctx.profile = lp.profile
     ctx.profile_name = lp.name
     if ctx.pod_collector is not None:
         ctx.pod_collector.pod_id = res.pod.id
+    if ctx.agent is not None and ctx.agent.configured:
         agent_cmd = agent_command(s.pod.agent_dir)
         new_t = factory(res.pod, agent_cmd) if demo is None else demo.transport_for(res.pod)
-        ctx.pod_collector.transport = new_t
         ctx.transport = new_t
-        ctx.registry.agent.transport = new_t  # the handlers read it at call time
-        ctx.registry.agent.remote_profile = (
-            str(demo.remote_profile(lp)) if demo is not None
-            else f"{s.pod.agent_dir}/pkg/profiles/{lp.path.name}")
+        # the handlers, the pod collector and the logs all call this one client
+        ctx.agent.retarget(new_t, str(demo.remote_profile(lp)) if demo is not None
+                           else f"{s.pod.agent_dir}/pkg/profiles/{lp.path.name}")
     asyncio.get_running_loop().create_task(old.aclose())
 
 

@@ -14,14 +14,8 @@ from typing import Any
 from .actions.audit import AuditLog
 from .actions.registry import ActionRegistry, Outcome, Progress
 from .actions.specs import SPECS
+from .agent_client import AgentClient
 from .remote import AgentError, report_from
-
-
-def _args_set(values: dict[str, float]) -> list[str]:
-    out = []
-    for k, v in sorted(values.items()):
-        out += ["--set", f"{k}={v:g}"]
-    return out
 
 
 def relay_events(progress: Progress) -> Callable[[dict[str, Any]], None]:
@@ -41,22 +35,12 @@ def summarize_checks(report: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-class AgentRef:
-    """The agent the handlers talk to; replaced when fallback moves us to a new pod."""
-
-    def __init__(self, transport: Any | None, remote_profile: str | None) -> None:
-        self.transport = transport
-        self.remote_profile = remote_profile
-
-
-def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
-                   remote_profile: str | None, refresh: Callable[[], None],
-                   provisioner: Any | None = None,
+def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
+                   refresh: Callable[[], None], provisioner: Any | None = None,
                    on_rebalanced: Callable[[dict[str, float]], Awaitable[str]] | None = None,
                    ) -> ActionRegistry:
+    """The registry with every operation's handler; ``agent`` is how they reach the pod."""
     reg = ActionRegistry(audit, read_only)
-    agent = AgentRef(transport, remote_profile)
-    reg.agent = agent  # type: ignore[attr-defined]
 
     reg.refresh_target = refresh  # type: ignore[attr-defined]  # the app points it at itself
 
@@ -65,7 +49,7 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
         return Outcome(True, "refresh requested")
 
     def need_agent() -> Outcome | None:
-        if agent.transport is None:
+        if not agent.configured:
             return Outcome(False, "no pod agent configured (pod.ssh_host)", state="failed")
         return None
 
@@ -73,13 +57,8 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
         if (miss := need_agent()) is not None:
             return miss
         progress("check-host", None, "running on the pod (P2P probe up to 90 s)")
-        import shlex
-
-        cmd = f"{agent.transport.ep.agent_cmd} check-host --json"
-        if agent.remote_profile:
-            cmd += f" --profile {shlex.quote(agent.remote_profile)}"
         try:
-            res = await agent.transport.run_raw(cmd, timeout_s=180)
+            res = await agent.check_host()
         except AgentError as exc:
             return Outcome(False, str(exc), state="failed")
         report = report_from(res)
@@ -100,9 +79,7 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
         values = {str(k): float(v) for k, v in (args.get("set") or {}).items()}
         aid = str(args.get("action_id") or f"rebalance-{uuid.uuid4().hex[:10]}")
         try:
-            res = await agent.transport.run(["rebalance", *_args_set(values), "--action-id",
-                                             aid],
-                                      on_event=relay_events(progress), timeout_s=3600)
+            res = await agent.rebalance(values, aid, on_event=relay_events(progress))
         except AgentError as exc:
             return Outcome(False, f"{exc} — the action {aid} keeps running on the pod; "
                                   f"`pod-agent attach {aid}` shows its end", state="failed")
@@ -126,12 +103,9 @@ def build_registry(audit: AuditLog, read_only: bool, *, transport: Any | None,
         cmd = str(args.get("cmd", ""))
         if cmd not in ("arm", "disarm", "stop-now"):
             return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
-        argv = ["watchdog", cmd]
-        if cmd == "stop-now":
-            argv += ["--action-id", f"stop-{uuid.uuid4().hex[:10]}"]
+        aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
         try:
-            res = await agent.transport.run(argv, on_event=relay_events(progress),
-                                            timeout_s=300)
+            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress))
         except AgentError as exc:
             return Outcome(False, str(exc), state="failed")
         final = res.final or {}

@@ -42,6 +42,7 @@ from pod_agent.profiles import LoadedProfile
 
 from .actions.ledger import AuditError, Ledger
 from .actions.registry import Outcome, Progress
+from .agent_client import AgentClient
 from .provider.base import (
     CapacityError,
     ConflictError,
@@ -314,9 +315,8 @@ class Provisioner:
             raise RuntimeError(f"agent upload failed (exit {res.exit_status})")
 
     async def check_host(self, t: Any, lp: LoadedProfile) -> dict[str, Any]:
-        cmd = f"{self.agent_cmd()} check-host --json --profile " \
-              f"{shlex.quote(self.remote_profile(lp))}"
-        res = await t.run_raw(cmd, timeout_s=300)
+        res = await AgentClient(t, self.remote_profile(lp)).check_host(
+            timeout_s=300, agent_cmd=self.agent_cmd())
         report = report_from(res)
         if report is None:
             raise RuntimeError(f"check-host gave no report (exit {res.exit_status})")
@@ -336,18 +336,15 @@ class Provisioner:
         return report
 
     async def bootstrap(self, t: Any, lp: LoadedProfile) -> None:
-        log = shlex.quote(self.agent_dir + "/serve.log")
-        cmd = (f"{self.agent_cmd()} status --json >/dev/null 2>&1 || "
-               f"(setsid nohup {self.agent_cmd()} serve --profile "
-               f"{shlex.quote(self.remote_profile(lp))} > {log} 2>&1 < /dev/null &)")
-        await t.run_raw(cmd, timeout_s=60)
+        await AgentClient(t, self.remote_profile(lp)).serve_detached(
+            self.agent_cmd(), self.agent_dir + "/serve.log")
 
     async def wait_slots(self, t: Any, lp: LoadedProfile) -> None:
         deadline = time.monotonic() + self.cfg.health_wait_s
         last = ""
         while time.monotonic() < deadline:
             try:
-                res = await t.run(["status", "--json"], timeout_s=30)
+                res = await AgentClient(t).status()
             except AgentError as exc:
                 last = str(exc)
                 await self.sleep(self.cfg.poll_s)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pod_agent.profile import Profile
 
     from .actions.registry import ActionRegistry
+    from .agent_client import AgentClient
     from .alerts import Alert
     from .collect.pod import PodCollector
     from .settings import Settings
@@ -44,6 +45,8 @@ class ConsoleContext:
     rotate_s: float = 15.0
     planner: Any | None = None
     on_exit: list[Callable[[], Any]] = field(default_factory=list)
+    agent: AgentClient | None = None
+    """The pod agent (every agent command goes through it); unconfigured in wall mode."""
 
 
 @dataclass(frozen=True)

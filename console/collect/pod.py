@@ -11,6 +11,7 @@ import datetime as dt
 import time
 from typing import Any
 
+from ..agent_client import AgentClient
 from ..provider.base import Provider, ProviderError
 from ..remote import AgentError
 from ..snapshot import PodSnapshot
@@ -28,11 +29,11 @@ def _iso_ts(s: str | None) -> float | None:
 
 
 class PodCollector:
-    def __init__(self, pod_id: str | None, client: Provider | None, transport: Any | None,
-                 timeout_s: float = 5.0) -> None:
+    def __init__(self, pod_id: str | None, client: Provider | None,
+                 agent: AgentClient | None, timeout_s: float = 5.0) -> None:
         self.pod_id = pod_id
         self.client = client
-        self.transport = transport
+        self.agent = agent
         self.timeout_s = timeout_s
 
     async def poll(self) -> PodSnapshot:
@@ -47,9 +48,9 @@ class PodCollector:
                               started_at=_iso_ts(m.started_at))
             except (ProviderError, TimeoutError) as exc:
                 fields["provider_error"] = getattr(exc, "message", None) or "timed out"
-        if self.transport is not None:
+        if self.agent is not None and self.agent.configured:
             try:
-                r = await self.transport.run(["status", "--json"], timeout_s=self.timeout_s)
+                r = await self.agent.status(timeout_s=self.timeout_s)
                 st = r.final or {}
                 if r.ok:
                     wd = st.get("watchdog") or {}

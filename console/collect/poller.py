@@ -61,6 +61,15 @@ class DeploymentPoller:
         self._probes: dict[str, tuple[float, bool, str]] = {}
         self._probe_task: asyncio.Task[None] | None = None
 
+    def retargeted(self, profile: str, targets: tuple[SlotTarget, ...]) -> DeploymentPoller:
+        """The same poller settings (Prometheus, selector, key, window, timeouts) aimed at
+        other slots, sharing this one's history: after fallback moves to a new pod."""
+        return DeploymentPoller(profile, targets, prometheus_url=self.prometheus_url,
+                                window_s=self.window_s, timeout_s=self.timeout_s,
+                                api_key=self._api_key, history=self.history,
+                                prom_selector=self.prom_selector,
+                                probe_interval_s=self.probe_interval_s, clock=self.clock)
+
     def config_key(self) -> tuple[object, ...]:
         """Everything that decides what a poll asks, where and how: equal keys, equal polls."""
         return (self.profile, self.targets, self.prometheus_url, self.window_s,

@@ -37,9 +37,9 @@ async def _run(args: argparse.Namespace) -> int:
             snap = await ctx.poller.poll()
         current = {n: s.gpu_util for n, s in ctx.profile.slots.items()}
         agent_slots: dict = {}
-        if ctx.transport is not None:
+        if ctx.agent is not None and ctx.agent.configured:
             try:
-                r = await ctx.transport.run(["status", "--json"], timeout_s=30)
+                r = await ctx.agent.status()
                 agent_slots = (r.final or {}).get("slots") or {}
                 current.update({n: float(v.get("gpu_util", current[n]))
                                 for n, v in agent_slots.items() if n in current})

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from console.agent_client import AgentClient
 from console.remote import AgentEndpoint, AgentError, AgentTransport
 from tests.conftest import REPO
 from tests.support import vllm_server
@@ -194,8 +195,8 @@ async def test_console_rebalance_rolls_back_and_keeps_the_profile(pod, tmp_path)
     async def on_ok(values):
         return write_split(laptop_profile, values, tmp_path / "backups")
 
-    reg = build_registry(AuditLog(tmp_path / "audit.jsonl"), False, transport=t,
-                         remote_profile=str(pod["profile"]), refresh=lambda: None,
+    reg = build_registry(AuditLog(tmp_path / "audit.jsonl"), False,
+                         agent=AgentClient(t, str(pod["profile"])), refresh=lambda: None,
                          on_rebalanced=on_ok)
     steps: list[str] = []
     try:

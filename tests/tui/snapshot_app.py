@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from console.actions.audit import AuditLog
+from console.agent_client import AgentClient
 from console.app import ConsoleContext, make_app
 from console.collect.exposition import parse
 from console.collect.figures import compute
@@ -77,8 +78,8 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False):
             history.add(name, "kv", t, 0.02 + 0.015 * math.sin(i / 13 + k))
             history.add(name, "acceptance", t, 0.6 + 0.06 * math.sin(i / 17 + k))
     settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5)
-    registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall, transport=None,
-                              remote_profile=None, refresh=lambda: None)
+    registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall,
+                              agent=AgentClient(None), refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,
                          poller=StaticPoller(snap, targets_for(profile, "10.0.0.5")),
                          registry=registry, history=history,
