@@ -63,6 +63,7 @@ QUIT_CLEANUP_S = 180.0
 
 class PodConsoleApp(App):
     TITLE = "pod-console"
+    CSS_PATH = "console.tcss"
     ENABLE_COMMAND_PALETTE = True
 
     def __init__(self, start: ConsoleContext | StagedStart, wall: bool = False,

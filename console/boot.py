@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .collect.targets import SlotTarget
 from .config_file import ENV_PREFIX, config_path, default_state_dir, read_config, read_current_pod
 
-REFRESH_FLOOR_S = 1.0  # the same floor as ``Settings.refresh_s`` (checked by a test)
-DEFAULTS: dict[str, Any] = {"refresh_s": 2.0, "window_s": 300.0, "history_s": 3600.0,
-                            "plot_refresh_s": 120.0, "profiles_dir": "profiles"}
+REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
+DEFAULTS: dict[str, Any] = {"refresh_s": defaults.REFRESH_S, "window_s": defaults.WINDOW_S,
+                            "history_s": defaults.HISTORY_S,
+                            "plot_refresh_s": defaults.PLOT_REFRESH_S,
+                            "profiles_dir": defaults.PROFILES_DIR}
 _PREFIX = re.compile(r"^(\d+)[-_]")
 
 
@@ -53,11 +56,11 @@ class BootPlan:
 
     @property
     def request_timeout_s(self) -> float:
-        return max(0.5, self.refresh_s * 0.8)  # as ``Settings.request_timeout_s``
+        return defaults.request_timeout_s(self.refresh_s)
 
     @property
     def prom_selector(self) -> str:
-        return f'{{pod="{self.pod_id}"}}' if self.pod_id else ""
+        return defaults.prom_selector(self.pod_id)
 
 
 def plan(config: Path | None, refresh_s: float | None = None) -> BootPlan | None:

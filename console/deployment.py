@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from pod_agent.profiles import LoadedProfile, load_profiles
 
+from . import defaults
 from .collect.poller import DeploymentPoller
 from .collect.targets import SlotTarget, targets_for
 from .history import History
@@ -26,7 +27,7 @@ class Deployment:
     def poller(self, history: History | None = None) -> DeploymentPoller:
         s = self.settings
         key = s.vllm_api_key.get_secret_value() if s.vllm_api_key else None
-        sel = f'{{pod="{s.pod.runpod_id}"}}' if s.pod.runpod_id else ""
+        sel = defaults.prom_selector(s.pod.runpod_id)
         return DeploymentPoller(
             self.today.name, self.targets, prometheus_url=s.prometheus_url,
             window_s=s.window_s, timeout_s=s.request_timeout_s, api_key=key,

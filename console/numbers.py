@@ -66,13 +66,6 @@ def extrapolated_increase(samples: Sequence[tuple[float, float]], range_start: f
     return result * (interval / sampled)
 
 
-def extrapolated_rate(samples: Sequence[tuple[float, float]], range_start: float,
-                      range_end: float) -> float:
-    """Prometheus ``rate()``: the extrapolated increase per second of the range."""
-    inc = extrapolated_increase(samples, range_start, range_end)
-    return inc / ((round(range_end * 1000) - round(range_start * 1000)) / 1000)
-
-
 def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> float:
     """Prometheus ``histogram_quantile`` over classic buckets ``(upper_bound, cumulative)``.
 

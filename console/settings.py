@@ -15,10 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from . import defaults
 from .config_file import config_path, default_state_dir, read_config
 
-REFRESH_FLOOR_S = 1.0
-"""Faster polling only burns CPU: vLLM updates its gauges about once a second."""
+REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
 
 
 class PodSettings(BaseModel):
@@ -64,20 +64,20 @@ class Settings(BaseSettings):
 
     prometheus_url: str | None = None
     """Prometheus base URL (``http://127.0.0.1:9090``); without it slots are scraped directly."""
-    profiles_dir: Path = Path("profiles")
+    profiles_dir: Path = Path(defaults.PROFILES_DIR)
     """Directory of ordered profile YAML files."""
     profile: str | None = None
     """Name of today's profile; default: the first in order."""
     pod: PodSettings = Field(default_factory=PodSettings)
-    refresh_s: float = 2.0
+    refresh_s: float = defaults.REFRESH_S
     """Refresh interval in seconds (floor 1 s)."""
-    window_s: float = Field(default=300.0, ge=30)
+    window_s: float = Field(default=defaults.WINDOW_S, ge=30)
     """Window for rates, quantiles and p99s."""
-    plot_refresh_s: float = Field(default=120.0, ge=5, le=3600)
+    plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
     """Plots redraw at most this often. Each redraw of the four plots is tens of KB of
     terminal output; they show the last hour, so two minutes loses little. Lower it on a
     fast link."""
-    history_s: float = Field(default=3600.0, ge=60, le=86400)
+    history_s: float = Field(default=defaults.HISTORY_S, ge=60, le=86400)
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
     """Per-slot alert thresholds keyed by slot name; ``default`` applies to all others."""
@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     @property
     def request_timeout_s(self) -> float:
         """Every request finishes (or fails) well inside one refresh interval."""
-        return max(0.5, self.refresh_s * 0.8)
+        return defaults.request_timeout_s(self.refresh_s)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings],

@@ -71,11 +71,6 @@ class SlotDetailScreen(ConsoleScreen):
                 Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
                 Binding("question_mark", "app.help", "help", id="help"),
                 Binding("q", "app.quit", "quit", id="quit")]
-    DEFAULT_CSS = """
-    #dfig { height: auto; padding: 0 1; border: round $primary; }
-    #dlog { height: 1fr; min-height: 6; border: round $secondary; }
-    SlotDetailScreen.short #dplots { display: none; }
-    """
 
     def __init__(self, state: ConsoleState, slot: str) -> None:
         super().__init__(state)

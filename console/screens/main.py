@@ -29,14 +29,6 @@ COMMON_BINDINGS = [
 class MainScreen(ConsoleScreen):
     BINDINGS = [*OPERATION_BINDINGS, Binding("enter", "detail", "detail", id="detail"),
                 *COMMON_BINDINGS]
-    DEFAULT_CSS = """
-    MainScreen { layout: vertical; }
-    #bottom { height: auto; }
-    MainScreen.narrow #plots { display: none; }
-    MainScreen.short #plots { display: none; }
-    MainScreen.short #bottom { height: 1fr; }
-    MainScreen.short ActionLog { height: 1fr; min-height: 3; }
-    """
 
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:

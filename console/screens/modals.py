@@ -17,12 +17,6 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
                 Binding("escape", "answer(False)", "cancel", show=False)]
-    DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical { width: 70; max-width: 95%; height: auto; border: thick $error;
-                               background: $surface; padding: 1 2; }
-    ConfirmScreen Horizontal { height: auto; align: center middle; margin-top: 1; }
-    """
 
     def __init__(self, title: str, question: str) -> None:
         super().__init__()
@@ -51,13 +45,6 @@ class ProgressScreen(ModalScreen[None]):
     """Live progress of a long action; Escape hides it (the action keeps running)."""
 
     BINDINGS = [Binding("escape", "hide", "hide")]
-    DEFAULT_CSS = """
-    ProgressScreen { align: center middle; }
-    ProgressScreen > Vertical { width: 90; max-width: 98%; height: 20; max-height: 95%;
-                                border: thick $primary; background: $surface; padding: 0 1; }
-    ProgressScreen ProgressBar { margin: 1 0; }
-    ProgressScreen RichLog { height: 1fr; }
-    """
 
     def __init__(self, title: str) -> None:
         super().__init__()
@@ -98,11 +85,6 @@ class HelpScreen(ModalScreen[None]):
     """Generated from the bindings, so it can never disagree with the keys."""
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 76; max-width: 98%; height: auto; max-height: 95%;
-                            border: thick $primary; background: $surface; padding: 1 2; }
-    """
 
     def __init__(self, rows: list[tuple[str, str, bool, bool]]) -> None:
         """rows: (key, description, dangerous, available)"""
@@ -133,11 +115,6 @@ class FatalScreen(ModalScreen[None]):
     Stays up until a key is pressed, so a wall display shows why it stopped."""
 
     BINDINGS = [Binding("escape,q,enter", "close", "quit")]
-    DEFAULT_CSS = """
-    FatalScreen { align: center middle; }
-    FatalScreen > Vertical { width: 100; max-width: 98%; height: auto; max-height: 95%;
-                             border: thick $error; background: $surface; padding: 1 2; }
-    """
 
     def __init__(self, problem: str) -> None:
         super().__init__()
@@ -158,11 +135,6 @@ class WatchdogScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
                 Binding("s", "pick('stop-now')", "stop now"),
                 Binding("escape", "pick('')", "cancel")]
-    DEFAULT_CSS = """
-    WatchdogScreen { align: center middle; }
-    WatchdogScreen > Vertical { width: 60; height: auto; border: thick $warning;
-                                background: $surface; padding: 1 2; }
-    """
 
     def __init__(self, armed: bool | None, next_stop: str | None) -> None:
         super().__init__()
@@ -189,15 +161,6 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
     """Current vs proposed gpu_util per slot, validated as typed."""
 
     BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "apply", "apply")]
-    DEFAULT_CSS = """
-    RebalanceScreen { align: center middle; }
-    RebalanceScreen > Vertical { width: 96; max-width: 98%; height: auto; max-height: 95%;
-                                 border: thick $warning; background: $surface; padding: 1 2; }
-    RebalanceScreen Horizontal { height: auto; }
-    RebalanceScreen Input { width: 12; }
-    RebalanceScreen .name { width: 12; padding: 1 0; }
-    RebalanceScreen .info { width: 1fr; padding: 1 1; }
-    """
 
     def __init__(self, rows: list[dict], plan_lines: list[str], predict) -> None:
         """rows: {slot, current, proposed, gpus, min}; predict(slot, util) -> str"""

@@ -24,11 +24,6 @@ from .main import COMMON_BINDINGS
 
 class WallScreen(ConsoleScreen):
     BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
-    DEFAULT_CSS = """
-    #wfocus { height: auto; border: round $accent; padding: 0 1; display: none; }
-    #wview { height: 1; background: $boost; padding: 0 1; }
-    WallScreen.short #wplots { display: none; }
-    """
 
     def __init__(self, state: ConsoleState, rotate_s: float = 15.0) -> None:
         super().__init__(state)
