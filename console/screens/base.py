@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
@@ -44,7 +45,10 @@ class ConsoleScreen(Screen):
     def show(self, state: ConsoleState) -> None:
         self.state = state
         if self.is_mounted:
-            self.render_state(state)
+            try:
+                self.render_state(state)
+            except NoMatches:
+                pass  # mounted but not composed yet: its on_mount draws the latest state
 
     def render_state(self, state: ConsoleState) -> None:
         """Draw ``state``; called after every poll while the screen is open."""
