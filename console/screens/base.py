@@ -8,6 +8,7 @@ handles. No screen imports the app or reads its attributes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from textual.css.query import NoMatches
@@ -45,10 +46,9 @@ class ConsoleScreen(Screen):
     def show(self, state: ConsoleState) -> None:
         self.state = state
         if self.is_mounted:
-            try:
+            # mounted but not composed yet: its on_mount draws the latest state
+            with contextlib.suppress(NoMatches):
                 self.render_state(state)
-            except NoMatches:
-                pass  # mounted but not composed yet: its on_mount draws the latest state
 
     def render_state(self, state: ConsoleState) -> None:
         """Draw ``state``; called after every poll while the screen is open."""
