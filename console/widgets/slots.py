@@ -98,6 +98,7 @@ class SlotsTable(DataTable):
         if numbers_due:
             self._numbers_at = now
         seen = set()
+        updated = False
         for s in snap.slots:
             seen.add(s.slot)
             full = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot))
@@ -110,11 +111,24 @@ class SlotsTable(DataTable):
                     if key in STATE_KEYS or numbers_due:
                         self.update_cell(s.slot, key, by_key[key])
                         self._cells[(s.slot, key)] = by_key[key]
+                        updated = True
             else:
                 self.add_row(*(by_key[k] for k in self._keys), key=s.slot)
                 self._cells.update({(s.slot, k): by_key[k] for k in self._keys})
         for key in [k for k in self.rows if k.value not in seen]:
             self.remove_row(key)
+        if updated:
+            self._drop_dead_renders()
+
+    def _drop_dead_renders(self) -> None:
+        """DataTable keys its render caches by an update counter, so what was cached
+        before an update is never read again, yet stays until its LRU (10,000 cells) is
+        full: on a table updated every poll for days (a wall display) that grew the
+        console by ~0.45 MB an hour (``bench/soak_demo.py``). A few rows re-render in
+        microseconds; keep only what the next paint can use."""
+        clear = getattr(self, "_clear_caches", None)
+        if callable(clear):
+            clear()
 
     def selected_slot(self) -> str | None:
         if not self.row_count:
