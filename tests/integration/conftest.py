@@ -65,12 +65,24 @@ def real_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sshd.SshServ
         srv.stop()
 
 
-@pytest.fixture
-def world(tmp_path: Path):
-    w = World(tmp_path)
+def _world(tmp_path: Path, **kw) -> Iterator[World]:
+    w = World(tmp_path, **kw)
     w.server.start()
     try:
         yield w
     finally:
         w.server.stop()
         w.hosts.stop_all()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    """The RunPod emulator whose pods are real SSH hosts running the real agent."""
+    yield from _world(tmp_path)
+
+
+@pytest.fixture
+def slow_world(tmp_path: Path) -> Iterator[World]:
+    """The same, with a slot that takes 60 s to come up: bring-up is still running when
+    a test interrupts it."""
+    yield from _world(tmp_path, startup_s=60)

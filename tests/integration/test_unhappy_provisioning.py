@@ -36,18 +36,6 @@ pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"
                                 reason="openssh-server not installed")
 
 
-@pytest.fixture
-def slow_world(tmp_path: Path):
-    """The slot takes 60 s to come up: bring-up is still running when we interrupt it."""
-    w = World(tmp_path, startup_s=60)
-    w.server.start()
-    try:
-        yield w
-    finally:
-        w.server.stop()
-        w.hosts.stop_all()
-
-
 def creates(w: World) -> int:
     return sum(1 for m, p, _ in w.state.log if m == "POST" and p == "/v2/pods")
 

@@ -35,15 +35,24 @@ def _pods(demo: DemoDeployment) -> dict[str, str]:
         return {pid: p["status"] for pid, p in demo.state.pods.items()}
 
 
+async def _confirmed_fallback(app, pilot) -> None:
+    """Live numbers, then ``f`` and ``y``: a fallback is on its way."""
+    assert await wait_for(pilot, lambda: live(app), 60)
+    app.start_operation("fallback")
+    assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+    await pilot.press("y")
+
+
+def _fallback_results(ctx) -> list[str]:
+    return [r["result"] for r in ctx.registry.audit.records() if r["action"] == "fallback"]
+
+
 async def test_escape_hides_the_dialog_and_the_fallback_finishes(demo) -> None:
     ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
     app = make_app(ctx)
     before = set(_pods(demo))
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await wait_for(pilot, lambda: live(app), 60)
-        app.start_operation("fallback")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await _confirmed_fallback(app, pilot)
         assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
         await pilot.press("escape")  # hides the dialog; the operation goes on
         assert await wait_for(pilot, lambda: not isinstance(app.screen, ProgressScreen))
@@ -55,9 +64,7 @@ async def test_escape_hides_the_dialog_and_the_fallback_finishes(demo) -> None:
     kept = out.data["pod"]
     assert new[kept] == "RUNNING"
     assert all(st == "TERMINATED" for pid, st in new.items() if pid != kept), new
-    results = [r["result"] for r in ctx.registry.audit.records()
-               if r["action"] == "fallback"]
-    assert results[-2:] == ["started", "ok"]
+    assert _fallback_results(ctx)[-2:] == ["started", "ok"]
 
 
 async def test_quitting_mid_fallback_terminates_the_new_pod(demo) -> None:
@@ -65,18 +72,13 @@ async def test_quitting_mid_fallback_terminates_the_new_pod(demo) -> None:
     app = make_app(ctx)
     before = set(_pods(demo))
     async with app.run_test(size=(120, 40)) as pilot:
-        assert await wait_for(pilot, lambda: live(app), 60)
-        app.start_operation("fallback")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
+        await _confirmed_fallback(app, pilot)
         assert await wait_for(pilot, lambda: set(_pods(demo)) - before, 60)
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: not app.is_running, 120)
     new = {pid: st for pid, st in _pods(demo).items() if pid not in before}
     assert new and all(st == "TERMINATED" for st in new.values()), new
-    results = [r["result"] for r in ctx.registry.audit.records()
-               if r["action"] == "fallback"]
-    assert results[-1] == "cancelled"
+    assert _fallback_results(ctx)[-1] == "cancelled"
 
 
 async def test_the_wall_offers_and_runs_no_demo_fault(demo) -> None:
