@@ -156,6 +156,22 @@ class PodConsoleApp(App):
             self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
         self.set_interval(view.refresh_s, self.tick)
 
+    async def _check_ledger(self) -> None:
+        """Pods an interrupted ``up`` (or console) may have left billing are an alert from
+        the first screen on, until ``pod-console down`` or ``f`` settles them."""
+        from .actions.ledger import Ledger
+        from .config_file import ledger_path
+
+        assert self.ctx is not None
+        entries = await asyncio.to_thread(
+            Ledger(ledger_path(self.ctx.settings.state_dir)).open_entries)
+        if entries:
+            names = ", ".join(e.pod_id or e.name or "?" for e in entries[:3])
+            self.failures["ledger"] = Condition(
+                "ledger", "crit", f"{len(entries)} pod request(s) never settled",
+                f"{names} may be billing: pod-console down (or f) terminates them")
+            self.action_refresh_now()
+
     def _on_hangup(self) -> None:
         self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
 
@@ -204,6 +220,8 @@ class PodConsoleApp(App):
 
     def _became_ready(self) -> None:
         assert self.ctx is not None
+        if not self.wall:
+            self.run_worker(self._check_ledger(), group="ledger", exit_on_error=False)
         collect_garbage_again()
         self.ctx.registry.refresh_target = self.action_refresh_now  # type: ignore[attr-defined]
         self.ready_after_s = time.monotonic() - self._mounted_at

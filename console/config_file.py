@@ -47,6 +47,12 @@ def read_config(path: Path, explicit: bool) -> SourceDoc | None:
     return load_file(path)
 
 
+def ledger_path(state_dir: Path) -> Path:
+    """Where ``up``, ``down`` and the ``r``/``f`` keys record every pod that may bill
+    (``console/actions/ledger.py``)."""
+    return state_dir / "pods.jsonl"
+
+
 def current_pod_file(state_dir: Path) -> Path:
     return state_dir / "current_pod.json"
 

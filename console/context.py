@@ -16,6 +16,7 @@ from typing import Any
 
 from pod_agent.profiles import LoadedProfile
 
+from . import config_file
 from .actions.audit import AuditLog
 from .agent_client import AgentClient
 from .collect.pod import PodCollector
@@ -82,7 +83,7 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     if client is not None and not read_only:
         cfg = provision_cfg or ProvisionConfig(
             render_dir=settings.state_dir / "rendered", prometheus_url=settings.prometheus_url,
-            agent_dir=settings.pod.agent_dir)
+            agent_dir=settings.pod.agent_dir, ledger=config_file.ledger_path(settings.state_dir))
 
         def factory(pod, agent_cmd: str) -> Any:
             if transport_factory is not None:

@@ -177,7 +177,7 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
                           render_dir=settings.state_dir / "rendered",
                           prometheus_url=settings.prometheus_url,
                           agent_dir=settings.pod.agent_dir,
-                          ledger=settings.state_dir / "pods.jsonl")
+                          ledger=config_file.ledger_path(settings.state_dir))
 
     def factory(pod, agent_cmd: str) -> AgentTransport:
         host, port = pod.ssh_endpoint
@@ -246,7 +246,8 @@ async def _down_locked(settings: Settings, client: Provider) -> int:
     from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
 
     prov = Provisioner(client, [], lambda *a: None,
-                       ProvisionConfig(ledger=settings.state_dir / "pods.jsonl"), log=_log)
+                       ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir)),
+                       log=_log)
     audit = AuditLog(settings.state_dir / "audit.jsonl")
     swept = await prov.sweep()
     for line in swept:

@@ -62,3 +62,17 @@ async def test_the_operation_in_flight_is_in_the_header(tmp_path: Path) -> None:
         app.refresh_screens()
         await pilot.pause(0.2)
         assert "running" not in str(app.screen.query_one(PodHeader).render())
+
+
+async def test_pods_an_interrupted_run_left_are_an_alert_from_the_start(tmp_path: Path) -> None:
+    from console.actions.ledger import Ledger
+
+    Ledger(tmp_path / "pods.jsonl").record("create-requested", name="pod-console-x-abc123")
+    Ledger(tmp_path / "pods.jsonl").record("created", name="pod-console-x-abc123",
+                                           pod="emu0042", cost=4.18)
+    app = build(tmp_path)  # its state directory is tmp_path
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: "ledger" in app.alerts.active, 20)
+        alert = app.alerts.active["ledger"]
+        assert alert.severity == "crit" and "emu0042" in alert.detail
+        assert "pod-console down" in alert.detail
