@@ -48,6 +48,8 @@ async def test_every_main_binding(demo) -> None:
         for key in ("r ", "f ", "h ", "b ", "w ", "enter", "ctrl+r"):
             assert key in help_text
         await pilot.press("escape")
+        # the help screen must be gone before enter (under load a key can outrun it)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         # enter → slot detail, escape back
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: isinstance(app.screen, SlotDetailScreen))
