@@ -213,7 +213,8 @@ class Provisioner:
         try:
             await uncancellable(self.client.stop(pod_id))
         except ConflictError:
-            pass  # not running (it never started): nothing bills
+            # not running (it never started): nothing bills
+            pass
         except NotFoundError:
             pass
         except ProviderError as exc:
@@ -619,7 +620,8 @@ class Provisioner:
         try:
             await uncancellable(self.client.stop(pod_id))
         except ConflictError:
-            pass  # it stopped meanwhile: read it again below
+            # it stopped meanwhile: read it again below
+            pass
         except ProviderError as exc:
             cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
             raise ProvisionFailed(EXIT_LEAKED, f"STOP FAILED for pod {pod_id} ({cost}): "
