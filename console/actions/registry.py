@@ -78,9 +78,14 @@ class ActionRegistry:
         if spec is None:
             raise KeyError(action_id)
         if self.read_only and spec.dangerous:
-            await asyncio.to_thread(self.audit.append, action_id, args, "refused",
-                                    reason="read-only mode")
-            out = Outcome(False, f"{spec.title} refused: read-only mode", state="refused")
+            lost = ""
+            try:
+                await asyncio.to_thread(self.audit.append, action_id, args, "refused",
+                                        reason="read-only mode")
+            except AuditError as exc:  # still refused; a full disk must not crash a wall
+                lost = f" (AUDIT RECORD LOST: {exc})"
+            out = Outcome(False, f"{spec.title} refused: read-only mode{lost}",
+                          state="refused")
             self.history.append((time.time(), action_id, out))
             return out
         if spec.dangerous and self.in_flight is not None:

@@ -338,3 +338,15 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
         srv.close()
     assert probe.exposition is not None and seen
     assert seen[0] != threading.main_thread().name
+
+
+async def test_a_wall_on_a_full_disk_still_refuses_without_crashing(tmp_path: Path) -> None:
+    (tmp_path / "audit.jsonl").symlink_to("/dev/full")
+    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"), read_only=True)
+
+    async def handler(args, progress) -> Outcome:
+        raise AssertionError("must not run")
+
+    reg.register(ActionSpec("stop", "s", "Stop", "stop it", dangerous=True), handler)
+    out = await reg.invoke("stop")
+    assert out.state == "refused" and "AUDIT RECORD LOST" in out.message
