@@ -70,10 +70,12 @@ class Hostile(RawServer):
 
 def _metrics_cli(url: str, timeout: float) -> tuple[int, str, float, int]:
     """Run ``pod-console metrics URL --json``; (rc, stderr, seconds, max RSS in KiB)."""
-    code = ("import resource, sys\nfrom console.cli import main\n"
+    # VmHWM, not getrusage(): Linux carries ru_maxrss across fork and exec, so a child
+    # of a large pytest process would report the parent's peak, not its own.
+    code = ("import sys\nfrom console.cli import main\n"
             f"rc = main(['metrics', {url!r}, '--json', '--timeout', '{timeout}'])\n"
-            "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
-            "file=sys.stderr)\nsys.exit(rc)\n")
+            "hwm = [ln for ln in open('/proc/self/status') if ln.startswith('VmHWM:')]\n"
+            "print('RSS', hwm[0].split()[1], file=sys.stderr)\nsys.exit(rc)\n")
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120, cwd=REPO)
