@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from . import catalog
 from .snapshot import DeploymentSnapshot, PodSnapshot
 
 if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
@@ -22,8 +23,6 @@ if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
     from .settings import Settings
 
 Severity = Literal["crit", "warn", "info"]
-ACCEPTANCE_DROP = 0.7
-"""Acceptance below 70 % of the slot's baseline counts as "far below"."""
 
 
 @dataclass(frozen=True)
@@ -101,23 +100,11 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             f = s.figures
             if f is None:
                 continue
-            if s.kv_p99 is not None and s.kv_p99 > th.kv_p99:
-                out.append(Condition(f"kv:{s.slot}", "warn", f"{s.slot} KV p99 "
-                                     f"{s.kv_p99:.0%} > {th.kv_p99:.0%}",
-                                     "revisit KV offload (the field's trigger)"))
-            if f.preemptions and f.preemptions > 0:
-                out.append(Condition(f"preempt:{s.slot}", "warn",
-                                     f"{s.slot} preempted {f.preemptions:g} request(s)",
-                                     "KV cache full: revisit KV offload"))
-            if f.ttft_p95_s is not None and f.ttft_p95_s > th.ttft_p95_s:
-                out.append(Condition(f"ttft:{s.slot}", "warn",
-                                     f"{s.slot} TTFT p95 {f.ttft_p95_s:.2f}s > "
-                                     f"{th.ttft_p95_s:g}s"))
-            base = th.acceptance_baseline
-            acc = f.spec_decode.acceptance_rate if f.spec_decode else None
-            if base and acc is not None and acc < base * ACCEPTANCE_DROP:
-                out.append(Condition(f"accept:{s.slot}", "warn",
-                                     f"{s.slot} acceptance {acc:.0%} far below {base:.0%}"))
+            for fig, rule in catalog.thresholds():
+                value = s.figure(fig.key)
+                if value is not None and rule.breached(value, th):
+                    out.append(Condition(f"{rule.alert}:{s.slot}", "warn",
+                                         rule.title(s.slot, value, th), rule.hint))
     per_gpu: dict[int, float] = {}
     for name, slot in profile.slots.items():
         util = slot.gpu_util

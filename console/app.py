@@ -314,13 +314,17 @@ class PodConsoleApp(App):
             allowed = frozenset() if view.read_only else frozenset(
                 b.id for b in OPERATION_BINDINGS if b.id)
         running = None
-        if self.ctx is not None and self.ctx.registry.in_flight is not None:
-            running = self.ctx.registry.specs[self.ctx.registry.in_flight].title
+        thresholds = {}
+        if self.ctx is not None:
+            if self.ctx.registry.in_flight is not None:
+                running = self.ctx.registry.specs[self.ctx.registry.in_flight].title
+            thresholds = {t.slot: self.ctx.settings.thresholds_for(t.slot)
+                          for t in view.targets}
         return ConsoleState(view=view, ready=self.ready, now=self.now(), operation=running,
                             snapshot=self.snapshot, pod=self.pod,
                             alerts=tuple(self.alerts.sorted()), stale=self.stale_text(),
                             history=self.history, allowed=allowed, gpus=gpus, utils=utils,
-                            states=states)
+                            states=states, thresholds=thresholds)
 
     def refresh_screens(self) -> None:
         screens = [s for s in self.screen_stack

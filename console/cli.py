@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from . import __version__
 from .commands import (
+    catalog_cmd,
     metrics_cmd,
     pod_cmd,
     profile_cmd,
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     profile_cmd.register(sub)
     metrics_cmd.register(sub)
+    catalog_cmd.register(sub)
     status_cmd.register(sub)
     tui_cmd.register(sub)
     pod_cmd.register(sub)

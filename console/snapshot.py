@@ -36,6 +36,12 @@ class SlotSnapshot:
     stale_since: float | None = None
     """When the last good data was fetched, if this snapshot failed."""
 
+    def figure(self, key: str) -> float | None:
+        """A catalog figure of this slot: its model's, or its own (KV p99)."""
+        if key == "kv_p99":
+            return self.kv_p99
+        return self.figures.value(key) if self.figures is not None else None
+
     def to_json(self) -> dict[str, object]:
         return {
             "slot": self.slot, "served_model_name": self.served_model_name, "port": self.port,

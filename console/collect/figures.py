@@ -2,32 +2,20 @@
 
 With one scrape the figures are lifetime values (counters as they stand);
 with two, counters and histogram buckets become increases over the window
-between them (reset-aware) and gauges come from the later scrape. The
-PromQL twin of every figure is in ``console/collect/promql.py``.
+between them (reset-aware) and gauges come from the later scrape. What each figure
+is comes from the catalog (``console/catalog.py``); this module evaluates its sources
+on scrapes, ``console/collect/promql.py`` turns the same sources into PromQL.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..catalog import BY_KEY, MODEL_FIGURES, SPEC_PER_POS, Gauge, Increase, Quantile, Ratio, Source
 from ..numbers import counter_delta, histogram_quantile, safe_ratio
 from .exposition import Exposition, finite, label
-
-# Current names first; older vLLM (<= 0.10) names as fallbacks.
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
-PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
-PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
-TTFT = "vllm:time_to_first_token_seconds"
-E2E = "vllm:e2e_request_latency_seconds"
-QUEUE = "vllm:request_queue_time_seconds"
-PREFILL = "vllm:request_prefill_time_seconds"
-DECODE = "vllm:request_decode_time_seconds"
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 @dataclass(frozen=True)
@@ -79,70 +67,71 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class ModelFigures:
-    """Everything the console shows for one ``model_name``; None means undefined."""
+    """Everything the console shows for one ``model_name``; None means undefined.
+
+    ``values`` holds one number per model figure of the catalog, under its key;
+    ``f.ttft_p95_s`` reads ``values["ttft_p95_s"]``."""
 
     model_name: str
     window_s: float | None
     """Seconds between the two scrapes; None for lifetime figures."""
-    kv_cache_usage: float | None
-    running: float | None
-    waiting: float | None
-    preemptions: float | None
-    prompt_tokens: float | None
-    generation_tokens: float | None
-    ttft_p50_s: float | None
-    ttft_p95_s: float | None
-    ttft_p99_s: float | None
-    itl_p95_s: float | None
-    e2e_p95_s: float | None
-    queue_p95_s: float | None
-    prefill_p95_s: float | None
-    decode_p95_s: float | None
-    prefix_cache_hit_rate: float | None
+    values: Mapping[str, float | None]
     requests_by_reason: dict[str, float] = field(default_factory=dict)
-    spec_decode: SpecFigures | None = None
+    per_position: tuple[float | None, ...] = ()
+    """Δaccepted_per_pos[i] / Δdrafts, position 0 first."""
+    spec: bool = False
+    """The model exports speculative-decoding counters."""
     cache: CacheConfig | None = None
 
-    def per_second(self, value: float | None) -> float | None:
-        if value is None or not self.window_s:
+    def __getattr__(self, key: str) -> float | None:
+        # only reached for names that are not fields: the catalog's figures
+        if key in BY_KEY and not key.startswith("__"):
+            return self.values.get(key)
+        raise AttributeError(key)
+
+    def value(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    @property
+    def spec_decode(self) -> SpecFigures | None:
+        if not self.spec:
             return None
-        return value / self.window_s
-
-    @property
-    def prompt_tps(self) -> float | None:
-        return self.per_second(self.prompt_tokens)
-
-    @property
-    def generation_tps(self) -> float | None:
-        return self.per_second(self.generation_tokens)
+        v = self.values
+        return SpecFigures(
+            drafts=v.get("spec_drafts") or 0.0, draft_tokens=v.get("spec_draft_tokens") or 0.0,
+            accepted_tokens=v.get("spec_accepted") or 0.0,
+            acceptance_rate=v.get("acceptance_rate"),
+            mean_acceptance_length=v.get("mean_acceptance_length"),
+            per_position=self.per_position, drafts_per_s=v.get("spec_drafts_per_s"))
 
     @property
     def preemption_rate(self) -> float | None:
-        return self.per_second(self.preemptions)
+        if self.preemptions is None or not self.window_s:
+            return None
+        return self.preemptions / self.window_s
 
     @property
     def request_rate(self) -> float | None:
-        return self.per_second(sum(self.requests_by_reason.values())
-                               if self.requests_by_reason else None)
+        if not self.requests_by_reason or not self.window_s:
+            return None
+        return sum(self.requests_by_reason.values()) / self.window_s
 
     def contract_dict(self) -> dict[str, object]:
-        """The exact JSON object of ``pod-console metrics --json`` for this model."""
-        spec = None
-        if self.spec_decode is not None:
-            s = self.spec_decode
-            spec = {"drafts": s.drafts, "draft_tokens": s.draft_tokens,
-                    "accepted_tokens": s.accepted_tokens, "acceptance_rate": s.acceptance_rate,
+        """The exact JSON object of ``pod-console metrics --json`` for this model, in
+        catalog order; the speculative figures nest under ``spec_decode``."""
+        out: dict[str, object] = {}
+        for fig in MODEL_FIGURES:
+            if fig.json == "top":
+                out[fig.key] = self.values.get(fig.key)
+            elif fig.json == "spec" and "spec_decode" not in out:
+                s = self.spec_decode
+                out["spec_decode"] = None if s is None else {
+                    "drafts": s.drafts, "draft_tokens": s.draft_tokens,
+                    "accepted_tokens": s.accepted_tokens,
+                    "acceptance_rate": s.acceptance_rate,
                     "mean_acceptance_length": s.mean_acceptance_length,
                     "per_position": list(s.per_position)}
-        return {
-            "kv_cache_usage": self.kv_cache_usage, "running": self.running,
-            "waiting": self.waiting, "preemptions": self.preemptions,
-            "prompt_tokens": self.prompt_tokens, "generation_tokens": self.generation_tokens,
-            "ttft_p50_s": self.ttft_p50_s, "ttft_p95_s": self.ttft_p95_s,
-            "ttft_p99_s": self.ttft_p99_s, "itl_p95_s": self.itl_p95_s,
-            "e2e_p95_s": self.e2e_p95_s, "queue_p95_s": self.queue_p95_s,
-            "prefix_cache_hit_rate": self.prefix_cache_hit_rate, "spec_decode": spec,
-        }
+        return out
 
 
 class _View:
@@ -253,6 +242,39 @@ def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
     return None
 
 
+def _first(view: _View, names: tuple[str, ...], suffix: str = "") -> str | None:
+    """The first family present (current name first, then the older ones)."""
+    found = view.first_present(tuple(n + suffix for n in names))
+    return None if found is None else found[:len(found) - len(suffix)]
+
+
+def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None:
+    """One catalog source over one scrape (lifetime) or two (window)."""
+    if isinstance(source, Gauge):
+        name = _first(w.now, source.names)
+        if name is None:
+            return None
+        if source.where is None:
+            return finite(w.now.total(name, w.model))
+        lab, want = source.where
+        return finite(w.now.by_model(name, w.model, lab).get(want))
+    if isinstance(source, Increase):
+        name = _first(w.now, source.names)
+        value = w.counter_total(name) if name else None
+        if not source.per_second:
+            return value
+        return finite(safe_ratio(value, window_s)) if window_s else None
+    if isinstance(source, Quantile):
+        name = _first(w.now, source.names, "_bucket")
+        return w.quantile(source.q, name) if name else None
+    if isinstance(source, Ratio):
+        num, den = _first(w.now, source.num), _first(w.now, source.den)
+        r = safe_ratio(w.counter_total(num) if num else None,
+                       w.counter_total(den) if den else None)
+        return None if r is None else finite(source.plus + r)
+    raise TypeError(f"not a model figure source: {source!r}")
+
+
 def compute(later: Exposition, earlier: Exposition | None = None,
             window_s: float | None = None, only: str | None = None
             ) -> dict[str, ModelFigures]:
@@ -266,55 +288,21 @@ def compute(later: Exposition, earlier: Exposition | None = None,
     models = view.models()
     if only is not None:
         models &= {only}
+    window = window_s if earlier is not None else None
     for model in sorted(models):
         w = _Window(later, earlier, model)
-        kv_name = view.first_present(KV_USAGE)
-        itl_name = view.first_present(tuple(n + "_bucket" for n in ITL))
-        itl = itl_name[:-len("_bucket")] if itl_name else ITL[0]
-        pq = view.first_present(PREFIX_QUERIES)
-        ph = view.first_present(PREFIX_HITS)
-        spec = None
-        if SPEC_DRAFTS in later or SPEC_DRAFT_TOKENS in later:
-            drafts = w.counter_total(SPEC_DRAFTS)
-            dtoks = w.counter_total(SPEC_DRAFT_TOKENS)
-            acc = w.counter_total(SPEC_ACCEPTED)
+        values = {fig.key: evaluate(fig.source, w, window) for fig in MODEL_FIGURES}
+        spec = values["spec_drafts"] is not None or values["spec_draft_tokens"] is not None
+        per_pos: tuple[float | None, ...] = ()
+        if spec:
             per = w.counter(SPEC_PER_POS, "position")
             positions = sorted(per, key=lambda p: int(p) if p.isdigit() else 1 << 30)
-            mean_len = safe_ratio(acc, drafts)
-            spec = SpecFigures(
-                drafts=drafts or 0.0, draft_tokens=dtoks or 0.0, accepted_tokens=acc or 0.0,
-                acceptance_rate=finite(safe_ratio(acc, dtoks)),
-                mean_acceptance_length=None if mean_len is None else finite(1 + mean_len),
-                per_position=tuple(finite(safe_ratio(finite(per[p]), drafts))
-                                   for p in positions),
-                drafts_per_s=finite(safe_ratio(drafts, window_s)) if window_s else None,
-            )
-        hit_q = w.counter_total(pq) if pq else None
-        hit_h = w.counter_total(ph) if ph else None
+            per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
+                            for p in positions)
         out[model] = ModelFigures(
-            model_name=model,
-            window_s=window_s if earlier is not None else None,
-            kv_cache_usage=finite(view.total(kv_name, model)) if kv_name else None,
-            running=finite(view.total("vllm:num_requests_running", model)),
-            waiting=finite(view.total("vllm:num_requests_waiting", model)),
-            preemptions=w.counter_total("vllm:num_preemptions_total"),
-            prompt_tokens=w.counter_total("vllm:prompt_tokens_total"),
-            generation_tokens=w.counter_total("vllm:generation_tokens_total"),
-            ttft_p50_s=w.quantile(0.50, TTFT),
-            ttft_p95_s=w.quantile(0.95, TTFT),
-            ttft_p99_s=w.quantile(0.99, TTFT),
-            itl_p95_s=w.quantile(0.95, itl),
-            e2e_p95_s=w.quantile(0.95, E2E),
-            queue_p95_s=w.quantile(0.95, QUEUE),
-            prefill_p95_s=w.quantile(0.95, PREFILL),
-            decode_p95_s=w.quantile(0.95, DECODE),
-            prefix_cache_hit_rate=finite(safe_ratio(hit_h, hit_q)),
+            model_name=model, window_s=window, values=values,
             requests_by_reason={k: v for k, v in w.counter(
                 "vllm:request_success_total", "finished_reason").items()
                 if finite(v) is not None},
-            spec_decode=spec,
-            cache=_cache_config(later, model),
-        )
+            per_position=per_pos, spec=spec, cache=_cache_config(later, model))
     return out
-
-

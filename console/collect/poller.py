@@ -12,6 +12,7 @@ import contextlib
 import time
 from dataclasses import replace
 
+from ..catalog import plots
 from ..history import History
 from ..snapshot import DeploymentSnapshot, SlotSnapshot
 from .figures import ModelFigures
@@ -20,18 +21,14 @@ from .promql import PromClient, PromError, fetch_figures, fetch_history
 from .targets import SlotTarget
 from .vllm import ScrapeWindow, probe_completion, probe_slot
 
-PLOTTED = ("ttft_p95", "kv", "acceptance", "gen_tps")
+PLOTTED = tuple(f.key for f, _ in plots())
+"""History keys: the catalog's plotted figures."""
 
 
 def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
     if f is None:
         return dict.fromkeys(PLOTTED)
-    return {
-        "ttft_p95": f.ttft_p95_s,
-        "kv": f.kv_cache_usage,
-        "acceptance": f.spec_decode.acceptance_rate if f.spec_decode else None,
-        "gen_tps": f.generation_tps,
-    }
+    return {key: f.value(key) for key in PLOTTED}
 
 
 class DeploymentPoller:

@@ -1,7 +1,8 @@
-"""The PromQL twin of every figure in ``figures.py``, and a small async API client.
+"""The PromQL twin of the catalog's sources, and a small async API client.
 
-One query per figure *family* returns all models at once (``by (model_name)``),
-so a refresh costs a fixed number of queries whatever the number of slots.
+Each figure of ``console/catalog.py`` becomes one query that returns every model at
+once (``by (model_name)``), so a refresh costs a fixed number of queries whatever the
+number of slots. Older vLLM names join the current one with ``or``.
 """
 
 from __future__ import annotations
@@ -12,22 +13,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..catalog import (
+    CATALOG,
+    MODEL_FIGURES,
+    SPEC_PER_POS,
+    Gauge,
+    Increase,
+    OverTime,
+    Quantile,
+    Ratio,
+    Source,
+)
 from ..numbers import safe_ratio
 from .exposition import finite
-from .figures import (
-    DECODE,
-    E2E,
-    PREFILL,
-    QUEUE,
-    SPEC_ACCEPTED,
-    SPEC_DRAFT_TOKENS,
-    SPEC_DRAFTS,
-    SPEC_PER_POS,
-    TTFT,
-    CacheConfig,
-    ModelFigures,
-    SpecFigures,
-)
+from .figures import CacheConfig, ModelFigures
 from .http import HttpClient, HttpError
 
 
@@ -35,49 +34,57 @@ def _w(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
+def _selector(sel: str, where: tuple[str, str] | None) -> str:
+    """``{pod="abc"}`` plus ``reason="capacity"``: one selector with both matchers."""
+    if where is None:
+        return sel
+    matcher = f'{where[0]}="{where[1]}"'
+    return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
+
+
 def quantile_query(q: float, hist: str, window_s: float, sel: str = "") -> str:
     return (f"histogram_quantile({q}, sum by (model_name, le) "
             f"(rate({hist}_bucket{sel}[{_w(window_s)}])))")
 
 
-def figure_queries(window_s: float, sel: str = "") -> dict[str, str]:
-    """Name → PromQL; ``sel`` is a label selector such as ``{pod="abc"}``."""
+def _either(exprs: list[str]) -> str:
+    return exprs[0] if len(exprs) == 1 else "(" + " or ".join(exprs) + ")"
+
+
+def source_query(source: Source, window_s: float, sel: str = "") -> str:
+    """PromQL for one catalog source, every model at once."""
     w = _w(window_s)
+    if isinstance(source, Gauge):
+        return _either([f"sum by (model_name) ({n}{_selector(sel, source.where)})"
+                        for n in source.names])
+    if isinstance(source, Increase):
+        fn = "rate" if source.per_second else "increase"
+        return _either([f"sum by (model_name) ({fn}({n}{sel}[{w}]))" for n in source.names])
+    if isinstance(source, Quantile):
+        return _either([quantile_query(source.q, n, window_s, sel) for n in source.names])
+    if isinstance(source, Ratio):
+        num = source_query(Increase(source.num), window_s, sel)
+        den = source_query(Increase(source.den), window_s, sel)
+        # a zero denominator gives NaN or ±Inf, which read back as undefined
+        expr = f"{num} / {den}"
+        return f"{source.plus:g} + {expr}" if source.plus else expr
+    if isinstance(source, OverTime):
+        g = source.of
+        return _either([f"max by (model_name) (quantile_over_time({source.q}, "
+                        f"{n}{_selector(sel, g.where)}[{w}]))" for n in g.names])
+    raise TypeError(f"no PromQL for {source!r}")
 
-    def inc(metric: str, by: str = "model_name") -> str:
-        return f"sum by ({by}) (increase({metric}{sel}[{w}]))"
 
-    def gauge(metric: str) -> str:
-        return f"sum by (model_name) ({metric}{sel})"
-
-    itl = (f"{quantile_query(0.95, 'vllm:inter_token_latency_seconds', window_s, sel)} or "
-           f"{quantile_query(0.95, 'vllm:time_per_output_token_seconds', window_s, sel)}")
-    return {
-        "kv": f"{gauge('vllm:kv_cache_usage_perc')} or {gauge('vllm:gpu_cache_usage_perc')}",
-        "kv_p99": (f"max by (model_name) (quantile_over_time(0.99, "
-                   f"vllm:kv_cache_usage_perc{sel}[{w}]))"),
-        "running": gauge("vllm:num_requests_running"),
-        "waiting": gauge("vllm:num_requests_waiting"),
-        "preemptions": inc("vllm:num_preemptions_total"),
-        "prompt_tokens": inc("vllm:prompt_tokens_total"),
-        "generation_tokens": inc("vllm:generation_tokens_total"),
-        "requests": inc("vllm:request_success_total", "model_name, finished_reason"),
-        "ttft_p50": quantile_query(0.5, TTFT, window_s, sel),
-        "ttft_p95": quantile_query(0.95, TTFT, window_s, sel),
-        "ttft_p99": quantile_query(0.99, TTFT, window_s, sel),
-        "itl_p95": itl,
-        "e2e_p95": quantile_query(0.95, E2E, window_s, sel),
-        "queue_p95": quantile_query(0.95, QUEUE, window_s, sel),
-        "prefill_p95": quantile_query(0.95, PREFILL, window_s, sel),
-        "decode_p95": quantile_query(0.95, DECODE, window_s, sel),
-        "prefix_hits": inc("vllm:prefix_cache_hits_total"),
-        "prefix_queries": inc("vllm:prefix_cache_queries_total"),
-        "spec_drafts": inc(SPEC_DRAFTS),
-        "spec_draft_tokens": inc(SPEC_DRAFT_TOKENS),
-        "spec_accepted": inc(SPEC_ACCEPTED),
-        "spec_per_pos": inc(SPEC_PER_POS, "model_name, position"),
-        "cache_config": f"vllm:cache_config_info{sel}",
-    }
+def figure_queries(window_s: float, sel: str = "") -> dict[str, str]:
+    """Query name → PromQL: one per catalog figure (by its key), plus the vectors."""
+    out = {fig.key: source_query(fig.source, window_s, sel) for fig in CATALOG}
+    w = _w(window_s)
+    out["requests"] = (f"sum by (model_name, finished_reason) "
+                       f"(increase(vllm:request_success_total{sel}[{w}]))")
+    out["spec_per_pos"] = (f"sum by (model_name, position) "
+                           f"(increase({SPEC_PER_POS}{sel}[{w}]))")
+    out["cache_config"] = f"vllm:cache_config_info{sel}"
+    return out
 
 
 class PromError(Exception):
@@ -160,75 +167,47 @@ async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
             m = (item.get("metric") or {}).get("model_name")
             if m:
                 models.add(m)
-
-    def one(name: str, model: str) -> float | None:
-        return _by_model(r[name]).get(model, {}).get("")
-
-    def zero_if_missing(name: str, model: str) -> float | None:
-        v = one(name, model)
-        return 0.0 if v is None and model in _by_model(r[name]) else v
+    scalars = {fig.key: _by_model(r[fig.key]) for fig in MODEL_FIGURES}
+    per_pos_all = _by_model(r["spec_per_pos"], "position")
+    requests = _by_model(r["requests"], "finished_reason")
 
     figures: dict[str, ModelFigures] = {}
-    kv_p99: dict[str, float | None] = {}
     for model in sorted(models):
-        per = _by_model(r["spec_per_pos"], "position").get(model, {})
-        spec = None
-        if model in _by_model(r["spec_drafts"]) or model in _by_model(r["spec_draft_tokens"]):
-            drafts = one("spec_drafts", model)
-            dtoks = one("spec_draft_tokens", model)
-            acc = one("spec_accepted", model)
-            mean = safe_ratio(acc, drafts)
-            spec = SpecFigures(
-                drafts=drafts or 0.0, draft_tokens=dtoks or 0.0, accepted_tokens=acc or 0.0,
-                acceptance_rate=safe_ratio(acc, dtoks),
-                mean_acceptance_length=None if mean is None else 1 + mean,
-                per_position=tuple(safe_ratio(per[p], drafts)
-                                   for p in sorted(per, key=lambda x: int(x) if x.isdigit()
-                                                   else math.inf)),
-                drafts_per_s=safe_ratio(drafts, window_s))
+        values = {k: v.get(model, {}).get("") for k, v in scalars.items()}
+        spec = model in scalars["spec_drafts"] or model in scalars["spec_draft_tokens"]
+        per = per_pos_all.get(model, {})
+        per_pos = tuple(safe_ratio(per[p], values["spec_drafts"])
+                        for p in sorted(per, key=lambda x: int(x) if x.isdigit()
+                                        else math.inf)) if spec else ()
         cache = None
         for item in r["cache_config"]:
             labels = item.get("metric") or {}
             if labels.get("model_name", model) == model:
                 cache = CacheConfig.from_labels(labels)
                 break
-        reasons = {k: v for k, v in _by_model(r["requests"], "finished_reason")
-                   .get(model, {}).items() if v is not None}
+        reasons = {k: v for k, v in requests.get(model, {}).items() if v is not None}
         figures[model] = ModelFigures(
-            model_name=model, window_s=window_s,
-            kv_cache_usage=one("kv", model), running=one("running", model),
-            waiting=one("waiting", model), preemptions=one("preemptions", model),
-            prompt_tokens=one("prompt_tokens", model),
-            generation_tokens=one("generation_tokens", model),
-            ttft_p50_s=one("ttft_p50", model), ttft_p95_s=one("ttft_p95", model),
-            ttft_p99_s=one("ttft_p99", model), itl_p95_s=one("itl_p95", model),
-            e2e_p95_s=one("e2e_p95", model), queue_p95_s=one("queue_p95", model),
-            prefill_p95_s=one("prefill_p95", model), decode_p95_s=one("decode_p95", model),
-            prefix_cache_hit_rate=safe_ratio(one("prefix_hits", model),
-                                             one("prefix_queries", model)),
-            requests_by_reason=reasons, spec_decode=spec, cache=cache)
-        kv_p99[model] = one("kv_p99", model)
+            model_name=model, window_s=window_s, values=values, requests_by_reason=reasons,
+            per_position=per_pos, spec=spec, cache=cache)
+    kv_p99 = {m: v.get("") for m, v in _by_model(r["kv_p99"]).items()}
     return figures, kv_p99
 
 
-HISTORY_QUERIES = {
-    "ttft_p95": lambda w: quantile_query(0.95, TTFT, w),
-    "kv": lambda w: "sum by (model_name) (vllm:kv_cache_usage_perc)",
-    "acceptance": lambda w: (f"sum by (model_name) (rate({SPEC_ACCEPTED}[{_w(w)}])) / "
-                             f"sum by (model_name) (rate({SPEC_DRAFT_TOKENS}[{_w(w)}]))"),
-    "gen_tps": lambda w: f"sum by (model_name) (rate(vllm:generation_tokens_total[{_w(w)}]))",
-}
-"""Series the plots show, backfilled from range queries at start-up."""
+def history_queries(rate_window_s: float) -> dict[str, str]:
+    """The plotted figures as range queries (by catalog key), to backfill the plots."""
+    return {fig.key: source_query(fig.source, rate_window_s)
+            for fig in CATALOG if fig.plot is not None}
 
 
 async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float
                         ) -> dict[tuple[str, str], list[tuple[float, float]]]:
     end = time.time()
     start = end - span_s
-    names = list(HISTORY_QUERIES)
+    queries = history_queries(rate_window_s)
+    names = list(queries)
     results = await asyncio.gather(
-        *(prom.query_range(HISTORY_QUERIES[n](rate_window_s), start, end, step_s)
-          for n in names), return_exceptions=True)
+        *(prom.query_range(queries[n], start, end, step_s) for n in names),
+        return_exceptions=True)
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for name, res in zip(names, results, strict=True):
         if isinstance(res, BaseException):

@@ -13,9 +13,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from ..catalog import KV
 from ..history import quantile_over_time
 from .exposition import Exposition, parse
-from .figures import KV_USAGE, ModelFigures, compute
+from .figures import ModelFigures, compute
 from .http import HttpClient, HttpError, Response
 from .targets import SlotTarget
 
@@ -109,7 +110,7 @@ class ScrapeWindow:
     def add(self, t: float, exp: Exposition, model: str) -> None:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
-        for name in KV_USAGE:
+        for name in KV.names:
             vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
             if vals:
                 kv = sum(vals)

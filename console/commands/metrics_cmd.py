@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source2", nargs="?", help="a later exposition of the same server")
     p.add_argument("--json", action="store_true", required=True,
                    help="print JSON keyed by model_name")
+    p.add_argument("--all", action="store_true",
+                   help="every figure of the metric catalog, flat by key (see `pod-console "
+                        "catalog`), instead of the fixed contract")
     p.add_argument("--timeout", type=float, default=5.0,
                    help="deadline for the whole request, body included (s)")
     p.set_defaults(func=cmd_metrics)
@@ -98,6 +101,6 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         print(f"pod-console metrics: no vLLM metrics in the exposition{why}", file=sys.stderr)
         return 1
     figures = compute(later, earlier, window)
-    out = {m: f.contract_dict() for m, f in figures.items()}
+    out = {m: dict(f.values) if args.all else f.contract_dict() for m, f in figures.items()}
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
     return 0

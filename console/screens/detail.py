@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, RichLog, Static
 
-from .. import fmt
+from .. import catalog, fmt
 from ..session import ConsoleState
 from ..snapshot import SlotSnapshot
 from ..widgets.header import PodHeader
@@ -17,6 +17,7 @@ from .base import ConsoleScreen
 
 
 def figures_table(s: SlotSnapshot, now: float) -> Table:
+    """Every catalog figure of the slot, two to a row, then what is not one number."""
     f = s.figures
     t = Table.grid(padding=(0, 2))
     t.add_column(style="dim")
@@ -26,38 +27,28 @@ def figures_table(s: SlotSnapshot, now: float) -> Table:
     sd = f.spec_decode if f else None
     c = f.cache if f else None
     window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
-    rows = [
-        ("health", f"{s.health} ({s.health_detail})", "source", f"{s.source} · {window}"),
-        ("served", ", ".join(s.served_models) or fmt.DASH, "probe",
-         {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
-        ("running/waiting", f"{fmt.num(f.running if f else None)}/"
-                            f"{fmt.num(f.waiting if f else None)}",
-         "preemptions", f"{fmt.num(f.preemptions if f else None)} "
-                        f"({fmt.num(f.preemption_rate if f else None, 3)}/s)"),
-        ("KV now", fmt.pct(f.kv_cache_usage if f else None, 1), "KV p99", fmt.pct(s.kv_p99, 1)),
-        ("TTFT p50/p95/p99", " / ".join(fmt.secs(x) for x in (
-            f.ttft_p50_s if f else None, f.ttft_p95_s if f else None,
-            f.ttft_p99_s if f else None)), "ITL p95", fmt.secs(f.itl_p95_s if f else None)),
-        ("e2e p95", fmt.secs(f.e2e_p95_s if f else None), "queue p95",
-         fmt.secs(f.queue_p95_s if f else None)),
-        ("prefill p95", fmt.secs(f.prefill_p95_s if f else None), "decode p95",
-         fmt.secs(f.decode_p95_s if f else None)),
-        ("prompt tok/s", fmt.num(f.prompt_tps if f else None, 1), "gen tok/s",
-         fmt.num(f.generation_tps if f else None, 1)),
-        ("requests/s", fmt.num(f.request_rate if f else None, 2), "by reason",
-         ", ".join(f"{k} {v:g}" for k, v in (f.requests_by_reason.items() if f else ())
-                   if v) or fmt.DASH),
-        ("prefix hit", fmt.pct(f.prefix_cache_hit_rate if f else None), "acceptance",
-         fmt.pct(sd.acceptance_rate if sd else None, 1)),
-        ("mean accept len", fmt.num(sd.mean_acceptance_length if sd else None, 2),
-         "drafts/s", fmt.num(sd.drafts_per_s if sd else None, 1)),
-        ("per position", " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ())) or
-         fmt.DASH, "KV blocks", f"{fmt.num(c.num_gpu_blocks if c else None)} × "
-                                f"{fmt.num(c.block_size if c else None)}"),
-        ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2), "KV tokens",
-         fmt.num(c.kv_tokens if c else None)),
+    cells: list[tuple[str, str]] = [
+        ("health", f"{s.health} ({s.health_detail})"),
+        ("source", f"{s.source} · {window}"),
+        ("served", ", ".join(s.served_models) or fmt.DASH),
+        ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
-    for a, b, cc, d in rows:
+    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in catalog.CATALOG if fig.detail]
+    cells += [
+        ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
+        ("requests/s", fmt.num(f.request_rate if f else None, 2)),
+        ("by reason", ", ".join(f"{k} {v:g}" for k, v in (f.requests_by_reason.items()
+                                                          if f else ()) if v) or fmt.DASH),
+        ("per position", " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ()))
+         or fmt.DASH),
+        ("KV blocks", f"{fmt.num(c.num_gpu_blocks if c else None)} × "
+                      f"{fmt.num(c.block_size if c else None)}"),
+        ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2)),
+        ("KV tokens", fmt.num(c.kv_tokens if c else None)),
+    ]
+    if len(cells) % 2:
+        cells.append(("", ""))
+    for (a, b), (cc, d) in zip(cells[::2], cells[1::2], strict=True):
         t.add_row(a, b, cc, d)
     if s.stale_since is not None:
         t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",

@@ -71,7 +71,7 @@ class WallScreen(ConsoleScreen):
         if snap is not None:
             # the wall has no agent: the profile's split, not the agent's
             utils = {t.slot: t.gpu_util for t in state.view.targets}
-            self.query_one(SlotsTable).show(snap, state.gpus, utils, {})
+            self.query_one(SlotsTable).show(snap, state.gpus, utils, {}, state.thresholds)
             slots = [focus] if focus else [s.slot for s in snap.slots]
             if focus and snap.slot(focus):
                 box.display = True

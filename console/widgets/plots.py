@@ -12,19 +12,24 @@ from typing import Any
 from textual.containers import Grid
 from textual.widgets import Static
 
+from .. import catalog
 from ..history import History
 
 
 class PlotGrid(Grid):
-    """TTFT p95, KV usage, acceptance over time and per-position bars (2×2)."""
+    """The catalog's plotted figures over time, then acceptance by draft position:
+    two rows, as many columns as they need."""
 
     DEFAULT_CSS = """
-    PlotGrid { grid-size: 2 2; height: 1fr; min-height: 12; }
-    PlotGrid > .plots-loading { column-span: 2; row-span: 2; color: $text-muted; }
+    PlotGrid { height: 1fr; min-height: 12; }
+    PlotGrid > .plots-loading { color: $text-muted; }
     """
 
     def __init__(self, ready: bool, plot_refresh_s: float, **kw: Any) -> None:
         super().__init__(**kw)
+        # one cell per plotted figure plus the position bars, on two rows
+        self.styles.grid_size_columns = -(-(len(catalog.plots()) + 1) // 2)
+        self.styles.grid_size_rows = 2
         self.ready = ready
         """Plots mount now (the console has loaded) or on ``mount_plots``."""
         self.plot_refresh_s = plot_refresh_s
@@ -33,18 +38,24 @@ class PlotGrid(Grid):
         if self.ready:
             yield from self._plots()
         else:
-            yield Static("plots: loading…", classes="plots-loading")
+            loading = Static("plots: loading…", classes="plots-loading")
+            loading.styles.column_span = self.styles.grid_size_columns
+            loading.styles.row_span = 2
+            yield loading
 
     def _plots(self) -> list[Any]:
         from .plot_widgets import PositionBars, SeriesPlot
 
         every = self.plot_refresh_s
-        return [SeriesPlot("TTFT p95", "ttft_p95", unit="s", every_s=every, classes="p-ttft"),
-                SeriesPlot("KV cache usage", "kv", scale=100, unit="%", every_s=every,
-                           classes="p-kv"),
-                SeriesPlot("speculative acceptance", "acceptance", scale=100, unit="%",
-                           every_s=every, classes="p-acc"),
-                PositionBars(every_s=every, classes="p-pos")]
+        out: list[Any] = []
+        for fig, p in catalog.plots():
+            out.append(SeriesPlot(p.title, fig.key, scale=p.scale, unit=p.unit, every_s=every,
+                                  classes=f"p-{fig.key}"))
+        bars = PositionBars(every_s=every, classes="p-pos")
+        if len(out) % 2 == 0:  # an odd number of cells: the bars take the last two
+            bars.styles.column_span = 2
+        out.append(bars)
+        return out
 
     async def mount_plots(self) -> None:
         """Replace the placeholder with the plots (the app calls this when it is ready)."""

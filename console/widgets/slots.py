@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
 
-from .. import fmt
+from .. import catalog, fmt
 from ..snapshot import DeploymentSnapshot, SlotSnapshot
 
-COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
-           ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 8),
-           ("rw", "RUN/W", 5), ("kv", "KV", 6), ("kv99", "KV p99", 6),
-           ("ttft", "TTFT p95", 8), ("itl", "ITL p95", 7), ("gen", "GEN tok/s", 9),
-           ("acc", "ACCEPT", 6), ("mal", "MAL", 4), ("pre", "PREEMPT", 7))
+STATE_COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
+                 ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 8))
+FIGURE_COLUMNS = catalog.columns()
+COLUMNS = STATE_COLUMNS + tuple((f.key, c.header, c.width) for f, c in FIGURE_COLUMNS)
 
 
 def health_cell(s: SlotSnapshot, agent_state: str | None) -> Text:
@@ -27,32 +28,19 @@ def health_cell(s: SlotSnapshot, agent_state: str | None) -> Text:
     return Text(f"{glyph} {word}", style=style)
 
 
-def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None
-        ) -> list[object]:
-    f = s.figures
-    sd = f.spec_decode if f else None
-    stale = s.stale_since is not None
-    dim = "dim" if stale else ""
-
-    def cell(text: str, warn: bool = False) -> Text:
-        return Text(text, style="bold yellow" if warn else dim)
-
-    kv99 = s.kv_p99
-    return [
+def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
+        thresholds: Any = None) -> list[object]:
+    """The cells of one slot; a figure past its configured threshold is bold yellow."""
+    dim = "dim" if s.stale_since is not None else ""
+    cells: list[object] = [
         Text(s.slot, style="bold"), s.served_model_name, str(s.port), gpus,
-        fmt.num(util, 2) if util is not None else fmt.DASH,
-        health_cell(s, agent_state),
-        cell(f"{fmt.num(f.running if f else None)}/{fmt.num(f.waiting if f else None)}"),
-        cell(fmt.pct(f.kv_cache_usage if f else None, 1)),
-        cell(fmt.pct(kv99, 1), warn=kv99 is not None and kv99 > 0.6),
-        cell(fmt.secs(f.ttft_p95_s if f else None),
-             warn=bool(f and f.ttft_p95_s and f.ttft_p95_s > 2.0)),
-        cell(fmt.secs(f.itl_p95_s if f else None)),
-        cell(fmt.rate(f.generation_tps if f else None)),
-        cell(fmt.pct(sd.acceptance_rate if sd else None)),
-        cell(fmt.num(sd.mean_acceptance_length if sd else None, 2)),
-        cell(fmt.num(f.preemptions if f else None), warn=bool(f and f.preemptions)),
-    ]
+        fmt.num(util, 2) if util is not None else fmt.DASH, health_cell(s, agent_state)]
+    for fig, _ in FIGURE_COLUMNS:
+        th = fig.threshold
+        warn = th is not None and th.breached(s.figure(fig.key), thresholds)
+        cells.append(Text(catalog.cell_text(fig, s.figure),
+                          style="bold yellow" if warn else dim))
+    return cells
 
 
 NUMBERS_EVERY_S = 15.0
@@ -61,7 +49,7 @@ once. Any cell update repaints the whole DataTable (~3 KB of escape sequences at
 columns): at every 2 s poll that alone would be ~90 KB/min over a phone's SSH link."""
 STATE_KEYS = ("slot", "model", "port", "gpus", "util", "health")
 
-COMPACT = ("slot", "util", "health", "kv", "kv99", "ttft", "gen", "acc", "pre")
+COMPACT = ("slot", "util", "health", *(f.key for f, c in FIGURE_COLUMNS if c.narrow))
 """Columns kept under 100 terminal columns (a phone over SSH): the ones alerts talk about."""
 
 
@@ -82,16 +70,20 @@ class SlotsTable(DataTable):
         self._numbers_at = -1e18
         self.clear(columns=True)
         self._keys = [k for k, _, _ in COLUMNS if not compact or k in COMPACT]
+        narrow = {f.key: c for f, c in FIGURE_COLUMNS}
         for key, label, width in COLUMNS:
             if key in self._keys:
-                self.add_column(label if not compact or key != "pre" else "PRE", key=key,
-                                width=width if not compact or key != "pre" else 3)
+                col = narrow.get(key)
+                if compact and col is not None:
+                    label, width = col.narrow_header or label, col.narrow_width or width
+                self.add_column(label, key=key, width=width)
 
     def on_resize(self) -> None:
         self.set_compact(self.app.size.width < 100)
 
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
-             agent_states: dict[str, str], now: float | None = None) -> None:
+             agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,
+             now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         # one clock for every row: their numeric updates land in the same repaint
         numbers_due = now - self._numbers_at >= NUMBERS_EVERY_S
@@ -101,7 +93,8 @@ class SlotsTable(DataTable):
         updated = False
         for s in snap.slots:
             seen.add(s.slot)
-            full = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot))
+            full = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot),
+                       (thresholds or {}).get(s.slot))
             by_key = {k: v for (k, _, _), v in zip(COLUMNS, full, strict=True)}
             if s.slot in self.rows:
                 for key in self._keys:

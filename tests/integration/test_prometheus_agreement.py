@@ -23,6 +23,7 @@ import time
 import httpx
 import pytest
 
+from console.catalog import MODEL_FIGURES
 from console.collect.exposition import parse
 from console.collect.figures import compute
 from console.collect.http import HttpClient
@@ -100,6 +101,14 @@ async def test_two_scrape_figures_equal_promql_on_same_samples(real_vllm, real_p
     for key in ("drafts", "draft_tokens", "accepted_tokens", "acceptance_rate",
                 "mean_acceptance_length"):
         assert close(spec_a[key], spec_b[key]), (key, spec_a[key], spec_b[key])
+    # every model figure of the catalog, the ones outside the JSON contract included:
+    # the direct path and the generated PromQL agree on the same samples
+    for fig in MODEL_FIGURES:
+        assert close(local.value(fig.key), prom.value(fig.key)), (
+            fig.key, local.value(fig.key), prom.value(fig.key))
+    # vLLM 0.32 exports why requests wait; both paths read it through one catalog entry
+    assert local.value("waiting_capacity") == prom.value("waiting_capacity") == 0.0
+    assert local.value("generation_tps") and local.value("generation_tps") > 0
     assert len(spec_a["per_position"]) == len(spec_b["per_position"]) == 3
     for x, y in zip(spec_a["per_position"], spec_b["per_position"], strict=True):
         assert close(x, y)

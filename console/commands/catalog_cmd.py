@@ -1,0 +1,52 @@
+"""``pod-console catalog``: every figure the console shows, where it comes from and how.
+
+The trace from a number on screen to its formula: the exposition names the direct path
+reads, the PromQL the Prometheus path sends, the column, plot and threshold."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("catalog", help="the metric catalog: each figure's sources, PromQL, "
+                                       "column, plot and threshold")
+    p.add_argument("--json", action="store_true", help="print JSON, one object per figure")
+    p.add_argument("--window", type=float, default=300.0,
+                   help="window of the PromQL shown (s)")
+    p.set_defaults(func=cmd_catalog)
+
+
+def rows(window_s: float) -> list[dict[str, object]]:
+    from dataclasses import asdict
+
+    from ..catalog import CATALOG
+    from ..collect.promql import source_query
+
+    out: list[dict[str, object]] = []
+    for fig in CATALOG:
+        out.append({
+            "key": fig.key, "label": fig.label, "source": type(fig.source).__name__,
+            "definition": asdict(fig.source), "promql": source_query(fig.source, window_s),
+            "metrics_json": fig.json, "column": fig.column.header if fig.column else None,
+            "plot": fig.plot.title if fig.plot else None,
+            "threshold": None if fig.threshold is None else (
+                fig.threshold.setting or f"fixed {fig.threshold.fixed:g}"),
+            "per_slot": fig.per_slot})
+    return out
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    data = rows(args.window)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for r in data:
+        where = ", ".join(x for x in (
+            f"column {r['column']}" if r["column"] else "",
+            f"plot {r['plot']}" if r["plot"] else "",
+            f"threshold {r['threshold']}" if r["threshold"] else "") if x)
+        print(f"{r['key']}  ({r['label']}; {r['source']}){'  ' + where if where else ''}")
+        print(f"    {r['promql']}")
+    return 0
