@@ -12,7 +12,14 @@ from ..alerts import Alert
 
 
 class AlertsPanel(Static):
-    DEFAULT_CSS = "AlertsPanel { height: auto; min-height: 3; border: round $warning; }"
+    """The active alerts, most severe first, in a panel of fixed height.
+
+    Fixed, not ``auto``: an alert raised or cleared would otherwise resize the plots
+    below it, and a resized plot is redrawn whole (tens of KB of terminal output each
+    time an alert flips). What does not fit is counted on the last line."""
+
+    DEFAULT_CSS = "AlertsPanel { height: 6; border: round $warning; }"
+    LINES = 4
 
     def on_mount(self) -> None:
         self.border_title = "alerts"
@@ -22,7 +29,10 @@ class AlertsPanel(Static):
             self._set(Text("✓ no alerts", style="green"), "alerts (0)")
             return
         t = Text()
-        for i, a in enumerate(alerts):
+        room = max(1, self.content_size.height if self.is_mounted and self.content_size.height
+                   else self.LINES)
+        shown = alerts if len(alerts) <= room else alerts[:room - 1]
+        for i, a in enumerate(shown):
             glyph, word, style = fmt.SEVERITY[a.severity]
             if i:
                 t.append("\n")
@@ -32,6 +42,9 @@ class AlertsPanel(Static):
                      "dim")
             if a.detail:
                 t.append(f"  {a.detail}", "dim")
+        if len(shown) < len(alerts):
+            t.append(f"\n… and {len(alerts) - len(shown)} more", "bold")
+        t.no_wrap, t.overflow = True, "ellipsis"
         self._set(t, f"alerts ({len(alerts)})")
 
     def _set(self, t: Text, title: str) -> None:
