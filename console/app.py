@@ -492,7 +492,8 @@ class PodConsoleApp(App):
             args["set"] = chosen
         if action_id == "watchdog" and "cmd" not in args:
             pod = self.pod or PodSnapshot()
-            cmd = await self.push_screen_wait(WatchdogScreen(pod.watchdog_armed, pod.next_stop))
+            cmd = await self.push_screen_wait(WatchdogScreen(
+                pod.watchdog_armed, pod.next_stop, self.now()))
             if not cmd:
                 return
             args["cmd"] = cmd

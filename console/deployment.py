@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from pod_agent.profiles import LoadedProfile, load_profiles
 
@@ -34,9 +35,24 @@ class Deployment:
             history=history or History(s.history_s, s.refresh_s), prom_selector=sel)
 
 
+def no_profiles_hint(profiles_dir: Path) -> str:
+    """What a newcomer with no configuration reads: where the console looked, where the
+    setting comes from, and how to see the console without a pod."""
+    from .config_file import config_path
+
+    cfg, _ = config_path(None)
+    return (f"no profiles: {profiles_dir.absolute()} is not a directory.\n"
+            f"  profiles_dir is set in the config file ({cfg}, or --config PATH) or in\n"
+            f"  POD_CONSOLE_PROFILES_DIR; it holds one YAML file per pod profile\n"
+            f"  (README, \"Configuration for a real deployment\").\n"
+            f"  To see the console first, on simulated pods: pod-console demo")
+
+
 def open_deployment(settings: Settings) -> Deployment:
     from pod_agent.profiles import ProfileError
 
+    if not settings.profiles_dir.is_dir():
+        raise DeploymentError(no_profiles_hint(settings.profiles_dir))
     try:
         profiles = tuple(load_profiles(settings.profiles_dir))
     except ProfileError as exc:

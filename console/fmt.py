@@ -17,15 +17,20 @@ SEVERITY = {"crit": ("✖", "CRIT", "bold red"), "warn": ("▲", "WARN", "yellow
 
 def secs(x: float | None) -> str:
     """Two significant digits: enough to read a p95 at a glance, and it does not flicker
-    (the detail view and `status --json` carry the full value)."""
+    (the detail view and `status --json` carry the full value). Rounding moves a value
+    up a unit when it reaches it: 0.9996 s is "1.0s", never "1000ms"."""
     if x is None:
         return DASH
-    if x < 0.01:
+    if x < 0:
+        return f"-{secs(-x)}"
+    if x < 0.00995:
         return f"{x * 1000:.1f}ms"
     if x < 1:
         ms = x * 1000
-        return f"{round(ms, 1 - math.floor(math.log10(ms))):.0f}ms"
-    if x < 10:
+        r = round(ms, 1 - math.floor(math.log10(ms)))
+        if r < 1000:
+            return f"{r:.0f}ms"
+    if x < 9.95:
         return f"{x:.1f}s"
     return f"{x:.0f}s"
 
@@ -70,3 +75,21 @@ def clock(t: float | None) -> str:
 
 def money(x: float | None, digits: int = 2) -> str:
     return DASH if x is None else f"${x:,.{digits}f}"
+
+
+def stop_time(iso: str | None, now: float) -> str:
+    """The watchdog's next stop as a person reads it: its wall time in the profile's own
+    zone and how far away it is ("Tue 18:00 +09:00, in 2h10m"); the raw text if unreadable."""
+    import datetime as dt
+
+    if not iso:
+        return DASH
+    try:
+        when = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if when.tzinfo is None:
+        return iso
+    left = when.timestamp() - now
+    rel = "overdue" if left < 0 else f"in {duration(left, False)}"
+    return f"{when.strftime('%a %H:%M')} {when.strftime('%z')[:3]}:{when.strftime('%z')[3:]}, {rel}"

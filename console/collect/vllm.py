@@ -20,6 +20,9 @@ from .figures import ModelFigures, compute
 from .http import HttpClient, HttpError, Response
 from .targets import SlotTarget
 
+MIN_WINDOW_S = 1.0
+"""The shortest span between two scrapes that figures are computed over (the console
+polls at least a second apart; ``status --json`` without ``--sample`` polls twice at once)."""
 MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
 """vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
 
@@ -126,7 +129,9 @@ class ScrapeWindow:
         earlier = None
         window = None
         for t0, e0 in self.scrapes:
-            if t0 < t:
+            # two scrapes milliseconds apart are not a window: a rate over 9 ms reads
+            # 0 tok/s on a busy server. Lifetime figures (rates undefined) until one is.
+            if t - t0 >= MIN_WINDOW_S:
                 earlier, window = e0, t - t0
                 break
         figs = compute(exp, earlier, window, only=model)

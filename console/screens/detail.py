@@ -49,7 +49,9 @@ def figures_table(s: SlotSnapshot, now: float) -> Table:
     if len(cells) % 2:
         cells.append(("", ""))
     for (a, b), (cc, d) in zip(cells[::2], cells[1::2], strict=True):
-        t.add_row(a, b, cc, d)
+        # Text, not str: a server's error or a model name is shown as written, never
+        # read as Rich markup ("[y]" vanishing, "[/]" raising)
+        t.add_row(Text(a), Text(b), Text(cc), Text(d))
     if s.stale_since is not None:
         t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",
                                 style="bold red"), "", "")

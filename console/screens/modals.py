@@ -6,10 +6,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, RichLog, Static
 
 from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
+
+from .. import fmt
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -26,10 +29,10 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text(f"⚠ {self.title_text}", style="bold"))
-            yield Static(self.question)
+            yield Static(Text(self.question))  # remote text: never markup
             with Horizontal():
-                yield Button("Yes [y]", id="yes", variant="error")
-                yield Button("No [n]", id="no")
+                yield Button(Text("Yes [y]"), id="yes", variant="error")
+                yield Button(Text("No [n]"), id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -81,6 +84,12 @@ class ProgressScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
+def _key_name(key: str) -> str:
+    """A binding's key as a keyboard labels it ("question_mark" is "?"; enter is "enter",
+    not a glyph a terminal font may lack)."""
+    return key if key in ("enter", "backspace", "space", "tab") else format_key(key)
+
+
 class HelpScreen(ModalScreen[None]):
     """Generated from the bindings, so it can never disagree with the keys."""
 
@@ -95,7 +104,9 @@ class HelpScreen(ModalScreen[None]):
         t = Text("Keys\n\n", style="bold")
         for key, desc, dangerous, available in self.rows:
             style = "" if available else "dim strike"
-            t.append(f"  {key:<10}", "bold" if available else "dim")
+            # binding names as a keyboard shows them: "question_mark" is "?"
+            shown = " / ".join(_key_name(k.strip()) for k in key.split(","))
+            t.append(f"  {shown:<12}", "bold" if available else "dim")
             t.append(desc, style)
             if dangerous:
                 t.append("  (asks first)" if available else "  (disabled: read-only)",
@@ -136,19 +147,20 @@ class WatchdogScreen(ModalScreen[str | None]):
                 Binding("s", "pick('stop-now')", "stop now"),
                 Binding("escape", "pick('')", "cancel")]
 
-    def __init__(self, armed: bool | None, next_stop: str | None) -> None:
+    def __init__(self, armed: bool | None, next_stop: str | None, now: float) -> None:
         super().__init__()
         self.armed = armed
         self.next_stop = next_stop
+        self.now = now
 
     def compose(self) -> ComposeResult:
         state = {True: "armed", False: "DISARMED", None: "unknown"}[self.armed]
         with Vertical():
-            yield Label(Text(f"Watchdog: {state}; next stop {self.next_stop or '–'}",
-                             style="bold"))
-            yield Button("[a] arm", id="arm")
-            yield Button("[d] disarm", id="disarm")
-            yield Button("[s] stop the pod now", id="stop-now", variant="error")
+            yield Label(Text(f"Watchdog: {state}; next stop "
+                             f"{fmt.stop_time(self.next_stop, self.now)}", style="bold"))
+            yield Button(Text("[a] arm"), id="arm")
+            yield Button(Text("[d] disarm"), id="disarm")
+            yield Button(Text("[s] stop the pod now"), id="stop-now", variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id)
@@ -176,7 +188,7 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
                 yield Static(Text(line, style="dim"))
             for r in self.rows:
                 with Horizontal():
-                    yield Label(r["slot"], classes="name")
+                    yield Label(Text(r["slot"]), classes="name")
                     yield Label(f"now {r['current']:.2f} →", classes="name")
                     yield Input(value=f"{r['proposed']:.2f}", id=f"u-{r['slot']}")
                     yield Label(self.predict(r["slot"], r["proposed"]), classes="info",

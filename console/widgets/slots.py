@@ -33,9 +33,14 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     """The cells of one slot; a figure past its configured threshold is bold yellow."""
     dim = "dim" if s.stale_since is not None else ""
     cells: list[object] = [
-        Text(s.slot, style="bold"), s.served_model_name, str(s.port), gpus,
+        Text(s.slot, style="bold"), Text(s.served_model_name), str(s.port), gpus,
         fmt.num(util, 2) if util is not None else fmt.DASH, health_cell(s, agent_state)]
     for fig, _ in FIGURE_COLUMNS:
+        if s.health != "up":
+            # a slot that is down or starting serves nothing: its last numbers would
+            # read as live ones (the detail screen keeps them, marked STALE)
+            cells.append(Text(fmt.DASH, style="dim"))
+            continue
         th = fig.threshold
         warn = th is not None and th.breached(s.figure(fig.key), thresholds)
         cells.append(Text(catalog.cell_text(fig, s.figure),

@@ -69,7 +69,6 @@ class Slot(RawServer):
                 + body)
 
 
-
 def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> None:
     hints, bad = Slot("hinted-model", "early-hints"), Slot("bad-model", "two-lengths")
     try:
@@ -91,6 +90,11 @@ def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> N
         r = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json",
                             "--config", str(cfg), "--sample", "1"], capture_output=True,
                            text=True, timeout=120, env=env, cwd=REPO)
+        # without --sample the two polls are milliseconds apart: no window, so no rates
+        # (a rate over 9 ms read 0 tok/s), and the figures are lifetime values
+        quick = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json",
+                                "--config", str(cfg)], capture_output=True, text=True,
+                               timeout=120, env=env, cwd=REPO)
     finally:
         hints.close()
         bad.close()
@@ -102,3 +106,8 @@ def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> N
     assert slots["HINTS"]["error"] is None
     assert slots["BAD"]["figures"] is None
     assert "Content-Length" in slots["BAD"]["error"], slots["BAD"]
+    assert quick.returncode == 0, quick.stderr
+    hinted = {s["slot"]: s for s in json.loads(quick.stdout)["slots"]}["HINTS"]
+    assert hinted["rates"]["window_s"] is None
+    assert hinted["rates"]["generation_tps"] is None and hinted["rates"]["prompt_tps"] is None
+    assert hinted["figures"]["generation_tokens"] > 0  # lifetime, as the README says

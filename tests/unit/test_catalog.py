@@ -146,3 +146,16 @@ def test_metrics_all_prints_every_model_figure() -> None:
     assert set(rows) == set(catalog.BY_KEY)
     assert rows["ttft_p95_s"]["threshold"] == "ttft_p95_s"
     assert rows["generation_tps"]["plot"] == "generation"
+
+
+def test_a_slot_that_is_not_up_shows_no_live_looking_figures() -> None:
+    f = compute(parse(LOAD.read_text()))["tiny-main"]
+    for health in ("down", "starting", "unknown"):
+        snap = SlotSnapshot(slot="S", served_model_name="tiny-main", port=1, url="u",
+                            health=health, figures=f, kv_p99=0.5,  # type: ignore[arg-type]
+                            stale_since=1.0)
+        cells = _cells(snap, SlotThresholds())
+        assert all(cells[fig.key].plain == "–" for fig, _ in catalog.columns()), health
+    up = _cells(SlotSnapshot(slot="S", served_model_name="tiny-main", port=1, url="u",
+                             health="up", figures=f), SlotThresholds())
+    assert up["ttft_p95_s"].plain not in ("–", "")
