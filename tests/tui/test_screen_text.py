@@ -1,0 +1,50 @@
+"""Text on the screen is shown as written: key hints in brackets, key names as keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Button, Static
+
+from console.screens.modals import ConfirmScreen, HelpScreen, WatchdogScreen
+from tests.tui.conftest import wait_for
+from tests.tui.snapshot_app import build
+
+
+async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:
+    app = build(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready)
+        await pilot.press("question_mark")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = str(app.screen.query_one(Static).render())
+        assert "question_mark" not in text
+        assert "  ?" in text and "ctrl+r / f5" in text
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        labels = [str(b.label) for b in app.screen.query(Button)]
+        assert labels == ["Yes [y]", "No [n]"], labels
+        await pilot.press("n")
+        assert await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await pilot.press("w")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
+        labels = [str(b.label) for b in app.screen.query(Button)]
+        assert "[s] stop the pod now" in labels, labels
+        await pilot.press("escape")
+
+
+def test_remote_text_with_brackets_is_not_markup(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from console.screens.detail import figures_table
+    from console.snapshot import SlotSnapshot
+
+    snap = SlotSnapshot(slot="S", served_model_name="m[/]x", port=1, url="u", health="down",
+                        health_detail="HTTP 502 [bold]bad gateway[/bold] [/]",
+                        served_models=("m[/]x",))
+    con = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    con.print(figures_table(snap, 0.0))  # "[/]" as markup would raise
+    out = con.export_text()
+    assert "[bold]bad gateway[/bold] [/]" in out and "m[/]x" in out
