@@ -1,8 +1,12 @@
-"""Alert rules from the field's own triggers, with start times and self-clearing.
+"""Alert rules from the field's own triggers, with Prometheus's timing semantics.
 
-``evaluate`` turns the latest snapshots into the set of active conditions;
-``AlertBook`` keeps when each began, drops the ones that cleared, and reports
-changes, so the webhook fires on a change, never on every poll.
+``evaluate`` turns the latest snapshots into the set of conditions true now. Each
+carries a ``for`` duration and a hold time, as a Prometheus rule's ``for`` and
+``keep_firing_for``: ``AlertBook`` keeps a new condition *pending* until it has held for
+``for_s``, then *fires* it; a firing alert clears only once its condition has been gone
+for ``hold_s``, so a figure hovering at its threshold does not flap. Changes (fired,
+resolved, acknowledged) are kept in a bounded history and are what the webhook sends,
+never every poll. A failed operation is an event of that history, not a standing alert.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from . import catalog
@@ -23,6 +28,8 @@ if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
     from .settings import Settings
 
 Severity = Literal["crit", "warn", "info"]
+State = Literal["pending", "firing"]
+SEVERITY_ORDER = {"crit": 0, "warn": 1, "info": 2}
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,10 @@ class Condition:
     severity: Severity
     title: str
     detail: str = ""
+    for_s: float = 0.0
+    """How long it must hold before the alert fires (0: at once)."""
+    hold_s: float = 0.0
+    """How long it must be gone before a firing alert clears."""
 
 
 @dataclass(frozen=True)
@@ -40,33 +51,97 @@ class Alert:
     title: str
     detail: str
     since: float
+    """When the condition became true (pending from then on)."""
+    state: State = "firing"
+    fired_at: float | None = None
+    last_true: float | None = None
+    """The last evaluation that found the condition true (a firing alert past it holds)."""
+    acked_by: str | None = None
+    acked_at: float | None = None
+    gone_since: float | None = None
+    """Firing, but its condition is gone since then: it clears when the hold has passed."""
+
+    def resolving(self, now: float) -> bool:
+        return self.state == "firing" and self.gone_since is not None
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    t: float
+    kind: Literal["firing", "resolved", "acknowledged", "failed"]
+    severity: Severity
+    title: str
+    detail: str = ""
 
 
 @dataclass
 class AlertBook:
     active: dict[str, Alert] = field(default_factory=dict)
+    history: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=500))
+    """Newest last; bounded, for a wall that runs for weeks (the audit log keeps acks)."""
+    _conds: dict[str, Condition] = field(default_factory=dict)
 
     def update(self, conditions: Iterable[Condition], now: float
                ) -> tuple[list[Alert], list[Alert]]:
-        """Apply the current conditions; return (raised, cleared)."""
+        """Apply the conditions true now; return (fired, cleared) by this evaluation."""
         seen: dict[str, Condition] = {c.key: c for c in conditions}
         raised, cleared = [], []
         for key, cond in seen.items():
+            self._conds[key] = cond
             old = self.active.get(key)
-            if old is None:
-                a = Alert(key, cond.severity, cond.title, cond.detail, now)
-                self.active[key] = a
+            a = (Alert(key, cond.severity, cond.title, cond.detail, now, "pending",
+                       last_true=now) if old is None else
+                 replace(old, severity=cond.severity, title=cond.title, detail=cond.detail,
+                         last_true=now, gone_since=None))
+            if a.state == "pending" and now - a.since >= cond.for_s:
+                a = replace(a, state="firing", fired_at=now)
                 raised.append(a)
-            elif (old.detail, old.severity) != (cond.detail, cond.severity):
-                self.active[key] = Alert(key, cond.severity, cond.title, cond.detail, old.since)
-        for key in list(self.active):
-            if key not in seen:
-                cleared.append(self.active.pop(key))
+                self.history.append(AlertEvent(now, "firing", a.severity, a.title, a.detail))
+            self.active[key] = a
+        for key in [k for k in self.active if k not in seen]:
+            a = self.active[key]
+            hold = self._conds[key].hold_s if key in self._conds else 0.0
+            if a.state == "pending":
+                del self.active[key]  # never fired: nothing to clear
+            elif now - (a.gone_since if a.gone_since is not None else now) >= hold:
+                # the hold counts from the first evaluation that found it gone, as
+                # Prometheus's keep_firing_for does
+                del self.active[key]
+                cleared.append(a)
+                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
+            else:
+                if a.gone_since is None:
+                    self.active[key] = replace(a, gone_since=now)
+                continue
+            self._conds.pop(key, None)
         return raised, cleared
 
+    def acknowledge(self, who: str, now: float) -> list[Alert]:
+        """Mark every firing, unacknowledged alert as seen by ``who``; returns them.
+
+        An acknowledged alert stays on screen (dimmed) until it clears; it is not sent
+        again. A new alert after it is not covered."""
+        done = []
+        for key, a in self.active.items():
+            if a.state == "firing" and a.acked_by is None:
+                self.active[key] = replace(a, acked_by=who, acked_at=now)
+                done.append(self.active[key])
+                self.history.append(AlertEvent(now, "acknowledged", a.severity, a.title,
+                                               f"by {who}"))
+        return done
+
+    def event(self, ev: AlertEvent) -> None:
+        """Record something that happened once (a failed operation)."""
+        self.history.append(ev)
+
     def sorted(self) -> list[Alert]:
-        order = {"crit": 0, "warn": 1, "info": 2}
-        return sorted(self.active.values(), key=lambda a: (order[a.severity], a.since))
+        """Firing before pending, unacknowledged before acknowledged, then by severity
+        and age."""
+        return sorted(self.active.values(), key=lambda a: (
+            a.state != "firing", a.acked_by is not None, SEVERITY_ORDER[a.severity], a.since))
+
+    def firing(self) -> list[Alert]:
+        return [a for a in self.sorted() if a.state == "firing"]
 
 
 def _working_hours(profile: Profile, now: float) -> bool:
@@ -88,12 +163,21 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
     from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
 
     out: list[Condition] = list(failures)
+    timing = settings.alerts
     if snap is not None:
         for s in snap.slots:
             th = settings.thresholds_for(s.slot)
-            if s.health != "up":
+            agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
+                           if pod is not None else None)
+            if s.health != "up" and (s.health == "starting"
+                                     or agent_state in ("starting", "backoff")):
+                # the agent is bringing it up: expected, not an outage
+                out.append(Condition(f"starting:{s.slot}", "info", f"{s.slot} starting",
+                                     f"agent: {agent_state or 'starting'}"))
+            elif s.health != "up":
                 out.append(Condition(f"down:{s.slot}", "crit", f"{s.slot} down",
-                                     s.error or s.health_detail))
+                                     s.error or s.health_detail, timing.down_for_s,
+                                     timing.hold_s))
             elif s.probe_ok is False:
                 out.append(Condition(f"probe:{s.slot}", "crit",
                                      f"{s.slot} up but completions fail", s.probe_detail))
@@ -104,7 +188,8 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
                 value = s.figure(fig.key)
                 if value is not None and rule.breached(value, th):
                     out.append(Condition(f"{rule.alert}:{s.slot}", "warn",
-                                         rule.title(s.slot, value, th), rule.hint))
+                                         rule.title(s.slot, value, th), rule.hint,
+                                         timing.for_s, timing.hold_s))
     per_gpu: dict[int, float] = {}
     for name, slot in profile.slots.items():
         util = slot.gpu_util
@@ -129,13 +214,16 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.last_watchdog_result and "FAILED" in pod.last_watchdog_result:
             out.append(Condition("watchdog", "crit", "watchdog stop FAILED",
                                  pod.last_watchdog_result))
+        # a source that fails once is a blip; one that keeps failing is an alert
         if pod.agent_error:
-            out.append(Condition("agent", "warn", "pod agent unreachable", pod.agent_error))
+            out.append(Condition("agent", "warn", "pod agent unreachable", pod.agent_error,
+                                 timing.down_for_s))
         if pod.provider_error:
-            out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error))
+            out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
+                                 timing.down_for_s))
     if snap is not None and snap.prometheus_error:
         out.append(Condition("prometheus", "info", "Prometheus unreachable: scraping slots "
-                             "directly", snap.prometheus_error))
+                             "directly", snap.prometheus_error, timing.down_for_s))
     return out
 
 

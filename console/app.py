@@ -29,7 +29,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from . import fmt
-from .alerts import AlertBook, Condition
+from .alerts import AlertBook, AlertEvent, Condition
 from .collect.poller import DeploymentPoller
 from .history import History
 from .screens.base import ConsoleScreen
@@ -172,6 +172,14 @@ class PodConsoleApp(App):
                 f"{names} may be billing: pod-console down (or f) terminates them")
             self.action_refresh_now()
 
+    def _acknowledge(self) -> list[str]:
+        """The ack operation's effect: every firing alert marked as seen by this user."""
+        from .actions.audit import current_user
+
+        done = self.alerts.acknowledge(current_user(), self.now())
+        self.call_later(self.refresh_screens)
+        return [a.title for a in done]
+
     def _on_hangup(self) -> None:
         self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
 
@@ -224,6 +232,7 @@ class PodConsoleApp(App):
             self.run_worker(self._check_ledger(), group="ledger", exit_on_error=False)
         collect_garbage_again()
         self.ctx.registry.refresh_target = self.action_refresh_now  # type: ignore[attr-defined]
+        self.ctx.registry.ack_target = self._acknowledge  # type: ignore[attr-defined]
         self.ready_after_s = time.monotonic() - self._mounted_at
         self._context_ready.set()
 
@@ -324,7 +333,8 @@ class PodConsoleApp(App):
                             snapshot=self.snapshot, pod=self.pod,
                             alerts=tuple(self.alerts.sorted()), stale=self.stale_text(),
                             history=self.history, allowed=allowed, gpus=gpus, utils=utils,
-                            states=states, thresholds=thresholds)
+                            states=states, thresholds=thresholds,
+                            alert_history=tuple(self.alerts.history))
 
     def refresh_screens(self) -> None:
         screens = [s for s in self.screen_stack
@@ -385,6 +395,12 @@ class PodConsoleApp(App):
         from .screens.detail import SlotDetailScreen
 
         self.push_screen(SlotDetailScreen(self.console_state(), slot))
+
+    def action_alert_history(self) -> None:
+        from .screens.alerts import AlertHistoryScreen
+
+        if not isinstance(self.screen, AlertHistoryScreen):
+            self.push_screen(AlertHistoryScreen(self.console_state()))
 
     def action_help(self) -> None:
         from .screens.modals import HelpScreen
@@ -497,6 +513,11 @@ class PodConsoleApp(App):
             if not cmd:
                 return
             args["cmd"] = cmd
+        if not spec.dangerous:  # quick and harmless (refresh, ack): no dialog
+            out = await reg.invoke(action_id, args)
+            self.note(f"{spec.title}: {out.message}", "green" if out.ok else "yellow")
+            self.refresh_screens()
+            return
         if spec.dangerous:
             question = spec.confirm.format(**self._confirm_fields(args))
             if not await self.push_screen_wait(ConfirmScreen(spec.title, question)):
@@ -523,11 +544,11 @@ class PodConsoleApp(App):
         if progress.is_attached:
             with contextlib.suppress(Exception):
                 progress.finish(out.ok, out.message)
-        key = f"action:{action_id}"
-        if out.ok:
-            self.failures.pop(key, None)
-        elif out.state != "refused":
-            self.failures[key] = Condition(key, "crit", f"{spec.title} failed", out.message)
+        if not out.ok and out.state != "refused":
+            # an event, not a standing alert: it happened once, the log and the alert
+            # history keep it, and nothing on screen claims it is still going on
+            self.alerts.event(AlertEvent(self.now(), "failed", "crit",
+                                         f"{spec.title} failed", out.message))
         self.action_refresh_now()
 
     def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:

@@ -43,6 +43,17 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
     reg = ActionRegistry(audit, read_only)
 
     reg.refresh_target = refresh  # type: ignore[attr-defined]  # the app points it at itself
+    reg.ack_target = None  # type: ignore[attr-defined]  # the app's alert book, once it has one
+
+    async def acknowledge(args: dict[str, Any], progress: Progress) -> Outcome:
+        target = reg.ack_target  # type: ignore[attr-defined]
+        if target is None:
+            return Outcome(False, "no alerts to acknowledge yet", state="failed")
+        titles = target()
+        if not titles:
+            return Outcome(True, "nothing firing to acknowledge", state="ok")
+        return Outcome(True, f"acknowledged {len(titles)}: " + "; ".join(titles),
+                       {"alerts": titles})
 
     async def do_refresh(args: dict[str, Any], progress: Progress) -> Outcome:
         reg.refresh_target()  # type: ignore[attr-defined]
@@ -132,6 +143,7 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
     reg.register(SPECS["host_checks"], host_checks)
     reg.register(SPECS["rebalance"], rebalance)
     reg.register(SPECS["watchdog"], watchdog)
+    reg.register(SPECS["ack"], acknowledge)
     return reg
 
 

@@ -101,6 +101,8 @@ class ConsoleState:
     """Slot → the agent's state for it (``ready``, ``starting``…), empty when unknown."""
     operation: str | None = None
     """The dangerous operation running now (its title), shown until it ends."""
+    alert_history: tuple[Any, ...] = ()
+    """Alert events (fired, resolved, acknowledged, failed operations), oldest first."""
     thresholds: dict[str, Any] = field(default_factory=dict)
     """Slot → its ``SlotThresholds`` (cell colours); empty until the settings have loaded."""
 

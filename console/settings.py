@@ -55,6 +55,21 @@ class SlotThresholds(BaseModel):
     """Expected speculative acceptance rate; alert when far below it."""
 
 
+class AlertTiming(BaseModel):
+    """When a condition becomes an alert and when an alert clears (Prometheus's ``for`` and
+    ``keep_firing_for``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    down_for_s: float = Field(default=6.0, ge=0, le=3600)
+    """A slot down, an agent or API unreachable, this long before it fires (a blip of
+    one poll is not an outage)."""
+    for_s: float = Field(default=30.0, ge=0, le=3600)
+    """A figure past its threshold this long before it fires."""
+    hold_s: float = Field(default=30.0, ge=0, le=3600)
+    """A firing alert clears once its condition has been gone this long."""
+
+
 class Settings(BaseSettings):
     """pod-console configuration."""
 
@@ -81,6 +96,7 @@ class Settings(BaseSettings):
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
     """Per-slot alert thresholds keyed by slot name; ``default`` applies to all others."""
+    alerts: AlertTiming = Field(default_factory=AlertTiming)
     state_dir: Path = Field(default_factory=default_state_dir)
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
     webhook_url: SecretStr | None = None

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 
-def _user() -> str:
+def current_user() -> str:
+    """Who is at the keyboard, as the audit log names them."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -65,7 +66,7 @@ class AuditLog:
     def append(self, action: str, args: dict[str, Any], result: str, **extra: Any) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "t": round(time.time(), 3),
-               "user": _user(), "host": socket.gethostname(), "action": action,
+               "user": current_user(), "host": socket.gethostname(), "action": action,
                "arguments": args, "result": result, **extra}
         write_record(self.path, json.dumps(rec, sort_keys=True, default=str))
 

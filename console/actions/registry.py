@@ -43,6 +43,12 @@ class ActionSpec:
     """Question asked before a dangerous action runs."""
     label: str = ""
     """The footer's word for it (short); the title when empty."""
+    audited: bool = False
+    """Recorded in the audit log though not dangerous (an acknowledgement: who saw what)."""
+
+    @property
+    def recorded(self) -> bool:
+        return self.dangerous or self.audited
 
 
 class RefusedError(Exception):
@@ -96,7 +102,7 @@ class ActionRegistry:
                           state="refused")
             self.history.append((time.time(), action_id, out))
             return out
-        if spec.dangerous:
+        if spec.recorded:
             # fsync can take tens of ms on a busy disk: never on the event loop
             try:
                 await asyncio.to_thread(self.audit.append, action_id, args, "started")
@@ -125,7 +131,7 @@ class ActionRegistry:
     async def _end(self, spec: ActionSpec, action_id: str, args: dict[str, Any],
                    out: Outcome) -> Outcome:
         state = out.state or ("ok" if out.ok else "failed")
-        if spec.dangerous:
+        if spec.recorded:
             try:
                 await asyncio.shield(asyncio.to_thread(
                     self.audit.append, action_id, args, state, message=out.message))

@@ -28,6 +28,10 @@ SPECS = {
         "slot restarts first; a failure rolls back", True,
         "Restart slots with {split}? Each restart takes the slot offline for its start-up "
         "time.", label="rebalance"),
+    "ack": ActionSpec(
+        "ack", "a", "Acknowledge alerts", "mark every firing alert as seen by you (audited); "
+        "it stays on screen, dimmed, until it clears, and is not sent again", False,
+        label="ack", audited=True),
     "watchdog": ActionSpec(
         "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
         "Watchdog: {cmd} on pod {pod}?", label="watchdog"),

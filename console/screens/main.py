@@ -17,10 +17,11 @@ from .base import ConsoleScreen
 
 OPERATION_BINDINGS = [Binding(spec.key, f"op({spec.id!r})", spec.label or spec.title,
                               id=spec.id)
-                      for spec in SPECS.values() if spec.dangerous]
+                      for spec in SPECS.values() if spec.dangerous or spec.audited]
 """One binding per operation, from the registry's specs: a key is written once."""
 COMMON_BINDINGS = [
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
+    Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
     Binding("question_mark", "app.help", "help", id="help"),
     Binding("q", "app.quit", "quit", id="quit"),
 ]

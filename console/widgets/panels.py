@@ -8,7 +8,40 @@ from rich.text import Text
 from textual.widgets import Static
 
 from .. import fmt
-from ..alerts import Alert
+from ..alerts import Alert, AlertEvent
+
+KIND_STYLE = {"firing": ("▲ FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
+              "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red")}
+
+
+def active_line(a: Alert, now: float) -> Text:
+    glyph, word, style = fmt.SEVERITY[a.severity]
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if a.state == "pending":
+        t.append(f"◌ PEND {word} ", "dim")
+        t.append(a.title, "dim")
+    else:
+        t.append(f"{glyph} {word} ", "dim" if a.acked_by else style)
+        t.append(a.title, "dim" if a.acked_by else "bold")
+    t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(now - a.since, False)})", "dim")
+    if a.acked_by:
+        t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "cyan")
+    if a.resolving(now):
+        t.append("  condition gone, clearing", "green")
+    if a.detail:
+        t.append(f"  {a.detail}", "dim")
+    return t
+
+
+def history_line(e: AlertEvent) -> Text:
+    word, style = KIND_STYLE[e.kind]
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{fmt.clock(e.t)} ", "dim")
+    t.append(f"{word:<11}", style)
+    t.append(e.title)
+    if e.detail:
+        t.append(f"  {e.detail}", "dim")
+    return t
 
 
 class AlertsPanel(Static):
@@ -28,24 +61,20 @@ class AlertsPanel(Static):
         if not alerts:
             self._set(Text("✓ no alerts", style="green"), "alerts (0)")
             return
+        firing = sum(1 for a in alerts if a.state == "firing" and not a.acked_by)
         t = Text()
         room = max(1, self.content_size.height if self.is_mounted and self.content_size.height
                    else self.LINES)
         shown = alerts if len(alerts) <= room else alerts[:room - 1]
         for i, a in enumerate(shown):
-            glyph, word, style = fmt.SEVERITY[a.severity]
             if i:
                 t.append("\n")
-            t.append(f"{glyph} {word} ", style)
-            t.append(a.title, "bold")
-            t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(now - a.since, False)})",
-                     "dim")
-            if a.detail:
-                t.append(f"  {a.detail}", "dim")
+            t.append_text(active_line(a, now))
         if len(shown) < len(alerts):
             t.append(f"\n… and {len(alerts) - len(shown)} more", "bold")
         t.no_wrap, t.overflow = True, "ellipsis"
-        self._set(t, f"alerts ({len(alerts)})")
+        others = len(alerts) - firing
+        self._set(t, f"alerts ({firing} firing{f', {others} pending/acked' if others else ''})")
 
     def _set(self, t: Text, title: str) -> None:
         if (t, title) != getattr(self, "_last", None):

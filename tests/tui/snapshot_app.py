@@ -17,7 +17,7 @@ from console.collect.figures import compute
 from console.collect.targets import SlotTarget, targets_for
 from console.history import History
 from console.operations import build_registry
-from console.settings import Settings
+from console.settings import AlertTiming, Settings
 from console.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
 from pod_agent.profiles import load_profile
 from tests.conftest import FIXTURES, PROFILES
@@ -78,7 +78,9 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False):
             history.add(name, "kv_cache_usage", t, 0.02 + 0.015 * math.sin(i / 13 + k))
             history.add(name, "acceptance_rate", t, 0.6 + 0.06 * math.sin(i / 17 + k))
             history.add(name, "generation_tps", t, 40 + 9 * math.sin(i / 11 + k))
-    settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5)
+    # a fixed clock never lets a pending alert fire: fire at once, as the screenshots show
+    settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5,
+                        alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0))
     registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall,
                               agent=AgentClient(None), refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,

@@ -48,3 +48,39 @@ def test_remote_text_with_brackets_is_not_markup(tmp_path: Path) -> None:
     con.print(figures_table(snap, 0.0))  # "[/]" as markup would raise
     out = con.export_text()
     assert "[bold]bad gateway[/bold] [/]" in out and "m[/]x" in out
+
+
+async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -> None:
+    from console.screens.alerts import AlertHistoryScreen
+    from console.screens.main import MainScreen
+    from console.screens.modals import ProgressScreen
+
+    app = build(tmp_path, down_slot=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.alerts.firing())
+        firing = {a.key for a in app.alerts.firing()}
+        assert "down:Q27" in firing or any(k.startswith("down:") for k in firing), firing
+        # host checks with no agent configured: fails, and is an event, not an alert
+        await pilot.press("h")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: any(e.kind == "failed"
+                                                 for e in app.alerts.history))
+        assert not any(k.startswith("action:") for k in app.alerts.active)
+        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                       and app.screen.done)
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+        # a: acknowledge, recorded in the audit log with who did it
+        await pilot.press("a")
+        assert await wait_for(pilot, lambda: all(a.acked_by for a in app.alerts.firing()))
+        rec = [r for r in app.ctx.registry.audit.records() if r["action"] == "ack"]
+        assert [r["result"] for r in rec] == ["started", "ok"] and rec[0]["user"]
+        # A: the history, newest first, names all three kinds of event
+        await pilot.press("A")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, AlertHistoryScreen))
+        text = str(app.screen.query_one("#aevents", Static).render())
+        assert "FAILED" in text and "Host checks failed" in text
+        assert "ACK" in text and "FIRED" in text
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
