@@ -531,9 +531,8 @@ class PodConsoleApp(App):
         def on_progress(step: str, fraction: float | None, message: str) -> None:
             # Escape hides the dialog and the operation goes on: a dialog that is gone
             # (or half gone) must never turn a progress line into an exception
-            if progress.is_attached:
-                with contextlib.suppress(Exception):
-                    progress.step(step, fraction, message)
+            with contextlib.suppress(Exception):
+                progress.step(step, fraction, message)
             if step:
                 self.note(f"  {spec.title} · {step} {message}".rstrip(), "dim")
 
@@ -541,9 +540,10 @@ class PodConsoleApp(App):
         style = "green" if out.ok else ("yellow" if out.state == "rolled_back" else "bold red")
         self.note(f"{spec.title}: {out.state or ('ok' if out.ok else 'failed')} — "
                   f"{out.message}", style)
-        if progress.is_attached:
-            with contextlib.suppress(Exception):
-                progress.finish(out.ok, out.message)
+        # recorded even when the dialog is not drawn yet: it draws the end when it is
+        # (a hidden dialog is gone; the action log says how it ended)
+        with contextlib.suppress(Exception):
+            progress.finish(out.ok, out.message)
         if not out.ok and out.state != "refused":
             # an event, not a standing alert: it happened once, the log and the alert
             # history keep it, and nothing on screen claims it is still going on

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, RichLog, Static
@@ -45,40 +50,99 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class ProgressScreen(ModalScreen[None]):
-    """Live progress of a long action; Escape hides it (the action keeps running)."""
+    """Live progress of a long action; Escape hides it (the action keeps running).
+
+    It keeps what it was told (step, fraction, lines, the end) and draws from that: an
+    operation that fails before the dialog has even been drawn still shows its failure
+    in it. The elapsed time ticks every second; no ETA is guessed for steps of unknown
+    length (a P2P probe takes 5 s or 90 s)."""
 
     BINDINGS = [Binding("escape", "hide", "hide")]
 
-    def __init__(self, title: str) -> None:
+    def __init__(self, title: str, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.title_text = title
         self.done = False
+        self.clock = clock
+        self.started = clock()
+        self.ended: float | None = None
+        self.current = ""
+        self.fraction: float | None = None
+        self.outcome: tuple[bool, str] | None = None
+        self.lines: list[Text] = []
+        self._drawn = False
+        """Composed and mounted (``is_mounted`` is not yet true inside ``on_mount``)."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text(self.title_text, style="bold"), id="ptitle")
             yield Label("", id="pstep")
-            yield ProgressBar(total=100, show_eta=True, id="pbar")
+            yield ProgressBar(total=100, show_eta=False, id="pbar")
+            yield Label("", id="pelapsed")
             yield RichLog(max_lines=300, wrap=True, id="plog")
 
+    def on_mount(self) -> None:
+        log = self.query_one("#plog", RichLog)
+        for line in self.lines:
+            log.write(line)
+        self._drawn = True
+        self._draw()
+        self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if not self.done:
+            self._draw_elapsed()
+
     def step(self, step: str, fraction: float | None, message: str) -> None:
-        self.query_one("#pstep", Label).update(Text(f"{step}  {message}".strip()))
-        bar = self.query_one("#pbar", ProgressBar)
-        if fraction is None:
-            bar.update(total=None)
-        else:
-            bar.update(total=100, progress=max(0.0, min(1.0, fraction)) * 100)
-        if message or step:
-            self.query_one("#plog", RichLog).write(f"{step}: {message}" if message else step)
+        self.current = f"{step}  {message}".strip()
+        if fraction is not None or step:
+            self.fraction = fraction
+        line = Text(f"{step}: {message}" if message and step else (message or step))
+        if line.plain:
+            self._add(line)
+        self._draw()
 
     def finish(self, ok: bool, message: str) -> None:
         self.done = True
-        bar = self.query_one("#pbar", ProgressBar)
-        bar.update(total=100, progress=100 if ok else bar.progress)
-        style = "bold green" if ok else "bold red"
-        self.query_one("#pstep", Label).update(Text(("✓ " if ok else "✖ ") + message,
-                                                     style=style))
-        self.query_one("#plog", RichLog).write(Text(message, style=style))
+        self.ended = self.clock()
+        self.outcome = (ok, message)
+        self._add(Text(message, style="bold green" if ok else "bold red"))
+        self._draw()
+
+    def _add(self, line: Text) -> None:
+        self.lines.append(line)
+        del self.lines[:-300]
+        if self._drawn:
+            with contextlib.suppress(NoMatches):
+                self.query_one("#plog", RichLog).write(line)
+
+    def _draw(self) -> None:
+        if not self._drawn:
+            return  # on_mount draws what was recorded meanwhile
+        with contextlib.suppress(NoMatches):
+            bar = self.query_one("#pbar", ProgressBar)
+            label = self.query_one("#pstep", Label)
+            if self.outcome is not None:
+                ok, message = self.outcome
+                bar.update(total=100, progress=100 if ok else (self.fraction or 0) * 100)
+                label.update(Text(("✓ " if ok else "✖ FAILED: ") + message,
+                                  style="bold green" if ok else "bold red"))
+            else:
+                if self.fraction is None:
+                    bar.update(total=None)
+                else:
+                    bar.update(total=100, progress=max(0.0, min(1.0, self.fraction)) * 100)
+                label.update(Text(self.current or "starting…"))
+            self._draw_elapsed()
+
+    def _draw_elapsed(self) -> None:
+        with contextlib.suppress(NoMatches):
+            end = self.ended if self.ended is not None else self.clock()
+            word = "took" if self.done else "elapsed"
+            self.query_one("#pelapsed", Label).update(
+                Text(f"{word} {fmt.duration(end - self.started)}"
+                     + ("" if self.done else "  ·  escape hides this; the operation goes on"),
+                     style="dim"))
 
     def action_hide(self) -> None:
         self.dismiss(None)

@@ -67,8 +67,14 @@ async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -
         assert await wait_for(pilot, lambda: any(e.kind == "failed"
                                                  for e in app.alerts.history))
         assert not any(k.startswith("action:") for k in app.alerts.active)
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
-                       and app.screen.done)
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done)
+        # the dialog itself says how it ended, and how long it took
+        from textual.widgets import Label
+
+        step = str(app.screen.query_one("#pstep", Label).content)
+        assert "FAILED" in step and "no pod agent configured" in step, step
+        assert "took" in str(app.screen.query_one("#pelapsed", Label).content)
         await pilot.press("escape")
         assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
         # a: acknowledge, recorded in the audit log with who did it

@@ -43,3 +43,16 @@ def test_a_newcomer_without_config_is_told_where_it_goes_and_about_the_demo(
         assert "No such file" not in r.stderr
         assert str(tmp_path / "cfg" / "pod-console" / "config.yaml") in r.stderr, r.stderr
         assert "pod-console demo" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:
+    from console.settings import load_settings
+
+    text = (REPO / "README.md").read_text()
+    block = text.split("### The console", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "profiles").mkdir()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(block.replace("~/pod-console/profiles", str(tmp_path / "profiles"))
+                   .replace("~/.local/state/pod-console", str(tmp_path / "state")))
+    s = load_settings(cfg)
+    assert s.alerts.down_for_s == 6 and s.thresholds_for("Q27").acceptance_baseline == 0.52
