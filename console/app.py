@@ -500,6 +500,10 @@ class PodConsoleApp(App):
             self.note(f"{spec.title}: not now — {reg.specs[reg.in_flight].title} is still "
                       "running", "yellow")
             return
+        if (why := self._preflight(action_id)) is not None:
+            # said before anything is asked: no "begin billing?" for a pod that already bills
+            self.note(f"{spec.title}: not started — {why}", "yellow")
+            return
         if action_id == "rebalance" and "set" not in args:
             chosen = await self.push_screen_wait(await self._rebalance_screen())
             if not chosen:
@@ -550,6 +554,18 @@ class PodConsoleApp(App):
             self.alerts.event(AlertEvent(self.now(), "failed", "crit",
                                          f"{spec.title} failed", out.message))
         self.action_refresh_now()
+
+    def _preflight(self, action_id: str) -> str | None:
+        """Why an operation cannot do anything now, from what the console already knows
+        (the last poll), or None. The operation itself checks again when it runs."""
+        assert self.ctx is not None
+        pod = self.pod
+        if action_id == "resume" and pod is not None and pod.status == "RUNNING":
+            return f"pod {pod.pod_id or ''} is already RUNNING".replace("  ", " ")
+        if action_id in ("host_checks", "rebalance", "watchdog") and not (
+                self.ctx.agent is not None and self.ctx.agent.configured):
+            return "no pod agent configured (pod.ssh_host in the config)"
+        return None
 
     def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:
         pod = self.pod or PodSnapshot()

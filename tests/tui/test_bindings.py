@@ -61,7 +61,14 @@ async def test_every_main_binding(demo) -> None:
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
         # dangerous keys ask first; "n" runs nothing
-        for key in ("r", "f", "h"):
+        # r on a RUNNING pod: said at once, nothing asked
+        from console.widgets.panels import ActionLog
+
+        await pilot.press("r")
+        log = app.screen.query_one(ActionLog)
+        assert await wait_for(pilot, lambda: "already RUNNING" in log.lines[-1].plain)
+        assert isinstance(app.screen, MainScreen)
+        for key in ("f", "h"):
             await pilot.press(key)
             assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen)), key
             await pilot.press("n")

@@ -22,14 +22,16 @@ async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:
         assert "  ?" in text and "ctrl+r / f5" in text
         await pilot.press("escape")
         assert await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
-        await pilot.press("h")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("f")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen)
+                              and len(app.screen.query(Button)) == 2)
         labels = [str(b.label) for b in app.screen.query(Button)]
         assert labels == ["Yes [y]", "No [n]"], labels
         await pilot.press("n")
         assert await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
-        await pilot.press("w")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
+        app.push_screen(WatchdogScreen(True, None, 0.0))
+        assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen)
+                              and len(app.screen.query(Button)) == 3)
         labels = [str(b.label) for b in app.screen.query(Button)]
         assert "[s] stop the pod now" in labels, labels
         await pilot.press("escape")
@@ -60,8 +62,8 @@ async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -
         assert await wait_for(pilot, lambda: app.ready and app.alerts.firing())
         firing = {a.key for a in app.alerts.firing()}
         assert "down:Q27" in firing or any(k.startswith("down:") for k in firing), firing
-        # host checks with no agent configured: fails, and is an event, not an alert
-        await pilot.press("h")
+        # fallback with no RunPod configured: fails, and is an event, not an alert
+        await pilot.press("f")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         assert await wait_for(pilot, lambda: any(e.kind == "failed"
@@ -73,7 +75,7 @@ async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -
         from textual.widgets import Label
 
         step = str(app.screen.query_one("#pstep", Label).content)
-        assert "FAILED" in step and "no pod agent configured" in step, step
+        assert "FAILED" in step and "RunPod is not configured" in step, step
         assert "took" in str(app.screen.query_one("#pelapsed", Label).content)
         await pilot.press("escape")
         assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
@@ -86,7 +88,22 @@ async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -
         await pilot.press("A")
         assert await wait_for(pilot, lambda: isinstance(app.screen, AlertHistoryScreen))
         text = str(app.screen.query_one("#aevents", Static).render())
-        assert "FAILED" in text and "Host checks failed" in text
+        assert "FAILED" in text and "Fallback provisioning failed" in text
         assert "ACK" in text and "FIRED" in text
         await pilot.press("escape")
         assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_preflight_says_why_before_asking(tmp_path: Path) -> None:
+    from console.widgets.panels import ActionLog
+
+    app = build(tmp_path)  # the pod is RUNNING; no agent is configured
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready)
+        log = app.screen.query_one(ActionLog)
+        for key, why in (("r", "already RUNNING"), ("h", "no pod agent configured"),
+                         ("b", "no pod agent configured"), ("w", "no pod agent configured")):
+            await pilot.press(key)
+            assert await wait_for(pilot, lambda why=why: why in log.lines[-1].plain), key
+            assert not isinstance(app.screen, ConfirmScreen), key
+        assert not app.ctx.registry.executed  # nothing ran, nothing was asked
