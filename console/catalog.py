@@ -69,8 +69,9 @@ class Column:
     width: int
     order: int
     """Left to right among the figure columns (after slot, model, port, GPU, util, health)."""
-    narrow: bool = False
-    """Kept when the terminal is under 100 columns (a phone over SSH)."""
+    priority: int = 2
+    """Which columns a narrow terminal keeps: 1 first, then 2, … while they fit whole
+    (a phone over SSH shows the priority-1 figures beside slot and health)."""
     joins: str | None = None
     """Another figure shown in the same cell after a slash (running/waiting)."""
     narrow_header: str | None = None
@@ -164,10 +165,10 @@ GENERATION = ("vllm:generation_tokens_total",)
 # object where its first entry stands); columns and plots carry their own order.
 CATALOG: tuple[Figure, ...] = (
     Figure("kv_cache_usage", KV, "KV now", _pct1, json="top",
-           column=Column("KV", 6, 20, narrow=True),
+           column=Column("KV", 6, 20, priority=1),
            plot=Plot("KV cache usage", 20, scale=100, unit="%")),
     Figure("running", Gauge(("vllm:num_requests_running",)), "running", fmt.num, json="top",
-           column=Column("RUN/W", 5, 10, joins="waiting")),
+           column=Column("RUN/W", 5, 10, priority=3, joins="waiting")),
     Figure("waiting", Gauge(("vllm:num_requests_waiting",)), "waiting", fmt.num, json="top"),
     # vLLM 0.32+: why requests wait (the two sum to ``waiting``); absent on older servers
     Figure("waiting_capacity", Gauge(("vllm:num_requests_waiting_by_reason",),
@@ -177,7 +178,7 @@ CATALOG: tuple[Figure, ...] = (
                                      where=("reason", "deferred")),
            "waiting: deferred", fmt.num),
     Figure("preemptions", Increase(("vllm:num_preemptions_total",)), "preemptions", fmt.num,
-           json="top", column=Column("PREEMPT", 7, 90, narrow=True, narrow_header="PRE",
+           json="top", column=Column("PREEMPT", 7, 90, priority=2, narrow_header="PRE",
                                      narrow_width=3),
            threshold=Threshold("preempt", "{slot} preempted {value:g} request(s)", fixed=0,
                                hint="KV cache full: revisit KV offload")),
@@ -188,7 +189,7 @@ CATALOG: tuple[Figure, ...] = (
     Figure("ttft_p50_s", Quantile(0.5, ("vllm:time_to_first_token_seconds",)), "TTFT p50",
            fmt.secs, json="top"),
     Figure("ttft_p95_s", Quantile(0.95, ("vllm:time_to_first_token_seconds",)), "TTFT p95",
-           fmt.secs, json="top", column=Column("TTFT p95", 8, 40, narrow=True),
+           fmt.secs, json="top", column=Column("TTFT p95", 8, 40, priority=1),
            plot=Plot("TTFT p95", 10, unit="s"),
            threshold=Threshold("ttft", "{slot} TTFT p95 {value:.2f}s > {limit:g}s",
                                setting="ttft_p95_s")),
@@ -196,7 +197,7 @@ CATALOG: tuple[Figure, ...] = (
            fmt.secs, json="top"),
     Figure("itl_p95_s", Quantile(0.95, ("vllm:inter_token_latency_seconds",
                                         "vllm:time_per_output_token_seconds")),
-           "ITL p95", fmt.secs, json="top", column=Column("ITL p95", 7, 50)),
+           "ITL p95", fmt.secs, json="top", column=Column("ITL p95", 7, 50, priority=4)),
     Figure("e2e_p95_s", Quantile(0.95, ("vllm:e2e_request_latency_seconds",)), "e2e p95",
            fmt.secs, json="top"),
     Figure("queue_p95_s", Quantile(0.95, ("vllm:request_queue_time_seconds",)), "queue p95",
@@ -212,13 +213,13 @@ CATALOG: tuple[Figure, ...] = (
     Figure("spec_accepted", Increase((SPEC_ACCEPTED,)), "accepted tokens", fmt.num,
            json="spec", detail=False),
     Figure("acceptance_rate", Ratio((SPEC_ACCEPTED,), (SPEC_DRAFT_TOKENS,)), "acceptance",
-           _pct1, json="spec", column=Column("ACCEPT", 6, 70, narrow=True),
+           _pct1, json="spec", column=Column("ACCEPT", 6, 70, priority=2),
            plot=Plot("speculative acceptance", 30, scale=100, unit="%"),
            threshold=Threshold("accept", "{slot} acceptance {value:.0%} far below "
                                "{setting:.0%}", setting="acceptance_baseline",
                                factor=ACCEPTANCE_DROP, below=True)),
     Figure("mean_acceptance_length", Ratio((SPEC_ACCEPTED,), (SPEC_DRAFTS,), plus=1.0),
-           "mean accept len", _num2, json="spec", column=Column("MAL", 4, 80)),
+           "mean accept len", _num2, json="spec", column=Column("MAL", 4, 80, priority=4)),
     Figure("prefill_p95_s", Quantile(0.95, ("vllm:request_prefill_time_seconds",)),
            "prefill p95", fmt.secs),
     Figure("decode_p95_s", Quantile(0.95, ("vllm:request_decode_time_seconds",)),
@@ -226,12 +227,12 @@ CATALOG: tuple[Figure, ...] = (
     Figure("prompt_tps", Increase(("vllm:prompt_tokens_total",), per_second=True),
            "prompt tok/s", _num1),
     Figure("generation_tps", Increase(GENERATION, per_second=True), "gen tok/s", _num1,
-           column=Column("GEN tok/s", 9, 60, narrow=True),
+           column=Column("GEN tok/s", 9, 60, priority=2),
            plot=Plot("generation", 40, unit="tok/s")),
     Figure("spec_drafts_per_s", Increase((SPEC_DRAFTS,), per_second=True), "drafts/s",
            _num1),
     Figure("kv_p99", OverTime(0.99, KV), "KV p99", _pct1, per_slot=True,
-           column=Column("KV p99", 6, 30, narrow=True),
+           column=Column("KV p99", 6, 30, priority=1),
            threshold=Threshold("kv", "{slot} KV p99 {value:.0%} > {limit:.0%}",
                                setting="kv_p99",
                                hint="revisit KV offload (the field's trigger)")),

@@ -19,17 +19,22 @@ OPERATION_BINDINGS = [Binding(spec.key, f"op({spec.id!r})", spec.label or spec.t
                               id=spec.id)
                       for spec in SPECS.values() if spec.dangerous or spec.audited]
 """One binding per operation, from the registry's specs: a key is written once."""
-COMMON_BINDINGS = [
-    Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
-    Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
+FIRST_BINDINGS = [
     Binding("question_mark", "app.help", "help", id="help"),
     Binding("q", "app.quit", "quit", id="quit"),
+]
+"""First in the footer: on a phone's 80 columns the footer is cut from the right, and
+help and quit must never be what is cut."""
+COMMON_BINDINGS = [
+    *FIRST_BINDINGS,
+    Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
+    Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
 ]
 
 
 class MainScreen(ConsoleScreen):
-    BINDINGS = [*OPERATION_BINDINGS, Binding("enter", "detail", "detail", id="detail"),
-                *COMMON_BINDINGS]
+    BINDINGS = [*FIRST_BINDINGS, *OPERATION_BINDINGS,
+                Binding("enter", "detail", "detail", id="detail"), *COMMON_BINDINGS[2:]]
 
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:

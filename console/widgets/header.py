@@ -1,4 +1,7 @@
-"""The pod header: state of the pod, today's profile, money and time left."""
+"""The pod header: state of the pod, today's profile, money and time left, on one line.
+
+What does not fit a narrow terminal is left out by priority (the pod's state, an
+operation running and staleness always stay; then cost and the stop; then the rest)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from ..snapshot import PodSnapshot
 class PodHeader(Static):
     """Renders a PodSnapshot; knows nothing about where it came from."""
 
-    DEFAULT_CSS = "PodHeader { height: auto; padding: 0 1; background: $boost; }"
+    DEFAULT_CSS = "PodHeader { height: 1; padding: 0 1; background: $boost; }"
 
     def __init__(self, profile: str, demo: bool, read_only: bool, **kw) -> None:
         super().__init__(**kw)
@@ -22,52 +25,69 @@ class PodHeader(Static):
 
     def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
              operation: str | None = None) -> None:
-        t = Text(no_wrap=False, overflow="fold")
+        self._args = (pod, now, stale, operation)
+        width = (self.size.width or self.app.size.width) - 2  # padding
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for i, part in enumerate(fit(self.segments(pod, now, stale, operation), width)):
+            if i:
+                t.append(" │ ", "dim")
+            t.append_text(part)
+        if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
+            self._last = t
+            self.update(t)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_args", None) is not None:
+            self.show(*self._args)
+
+    def segments(self, pod: PodSnapshot | None, now: float, stale: str | None,
+                 operation: str | None) -> list[tuple[int, Text]]:
+        """(priority, text) in display order; 0 is always shown, then 1, 2…"""
+        out: list[tuple[int, Text]] = []
         if self.demo:
-            t.append(" DEMO ", "bold black on yellow")
-            t.append(" ")
+            out.append((0, Text(" DEMO ", "bold black on yellow")))
         if self.read_only:
-            t.append(" READ-ONLY ", "bold white on blue")
-            t.append(" ")
+            out.append((0, Text(" READ-ONLY ", "bold white on blue")))
         p = pod or PodSnapshot()
         status = p.status or "?"
         style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
                  "ERROR": "bold red"}.get(status, "white")
-        t.append("pod ", "dim")
-        t.append(f"{p.pod_id or fmt.DASH} ", "bold")
-        t.append(f"{status} ", style)
-        gpu = f"{p.gpu_count}× {p.gpu_name}" if p.gpu_name else fmt.DASH
-        t.append("│ ", "dim")
-        t.append(gpu + " ")
-        t.append("│ CUDA ", "dim")
-        t.append(f"{p.host_cuda or fmt.DASH} ")
-        t.append("│ P2P ", "dim")
-        if p.p2p_disabled is None:
-            t.append(fmt.DASH + " ")
-        elif p.p2p_disabled:
-            t.append("OFF ", "bold yellow")
-        else:
-            t.append("on ", "green")
-        t.append("│ profile ", "dim")
-        t.append(f"{self.profile} ", "bold")
-        t.append("\n")
-        t.append(f"{fmt.money(p.cost_per_hr)}/h ", "bold")
-        t.append("│ today ", "dim")
-        t.append(f"{fmt.money(p.spend_today(now), 1)} ")  # dimes: changes ~every 90 s
-        t.append("│ up ", "dim")
-        t.append(f"{fmt.duration(p.uptime_s(now), seconds=False)} ")
-        t.append("│ stop in ", "dim")
+        out.append((0, Text.assemble(("pod ", "dim"), (f"{p.pod_id or fmt.DASH} ", "bold"),
+                                     (status, style))))
+        if operation:
+            out.append((0, Text(f"▶ {operation} running", "bold magenta")))
+        if stale:
+            out.append((0, Text(stale, "bold red")))
+        out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
         left = p.stop_in_s(now)
         armed = "" if p.watchdog_armed in (None, True) else " (watchdog disarmed)"
         when = "overdue" if left is not None and left < 0 else fmt.duration(left, False)
-        t.append(f"{when}{armed} ", "yellow" if armed or when == "overdue" else "")
-        if operation:
-            t.append("│ ", "dim")
-            t.append(f"▶ {operation} running", "bold magenta")
-            t.append(" ")
-        if stale:
-            t.append("│ ", "dim")
-            t.append(stale, "bold red")
-        if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
-            self._last = t
-            self.update(t)
+        lead = "stop " if when == "overdue" else "stop in "
+        out.append((1, Text.assemble((lead, "dim"), (
+            f"{when}{armed}", "yellow" if armed or when == "overdue" else ""))))
+        # dimes: the spend changes ~every 90 s, not every poll
+        out.append((2, Text.assemble(("today ", "dim"), fmt.money(p.spend_today(now), 1))))
+        out.append((2, Text.assemble(("profile ", "dim"), (self.profile, "bold"))))
+        if p.gpu_name:
+            name = p.gpu_name.removeprefix("NVIDIA ")
+            out.append((3, Text(f"{p.gpu_count}× {name}")))
+        p2p = (Text(fmt.DASH) if p.p2p_disabled is None else
+               Text("OFF", "bold yellow") if p.p2p_disabled else Text("on", "green"))
+        out.append((3, Text.assemble(("P2P ", "dim"), p2p)))
+        out.append((4, Text.assemble(("CUDA ", "dim"), p.host_cuda or fmt.DASH)))
+        out.append((4, Text.assemble(("up ", "dim"),
+                                     fmt.duration(p.uptime_s(now), seconds=False))))
+        return out
+
+
+def fit(segments: list[tuple[int, Text]], width: int) -> list[Text]:
+    """The segments that fit one line of ``width``, most important first, in order."""
+    sep = 3
+    chosen: set[int] = set()
+    used = 0
+    for i in sorted(range(len(segments)), key=lambda i: (segments[i][0], i)):
+        need = segments[i][1].cell_len + (sep if chosen else 0)
+        if segments[i][0] == 0 or used + need <= width:
+            chosen.add(i)
+            used += need
+    return [segments[i][1] for i in sorted(chosen)]

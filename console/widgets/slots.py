@@ -14,6 +14,8 @@ from ..snapshot import DeploymentSnapshot, SlotSnapshot
 
 STATE_COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
                  ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 8))
+STATE_PRIORITY = {"slot": 0, "health": 0, "util": 2, "model": 3, "gpus": 4, "port": 5}
+"""Slot and health always; the rest as the figures' own priorities allow."""
 FIGURE_COLUMNS = catalog.columns()
 COLUMNS = STATE_COLUMNS + tuple((f.key, c.header, c.width) for f, c in FIGURE_COLUMNS)
 
@@ -54,8 +56,30 @@ once. Any cell update repaints the whole DataTable (~3 KB of escape sequences at
 columns): at every 2 s poll that alone would be ~90 KB/min over a phone's SSH link."""
 STATE_KEYS = ("slot", "model", "port", "gpus", "util", "health")
 
-COMPACT = ("slot", "util", "health", *(f.key for f, c in FIGURE_COLUMNS if c.narrow))
-"""Columns kept under 100 terminal columns (a phone over SSH): the ones alerts talk about."""
+NARROW_BELOW = 100
+"""Under this many terminal columns, columns use their narrow header where they have one."""
+CELL_PADDING = 2
+"""DataTable pads each cell by one column on either side."""
+
+
+def fit_columns(width: int) -> tuple[str, ...]:
+    """The columns that fit ``width`` whole, by priority (ties: left to right), shown in
+    their usual order: the most important figures survive a narrow terminal."""
+    narrow = width < NARROW_BELOW
+    prio = dict(STATE_PRIORITY)
+    widths = {k: w for k, _, w in STATE_COLUMNS}
+    for f, c in FIGURE_COLUMNS:
+        prio[f.key] = c.priority
+        widths[f.key] = (c.narrow_width or c.width) if narrow else c.width
+    order = [k for k, _, _ in COLUMNS]
+    chosen: set[str] = set()
+    used = 0
+    for key in sorted(order, key=lambda k: (prio[k], order.index(k))):
+        need = widths[key] + CELL_PADDING
+        if prio[key] == 0 or used + need <= width:
+            chosen.add(key)
+            used += need
+    return tuple(k for k in order if k in chosen)
 
 
 class SlotsTable(DataTable):
@@ -64,27 +88,30 @@ class SlotsTable(DataTable):
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = False  # stripes double the escape codes of every repaint
-        self.compact: bool | None = None
-        self.set_compact(self.app.size.width < 100)
+        self._layout: tuple[tuple[str, ...], bool] | None = None
+        self.fit(self.app.size.width)
 
-    def set_compact(self, compact: bool) -> None:
-        if compact == self.compact:
+    def fit(self, width: int) -> None:
+        """Choose the columns for a terminal ``width`` wide (rebuilt only on a change)."""
+        keys = fit_columns(width - 2)  # the screen's scrollbar gutter
+        narrow = width < NARROW_BELOW
+        if (keys, narrow) == self._layout:
             return
-        self.compact = compact
+        self._layout = (keys, narrow)
         self._cells: dict[tuple[str, str], object] = {}
         self._numbers_at = -1e18
         self.clear(columns=True)
-        self._keys = [k for k, _, _ in COLUMNS if not compact or k in COMPACT]
-        narrow = {f.key: c for f, c in FIGURE_COLUMNS}
-        for key, label, width in COLUMNS:
+        self._keys = list(keys)
+        figure_cols = {f.key: c for f, c in FIGURE_COLUMNS}
+        for key, label, width_ in COLUMNS:
             if key in self._keys:
-                col = narrow.get(key)
-                if compact and col is not None:
-                    label, width = col.narrow_header or label, col.narrow_width or width
-                self.add_column(label, key=key, width=width)
+                col = figure_cols.get(key)
+                if narrow and col is not None:
+                    label, width_ = col.narrow_header or label, col.narrow_width or width_
+                self.add_column(label, key=key, width=width_)
 
     def on_resize(self) -> None:
-        self.set_compact(self.app.size.width < 100)
+        self.fit(self.app.size.width)
 
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
              agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,

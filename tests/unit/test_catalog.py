@@ -23,7 +23,7 @@ from console.collect.promql import figure_queries, history_queries, source_query
 from console.screens.detail import figures_table
 from console.settings import SlotThresholds
 from console.snapshot import SlotSnapshot
-from console.widgets.slots import COLUMNS, COMPACT, row
+from console.widgets.slots import COLUMNS, fit_columns, row
 from tests.conftest import FIXTURES
 
 CAP = FIXTURES / "vllm-0.32.0-cpu"
@@ -127,10 +127,23 @@ def test_table_colours_follow_the_configured_thresholds() -> None:
     assert "yellow" not in str(loose["acceptance_rate"].style)
 
 
-def test_narrow_table_keeps_the_columns_alerts_talk_about() -> None:
+def test_columns_are_chosen_by_priority_and_always_fit_whole() -> None:
+    widths = {k: w for k, _, w in COLUMNS}
+    seen_counts = []
+    for term in (60, 80, 100, 120, 160, 220):
+        keys = fit_columns(term - 2)
+        narrow = term < 100
+        used = sum((3 if narrow and k == "preemptions" else widths[k]) + 2 for k in keys)
+        assert used <= term - 2, (term, keys)
+        assert {"slot", "health", "ttft_p95_s", "kv_cache_usage", "kv_p99"} <= set(keys), term
+        order = [k for k, _, _ in COLUMNS]
+        assert list(keys) == [k for k in order if k in keys]  # usual order kept
+        seen_counts.append(len(keys))
+    assert seen_counts == sorted(seen_counts) and seen_counts[-1] == len(COLUMNS)
+    # at 120 columns every column that has a threshold is still there, whole
     for fig, _ in catalog.thresholds():
         if fig.column:
-            assert fig.key in COMPACT, fig.key
+            assert fig.key in fit_columns(118), fig.key
 
 
 def test_metrics_all_prints_every_model_figure() -> None:
