@@ -57,6 +57,8 @@ FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
 POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""What + and - step through (the settings' refresh_s is where it starts)."""
 QUIT_CLEANUP_S = 180.0
 """How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
 
@@ -154,7 +156,31 @@ class PodConsoleApp(App):
             self.push_screen(WallScreen(self.console_state(), view.rotate_s))
         else:
             self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
-        self.set_interval(view.refresh_s, self.tick)
+        self.refresh_s = view.refresh_s
+        self._poll_timer = self.set_interval(view.refresh_s, self.tick)
+
+    def action_refresh_rate(self, direction: int) -> None:
+        """+ / -: poll more or less often, from the steps of REFRESH_STEPS (at least 1 s).
+        Requests time out inside the new interval; polls still never overlap."""
+        from . import defaults
+
+        steps = REFRESH_STEPS
+        now = getattr(self, "refresh_s", self.view.refresh_s)
+        if direction > 0:  # "+" is faster: a shorter interval
+            new = max([x for x in steps if x < now - 1e-9] or [steps[0]])
+        else:
+            new = min([x for x in steps if x > now + 1e-9] or [steps[-1]])
+        if new == now:
+            self.note(f"refresh stays every {now:g} s", "dim")
+            return
+        self.refresh_s = new
+        self.poller.timeout_s = defaults.request_timeout_s(new)
+        timer = getattr(self, "_poll_timer", None)
+        if timer is not None:
+            timer.stop()
+        self._poll_timer = self.set_interval(new, self.tick)
+        self.note(f"refresh every {new:g} s (requests time out after "
+                  f"{self.poller.timeout_s:g} s)")
 
     async def _check_ledger(self) -> None:
         """Pods an interrupted ``up`` (or console) may have left billing are an alert from
@@ -419,7 +445,12 @@ class PodConsoleApp(App):
             rows.append((b.key, b.description, False, True))
         if self.wall:
             rows.append(("space", "next view", False, True))
-        self.push_screen(HelpScreen(rows))
+        else:
+            rows.append(("up,down", "choose a slot (then enter)", False, True))
+        from . import catalog
+
+        legend = [(c.header, catalog.describe(f)) for f, c in catalog.columns()]
+        self.push_screen(HelpScreen(rows, legend))
 
     def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
         async def fetch() -> None:

@@ -265,3 +265,26 @@ def cell_text(fig: Figure, value: Callable[[str], float | None]) -> str:
     if fig.column and fig.column.joins:
         text += "/" + BY_KEY[fig.column.joins].show(value(fig.column.joins))
     return text
+
+
+def describe(fig: Figure) -> str:
+    """One line saying what a figure is, for the help's column legend."""
+    src = fig.source
+    if isinstance(src, Gauge):
+        where = f"{{{src.where[0]}={src.where[1]}}}" if src.where else ""
+        text = f"{src.names[0]}{where} now"
+    elif isinstance(src, Increase):
+        text = f"{'rate' if src.per_second else 'increase'} of {src.names[0]} over the window"
+    elif isinstance(src, Quantile):
+        text = f"p{src.q * 100:g} of {src.names[0]} over the window"
+    elif isinstance(src, Ratio):
+        text = f"{'1 + ' if src.plus else ''}Δ{src.num[0]} / Δ{src.den[0]}"
+    else:
+        text = f"p{src.q * 100:g} over time of {src.of.names[0]} over the window"
+    if fig.column and fig.column.joins:
+        text += f" / {BY_KEY[fig.column.joins].label}"
+    if fig.threshold:
+        t = fig.threshold
+        limit = t.setting if t.fixed is None else f"{t.fixed:g}"
+        text += f"; yellow {'below' if t.below else 'above'} {limit}"
+    return text

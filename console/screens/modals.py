@@ -9,7 +9,7 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.keys import format_key
 from textual.screen import ModalScreen
@@ -159,10 +159,12 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
-    def __init__(self, rows: list[tuple[str, str, bool, bool]]) -> None:
-        """rows: (key, description, dangerous, available)"""
+    def __init__(self, rows: list[tuple[str, str, bool, bool]],
+                 legend: list[tuple[str, str]] | None = None) -> None:
+        """rows: (key, description, dangerous, available); legend: (column, meaning)."""
         super().__init__()
         self.rows = rows
+        self.legend = legend or []
 
     def compose(self) -> ComposeResult:
         t = Text("Keys\n\n", style="bold")
@@ -176,8 +178,13 @@ class HelpScreen(ModalScreen[None]):
                 t.append("  (asks first)" if available else "  (disabled: read-only)",
                          "yellow" if available else "dim")
             t.append("\n")
+        if self.legend:
+            t.append("\nColumns (pod-console catalog prints their PromQL)\n\n", "bold")
+            for header, meaning in self.legend:
+                t.append(f"  {header:<10}", "bold")
+                t.append(meaning + "\n", "")
         t.append("\nctrl+p opens the command palette with the same actions.", "dim")
-        with Vertical():
+        with VerticalScroll():  # at 80×24 the legend runs past the screen
             yield Static(t)
 
     def action_close(self) -> None:

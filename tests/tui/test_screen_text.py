@@ -107,3 +107,24 @@ async def test_preflight_says_why_before_asking(tmp_path: Path) -> None:
             assert await wait_for(pilot, lambda why=why: why in log.lines[-1].plain), key
             assert not isinstance(app.screen, ConfirmScreen), key
         assert not app.ctx.registry.executed  # nothing ran, nothing was asked
+
+
+async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
+        tmp_path: Path) -> None:
+    from console import catalog
+
+    app = build(tmp_path)  # refresh_s 5
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready)
+        await pilot.press("plus")
+        assert await wait_for(pilot, lambda: app.refresh_s == 2.0)
+        assert app.poller.timeout_s < 2.0  # requests still end inside the interval
+        await pilot.press("minus")
+        await pilot.press("minus")
+        assert await wait_for(pilot, lambda: app.refresh_s == 10.0)
+        await pilot.press("question_mark")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = str(app.screen.query_one(Static).render())
+        for fig, col in catalog.columns():
+            assert col.header in text and catalog.describe(fig) in text, col.header
+        assert "ttft_p95_s" in text  # the threshold that colours TTFT p95
