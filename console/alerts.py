@@ -164,7 +164,12 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
 
     out: list[Condition] = list(failures)
     timing = settings.alerts
-    if snap is not None:
+    stopped = pod is not None and pod.status in ("EXITED", "TERMINATED")
+    if stopped:
+        # a stopped pod takes its slots with it: one line says so, not one CRIT per slot
+        out.append(Condition("stopped", "info", f"pod {pod.status}: its slots are down with "
+                             "it", "r resumes it"))
+    if snap is not None and not stopped:
         for s in snap.slots:
             th = settings.thresholds_for(s.slot)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
