@@ -88,6 +88,9 @@ class SlotsTable(DataTable):
     def on_mount(self) -> None:
         self.cursor_type = "row"
         self.zebra_stripes = False  # stripes double the escape codes of every repaint
+        # the selected row keeps its cells' own colours (a red DOWN stays red under the
+        # cursor); the cursor shows by its background
+        self.cursor_foreground_priority = "renderable"
         self._layout: tuple[tuple[str, ...], bool] | None = None
         self.fit(self.app.size.width)
 

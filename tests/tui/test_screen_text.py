@@ -128,3 +128,30 @@ async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
         for fig, col in catalog.columns():
             assert col.header in text and catalog.describe(fig) in text, col.header
         assert "ttft_p95_s" in text  # the threshold that colours TTFT p95
+
+
+def _fill_of(svg: str, word: str) -> str:
+    import re
+
+    styles = dict(re.findall(r"\.(terminal-\d+-r\d+) \{ fill: (#[0-9a-f]{6})", svg))
+    m = re.search(r'<text class="(terminal-\d+-r\d+)"[^>]*>[^<]*' + word, svg)
+    assert m, word
+    return styles[m.group(1)]
+
+
+async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
+    from console.widgets.slots import SlotsTable
+
+    app = build(tmp_path, down_slot=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready)
+        table = app.screen.query_one(SlotsTable)
+        table.focus()
+        down_row = [str(k.value) for k in table.rows].index("Q27")
+        table.move_cursor(row=1 - down_row)
+        await pilot.pause(0.2)
+        away = _fill_of(app.export_screenshot(), "DOWN")
+        table.move_cursor(row=down_row)
+        await pilot.pause(0.2)
+        under = _fill_of(app.export_screenshot(), "DOWN")
+        assert under == away, (under, away)
