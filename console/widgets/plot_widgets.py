@@ -6,6 +6,10 @@ textual-plotext cost ~60 ms of start-up that the first frame should not wait for
 
 from __future__ import annotations
 
+import math
+import os
+import time
+
 from textual_plotext import PlotextPlot
 
 from ..history import History
@@ -15,8 +19,37 @@ PLOT_EVERY_S = 120.0
 and a plot of the last hour gains nothing from being repainted every refresh."""
 
 
+SPAN_S = 15 * 60
+"""The time axis: the last 15 minutes, whatever the data (an axis that stretches to the
+data would show 8 s as wide as an hour)."""
+MARKERS_NO_COLOR = ("braille", "•", "×", "+", "o", "*")
+"""Without colour (NO_COLOR) each series needs its own glyph to be told apart."""
+
+
+def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
+    """About ``n`` round tick values covering [lo, hi] (1, 2 or 5 times a power of ten)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi - lo < 1e-12:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    return [round(first + i * step, 12) for i in range(math.ceil((hi - first) / step) + 1)]
+
+
+def tick_label(v: float, step: float) -> str:
+    """As many decimals as the tick step needs: 0.98, not 0.987500000000000044."""
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{v:.{min(decimals, 6)}f}"
+
+
 class SeriesPlot(PlotextPlot):
-    """One metric for every slot over the last minutes (x: minutes ago)."""
+    """One figure for every slot over the last ``SPAN_S`` seconds, against clock time.
+
+    The right end of the time axis is the clock time of the drawing, not "now": a plot
+    redrawn every two minutes says how old it is."""
 
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
     _drawn_at: float = -1e18
@@ -42,18 +75,37 @@ class SeriesPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         plt.title(f"{self.title}{f' ({self.unit})' if self.unit else ''}")
-        any_data = False
+        series = []
         for slot in slots:
-            pts = list(history.series(slot, self.metric).points)
-            if len(pts) < 2:
-                continue
-            xs = [(t - now) / 60 for t, _ in pts]
-            ys = [v * self.scale for _, v in pts]
-            plt.plot(xs, ys, label=slot, marker="braille")
-            any_data = True
-        if not any_data:
-            plt.text("waiting for data", x=0, y=0)
-        plt.xlabel("minutes ago")
+            pts = [(t, v * self.scale) for t, v in history.series(slot, self.metric).points
+                   if t >= now - SPAN_S]
+            if len(pts) >= 2:
+                series.append((slot, pts))
+        if not series:
+            # no axes running −1…1 around nothing: a sentence, and no frame
+            plt.frame(False)
+            plt.xaxes(False, False)
+            plt.yaxes(False, False)
+            plt.xticks([])
+            plt.yticks([])
+            plt.text("waiting for data", x=0, y=0, alignment="center")
+            self.refresh()
+            return
+        no_color = bool(os.environ.get("NO_COLOR"))
+        for i, (slot, pts) in enumerate(series):
+            marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
+            plt.plot([t - now for t, _ in pts], [v for _, v in pts], label=slot,
+                     marker=marker)
+        plt.xlim(-SPAN_S, 0)
+        xs = [-SPAN_S, -SPAN_S * 2 / 3, -SPAN_S / 3, 0]
+        plt.xticks(xs, [time.strftime("%H:%M", time.localtime(now + x)) for x in xs[:-1]]
+                   + [time.strftime("%H:%M:%S", time.localtime(now))])
+        ys = [v for _, pts in series for _, v in pts]
+        lo, hi = min(ys), max(ys)
+        ticks = nice_ticks(min(lo, 0.0) if lo >= 0 and hi > 0 and lo < hi * 0.2 else lo, hi)
+        if len(ticks) >= 2:
+            plt.ylim(ticks[0], ticks[-1])
+            plt.yticks(ticks, [tick_label(v, ticks[1] - ticks[0]) for v in ticks])
         self.refresh()
 
 
@@ -93,4 +145,5 @@ class PositionBars(PlotextPlot):
                  for i in range(n)] for s in slots]
         plt.multiple_bar(labels, data, labels=slots)
         plt.ylim(0, 100)
+        plt.yticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100"])
         self.refresh()

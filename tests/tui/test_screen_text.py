@@ -155,3 +155,43 @@ async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
         await pilot.pause(0.2)
         under = _fill_of(app.export_screenshot(), "DOWN")
         assert under == away, (under, away)
+
+
+def test_plot_ticks_are_round_and_labelled_with_the_digits_they_need() -> None:
+    from console.widgets.plot_widgets import nice_ticks, tick_label
+
+    for lo, hi in ((0.8, 1.0), (0.0, 3.5), (54.0, 66.0), (0.98751, 0.98758), (5.0, 5.0)):
+        ticks = nice_ticks(lo, hi)
+        assert 2 <= len(ticks) <= 6 and ticks[0] <= lo and ticks[-1] >= hi, (lo, hi, ticks)
+        labels = [tick_label(v, ticks[1] - ticks[0]) for v in ticks]
+        assert len(set(labels)) == len(labels), labels  # no two ticks read the same
+        assert all(len(x) <= 8 for x in labels), labels  # never 0.987500000000000044
+
+
+async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None:
+    import time as _time
+
+    from console.history import History
+    from console.widgets.plot_widgets import SeriesPlot
+
+    app = build(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.screen.query(SeriesPlot))
+        plot = app.screen.query(SeriesPlot).first()
+        now = app.now()
+        plot.show(app.history, ["FLASH", "Q27"], now, force=True)
+        drawn = plot.plt.build()
+        # the right end of the time axis is the clock time of this drawing
+        assert _time.strftime("%H:%M:%S", _time.localtime(now)) in drawn
+        # without colour the second series has a glyph of its own
+        import os as _os
+
+        _os.environ["NO_COLOR"] = "1"
+        try:
+            plot.show(app.history, ["FLASH", "Q27"], now, force=True)
+            assert "•" in plot.plt.build()
+        finally:
+            del _os.environ["NO_COLOR"]
+        plot.show(History(3600, 1), ["FLASH"], now, force=True)
+        empty = plot.plt.build()
+        assert "waiting for data" in empty and "┤" not in empty and "-1" not in empty
