@@ -422,6 +422,12 @@ class PodConsoleApp(App):
 
         self.push_screen(SlotDetailScreen(self.console_state(), slot))
 
+    def action_full_log(self) -> None:
+        from .screens.log import LogScreen
+
+        if not isinstance(self.screen, LogScreen):
+            self.push_screen(LogScreen(self.console_state(), tuple(self.log_lines)))
+
     def action_alert_history(self) -> None:
         from .screens.alerts import AlertHistoryScreen
 
@@ -558,7 +564,8 @@ class PodConsoleApp(App):
             if not await self.push_screen_wait(ConfirmScreen(spec.title, question)):
                 self.note(f"{spec.title}: cancelled")
                 return
-        self.note(f"{spec.title}: started {self._args_text(args)}", "bold")
+        what = self._args_text(args)
+        self.note(f"{spec.title}: started{f' ({what})' if what else ''}", "bold")
         self.call_later(self.refresh_screens)  # the header says it is running
         progress = ProgressScreen(spec.title)
         self.push_screen(progress)
@@ -609,7 +616,17 @@ class PodConsoleApp(App):
 
     @staticmethod
     def _args_text(args: dict[str, Any]) -> str:
-        return " ".join(f"{k}={v}" for k, v in args.items())
+        """An operation's arguments as a person says them ("FLASH → 0.70, Q27 → 0.25"),
+        never a Python dict."""
+        parts = []
+        for k, v in args.items():
+            if k == "set" and isinstance(v, dict):
+                parts.append(", ".join(f"{slot} → {float(u):.2f}" for slot, u in v.items()))
+            elif k == "cmd":
+                parts.append(str(v))
+            else:
+                parts.append(f"{k} {v}")
+        return "; ".join(parts)
 
     async def _rebalance_screen(self) -> RebalanceScreen:
         from .screens.modals import RebalanceScreen

@@ -29,6 +29,7 @@ COMMON_BINDINGS = [
     *FIRST_BINDINGS,
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
     Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
+    Binding("L", "app.full_log", "full action log (/ searches)", id="full_log", show=False),
     Binding("plus,equals_sign", "app.refresh_rate(1)", "refresh faster", id="faster",
             show=False),
     Binding("minus", "app.refresh_rate(-1)", "refresh slower", id="slower", show=False),

@@ -195,3 +195,41 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         plot.show(History(3600, 1), ["FLASH"], now, force=True)
         empty = plot.plt.build()
         assert "waiting for data" in empty and "┤" not in empty and "-1" not in empty
+
+
+async def test_full_action_log_scrolls_and_filters(tmp_path: Path) -> None:
+    from textual.widgets import Input, RichLog
+
+    from console.screens.log import LogScreen
+    from console.screens.main import MainScreen
+
+    app = build(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready)
+        for i in range(60):
+            app.note(f"line {i} {'[bold]needle[/]' if i % 20 == 0 else 'hay'}")
+        await pilot.press("L")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, LogScreen))
+        log = app.screen.query_one("#llog", RichLog)
+        assert await wait_for(pilot, lambda: len(log.lines) >= 60)
+        await pilot.press("slash")
+        assert await wait_for(pilot, lambda: app.screen.query_one("#lsearch", Input).has_focus)
+        for ch in "needle":
+            await pilot.press(ch)
+        assert await wait_for(pilot, lambda: len(log.lines) == 3)
+        assert all("[bold]needle[/]" in line.text for line in log.lines)  # never markup
+        app.note("a new needle arrives")
+        assert await wait_for(pilot, lambda: len(log.lines) == 4)
+        await pilot.press("escape")  # clears the filter
+        assert await wait_for(pilot, lambda: len(log.lines) >= 61)
+        await pilot.press("escape")  # back
+        assert await wait_for(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+def test_operation_arguments_read_as_sentences() -> None:
+    from console.app import PodConsoleApp
+
+    assert PodConsoleApp._args_text({"set": {"FLASH": 0.7, "Q27": 0.25}}) == (
+        "FLASH → 0.70, Q27 → 0.25")
+    assert PodConsoleApp._args_text({"cmd": "arm"}) == "arm"
+    assert "{" not in PodConsoleApp._args_text({"set": {"A": 0.1}, "cmd": "x"})
