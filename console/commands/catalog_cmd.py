@@ -8,10 +8,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from . import examples
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("catalog", help="the metric catalog: each figure's sources, PromQL, "
-                                       "column, plot and threshold")
+                                       "column, plot and threshold",
+        **examples(
+            'pod-console catalog                  # every figure and its PromQL',
+            'pod-console catalog --json --window 60',
+        ))
     p.add_argument("--json", action="store_true", help="print JSON, one object per figure")
     p.add_argument("--window", type=float, default=300.0,
                    help="window of the PromQL shown (s)")

@@ -9,17 +9,24 @@ import time
 
 from ..collect.exposition import parse
 from ..collect.figures import compute
+from . import examples
 
 MAX_BYTES = 16 * 1024 * 1024
 
 
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("metrics", help="figures per model from a vLLM /metrics file or URL "
-                                       "(two sources: the window between them)")
+                                       "(two sources: the window between them)",
+        **examples(
+            'pod-console metrics http://127.0.0.1:8881/metrics',
+            'pod-console metrics before.txt after.txt --json   # the window between two captures',
+            'pod-console metrics after.txt --json --all         # every catalog figure',
+        ))
     p.add_argument("source", help="file path or http(s) URL of a /metrics exposition")
     p.add_argument("source2", nargs="?", help="a later exposition of the same server")
-    p.add_argument("--json", action="store_true", required=True,
-                   help="print JSON keyed by model_name")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON keyed by model_name (without it: a table to read)")
     p.add_argument("--all", action="store_true",
                    help="every figure of the metric catalog, flat by key (see `pod-console "
                         "catalog`), instead of the fixed contract")
@@ -101,6 +108,25 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         print(f"pod-console metrics: no vLLM metrics in the exposition{why}", file=sys.stderr)
         return 1
     figures = compute(later, earlier, window)
+    if not args.json:
+        print(figures_table(figures, window))
+        return 0
     out = {m: dict(f.values) if args.all else f.contract_dict() for m, f in figures.items()}
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
     return 0
+
+
+def figures_table(figures: dict, window: float | None) -> str:
+    """Every model figure of the catalog, one row each, one column per model, formatted as
+    the console shows it."""
+    from ..catalog import MODEL_FIGURES
+
+    models = sorted(figures)
+    head = f"figures over {window:.0f} s" if window else "lifetime figures (one capture)"
+    rows = [("", *models)]
+    rows += [(fig.label, *(fig.show(figures[m].value(fig.key)) for m in models))
+             for fig in MODEL_FIGURES]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [head] + ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                      for r in rows]
+    return "\n".join(lines)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import config_file
+from . import examples
 
 if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
     from ..provider.base import Provider
@@ -40,8 +41,15 @@ if TYPE_CHECKING:  # the implementations load when a command runs, not with the 
 EXIT_FATAL, EXIT_INTERRUPTED, EXIT_LEAKED = 3, 6, 7
 
 
+
 def register(sub: argparse._SubParsersAction) -> None:
-    u = sub.add_parser("up", help="resume the pod, or provision a new one in profile order")
+    u = sub.add_parser("up", help="resume the pod, or provision a new one in profile order",
+        **examples(
+            'pod-console up                          # resume, else fallback (cron at 08:50)',
+            'pod-console up --rounds 12 --round-wait 600 --ssh-wait 600',
+            'exit: 0 ok, 2 no capacity, 3 fatal, 4 host checks, 5 unhealthy,',
+            '      6 interrupted, 7 a pod may still be billing (named on stderr)',
+        ))
     u.add_argument("--config", type=Path)
     u.add_argument("--rounds", type=int, default=12, help="rounds when everything is sold out")
     u.add_argument("--round-wait", type=float, default=600.0, help="seconds between rounds")
@@ -51,7 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds to wait for a new pod's SSH")
     u.add_argument("--no-resume", action="store_true", help="go straight to a new pod")
     u.set_defaults(func=cmd_up)
-    d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice")
+    d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice",
+        **examples(
+            'pod-console down                        # stop the pod (cron at 18:05)',
+        ))
     d.add_argument("--config", type=Path)
     d.set_defaults(func=cmd_down)
 

@@ -6,9 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import examples
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="check or render deployment profiles")
+    p = sub.add_parser("profile", help="check or render deployment profiles",
+        **examples(
+            'pod-console profile check profiles/',
+            'pod-console profile render profiles/10-rtx6000-2x.yaml --out build/',
+        ))
     psub = p.add_subparsers(dest="profile_cmd", required=True)
 
     c = psub.add_parser("check", help="validate profile files (exit 1 on any problem)")

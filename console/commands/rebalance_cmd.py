@@ -9,9 +9,16 @@ import sys
 import time
 from pathlib import Path
 
+from . import examples
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rebalance", help="plan a gpu_util split from live KV usage; apply it")
+    p = sub.add_parser("rebalance", help="plan a gpu_util split from live KV usage; apply it",
+        **examples(
+            'pod-console rebalance --plan            # a split from live KV usage',
+            'pod-console rebalance --plan --json',
+            'pod-console rebalance --apply           # apply the plan through the agent',
+        ))
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--plan", action="store_true", help="print the plan")
     mode.add_argument("--apply", action="store_true", help="apply the plan through the agent")

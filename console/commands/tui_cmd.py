@@ -7,25 +7,38 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import examples
+
 if TYPE_CHECKING:
     from ..boot import BootPlan
     from ..session import ConsoleContext, StagedStart
     from ..settings import Settings
 
 
+
 def register(sub: argparse._SubParsersAction) -> None:
-    w = sub.add_parser("watch", help="open the console on the configured deployment")
+    w = sub.add_parser("watch", help="open the console on the configured deployment",
+        **examples(
+            'pod-console watch                       # the configured deployment',
+            'pod-console watch --config ~/pod.yaml --refresh 5',
+        ))
     w.add_argument("--config", type=Path)
     w.add_argument("--refresh", type=float, help="refresh interval in seconds (floor 1)")
     w.set_defaults(func=cmd_watch, wall=False)
 
-    wl = sub.add_parser("wall", help="read-only wall display (no SSH key needed)")
+    wl = sub.add_parser("wall", help="read-only wall display (no SSH key needed)",
+        **examples(
+            'pod-console wall --rotate 20            # read-only, needs no SSH key',
+        ))
     wl.add_argument("--config", type=Path)
     wl.add_argument("--refresh", type=float)
     wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
     wl.set_defaults(func=cmd_watch, wall=True)
 
-    d = sub.add_parser("demo", help="a living simulated deployment (no GPU, no network)")
+    d = sub.add_parser("demo", help="a living simulated deployment (no GPU, no network)",
+        **examples(
+            'pod-console demo                        # simulated pod, slots and RunPod; says DEMO',
+        ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
     d.add_argument("--refresh", type=float, default=2.0)
     d.add_argument("--rotate", type=float, default=15.0)

@@ -95,6 +95,9 @@ def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> N
         quick = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json",
                                 "--config", str(cfg)], capture_output=True, text=True,
                                timeout=120, env=env, cwd=REPO)
+        table = subprocess.run([sys.executable, "-m", "console.cli", "status", "--config",
+                                str(cfg)], capture_output=True, text=True, timeout=120,
+                               env=env, cwd=REPO)
     finally:
         hints.close()
         bad.close()
@@ -111,3 +114,9 @@ def test_status_through_early_hints_and_conflicting_lengths(tmp_path: Path) -> N
     assert hinted["rates"]["window_s"] is None
     assert hinted["rates"]["generation_tps"] is None and hinted["rates"]["prompt_tps"] is None
     assert hinted["figures"]["generation_tokens"] > 0  # lifetime, as the README says
+    # without --json: a table a person reads, the broken slot's reason under it
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:2] == ["SLOT", "HEALTH"] and "TTFT" in lines[0]
+    assert any(ln.split()[:2] == ["HINTS", "UP"] for ln in lines), table.stdout
+    assert any(ln.startswith("BAD:") and "Content-Length" in ln for ln in lines)

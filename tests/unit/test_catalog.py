@@ -172,3 +172,14 @@ def test_a_slot_that_is_not_up_shows_no_live_looking_figures() -> None:
     up = _cells(SlotSnapshot(slot="S", served_model_name="tiny-main", port=1, url="u",
                              health="up", figures=f), SlotThresholds())
     assert up["ttft_p95_s"].plain not in ("–", "")
+
+
+def test_metrics_without_json_is_a_table_of_every_figure() -> None:
+    r = subprocess.run([sys.executable, "-m", "console.cli", "metrics", str(LOAD)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("lifetime figures") and "tiny-main" in lines[1]
+    for fig in catalog.MODEL_FIGURES:
+        assert any(ln.startswith(fig.label + " ") for ln in lines), fig.label
+    assert any(re.match(r"TTFT p95\s+\d", ln) for ln in lines)
