@@ -186,9 +186,8 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             elif s.probe_ok is False:
                 out.append(Condition(f"probe:{s.slot}", "crit",
                                      f"{s.slot} up but completions fail", s.probe_detail))
-            f = s.figures
-            if f is None:
-                continue
+            if s.figures is None or s.health != "up":
+                continue  # a slot that is not up has no live figures to judge
             for fig, rule in catalog.thresholds():
                 value = s.figure(fig.key)
                 if value is not None and rule.breached(value, th):

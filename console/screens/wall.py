@@ -13,10 +13,10 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from ..session import ConsoleState
+from ..widgets.board import WallBoard
 from ..widgets.header import PodHeader
 from ..widgets.panels import AlertsPanel
 from ..widgets.plots import PlotGrid
-from ..widgets.slots import SlotsTable
 from .base import ConsoleScreen
 from .detail import figures_table
 from .main import COMMON_BINDINGS
@@ -34,10 +34,11 @@ class WallScreen(ConsoleScreen):
         view = self.state.view
         yield PodHeader(view.profile_name, view.demo, True)
         yield Static(id="wview")
-        yield SlotsTable(id="wslots")
+        yield WallBoard(tuple(t.slot for t in view.targets), id="wboard")
         yield Static(id="wfocus")
-        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
+        # before the plots: whatever the height, the alerts are never pushed off
         yield AlertsPanel(id="walerts")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -69,9 +70,10 @@ class WallScreen(ConsoleScreen):
         self.query_one("#wview", Static).update(Text(label, style="bold"))
         box = self.query_one("#wfocus", Static)
         if snap is not None:
-            # the wall has no agent: the profile's split, not the agent's
-            utils = {t.slot: t.gpu_util for t in state.view.targets}
-            self.query_one(SlotsTable).show(snap, state.gpus, utils, {}, state.thresholds)
+            self.query_one(WallBoard).show(state.pod, {s.slot: s for s in snap.slots},
+                                           state.thresholds, state.states, now)
+            # a slot's own view on a short screen: its figures in place of the board
+            self.query_one(WallBoard).display = not (focus and self.has_class("short"))
             slots = [focus] if focus else [s.slot for s in snap.slots]
             if focus and snap.slot(focus):
                 box.display = True

@@ -233,3 +233,31 @@ def test_operation_arguments_read_as_sentences() -> None:
         "FLASH → 0.70, Q27 → 0.25")
     assert PodConsoleApp._args_text({"cmd": "arm"}) == "arm"
     assert "{" not in PodConsoleApp._args_text({"set": {"A": 0.1}, "cmd": "x"})
+
+
+async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
+        tmp_path: Path) -> None:
+    from textual.widgets import Digits
+
+    from console.widgets.board import Metric, PodCard, SlotCard
+    from console.widgets.panels import AlertsPanel
+
+    for size in ((80, 24), (220, 60)):
+        app = build(tmp_path / f"{size[0]}", wall=True, down_slot=True)
+        async with app.run_test(size=size) as pilot:
+            assert await wait_for(pilot, lambda: app.ready and app.alerts.firing())
+            await pilot.pause(0.3)
+            cards = {c.slot: c for c in app.screen.query(SlotCard)}
+            assert set(cards) == {"FLASH", "Q27"}
+            flash_ttft = cards["FLASH"].query_one(".m-ttft_p95_s", Metric)
+            assert flash_ttft.query_one(Digits).value == "2.0"  # 2.05 s, past its 2 s
+            assert flash_ttft.has_class("warn")
+            # the down slot shows no live-looking numbers
+            assert all(m.query_one(Digits).value == "-" for m in cards["Q27"].query(Metric))
+            assert "DOWN" in str(cards["Q27"].query_one(".title").content)
+            assert app.screen.query_one(PodCard).query_one(".m-cost", Metric).query_one(
+                Digits).value == "$4.18"
+            # the alerts stay on screen whatever the height
+            panel = app.screen.query_one(AlertsPanel)
+            assert panel.region.height > 0 and panel.region.bottom <= size[1] - 1, size
+            assert "Q27 down" in str(panel.content)

@@ -91,3 +91,22 @@ def test_a_stopped_pod_is_one_info_line_not_a_crit_per_slot() -> None:
     conds = evaluate(_snap("down"), stopped, lp.profile, settings, 0)
     assert [c.key for c in conds if c.severity == "crit"] == []
     assert any(c.key == "stopped" and c.severity == "info" for c in conds)
+
+
+def test_stale_figures_of_a_down_slot_raise_no_figure_alert() -> None:
+    from dataclasses import replace
+
+    from console.collect.exposition import parse
+    from console.collect.figures import compute
+    from tests.conftest import FIXTURES
+
+    text = (FIXTURES / "vllm-0.32.0-cpu" / "plain" / "metrics-after-load.txt").read_text()
+    f = compute(parse(text))["tiny-main"]
+    lp = next(p for p in load_profiles(PROFILES) if "FLASH" in p.profile.slots)
+    settings = Settings(profiles_dir=PROFILES, thresholds={"default": {"ttft_p95_s": 0.01}})
+    for health, expect in (("up", True), ("down", False)):
+        s = replace(_snap(health).slots[0], figures=f, stale_since=None if health == "up"
+                    else 1.0)
+        conds = evaluate(DeploymentSnapshot("p", (s,)), PodSnapshot(status="RUNNING"),
+                         lp.profile, settings, 0)
+        assert any(c.key == "ttft:FLASH" for c in conds) is expect, health
