@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import DataTable, Footer
+from textual.widgets import Footer
 
 from ..actions.specs import SPECS
 from ..session import ConsoleState
@@ -92,5 +92,6 @@ class MainScreen(ConsoleScreen):
         if slot:
             self.post_message(self.OpenDetail(slot))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.post_message(self.OpenDetail(str(event.row_key.value)))
+    def on_slots_table_selected(self, event: SlotsTable.Selected) -> None:
+        event.stop()
+        self.post_message(self.OpenDetail(event.slot))

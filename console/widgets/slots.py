@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
 
 from .. import catalog, fmt
 from ..snapshot import DeploymentSnapshot, SlotSnapshot
@@ -50,16 +54,10 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     return cells
 
 
-NUMBERS_EVERY_S = 15.0
-"""Numeric cells repaint at most this often, all rows together; state (health) repaints at
-once. Any cell update repaints the whole DataTable (~3 KB of escape sequences at 160
-columns): at every 2 s poll that alone would be ~90 KB/min over a phone's SSH link."""
-STATE_KEYS = ("slot", "model", "port", "gpus", "util", "health")
-
 NARROW_BELOW = 100
 """Under this many terminal columns, columns use their narrow header where they have one."""
 CELL_PADDING = 2
-"""DataTable pads each cell by one column on either side."""
+"""Each cell is padded by one column on either side."""
 
 
 def fit_columns(width: int) -> tuple[str, ...]:
@@ -82,87 +80,164 @@ def fit_columns(width: int) -> tuple[str, ...]:
     return tuple(k for k in order if k in chosen)
 
 
-class SlotsTable(DataTable):
-    DEFAULT_CSS = "SlotsTable { height: auto; max-height: 12; }"
+class SlotsTable(Widget, can_focus=True):
+    """One line per slot, every number from the latest poll.
+
+    Drawn line by line (Textual's line API): after a poll only the lines whose text
+    changed are repainted, each alone. A terminal over SSH gets a row's few hundred
+    bytes when its numbers move, and nothing for a row that did not change; a table
+    repainted whole on every change cost ~5 KB per change, which is why numbers used to
+    wait 15 s. The cursor is a background, so a row's state colours stay readable."""
+
+    DEFAULT_CSS = """
+    SlotsTable { height: auto; max-height: 12; }
+    SlotsTable > .slots--header { text-style: bold; color: $text; background: $panel; }
+    SlotsTable > .slots--cursor { background: $boost; }
+    SlotsTable:focus > .slots--cursor { background: $primary 35%; }
+    """
+    COMPONENT_CLASSES = {"slots--header", "slots--cursor"}
+    BINDINGS = [Binding("up,k", "cursor(-1)", "up", show=False),
+                Binding("down,j", "cursor(1)", "down", show=False),
+                Binding("enter", "select", "detail", show=False)]
+
+    class Selected(Message):
+        """Enter on a slot (or a click): its detail screen is asked for."""
+
+        def __init__(self, slot: str) -> None:
+            super().__init__()
+            self.slot = slot
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.slots: list[str] = []
+        self._lines: dict[str, Text] = {}
+        self.cursor = 0
+        self._layout: tuple[tuple[str, ...], bool] | None = None
+        self._keys: list[str] = []
+        self._widths: dict[str, int] = {}
+        self._header = Text()
 
     def on_mount(self) -> None:
-        self.cursor_type = "row"
-        self.zebra_stripes = False  # stripes double the escape codes of every repaint
-        # the selected row keeps its cells' own colours (a red DOWN stays red under the
-        # cursor); the cursor shows by its background
-        self.cursor_foreground_priority = "renderable"
-        self._layout: tuple[tuple[str, ...], bool] | None = None
         self.fit(self.app.size.width)
 
+    # -- columns -----------------------------------------------------------------
     def fit(self, width: int) -> None:
-        """Choose the columns for a terminal ``width`` wide (rebuilt only on a change)."""
+        """Choose the columns for a terminal ``width`` wide (redrawn only on a change)."""
         keys = fit_columns(width - 2)  # the screen's scrollbar gutter
         narrow = width < NARROW_BELOW
         if (keys, narrow) == self._layout:
             return
         self._layout = (keys, narrow)
-        self._cells: dict[tuple[str, str], object] = {}
-        self._numbers_at = -1e18
-        self.clear(columns=True)
         self._keys = list(keys)
         figure_cols = {f.key: c for f, c in FIGURE_COLUMNS}
+        self._header = Text(no_wrap=True)
         for key, label, width_ in COLUMNS:
-            if key in self._keys:
-                col = figure_cols.get(key)
-                if narrow and col is not None:
-                    label, width_ = col.narrow_header or label, col.narrow_width or width_
-                self.add_column(label, key=key, width=width_)
+            if key not in self._keys:
+                continue
+            col = figure_cols.get(key)
+            if narrow and col is not None:
+                label, width_ = col.narrow_header or label, col.narrow_width or width_
+            self._widths[key] = width_
+            self._header.append(" " + label[:width_].ljust(width_) + " ")
+        self._lines.clear()  # rebuilt at the next show
+        self._last_rows: dict[str, list[object]] = getattr(self, "_last_rows", {})
+        for slot, cells in self._last_rows.items():
+            self._lines[slot] = self._line(cells)
+        self.refresh()
+
+    @property
+    def columns(self) -> list[str]:
+        """Keys of the columns shown now, left to right."""
+        return list(self._keys)
+
+    def _line(self, cells: list[object]) -> Text:
+        by_key = {k: v for (k, _, _), v in zip(COLUMNS, cells, strict=True)}
+        line = Text(no_wrap=True)
+        for key in self._keys:
+            cell = by_key[key]
+            text = cell.copy() if isinstance(cell, Text) else Text(str(cell))
+            text.truncate(self._widths[key], overflow="ellipsis")
+            text.pad_right(self._widths[key] - text.cell_len)
+            line.append(" ")
+            line.append_text(text)
+            line.append(" ")
+        return line
+
+    # -- data --------------------------------------------------------------------
+    def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
+             agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None
+             ) -> None:
+        rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
+                            agent_states.get(s.slot), (thresholds or {}).get(s.slot))
+                for s in snap.slots}
+        self._last_rows = rows
+        order = [s.slot for s in snap.slots]
+        if order != self.slots:
+            selected = self.selected_slot()
+            self.slots = order
+            self._lines = {slot: self._line(rows[slot]) for slot in order}
+            self.cursor = order.index(selected) if selected in order else 0
+            self.refresh(layout=True)
+            return
+        for y, slot in enumerate(order, start=1):
+            line = self._line(rows[slot])
+            old = self._lines.get(slot)
+            if old is None or line.plain != old.plain or line.spans != old.spans:
+                # only this line is repainted: bytes only where something changed
+                self._lines[slot] = line
+                self.refresh(Region(0, y, self.size.width, 1))
+
+    def get_row(self, slot: str) -> list[str]:
+        """The cells of a slot as shown now (plain text), left to right."""
+        cells = self._last_rows.get(slot, [])
+        by_key = {k: v for (k, _, _), v in zip(COLUMNS, cells, strict=True)}
+        return [str(by_key[k]) for k in self._keys if k in by_key]
+
+    # -- drawing -----------------------------------------------------------------
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return 1 + len(self.slots)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            text, style = self._header, self.get_component_rich_style("slots--header")
+        elif 0 < y <= len(self.slots):
+            slot = self.slots[y - 1]
+            text = self._lines.get(slot, Text())
+            style = (self.get_component_rich_style("slots--cursor") if y - 1 == self.cursor
+                     else self.rich_style)
+        else:
+            return Strip.blank(width, self.rich_style)
+        strip = Strip(list(text.render(self.app.console))).adjust_cell_length(width)
+        # applied beneath the row's own styles: a red DOWN stays red under the cursor
+        return strip.apply_style(style)
+
+    # -- cursor ------------------------------------------------------------------
+    def selected_slot(self) -> str | None:
+        if not self.slots:
+            return None
+        return self.slots[min(self.cursor, len(self.slots) - 1)]
+
+    def move_cursor(self, row: int) -> None:
+        if not self.slots:
+            return
+        old, self.cursor = self.cursor, max(0, min(row, len(self.slots) - 1))
+        for y in {old + 1, self.cursor + 1}:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(self.cursor + delta)
+
+    def action_select(self) -> None:
+        slot = self.selected_slot()
+        if slot is not None:
+            self.post_message(self.Selected(slot))
+
+    def on_click(self, event: events.Click) -> None:
+        if 1 <= event.y <= len(self.slots):
+            self.move_cursor(event.y - 1)
+            if event.chain >= 2:
+                self.action_select()
 
     def on_resize(self) -> None:
         self.fit(self.app.size.width)
-
-    def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
-             agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,
-             now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        # one clock for every row: their numeric updates land in the same repaint
-        numbers_due = now - self._numbers_at >= NUMBERS_EVERY_S
-        if numbers_due:
-            self._numbers_at = now
-        seen = set()
-        updated = False
-        for s in snap.slots:
-            seen.add(s.slot)
-            full = row(s, gpus.get(s.slot, ""), utils.get(s.slot), agent_states.get(s.slot),
-                       (thresholds or {}).get(s.slot))
-            by_key = {k: v for (k, _, _), v in zip(COLUMNS, full, strict=True)}
-            if s.slot in self.rows:
-                for key in self._keys:
-                    # only changed cells: each update repaints, and repaints are bytes
-                    if self._cells.get((s.slot, key)) == by_key[key]:
-                        continue
-                    if key in STATE_KEYS or numbers_due:
-                        self.update_cell(s.slot, key, by_key[key])
-                        self._cells[(s.slot, key)] = by_key[key]
-                        updated = True
-            else:
-                self.add_row(*(by_key[k] for k in self._keys), key=s.slot)
-                self._cells.update({(s.slot, k): by_key[k] for k in self._keys})
-        for key in [k for k in self.rows if k.value not in seen]:
-            self.remove_row(key)
-        if updated:
-            self._drop_dead_renders()
-
-    def _drop_dead_renders(self) -> None:
-        """DataTable keys its render caches by an update counter, so what was cached
-        before an update is never read again, yet stays until its LRU (10,000 cells) is
-        full: on a table updated every poll for days (a wall display) that grew the
-        console by ~0.45 MB an hour (``bench/soak_demo.py``). A few rows re-render in
-        microseconds; keep only what the next paint can use."""
-        clear = getattr(self, "_clear_caches", None)
-        if callable(clear):
-            clear()
-
-    def selected_slot(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        except Exception:
-            return None
-        return str(key.value)

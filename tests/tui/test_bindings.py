@@ -31,8 +31,8 @@ async def test_main_screen_shows_live_demo(demo) -> None:
         header = str(app.screen.query_one(PodHeader).render())
         assert "DEMO" in header and "RUNNING" in header and "rtx6000-2x" in header
         table = app.screen.query_one(SlotsTable)
-        assert [str(k.value) for k in table.rows] == ["FLASH", "Q27"]
-        row = [str(c) for c in table.get_row("FLASH")]
+        assert table.slots == ["FLASH", "Q27"]
+        row = table.get_row("FLASH")
         assert "● UP" in row and "qwen3.8-flash-next" in row
 
 

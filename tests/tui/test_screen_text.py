@@ -147,7 +147,7 @@ async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
         assert await wait_for(pilot, lambda: app.ready)
         table = app.screen.query_one(SlotsTable)
         table.focus()
-        down_row = [str(k.value) for k in table.rows].index("Q27")
+        down_row = table.slots.index("Q27")
         table.move_cursor(row=1 - down_row)
         await pilot.pause(0.2)
         away = _fill_of(app.export_screenshot(), "DOWN")
@@ -245,7 +245,7 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
     for size in ((80, 24), (220, 60)):
         app = build(tmp_path / f"{size[0]}", wall=True, down_slot=True)
         async with app.run_test(size=size) as pilot:
-            assert await wait_for(pilot, lambda: app.ready and app.alerts.firing())
+            assert await wait_for(pilot, lambda app=app: app.ready and app.alerts.firing())
             await pilot.pause(0.3)
             cards = {c.slot: c for c in app.screen.query(SlotCard)}
             assert set(cards) == {"FLASH", "Q27"}

@@ -67,7 +67,7 @@ async def test_first_frame_before_the_context_then_the_context(demo, demo_env) -
             # live numbers, and nothing validated yet: no pod state, no alerts, no plots
             assert not app.ready and app.pod is None and not app.alerts.sorted()
             table = app.screen.query_one("#slots")
-            assert table.row_count == 2
+            assert len(table.slots) == 2
             assert app.screen.query_one(PlotGrid).query(".plots-loading")
             assert app.allowed("host_checks")  # accepted; it waits for the registry
         finally:
