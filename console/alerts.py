@@ -174,8 +174,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             th = settings.thresholds_for(s.slot)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
                            if pod is not None else None)
-            if s.health != "up" and (s.health == "starting"
-                                     or agent_state in ("starting", "backoff")):
+            if s.health != "up" and (s.health == "starting" or agent_state == "starting"):
                 # the agent is bringing it up: expected, not an outage
                 out.append(Condition(f"starting:{s.slot}", "info", f"{s.slot} starting",
                                      f"agent: {agent_state or 'starting'}"))

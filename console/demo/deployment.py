@@ -32,7 +32,7 @@ from pod_agent.profiles import LoadedProfile, load_profiles
 from ..provider.emulator import EmulatorServer, EmulatorState, HostInfo
 from ..provision import ProvisionConfig
 from ..remote import LocalAgentTransport
-from ..settings import PodSettings, Settings, SlotThresholds
+from ..settings import AlertTiming, PodSettings, Settings, SlotThresholds
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -242,6 +242,8 @@ class DemoDeployment:
         return Settings(
             profiles_dir=self.profiles_dir, refresh_s=refresh_s, window_s=60,
             history_s=1800, state_dir=self.state_dir(), thresholds=thresholds,
+            # faults come and go within a minute here: alerts that fire and clear as fast
+            alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10),
             pod=PodSettings(runpod_id=self.pod_id, host="127.0.0.1",
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             RUNPOD_API_KEY=DEMO_KEY)

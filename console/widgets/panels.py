@@ -58,10 +58,14 @@ class AlertsPanel(Static):
         self.border_title = "alerts"
 
     def show(self, alerts: list[Alert], now: float) -> None:
+        # firing alerts only: a pending one is a condition that may pass; the alert
+        # history (A) lists those too. (A figure hovering at its threshold would
+        # otherwise repaint this panel every poll.)
+        alerts = [a for a in alerts if a.state == "firing"]
         if not alerts:
-            self._set(Text("✓ no alerts", style="green"), "alerts (0)")
+            self._set(Text("✓ no alerts firing", style="green"), "alerts (0)")
             return
-        firing = sum(1 for a in alerts if a.state == "firing" and not a.acked_by)
+        firing = sum(1 for a in alerts if not a.acked_by)
         t = Text()
         room = max(1, self.content_size.height if self.is_mounted and self.content_size.height
                    else self.LINES)
@@ -73,8 +77,8 @@ class AlertsPanel(Static):
         if len(shown) < len(alerts):
             t.append(f"\n… and {len(alerts) - len(shown)} more", "bold")
         t.no_wrap, t.overflow = True, "ellipsis"
-        others = len(alerts) - firing
-        self._set(t, f"alerts ({firing} firing{f', {others} pending/acked' if others else ''})")
+        acked = len(alerts) - firing
+        self._set(t, f"alerts ({firing} firing{f', {acked} acknowledged' if acked else ''})")
 
     def _set(self, t: Text, title: str) -> None:
         if (t, title) != getattr(self, "_last", None):

@@ -45,7 +45,7 @@ async def test_direct_poll_reads_health_models_and_window_figures(real_vllm) -> 
         assert f.generation_tps is not None and f.generation_tps > 0
         assert f.spec_decode is not None and f.spec_decode.drafts > 0
         assert f.cache is not None and f.cache.num_gpu_blocks and f.cache.block_size
-        assert poller.history.series("TINY", "kv").points
+        assert poller.history.series("TINY", "kv_cache_usage").points
     finally:
         await poller.aclose()
 
@@ -100,7 +100,7 @@ async def test_prometheus_path_and_backfill(real_vllm, real_prometheus) -> None:
     try:
         n = await poller.backfill(step_s=1)
         assert n > 0
-        assert len(poller.history.series("TINY", "kv")) > 1
+        assert len(poller.history.series("TINY", "kv_cache_usage")) > 1
         snap = await poller.poll()
         s = snap.slots[0]
         assert snap.prometheus_error is None and s.source == "prometheus"

@@ -90,13 +90,13 @@ async def test_a_key_pressed_while_loading_runs_once_loaded(demo, demo_env) -> N
     app = make_app(_slow(staged_start(boot, demo_env, 1.0, False, 15.0), gate))
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.snapshot is not None, 30)
-        await pilot.press("w")  # watchdog: asks what to do, once the registry exists
+        await pilot.press("f")  # fallback: asks first, once the registry exists
         await pilot.pause(0.3)
         assert any("still loading" in text for _, text, _ in app.log_lines)
         assert type(app.screen).__name__ == "MainScreen"
         gate.set()
-        assert await wait_for(pilot, lambda: type(app.screen).__name__ == "WatchdogScreen", 30)
-        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 30)
+        await pilot.press("n")
 
 
 async def test_wall_staged_is_read_only_before_and_after(demo, demo_env) -> None:
