@@ -76,6 +76,10 @@ class Column:
     """Another figure shown in the same cell after a slash (running/waiting)."""
     narrow_header: str | None = None
     narrow_width: int | None = None
+    show: Callable[[float | None], str] | None = None
+    """The cell's own format when it differs from the detail row's: a table cell keeps
+    two significant digits, so a number moves on screen when it really moves (and a
+    repainted line is bytes over SSH)."""
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,7 @@ CATALOG: tuple[Figure, ...] = (
     Figure("spec_accepted", Increase((SPEC_ACCEPTED,)), "accepted tokens", fmt.num,
            json="spec", detail=False),
     Figure("acceptance_rate", Ratio((SPEC_ACCEPTED,), (SPEC_DRAFT_TOKENS,)), "acceptance",
-           _pct1, json="spec", column=Column("ACCEPT", 6, 70, priority=2),
+           _pct1, json="spec", column=Column("ACCEPT", 6, 70, priority=2, show=fmt.pct),
            plot=Plot("speculative acceptance", 30, scale=100, unit="%"),
            threshold=Threshold("accept", "{slot} acceptance {value:.0%} far below "
                                "{setting:.0%}", setting="acceptance_baseline",
@@ -227,7 +231,7 @@ CATALOG: tuple[Figure, ...] = (
     Figure("prompt_tps", Increase(("vllm:prompt_tokens_total",), per_second=True),
            "prompt tok/s", _num1),
     Figure("generation_tps", Increase(GENERATION, per_second=True), "gen tok/s", _num1,
-           column=Column("GEN tok/s", 9, 60, priority=2),
+           column=Column("GEN tok/s", 9, 60, priority=2, show=fmt.rate),
            plot=Plot("generation", 40, unit="tok/s")),
     Figure("spec_drafts_per_s", Increase((SPEC_DRAFTS,), per_second=True), "drafts/s",
            _num1),
@@ -261,7 +265,8 @@ def thresholds() -> Iterator[tuple[Figure, Threshold]]:
 
 def cell_text(fig: Figure, value: Callable[[str], float | None]) -> str:
     """A figure as its table cell shows it (with the figure it joins, if any)."""
-    text = fig.show(value(fig.key))
+    show = fig.column.show if fig.column and fig.column.show else fig.show
+    text = show(value(fig.key))
     if fig.column and fig.column.joins:
         text += "/" + BY_KEY[fig.column.joins].show(value(fig.column.joins))
     return text
