@@ -89,9 +89,9 @@ class Settings(BaseSettings):
     window_s: float = Field(default=defaults.WINDOW_S, ge=30)
     """Window for rates, quantiles and p99s."""
     plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
-    """Plots redraw at most this often. Each redraw of the four plots is tens of KB of
-    terminal output; they show the last hour, so two minutes loses little. Lower it on a
-    fast link."""
+    """Plots redraw at most this often. A redraw of the plots is tens of KB of terminal
+    output; their time axis ends at the drawing's clock time, so a plot says how old it is.
+    Lower it on a fast link."""
     history_s: float = Field(default=defaults.HISTORY_S, ge=60, le=86400)
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)

@@ -14,7 +14,7 @@ from textual_plotext import PlotextPlot
 
 from ..history import History
 
-PLOT_EVERY_S = 120.0
+PLOT_EVERY_S = 300.0
 """Default for ``Settings.plot_refresh_s``: a full redraw is several KB of terminal output,
 and a plot of the last hour gains nothing from being repainted every refresh."""
 
