@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -78,6 +79,27 @@ def fit_columns(width: int) -> tuple[str, ...]:
             chosen.add(key)
             used += need
     return tuple(k for k in order if k in chosen)
+
+
+def _first_difference(a: Text, b: Text) -> int:
+    """The first cell (column) at which two lines differ in text or style."""
+    sa, sb = a.render(_CONSOLE), b.render(_CONSOLE)
+    x = 0
+    for ga, gb in zip(_cells_of(sa), _cells_of(sb)):  # noqa: B905  (lengths may differ)
+        if ga != gb:
+            return x
+        x += 1
+    return x
+
+
+def _cells_of(segments: Any) -> Any:
+    for seg in segments:
+        for ch in seg.text:
+            yield ch, seg.style
+
+
+_CONSOLE = Console(width=1000, color_system="truecolor", legacy_windows=False)
+"""Only used to split a line into styled characters (no output)."""
 
 
 class SlotsTable(Widget, can_focus=True):
@@ -183,9 +205,11 @@ class SlotsTable(Widget, can_focus=True):
             line = self._line(rows[slot])
             old = self._lines.get(slot)
             if old is None or line.plain != old.plain or line.spans != old.spans:
-                # only this line is repainted: bytes only where something changed
+                # only this line is repainted, from its first changed cell on: bytes
+                # only where something changed (a terminal write runs to the line's end)
                 self._lines[slot] = line
-                self.refresh(Region(0, y, self.size.width, 1))
+                x = 0 if old is None else _first_difference(old, line)
+                self.refresh(Region(x, y, self.size.width - x, 1))
 
     def get_row(self, slot: str) -> list[str]:
         """The cells of a slot as shown now (plain text), left to right."""
