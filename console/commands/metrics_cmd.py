@@ -9,7 +9,7 @@ import time
 
 from ..collect.exposition import parse
 from ..collect.figures import compute
-from . import examples
+from . import aligned, examples
 
 MAX_BYTES = 16 * 1024 * 1024
 
@@ -126,7 +126,4 @@ def figures_table(figures: dict, window: float | None) -> str:
     rows = [("", *models)]
     rows += [(fig.label, *(fig.show(figures[m].value(fig.key)) for m in models))
              for fig in MODEL_FIGURES]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [head] + ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                      for r in rows]
-    return "\n".join(lines)
+    return "\n".join([head, *aligned(rows)])

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import examples
+from . import aligned, examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,7 +88,4 @@ def slots_table(snap: dict) -> str:
         rows.append((s["slot"], s["health"].upper(), *cells))
         if s.get("error"):
             notes.append(f"{s['slot']}: {s['error']}")
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
-    return "\n".join(lines + notes)
+    return "\n".join(aligned(rows) + notes)

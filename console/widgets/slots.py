@@ -81,9 +81,9 @@ def fit_columns(width: int) -> tuple[str, ...]:
     return tuple(k for k in order if k in chosen)
 
 
-def _first_difference(a: Text, b: Text) -> int:
+def _first_difference(a: Text, b: Text, console: Console) -> int:
     """The first cell (column) at which two lines differ in text or style."""
-    sa, sb = a.render(_CONSOLE), b.render(_CONSOLE)
+    sa, sb = a.render(console), b.render(console)
     x = 0
     for ga, gb in zip(_cells_of(sa), _cells_of(sb)):  # noqa: B905  (lengths may differ)
         if ga != gb:
@@ -96,10 +96,6 @@ def _cells_of(segments: Any) -> Any:
     for seg in segments:
         for ch in seg.text:
             yield ch, seg.style
-
-
-_CONSOLE = Console(width=1000, color_system="truecolor", legacy_windows=False)
-"""Only used to split a line into styled characters (no output)."""
 
 
 class SlotsTable(Widget, can_focus=True):
@@ -138,6 +134,8 @@ class SlotsTable(Widget, can_focus=True):
         self._keys: list[str] = []
         self._widths: dict[str, int] = {}
         self._header = Text()
+        self._last_rows: dict[str, list[object]] = {}
+        """The cells of the latest poll, per slot (a new width re-lays them out)."""
 
     def on_mount(self) -> None:
         self.fit(self.app.size.width)
@@ -162,7 +160,6 @@ class SlotsTable(Widget, can_focus=True):
             self._widths[key] = width_
             self._header.append(" " + label[:width_].ljust(width_) + " ")
         self._lines.clear()  # rebuilt at the next show
-        self._last_rows: dict[str, list[object]] = getattr(self, "_last_rows", {})
         for slot, cells in self._last_rows.items():
             self._lines[slot] = self._line(cells)
         self.refresh()
@@ -208,7 +205,7 @@ class SlotsTable(Widget, can_focus=True):
                 # only this line is repainted, from its first changed cell on: bytes
                 # only where something changed (a terminal write runs to the line's end)
                 self._lines[slot] = line
-                x = 0 if old is None else _first_difference(old, line)
+                x = 0 if old is None else _first_difference(old, line, self.app.console)
                 self.refresh(Region(x, y, self.size.width - x, 1))
 
     def get_row(self, slot: str) -> list[str]:
