@@ -655,4 +655,7 @@ def collect_garbage_again() -> None:
 
 def make_app(start: ConsoleContext | StagedStart, wall: bool = False) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this."""
+    from .widgets import partial_writes
+
+    partial_writes.install()  # changed cells only reach the terminal (see the module)
     return PodConsoleApp(start, wall=wall)

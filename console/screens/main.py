@@ -75,7 +75,8 @@ class MainScreen(ConsoleScreen):
         self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
         snap = state.snapshot
         if snap is not None:
-            self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states)
+            self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
+                                            state.thresholds)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now)
         self.query_one(AlertsPanel).show(list(state.alerts), now)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -16,6 +15,7 @@ from textual.widget import Widget
 
 from .. import catalog, fmt
 from ..snapshot import DeploymentSnapshot, SlotSnapshot
+from .lines import changed_span, cut, same, strip_of
 
 STATE_COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
                  ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 8))
@@ -81,23 +81,6 @@ def fit_columns(width: int) -> tuple[str, ...]:
     return tuple(k for k in order if k in chosen)
 
 
-def _first_difference(a: Text, b: Text, console: Console) -> int:
-    """The first cell (column) at which two lines differ in text or style."""
-    sa, sb = a.render(console), b.render(console)
-    x = 0
-    for ga, gb in zip(_cells_of(sa), _cells_of(sb)):  # noqa: B905  (lengths may differ)
-        if ga != gb:
-            return x
-        x += 1
-    return x
-
-
-def _cells_of(segments: Any) -> Any:
-    for seg in segments:
-        for ch in seg.text:
-            yield ch, seg.style
-
-
 class SlotsTable(Widget, can_focus=True):
     """One line per slot, every number from the latest poll.
 
@@ -134,6 +117,8 @@ class SlotsTable(Widget, can_focus=True):
         self._keys: list[str] = []
         self._widths: dict[str, int] = {}
         self._header = Text()
+        self._spans: dict[int, tuple[int, int]] = {}
+        """Per line, the cells that changed last (its strip is cut there)."""
         self._last_rows: dict[str, list[object]] = {}
         """The cells of the latest poll, per slot (a new width re-lays them out)."""
 
@@ -160,6 +145,7 @@ class SlotsTable(Widget, can_focus=True):
             self._widths[key] = width_
             self._header.append(" " + label[:width_].ljust(width_) + " ")
         self._lines.clear()  # rebuilt at the next show
+        self._spans.clear()
         for slot, cells in self._last_rows.items():
             self._lines[slot] = self._line(cells)
         self.refresh()
@@ -195,18 +181,22 @@ class SlotsTable(Widget, can_focus=True):
             selected = self.selected_slot()
             self.slots = order
             self._lines = {slot: self._line(rows[slot]) for slot in order}
+            self._spans.clear()
             self.cursor = order.index(selected) if selected in order else 0
             self.refresh(layout=True)
             return
         for y, slot in enumerate(order, start=1):
             line = self._line(rows[slot])
             old = self._lines.get(slot)
-            if old is None or line.plain != old.plain or line.spans != old.spans:
-                # only this line is repainted, from its first changed cell on: bytes
-                # only where something changed (a terminal write runs to the line's end)
+            if old is None or not same(old, line):
+                # only this line is repainted, and only over the cells that changed
                 self._lines[slot] = line
-                x = 0 if old is None else _first_difference(old, line, self.app.console)
-                self.refresh(Region(x, y, self.size.width - x, 1))
+                width = self.size.width
+                x1, x2 = ((0, width) if old is None
+                          else changed_span(old, line, self.app.console, width))
+                if x2 > x1:
+                    self._spans[y] = (x1, x2)
+                    self.refresh(Region(x1, y, x2 - x1, 1))
 
     def get_row(self, slot: str) -> list[str]:
         """The cells of a slot as shown now (plain text), left to right."""
@@ -229,7 +219,7 @@ class SlotsTable(Widget, can_focus=True):
                      else self.rich_style)
         else:
             return Strip.blank(width, self.rich_style)
-        strip = Strip(list(text.render(self.app.console))).adjust_cell_length(width)
+        strip = cut(strip_of(text, self.app.console, width), self._spans.get(y))
         # applied beneath the row's own styles: a red DOWN stays red under the cursor
         return strip.apply_style(style)
 

@@ -260,4 +260,4 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
             # the alerts stay on screen whatever the height
             panel = app.screen.query_one(AlertsPanel)
             assert panel.region.height > 0 and panel.region.bottom <= size[1] - 1, size
-            assert "Q27 down" in str(panel.content)
+            assert "Q27 down" in panel.text

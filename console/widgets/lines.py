@@ -1,0 +1,131 @@
+"""Widgets drawn line by line, where a changed line costs only its changed cells.
+
+Textual repaints a refreshed region segment by segment: a write starts at the first
+segment that touches the region and runs to the last. A line rendered as one long
+segment is therefore rewritten whole for a one-digit change. Here each line remembers
+the span that changed last, and its strip is cut at that span's two ends, so the
+terminal gets the changed cells (and their style codes) and nothing else. Two cuts, not
+one per cell: every segment carries its own colour codes (~35 bytes in truecolor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+
+def segments(text: Text, console: Console) -> list[Segment]:
+    """The line's segments, its own base style included (``Text.render`` leaves the base
+    style to whoever renders it as a whole; a line drawn alone must carry it)."""
+    if text.style:
+        flat = Text(end="")
+        flat.append_text(text)
+        text = flat
+    return list(text.render(console))
+
+
+def _cells(text: Text, console: Console, width: int) -> list[tuple[str, Style | None]]:
+    """(character, style) per terminal cell; a wide character's second cell is ""."""
+    out: list[tuple[str, Style | None]] = []
+    for seg in segments(text, console):
+        if seg.control:
+            continue
+        for ch in seg.text:
+            out.append((ch, seg.style))
+            if cell_len(ch) == 2:
+                out.append(("", seg.style))
+    out.extend([(" ", None)] * (width - len(out)))
+    return out
+
+
+def changed_span(old: Text, new: Text, console: Console, width: int) -> tuple[int, int]:
+    """The cells ``[x1, x2)`` in which two lines differ (text or style) within ``width``;
+    ``(0, 0)`` when they do not."""
+    a, b = _cells(old, console, width), _cells(new, console, width)
+    n = max(len(a), len(b))
+    a.extend([(" ", None)] * (n - len(a)))
+    b.extend([(" ", None)] * (n - len(b)))
+    x1 = next((i for i in range(n) if a[i] != b[i]), n)
+    if x1 == n:
+        return 0, 0
+    x2 = next(i for i in range(n, x1, -1) if a[i - 1] != b[i - 1])
+    return x1, min(x2, width) if width else x2
+
+
+def same(a: Text, b: Text) -> bool:
+    return a.plain == b.plain and a.spans == b.spans and a.style == b.style
+
+
+def cut(strip: Strip, span: tuple[int, int] | None) -> Strip:
+    """``strip`` with segment boundaries at both ends of ``span`` (same cells, same look)."""
+    if not span:
+        return strip
+    points = sorted({x for x in span if 0 < x < strip.cell_length})
+    if not points:
+        return strip
+    return Strip.join(strip.divide(points))
+
+
+def strip_of(text: Text, console: Console, width: int) -> Strip:
+    if text.cell_len > width:  # a line never wraps: cut, with an ellipsis if it asks
+        text = text.copy()
+        text.truncate(width, overflow=text.overflow or "crop")
+    return Strip(segments(text, console)).adjust_cell_length(width)
+
+
+class LinesView(Widget):
+    """A fixed list of lines (``show``), repainted line by line over what changed.
+
+    Subclasses decide what the lines say; this class decides what reaches the
+    terminal. A change in the number of lines re-lays the widget out once."""
+
+    DEFAULT_CSS = "LinesView { height: auto; }"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._rows: list[Text] = []
+        self._spans: dict[int, tuple[int, int]] = {}
+
+    @property
+    def text(self) -> str:
+        """What the lines say now, as plain text (for tests and the log screen)."""
+        return "\n".join(t.plain for t in self._rows)
+
+    def show_lines(self, lines: Sequence[Text]) -> None:
+        lines = list(lines)
+        if len(lines) != len(self._rows) or not self.is_mounted or not self.size.width:
+            self._rows, self._spans = lines, {}
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        for y, (old, new) in enumerate(zip(self._rows, lines, strict=True)):
+            if same(old, new):
+                continue
+            self._rows[y] = new
+            x1, x2 = changed_span(old, new, self.app.console, width)
+            if x2 > x1:
+                self._spans[y] = (x1, x2)
+                self.refresh(Region(x1, y, x2 - x1, 1))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._rows)
+
+    def on_resize(self) -> None:
+        self._spans.clear()
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if not 0 <= y < len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        strip = strip_of(self._rows[y], self.app.console, width)
+        return cut(strip, self._spans.get(y)).apply_style(self.rich_style)

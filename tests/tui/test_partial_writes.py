@@ -1,0 +1,82 @@
+"""What reaches a real terminal when one number changes: only the changed cells, and a
+terminal that applies those writes shows exactly the new screen.
+
+Headless tests never write to a terminal, so the compositor's update is rendered here by
+hand, the way Textual's driver does it, and played into ``pyte`` (a terminal emulator)."""
+
+from __future__ import annotations
+
+import re
+
+import pyte
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+from console.widgets import partial_writes
+from console.widgets.lines import LinesView, changed_span
+
+from .conftest import wait_for
+
+W, H = 60, 6
+
+
+class Lines(App):
+    def compose(self) -> ComposeResult:
+        yield Static("header", id="h")
+        yield LinesView()
+
+
+def screen_text(app: App) -> list[str]:
+    return [s.text for s in app.screen._compositor.render_strips()]
+
+
+def play(term: pyte.Screen, data: str) -> list[str]:
+    stream = pyte.Stream(term)
+    stream.feed(data)
+    return [line.rstrip() for line in term.display]
+
+
+async def test_one_changed_number_writes_only_its_cells() -> None:
+    assert partial_writes.install()
+    app = Lines()
+    async with app.run_test(size=(W, H)) as pilot:
+        view = app.query_one(LinesView)
+        view.show_lines([Text("FLASH  UP  4/0  8.1%  2.30s  470 tok/s"),
+                         Text("Q27    UP  1/0  3.2%  990ms   44 tok/s", style="bold")])
+        assert await wait_for(pilot, lambda: "FLASH" in "".join(screen_text(app)))
+        await pilot.pause(0.2)
+        term = pyte.Screen(W, H)
+        full = app.screen._compositor.render_update(full=True).render_segments(app.console)
+        before = play(term, full)
+        assert before[1].startswith("FLASH")
+
+        # one digit of TTFT, in the same frame nothing else
+        view.show_lines([Text("FLASH  UP  4/0  8.1%  2.31s  470 tok/s"),
+                         Text("Q27    UP  1/0  3.2%  990ms   44 tok/s", style="bold")])
+        comp = app.screen._compositor
+        comp.update_widgets({view})
+        update = comp.render_partial_update()
+        assert update is not None
+        data = update.render_segments(app.console)
+        moves = re.findall(r"\x1b\[(\d+);(\d+)H", data)
+        # one write, on screen line 2 at the changed column (1-based): "2.30s" → "2.31s"
+        col = "FLASH  UP  4/0  8.1%  2.3".__len__() + 1
+        assert moves == [("2", str(col))], moves
+        printable = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", data)
+        assert printable == "1"
+        after = play(term, data)
+        assert after[1] == "FLASH  UP  4/0  8.1%  2.31s  470 tok/s"
+        assert after[2] == "Q27    UP  1/0  3.2%  990ms   44 tok/s"
+        assert after[0] == before[0]
+
+
+def test_changed_span_counts_cells_not_characters() -> None:
+    from rich.console import Console
+
+    con = Console(width=40)
+    # two wide characters before the change: it is at cell 6 (character 4)
+    assert changed_span(Text("슬롯 a1"), Text("슬롯 a2"), con, 40) == (6, 7)
+    assert changed_span(Text("same"), Text("same"), con, 40) == (0, 0)
+    # a style alone is a change
+    assert changed_span(Text("ab"), Text("ab", style="red"), con, 40) == (0, 2)
