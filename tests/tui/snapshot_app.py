@@ -47,7 +47,8 @@ class StaticPod:
         return self.pod
 
 
-def build(tmp: Path, wall: bool = False, down_slot: bool = False):
+def build(tmp: Path, wall: bool = False, down_slot: bool = False,
+          thresholds: dict | None = None):
     profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
     figs = compute(parse((CAP / "metrics-specdecode-after-basic-load.txt").read_text()),
                    parse((CAP / "metrics-specdecode-idle.txt").read_text()), 60.0)["tiny-main"]
@@ -80,7 +81,8 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False):
             history.add(name, "generation_tps", t, 40 + 9 * math.sin(i / 11 + k))
     # a fixed clock never lets a pending alert fire: fire at once, as the screenshots show
     settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5,
-                        alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0))
+                        alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0),
+                        thresholds=thresholds or {})
     registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall,
                               agent=AgentClient(None), refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,

@@ -261,3 +261,26 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
             panel = app.screen.query_one(AlertsPanel)
             assert panel.region.height > 0 and panel.region.bottom <= size[1] - 1, size
             assert "Q27 down" in panel.text
+
+
+async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) -> None:
+    """A threshold set for one slot in config.yaml colours that slot's cell on the main
+    screen (not only its alert): FLASH's limit is raised past its TTFT, Q27 keeps 0.5 s."""
+    from console.settings import SlotThresholds
+    from console.widgets.slots import SlotsTable
+
+    app = build(tmp_path, thresholds={"FLASH": SlotThresholds(ttft_p95_s=60.0),
+                                      "default": SlotThresholds(ttft_p95_s=0.5)})
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.snapshot is not None)
+        table = app.screen.query_one(SlotsTable)
+        assert await wait_for(pilot, lambda: len(table.slots) == 2)
+        styles = {}
+        for slot in ("FLASH", "Q27"):
+            cells = table._last_rows[slot]
+            from console.widgets.slots import COLUMNS
+
+            by_key = {k: c for (k, _, _), c in zip(COLUMNS, cells, strict=True)}
+            styles[slot] = str(by_key["ttft_p95_s"].style)
+        assert "yellow" not in styles["FLASH"], styles
+        assert "yellow" in styles["Q27"], styles
