@@ -22,6 +22,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App, SystemCommand
@@ -87,6 +88,8 @@ class PodConsoleApp(App):
         self.snapshot: DeploymentSnapshot | None = None
         self.pod: PodSnapshot | None = None
         self.alerts = AlertBook()
+        self._spend: Any = None
+        """``console.spend.SpendBook`` once the settings are known (today's earlier runs)."""
         self.failures: dict[str, Condition] = {}
         self.log_lines: deque[tuple[float, str, str]] = deque(maxlen=500)
         self._polling = False
@@ -298,7 +301,7 @@ class PodConsoleApp(App):
             results = await asyncio.gather(*tasks)
             self.snapshot = results[0]
             if poll_pod:
-                self.pod = results[1]
+                self.pod = await self._with_spend(results[1])
             self.polls += 1
             self.poll_failure = None
             if self.first_data_at is None and any(s.figures for s in self.snapshot.slots):
@@ -314,6 +317,23 @@ class PodConsoleApp(App):
             self._finishing = True
             self.call_after_refresh(
                 lambda: self.run_worker(self._finish(), group="finish", exit_on_error=False))
+
+    async def _with_spend(self, pod: PodSnapshot | None) -> PodSnapshot | None:
+        """The pod with today's earlier runs added up (a resume must not reset the day)."""
+        if pod is None or self.ctx is None:
+            return pod
+        if self._spend is None:
+            from .spend import SpendBook
+
+            self._spend = SpendBook(self.ctx.settings.state_dir / "spend.json")
+        now = self.now()
+        self._spend.observe(pod, now)
+        if self._spend.due(now):
+            try:
+                await asyncio.to_thread(self._spend.save, now)
+            except OSError as exc:  # a full disk costs the morning's figure, not the poll
+                self.note(f"today's spend could not be saved: {exc}", "yellow")
+        return replace(pod, spent_earlier_today=self._spend.earlier_today(pod, now))
 
     async def _update_alerts(self, ctx: ConsoleContext) -> None:
         from .alerts import evaluate, notify
@@ -452,7 +472,12 @@ class PodConsoleApp(App):
         if self.wall:
             rows.append(("space", "next view", False, True))
         else:
+            from .widgets.slots import SlotsTable
+
             rows.append(("up,down", "choose a slot (then enter)", False, True))
+            rows.extend((b.key, b.description, False, True) for b in SlotsTable.BINDINGS
+                        if b.action.startswith(("sort", "invert")))
+            rows.append(("slash", "filter slots by name or model (escape clears)", False, True))
         from . import catalog
 
         legend = [(c.header, catalog.describe(f)) for f, c in catalog.columns()]

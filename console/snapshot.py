@@ -108,18 +108,23 @@ class PodSnapshot:
     provider_error: str | None = None
     agent_error: str | None = None
     fetched_at: float = 0.0
+    spent_earlier_today: float | None = None
+    """$ of today's earlier runs of this pod (``console.spend``), None when not known."""
 
     def uptime_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)
 
     def spend_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
-        """$ since local midnight or since the pod started, whichever is later."""
-        if self.cost_per_hr is None or self.started_at is None or self.status != "RUNNING":
-            return None
+        """$ since local midnight: the current run's part (since midnight or since it
+        started, whichever is later) plus today's earlier runs, when those are known."""
+        running = (self.cost_per_hr is not None and self.started_at is not None
+                   and self.status == "RUNNING")
+        if not running:
+            return self.spent_earlier_today
         local_now = dt.datetime.fromtimestamp(now, tz)
         midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-        hours = max(0.0, now - max(midnight, self.started_at)) / 3600
-        return hours * self.cost_per_hr
+        hours = max(0.0, now - max(midnight, self.started_at)) / 3600  # type: ignore[arg-type]
+        return hours * self.cost_per_hr + (self.spent_earlier_today or 0.0)  # type: ignore[operator]
 
     def stop_in_s(self, now: float) -> float | None:
         if not self.next_stop:

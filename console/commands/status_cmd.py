@@ -1,4 +1,10 @@
-"""``pod-console status --json``: one snapshot of the whole deployment, for scripts."""
+"""``pod-console status``: one snapshot of the whole deployment, for people and scripts.
+
+Beside the slots it says what the pod is doing and costing (from the provider and the
+agent, as the console's header does) and which alert conditions hold now, evaluated by
+the console's own rules. A one-shot command cannot know how long a condition has held:
+an alert whose rule has a ``for:`` duration is reported ``pending``, as Prometheus
+reports a rule on its first evaluation."""
 
 from __future__ import annotations
 
@@ -6,9 +12,15 @@ import argparse
 import asyncio
 import json
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import aligned, examples
+
+if TYPE_CHECKING:
+    from ..snapshot import PodSnapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,21 +38,55 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
+    from ..agent_client import AgentClient
+    from ..alerts import evaluate
+    from ..collect.pod import PodCollector
+    from ..context import ssh_transport
     from ..deployment import open_deployment
+    from ..provider import make_provider
     from ..settings import load_settings
+    from ..spend import SpendBook
 
     settings = load_settings(args.config)
     dep = open_deployment(settings)
     poller = dep.poller()
+    client = make_provider(settings)
+    transport = ssh_transport(settings)
+    agent = AgentClient(transport) if transport is not None else None
+    pods = PodCollector(settings.pod.runpod_id, client, agent,
+                        timeout_s=max(2.0, settings.request_timeout_s * 2))
     try:
-        snap = await poller.poll()
+        snap, pod = await asyncio.gather(poller.poll(), pods.poll())
         await poller.probes_done()  # the real completion that poll started
         if args.sample > 0 and not settings.prometheus_url:
             await asyncio.sleep(args.sample)
         snap = await poller.poll()  # with the probe's answer (and rates, after a sample)
     finally:
         await poller.aclose()
-    return snap.to_json()
+        if client is not None:
+            await client.aclose()
+    now = time.time()
+    book = await asyncio.to_thread(SpendBook, settings.state_dir / "spend.json")
+    pod = replace(pod, spent_earlier_today=book.earlier_today(pod, now))
+    out = snap.to_json()
+    out["pod"] = pod_json(pod, now)
+    conds = evaluate(snap, pod, dep.today.profile, settings, now)
+    out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
+                      "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",
+                      "for_s": c.for_s} for c in conds]
+    return out
+
+
+def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:
+    """The pod as the header shows it; every figure None when its source did not answer
+    (``provider_error``/``agent_error`` say why)."""
+    return {"pod_id": pod.pod_id, "status": pod.status, "gpu_name": pod.gpu_name,
+            "gpu_count": pod.gpu_count, "cost_per_hr": pod.cost_per_hr,
+            "spend_today": pod.spend_today(now), "uptime_s": pod.uptime_s(now),
+            "started_at": pod.started_at, "next_stop": pod.next_stop,
+            "stop_in_s": pod.stop_in_s(now), "watchdog_armed": pod.watchdog_armed,
+            "p2p_disabled": pod.p2p_disabled, "host_cuda": pod.host_cuda,
+            "provider_error": pod.provider_error, "agent_error": pod.agent_error}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -88,4 +134,31 @@ def slots_table(snap: dict) -> str:
         rows.append((s["slot"], s["health"].upper(), *cells))
         if s.get("error"):
             notes.append(f"{s['slot']}: {s['error']}")
-    return "\n".join(aligned(rows) + notes)
+    return "\n".join(pod_lines(snap.get("pod")) + aligned(rows) + notes
+                     + alert_lines(snap.get("alerts")))
+
+
+def pod_lines(pod: dict | None) -> list[str]:
+    from .. import fmt
+
+    if not pod:
+        return []
+    line = (f"pod {pod['pod_id'] or fmt.DASH} {pod['status'] or '?'}  "
+            f"{fmt.money(pod['cost_per_hr'])}/h  today {fmt.money(pod['spend_today'])}  "
+            f"up {fmt.duration(pod['uptime_s'], False)}")
+    if pod.get("stop_in_s") is not None:
+        line += f"  stop in {fmt.duration(pod['stop_in_s'], False)}"
+    out = [line]
+    for key in ("provider_error", "agent_error"):
+        if pod.get(key):
+            out.append(f"  {key.replace('_', ' ')}: {pod[key]}")
+    return [*out, ""]
+
+
+def alert_lines(alerts: list[dict] | None) -> list[str]:
+    if alerts is None:
+        return []
+    if not alerts:
+        return ["", "no alert conditions hold"]
+    return ["", *(f"{a['severity'].upper():<4} {a['state']:<7} {a['title']}"
+                  + (f" — {a['detail']}" if a["detail"] else "") for a in alerts)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -14,6 +16,9 @@ from ..widgets.panels import ActionLog, AlertsPanel
 from ..widgets.plots import PlotGrid
 from ..widgets.slots import SlotsTable
 from .base import ConsoleScreen
+
+if TYPE_CHECKING:
+    from .filter_prompt import FilterPrompt
 
 OPERATION_BINDINGS = [Binding(spec.key, f"op({spec.id!r})", spec.label or spec.title,
                               id=spec.id)
@@ -38,7 +43,8 @@ COMMON_BINDINGS = [
 
 class MainScreen(ConsoleScreen):
     BINDINGS = [*FIRST_BINDINGS, *OPERATION_BINDINGS,
-                Binding("enter", "detail", "detail", id="detail"), *COMMON_BINDINGS[2:]]
+                Binding("enter", "detail", "detail", id="detail"), *COMMON_BINDINGS[2:],
+                Binding("slash", "filter", "filter slots", id="filter", show=False)]
 
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:
@@ -87,6 +93,26 @@ class MainScreen(ConsoleScreen):
 
     def log_line(self, t: float, text: str, style: str = "") -> None:
         self.query_one(ActionLog).add(t, text, style)
+
+    async def action_filter(self) -> None:
+        """``/``: a prompt under the table (k9s-like); enter applies, escape clears."""
+        from .filter_prompt import FilterPrompt
+
+        table = self.query_one(SlotsTable)
+        prompts = self.query(FilterPrompt)
+        prompt = prompts.first() if prompts else None
+        if prompt is None:  # built on first use: the first frame does not pay for Input
+            prompt = FilterPrompt(id="filter")
+            await self.mount(prompt, after=table)
+        prompt.value = table.filter
+        prompt.display = True
+        prompt.focus()
+
+    def on_filter_prompt_done(self, event: FilterPrompt.Done) -> None:
+        table = self.query_one(SlotsTable)
+        table.set_order(filter=event.value)
+        event.prompt.display = False
+        table.focus()
 
     def action_detail(self) -> None:
         slot = self.query_one(SlotsTable).selected_slot()

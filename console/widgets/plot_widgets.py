@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
+from textual.app import RenderResult
 from textual_plotext import PlotextPlot
 
 from ..history import History
@@ -39,13 +42,71 @@ def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     return [round(first + i * step, 12) for i in range(math.ceil((hi - first) / step) + 1)]
 
 
+PLOT_CHROME_ROWS = 4
+"""Rows of a plot that are not data: title, top frame, x axis and its labels."""
+
+
+def fit_ticks(ticks: list[float], rows: int) -> list[float]:
+    """At most one labelled tick every other row. plotext, given more ticks than rows,
+    keeps one per row in an order that changes from process to process (string hashing),
+    so the same data would be labelled differently on each run."""
+    room = max(2, (rows + 1) // 2)
+    last = len(ticks) - 1
+    for step in range(1, max(1, last) + 1):  # the ends always labelled
+        if last % step == 0 and last // step + 1 <= room:
+            return ticks[::step]
+    return [ticks[0], ticks[-1]] if ticks else []
+
+
+X_LABEL_ROOM = 14
+"""Columns between time labels (the last, HH:MM:SS, is 8 wide): closer labels collide,
+and plotext settles a collision differently from process to process."""
+
+
+def time_ticks(width: int) -> list[float]:
+    """Offsets from now for the time axis: four labels where they fit, else three, two."""
+    data = max(1, width - 6)  # y labels and frame
+    for n in (4, 3):
+        if data / (n - 1) >= X_LABEL_ROOM:
+            return [-SPAN_S + i * SPAN_S / (n - 1) for i in range(n - 1)] + [0.0]
+    return [-SPAN_S, 0.0]
+
+
 def tick_label(v: float, step: float) -> str:
     """As many decimals as the tick step needs: 0.98, not 0.987500000000000044."""
     decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
     return f"{v:.{min(decimals, 6)}f}"
 
 
-class SeriesPlot(PlotextPlot):
+class FreshPlot(PlotextPlot):
+    """A plot whose figure is built anew, from what it was last shown, at every render.
+
+    plotext's figure keeps state from the sizes it was built at before (textual-plotext
+    notes resizing "doesn't work right"): a plot first drawn during a layout change and
+    then at its final size can place its ticks differently from one drawn at that size
+    directly. Building from scratch at each render makes the picture a function of the
+    data and the size alone. Renders happen on a new drawing or a resize, not per poll."""
+
+    _draw: Callable[[Any, int], None] | None = None
+
+    def paint(self, draw: Callable[[Any, int], None]) -> None:
+        """``draw(plt, rows)`` builds the figure; ``rows`` is the height of its data area."""
+        self._draw = draw
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        # the size first: plotext lays some things out as they are added
+        plt.plotsize(self.size.width, self.size.height)
+        plt._set_size(self.size.width, self.size.height)
+        if self._draw is not None:
+            self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
+        return super().render()
+
+
+class SeriesPlot(FreshPlot):
     """One figure for every slot over the last ``SPAN_S`` seconds, against clock time.
 
     The right end of the time axis is the clock time of the drawing, not "now": a plot
@@ -71,45 +132,47 @@ class SeriesPlot(PlotextPlot):
         if not force and key == self._drawn_key and now - self._drawn_at < self.every_s:
             return
         self._drawn_at, self._drawn_key = now, key
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(f"{self.title}{f' ({self.unit})' if self.unit else ''}")
         series = []
         for slot in slots:
             pts = [(t, v * self.scale) for t, v in history.series(slot, self.metric).points
                    if t >= now - SPAN_S]
             if len(pts) >= 2:
                 series.append((slot, pts))
-        if not series:
-            # no axes running −1…1 around nothing: a sentence, and no frame
-            plt.frame(False)
-            plt.xaxes(False, False)
-            plt.yaxes(False, False)
-            plt.xticks([])
-            plt.yticks([])
-            plt.text("waiting for data", x=0, y=0, alignment="center")
-            self.refresh()
-            return
         no_color = bool(os.environ.get("NO_COLOR"))
-        for i, (slot, pts) in enumerate(series):
-            marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
-            plt.plot([t - now for t, _ in pts], [v for _, v in pts], label=slot,
-                     marker=marker)
-        plt.xlim(-SPAN_S, 0)
-        xs = [-SPAN_S, -SPAN_S * 2 / 3, -SPAN_S / 3, 0]
-        plt.xticks(xs, [time.strftime("%H:%M", time.localtime(now + x)) for x in xs[:-1]]
-                   + [time.strftime("%H:%M:%S", time.localtime(now))])
-        ys = [v for _, pts in series for _, v in pts]
-        lo, hi = min(ys), max(ys)
-        ticks = nice_ticks(min(lo, 0.0) if lo >= 0 and hi > 0 and lo < hi * 0.2 else lo, hi)
-        if len(ticks) >= 2:
-            plt.ylim(ticks[0], ticks[-1])
-            plt.yticks(ticks, [tick_label(v, ticks[1] - ticks[0]) for v in ticks])
-        self.refresh()
+        title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
+
+        def draw(plt: Any, rows: int) -> None:
+            plt.title(title)
+            if not series:
+                # no axes running −1…1 around nothing: a sentence, and no frame
+                plt.frame(False)
+                plt.xaxes(False, False)
+                plt.yaxes(False, False)
+                plt.xticks([])
+                plt.yticks([])
+                plt.text("waiting for data", x=0, y=0, alignment="center")
+                return
+            for i, (slot, pts) in enumerate(series):
+                marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
+                plt.plot([t - now for t, _ in pts], [v for _, v in pts], label=slot,
+                         marker=marker)
+            plt.xlim(-SPAN_S, 0)
+            xs = time_ticks(self.size.width)
+            plt.xticks(xs, [time.strftime("%H:%M", time.localtime(now + x)) for x in xs[:-1]]
+                       + [time.strftime("%H:%M:%S", time.localtime(now))])
+            ys = [v for _, pts in series for _, v in pts]
+            lo, hi = min(ys), max(ys)
+            ticks = nice_ticks(min(lo, 0.0) if lo >= 0 and hi > 0 and lo < hi * 0.2 else lo,
+                               hi)
+            if len(ticks) >= 2:
+                plt.ylim(ticks[0], ticks[-1])
+                shown = fit_ticks(ticks, rows)
+                plt.yticks(shown, [tick_label(v, ticks[1] - ticks[0]) for v in shown])
+
+        self.paint(draw)
 
 
-class PositionBars(PlotextPlot):
+class PositionBars(FreshPlot):
     """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
 
     DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
@@ -130,20 +193,20 @@ class PositionBars(PlotextPlot):
         if key == self._last or (shape == old_shape and now - self._drawn_at < self.every_s):
             return
         self._last, self._drawn_at = key, now
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title("acceptance by draft position (%)")
         slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
-        if not slots:
-            plt.text("no speculative decoding data", x=0, y=0)
-            self.refresh()
-            return
-        n = max(len(per_slot[s]) for s in slots)
+        n = max((len(per_slot[s]) for s in slots), default=0)
         labels = [f"pos {i}" for i in range(n)]
         data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
                  for i in range(n)] for s in slots]
-        plt.multiple_bar(labels, data, labels=slots)
-        plt.ylim(0, 100)
-        plt.yticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100"])
-        self.refresh()
+
+        def draw(plt: Any, rows: int) -> None:
+            plt.title("acceptance by draft position (%)")
+            if not slots:
+                plt.text("no speculative decoding data", x=0, y=0)
+                return
+            plt.multiple_bar(labels, data, labels=slots)
+            plt.ylim(0, 100)
+            ticks = fit_ticks([0, 25, 50, 75, 100], rows)
+            plt.yticks(ticks, [str(t) for t in ticks])
+
+        self.paint(draw)

@@ -55,6 +55,29 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     return cells
 
 
+def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None
+               ) -> tuple[int, object]:
+    """What a column sorts a slot by: its number (a figure, the port, gpu_util), else its
+    text; a slot with no value for it (down, not measured) sorts last either way round."""
+    if key == "slot":
+        return 0, s.slot
+    if key == "model":
+        return 0, s.served_model_name
+    if key == "port":
+        return 0, s.port
+    if key == "gpus":
+        return 0, s.slot
+    if key == "util":
+        return (1, 0.0) if util is None else (0, util)
+    if key == "health":
+        return 0, STATE_ORDER.get(health_cell(s, agent_state).plain.split()[-1], 9)
+    v = s.figure(key) if s.health == "up" else None
+    return (1, 0.0) if v is None or v != v else (0, v)
+
+
+STATE_ORDER = {"DOWN": 0, "PROBE✗": 1, "START": 2, "UP": 3}
+"""Health sorts worst first."""
+
 NARROW_BELOW = 100
 """Under this many terminal columns, columns use their narrow header where they have one."""
 CELL_PADDING = 2
@@ -99,7 +122,10 @@ class SlotsTable(Widget, can_focus=True):
     COMPONENT_CLASSES = {"slots--header", "slots--cursor"}
     BINDINGS = [Binding("up,k", "cursor(-1)", "up", show=False),
                 Binding("down,j", "cursor(1)", "down", show=False),
-                Binding("enter", "select", "detail", show=False)]
+                Binding("enter", "select", "detail", show=False),
+                Binding("greater_than_sign", "sort(1)", "sort by next column", show=False),
+                Binding("less_than_sign", "sort(-1)", "sort by previous column", show=False),
+                Binding("I", "invert", "invert sort", show=False)]
 
     class Selected(Message):
         """Enter on a slot (or a click): its detail screen is asked for."""
@@ -121,6 +147,13 @@ class SlotsTable(Widget, can_focus=True):
         """Per line, the cells that changed last (its strip is cut there)."""
         self._last_rows: dict[str, list[object]] = {}
         """The cells of the latest poll, per slot (a new width re-lays them out)."""
+        self.sort_key: str | None = None
+        """The column the rows are sorted by; None: the profile's order."""
+        self.sort_reverse = False
+        self.filter = ""
+        """Slots whose name or model contains this (any case) are shown; "" shows all."""
+        self._last: tuple[Any, ...] | None = None
+        """The latest ``show`` arguments: a new sort or filter re-orders without a poll."""
 
     def on_mount(self) -> None:
         self.fit(self.app.size.width)
@@ -143,7 +176,12 @@ class SlotsTable(Widget, can_focus=True):
             if narrow and col is not None:
                 label, width_ = col.narrow_header or label, col.narrow_width or width_
             self._widths[key] = width_
-            self._header.append(" " + label[:width_].ljust(width_) + " ")
+            if key == self.sort_key:  # the sorted column says so, and which way
+                label = label[:width_ - 1] + ("▲" if self.sort_reverse else "▼")
+            self._header.append(" " + label[:width_].ljust(width_) + " ",
+                                "reverse" if key == self.sort_key else "")
+        if self.filter:
+            self._header.append(f"  /{self.filter}", "bold cyan")
         self._lines.clear()  # rebuilt at the next show
         self._spans.clear()
         for slot, cells in self._last_rows.items():
@@ -172,11 +210,12 @@ class SlotsTable(Widget, can_focus=True):
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
              agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None
              ) -> None:
+        self._last = (snap, gpus, utils, agent_states, thresholds)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
                             agent_states.get(s.slot), (thresholds or {}).get(s.slot))
                 for s in snap.slots}
         self._last_rows = rows
-        order = [s.slot for s in snap.slots]
+        order = self._order(snap, utils, agent_states)
         if order != self.slots:
             selected = self.selected_slot()
             self.slots = order
@@ -197,6 +236,45 @@ class SlotsTable(Widget, can_focus=True):
                 if x2 > x1:
                     self._spans[y] = (x1, x2)
                     self.refresh(Region(x1, y, x2 - x1, 1))
+
+    def _order(self, snap: DeploymentSnapshot, utils: dict[str, float],
+               agent_states: dict[str, str]) -> list[str]:
+        needle = self.filter.lower()
+        shown = [s for s in snap.slots if not needle or needle in s.slot.lower()
+                 or needle in s.served_model_name.lower()]
+        if self.sort_key is None:
+            return [s.slot for s in shown]
+        key = self.sort_key
+        vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot))
+                for s in shown}
+        present = sorted((s.slot for s in shown if vals[s.slot][0] == 0),
+                         key=lambda n: vals[n][1], reverse=self.sort_reverse)  # type: ignore[arg-type,return-value]
+        return present + [s.slot for s in shown if vals[s.slot][0] != 0]
+
+    def set_order(self, sort_key: str | None = None, reverse: bool | None = None,
+                  filter: str | None = None) -> None:
+        """Change the sort column, its direction or the filter; re-ordered at once."""
+        if sort_key is not None:
+            self.sort_key = sort_key or None
+        if reverse is not None:
+            self.sort_reverse = reverse
+        if filter is not None:
+            self.filter = filter.strip()
+        self._layout = None  # the header shows the sort and the filter
+        self.fit(self.app.size.width)
+        if self._last is not None:
+            self.slots = []  # re-laid out whole: every row may have moved
+            self.show(*self._last)
+
+    def action_sort(self, step: int) -> None:
+        """``<``/``>``: sort by the column left/right of the sorted one (none: profile order)."""
+        keys = [None, *self._keys]
+        i = keys.index(self.sort_key) if self.sort_key in keys else 0
+        nxt = keys[(i + step) % len(keys)]
+        self.set_order(sort_key=nxt or "")
+
+    def action_invert(self) -> None:
+        self.set_order(reverse=not self.sort_reverse)
 
     def get_row(self, slot: str) -> list[str]:
         """The cells of a slot as shown now (plain text), left to right."""

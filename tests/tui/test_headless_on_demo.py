@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -45,3 +46,28 @@ def test_status_json_on_the_demo(demo, tmp_path) -> None:
     slots = {s["slot"]: s for s in json.loads(r.stdout)["slots"]}
     assert slots["FLASH"]["health"] == "up"
     assert 0.0 <= slots["FLASH"]["figures"]["kv_cache_usage"] < 0.2
+
+
+def test_status_says_the_pod_its_cost_and_the_alert_conditions(demo, tmp_path) -> None:
+    cfg = Path(_config(demo, tmp_path))
+    # a TTFT limit every slot breaks: its condition holds, its rule waits 30 s (pending)
+    cfg.write_text(cfg.read_text() + "thresholds:\n  default:\n    ttft_p95_s: 0.000001\n")
+    r = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", "--config",
+                        str(cfg), "--sample", "1"], capture_output=True, text=True,
+                       timeout=60, env=_env(demo))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    pod = out["pod"]
+    assert pod["pod_id"] == demo.pod_id and pod["status"] == "RUNNING"
+    assert pod["cost_per_hr"] == demo.state.pods[demo.pod_id]["cost"] > 0
+    assert pod["spend_today"] is not None and pod["spend_today"] >= 0
+    assert pod["uptime_s"] is not None and pod["provider_error"] is None
+    ttft = [a for a in out["alerts"] if "TTFT" in a["title"]]
+    assert {a["state"] for a in ttft} == {"pending"} and len(ttft) == 2, out["alerts"]
+    assert all(a["for_s"] == 30 for a in ttft)
+    table = subprocess.run([sys.executable, "-m", "console.cli", "status", "--config",
+                            str(cfg)], capture_output=True, text=True, timeout=60,
+                           env=_env(demo))
+    assert table.returncode == 0, table.stderr
+    assert f"pod {demo.pod_id} RUNNING" in table.stdout
+    assert "pending" in table.stdout and "TTFT" in table.stdout

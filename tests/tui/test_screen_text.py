@@ -284,3 +284,54 @@ async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) ->
             styles[slot] = str(by_key["ttft_p95_s"].style)
         assert "yellow" not in styles["FLASH"], styles
         assert "yellow" in styles["Q27"], styles
+
+
+async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
+    """htop's keys: > and < choose the sort column, I inverts it; / filters (k9s)."""
+    from console.widgets.slots import SlotsTable
+
+    app = build(tmp_path, down_slot=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.snapshot is not None)
+        table = app.screen.query_one(SlotsTable)
+        assert await wait_for(pilot, lambda: table.slots == ["FLASH", "Q27"])
+        await pilot.press("greater_than_sign")  # the first column: SLOT
+        assert table.sort_key == "slot" and table.slots == ["FLASH", "Q27"]
+        assert "SLOT▼" in table._header.plain
+        await pilot.press("I")
+        assert table.slots == ["Q27", "FLASH"] and "SLOT▲" in table._header.plain
+        await pilot.press("I")
+        # on to HEALTH: the down slot first (worst first)
+        while table.sort_key != "health":
+            await pilot.press("greater_than_sign")
+        assert table.slots == ["Q27", "FLASH"]
+        # a figure column: the down slot has none and sorts last, whichever way
+        while table.sort_key != "ttft_p95_s":
+            await pilot.press("greater_than_sign")
+        assert table.slots == ["FLASH", "Q27"]
+        await pilot.press("I")
+        assert table.slots == ["FLASH", "Q27"]
+        await pilot.press("less_than_sign")
+        assert table.sort_key != "ttft_p95_s"
+        # / filters by name or model, any case; escape clears
+        await pilot.press("slash")
+        assert await wait_for(pilot, lambda: app.focused is not None
+                              and app.focused.id == "filter")
+        for ch in "q27":
+            await pilot.press(ch)
+        await pilot.press("enter")
+        assert await wait_for(pilot, lambda: table.slots == ["Q27"])
+        assert "/q27" in table._header.plain and app.focused is table
+        await pilot.press("slash")
+        assert await wait_for(pilot, lambda: app.focused is not None
+                              and app.focused.id == "filter")
+        await pilot.press("escape")
+        assert await wait_for(pilot, lambda: sorted(table.slots) == ["FLASH", "Q27"])
+        assert "/q27" not in table._header.plain and app.focused is table
+        # the help lists the keys
+        await pilot.press("question_mark")
+        from console.screens.modals import HelpScreen
+
+        assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = " ".join(str(w.render()) for w in app.screen.query("*"))
+        assert "sort by next column" in text and "filter slots" in text

@@ -33,33 +33,47 @@ async def _settle(pilot) -> None:
     await pilot.pause(0.2)
 
 
-def test_main_160x48(snap_compare, tmp_path) -> None:
-    assert snap_compare(build(tmp_path), terminal_size=(160, 48), run_before=_settle)
+SIZES = [(80, 24), (120, 40), (160, 48)]
 
 
-def test_main_80x24(snap_compare, tmp_path) -> None:
-    assert snap_compare(build(tmp_path), terminal_size=(80, 24), run_before=_settle)
+async def _detail(pilot) -> None:
+    await _settle(pilot)
+    await pilot.press("enter")
+    await pilot.pause(0.5)
 
 
-def test_slot_down_alert(snap_compare, tmp_path) -> None:
-    # under 34 rows the plots give way (their drawing is covered by the 160×48 and
-    # plot tests); what this one is about is the alert and the dead row
-    assert snap_compare(build(tmp_path, down_slot=True), terminal_size=(120, 32),
-                        run_before=_settle)
+async def _action(pilot) -> None:
+    """An operation in progress: the dialog as an operation drives it (step, fraction,
+    lines, elapsed time from the app's fixed clock)."""
+    from console.screens.modals import ProgressScreen
+    from tests.tui.snapshot_app import NOW
+
+    await _settle(pilot)
+    screen = ProgressScreen("Host checks", clock=lambda: NOW)
+    screen.started = NOW - 37
+    pilot.app.push_screen(screen)
+    await pilot.pause(0.3)
+    screen.step("gpus", 0.25, "2× RTX PRO 6000, driver CUDA 13.0")
+    screen.step("p2p", 0.5, "NCCL P2P probe: 2 ranks, all channels via P2P/CUMEM")
+    screen.step("disk", 0.75, "checking /workspace")
+    await pilot.pause(0.3)
 
 
-def test_slot_detail(snap_compare, tmp_path) -> None:
-    async def run(pilot) -> None:
-        await _settle(pilot)
-        await pilot.press("enter")
-        await pilot.pause(0.5)
+SCREENS = {
+    "main": (dict(), _settle),
+    "detail": (dict(), _detail),
+    "wall": (dict(wall=True), _settle),
+    "alert": (dict(down_slot=True), _settle),
+    "action": (dict(), _action),
+}
 
-    assert snap_compare(build(tmp_path), terminal_size=(160, 33), run_before=run)
 
-
-def test_wall(snap_compare, tmp_path) -> None:
-    assert snap_compare(build(tmp_path, wall=True), terminal_size=(160, 48),
-                        run_before=_settle)
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("name", list(SCREENS))
+def test_screen(snap_compare, tmp_path, name: str, size: tuple[int, int]) -> None:
+    """Every screen at a phone-sized, a laptop and a wall terminal."""
+    kw, run = SCREENS[name]
+    assert snap_compare(build(tmp_path, **kw), terminal_size=size, run_before=run)
 
 
 def test_help(snap_compare, tmp_path) -> None:
