@@ -7,7 +7,9 @@ Writes screenshots/{main,detail,wall,alert,action}.svg (160×48 terminal).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +33,9 @@ async def wait_for(pilot, cond, timeout: float = 60.0) -> bool:
 
 
 async def main() -> int:
+    # a state dir of its own: today's spend and the audit log of earlier demo runs on
+    # this machine are not what the pictures are about
+    os.environ["POD_CONSOLE_STATE_DIR"] = tempfile.mkdtemp(prefix="pod-console-shots-")
     demo, ctx = build_demo(seed=7, refresh_s=1.0, startup_s=2.0)
     try:
         app = make_app(ctx)

@@ -72,7 +72,8 @@ def cut(strip: Strip, span: tuple[int, int] | None) -> Strip:
     points = sorted({x for x in span if 0 < x < strip.cell_length})
     if not points:
         return strip
-    return Strip.join(strip.divide(points))
+    # divide() takes the end of every piece: the last must be the strip's own end
+    return Strip.join(strip.divide([*points, strip.cell_length]))
 
 
 def strip_of(text: Text, console: Console, width: int) -> Strip:

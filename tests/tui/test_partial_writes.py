@@ -69,6 +69,23 @@ async def test_one_changed_number_writes_only_its_cells() -> None:
         assert after[1] == "FLASH  UP  4/0  8.1%  2.31s  470 tok/s"
         assert after[2] == "Q27    UP  1/0  3.2%  990ms   44 tok/s"
         assert after[0] == before[0]
+        # and a full repaint (a dialog closing, a screenshot) still draws the whole line
+        full = app.screen._compositor.render_update(full=True).render_segments(app.console)
+        again = play(pyte.Screen(W, H), full)
+        assert again[1] == "FLASH  UP  4/0  8.1%  2.31s  470 tok/s"
+        assert again[2] == "Q27    UP  1/0  3.2%  990ms   44 tok/s"
+
+
+def test_a_cut_line_keeps_every_cell() -> None:
+    from rich.console import Console
+
+    from console.widgets.lines import cut, strip_of
+
+    con = Console(width=40)
+    strip = strip_of(Text("FLASH  2.31s  470 tok/s"), con, 30)
+    for span in ((7, 8), (0, 5), (20, 30), (3, 3)):
+        out = cut(strip, span)
+        assert out.text == strip.text and out.cell_length == 30, span
 
 
 def test_changed_span_counts_cells_not_characters() -> None:
