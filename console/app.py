@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -88,6 +90,7 @@ class PodConsoleApp(App):
         self.snapshot: DeploymentSnapshot | None = None
         self.pod: PodSnapshot | None = None
         self.alerts = AlertBook()
+        self._quitting = False
         self._spend: Any = None
         """``console.spend.SpendBook`` once the settings are known (today's earlier runs)."""
         self.failures: dict[str, Condition] = {}
@@ -278,7 +281,27 @@ class PodConsoleApp(App):
         return self.ctx.clock() if self.ctx is not None else time.time()
 
     # -- polling -------------------------------------------------------------------
+    def _terminal_gone(self) -> bool:
+        """The terminal closed without a SIGHUP reaching us (a pty whose other end was
+        closed by a process that never made it our controlling terminal): reads then
+        return end-of-file at once, and Textual's input thread would spin on them."""
+        if self.is_headless or self._quitting:
+            return False
+        import termios
+
+        try:
+            termios.tcgetattr(sys.__stdout__.fileno())  # type: ignore[union-attr]
+        except termios.error as exc:
+            return bool(exc.args) and exc.args[0] == errno.EIO
+        except (OSError, ValueError, AttributeError):
+            return False
+        return False
+
     def tick(self) -> None:
+        if self._terminal_gone():
+            self._quitting = True
+            self._on_hangup()
+            return
         if self._polling:
             return  # the previous poll is still running: skip this tick, never overlap
         self._polling = True

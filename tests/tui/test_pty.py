@@ -127,3 +127,43 @@ def test_watch_on_the_demo_numbers_first_then_everything(demo, tmp_path) -> None
         _quit_with_q(session)
     finally:
         _tmux("kill-session", "-t", session, check=False)
+
+
+def test_a_terminal_closed_without_a_hangup_signal_ends_the_console(tmp_path) -> None:
+    """The pty's other end is closed by a process that never made it our controlling
+    terminal (a harness, a multiplexer that died): no SIGHUP comes, reads return end of
+    file at once. The console must notice and exit, not spin at a full core."""
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO),
+               POD_CONSOLE_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "demo", "--refresh", "1",
+                             "--seed", "5"], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, cwd=REPO, start_new_session=True, close_fds=True)
+    os.close(slave)
+    try:
+        seen = b""
+        deadline = time.time() + 240
+        while time.time() < deadline and b"UP" not in seen:
+            r, _, _ = select.select([master], [], [], 1.0)
+            if r:
+                try:
+                    seen = (seen + os.read(master, 65536))[-8192:]
+                except OSError:
+                    break
+        assert b"UP" in seen, seen[-2000:]
+        os.close(master)
+        master = -1
+        proc.wait(timeout=120)  # a tick notices within a refresh; the demo then stops
+    finally:
+        if master >= 0:
+            os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError("the console kept running after its terminal was closed")

@@ -335,3 +335,35 @@ async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = " ".join(str(w.render()) for w in app.screen.query("*"))
         assert "sort by next column" in text and "filter slots" in text
+
+
+async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None:
+    """Finding 15: after a resume the header's "today" counted only the new run."""
+    import re
+    from dataclasses import replace
+
+    from console.widgets.header import PodHeader
+
+    app = build(tmp_path)
+    async with app.run_test(size=(200, 40)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.pod is not None)
+
+        def today() -> str:
+            m = re.search(r"today (\$[0-9.,]+|–)", str(app.screen.query_one(PodHeader).render()))
+            return m.group(1) if m else ""
+
+        assert await wait_for(pilot, lambda: today().startswith("$"))
+        before = today()
+        assert before not in ("$0.0", "")
+        pods = app.ctx.pod_collector
+        running = pods.pod
+        pods.pod = replace(running, status="EXITED", cost_per_hr=0.0)
+        app.action_refresh_now()
+        assert await wait_for(pilot, lambda: app.pod is not None and app.pod.status == "EXITED")
+        assert await wait_for(pilot, lambda: today() == before), today()
+        pods.pod = replace(running, started_at=running.fetched_at)  # resumed just now
+        app.action_refresh_now()
+        assert await wait_for(pilot, lambda: app.pod.started_at == running.fetched_at)
+        assert await wait_for(pilot, lambda: today() == before), today()
+    # and the next console (a restart) still knows the morning's run
+    assert (tmp_path / "spend.json").exists()
