@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -164,6 +165,10 @@ def test_a_terminal_closed_without_a_hangup_signal_ends_the_console(tmp_path) ->
         if master >= 0:
             os.close(master)
         if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            proc.send_signal(signal.SIGTERM)  # the demo stops what it started on the way out
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
             raise AssertionError("the console kept running after its terminal was closed")
