@@ -140,6 +140,15 @@ class WallBoard(Horizontal):
              thresholds: Mapping[str, Any], agent_states: Mapping[str, str], now: float
              ) -> None:
         self.query_one(PodCard).show(pod, now)
+        if snaps and tuple(snaps) != self.slots:
+            # another profile's slots (a fallback brought up a different pod): one card
+            # per slot polled now, never a card for a slot that is not there
+            self.slots = tuple(snaps)
+            for card in self.query(SlotCard):
+                card.remove()
+            self.mount_all([SlotCard(slot) for slot in self.slots])
+            self.call_after_refresh(self.show, pod, snaps, thresholds, agent_states, now)
+            return
         for card in self.query(SlotCard):
             card.show(snaps.get(card.slot), thresholds.get(card.slot),
                       agent_states.get(card.slot))

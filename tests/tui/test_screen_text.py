@@ -367,3 +367,25 @@ async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None
         assert await wait_for(pilot, lambda: today() == before), today()
     # and the next console (a restart) still knows the morning's run
     assert (tmp_path / "spend.json").exists()
+
+
+async def test_wall_board_follows_the_slots_polled_now(tmp_path: Path) -> None:
+    """A fallback to another profile brings other slots: the board shows those, and no
+    card for a slot that is no longer there."""
+    from dataclasses import replace
+
+    from console.widgets.board import SlotCard
+
+    app = build(tmp_path, wall=True)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: app.ready and app.snapshot is not None)
+        assert await wait_for(pilot, lambda: {c.slot for c in app.screen.query(SlotCard)}
+                              == {"FLASH", "Q27"})
+        poller = app.ctx.poller
+        big = replace(poller.snap.slots[0], slot="BIG", served_model_name="big-model")
+        poller.snap = replace(poller.snap, slots=(big,))
+        app.action_refresh_now()
+        assert await wait_for(pilot, lambda: {c.slot for c in app.screen.query(SlotCard)}
+                              == {"BIG"})
+        card = next(iter(app.screen.query(SlotCard)))
+        assert await wait_for(pilot, lambda: "BIG" in str(card.query_one(".title").content))
