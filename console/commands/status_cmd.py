@@ -141,8 +141,8 @@ def slots_table(snap: dict) -> str:
 def pod_lines(pod: dict | None) -> list[str]:
     from .. import fmt
 
-    if not pod:
-        return []
+    if not pod or (pod["pod_id"] is None and pod["status"] is None):
+        return []  # no pod configured: nothing to say about it
     line = (f"pod {pod['pod_id'] or fmt.DASH} {pod['status'] or '?'}  "
             f"{fmt.money(pod['cost_per_hr'])}/h  today {fmt.money(pod['spend_today'])}  "
             f"up {fmt.duration(pod['uptime_s'], False)}")

@@ -180,7 +180,7 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         plot = app.screen.query(SeriesPlot).first()
         now = app.now()
         plot.show(app.history, ["FLASH", "Q27"], now, force=True)
-        drawn = plot.plt.build()
+        drawn = plot.render().plain  # the figure is built at render, for its size
         # the right end of the time axis is the clock time of this drawing
         assert _time.strftime("%H:%M:%S", _time.localtime(now)) in drawn
         # without colour the second series has a glyph of its own
@@ -189,11 +189,11 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         _os.environ["NO_COLOR"] = "1"
         try:
             plot.show(app.history, ["FLASH", "Q27"], now, force=True)
-            assert "•" in plot.plt.build()
+            assert "•" in plot.render().plain
         finally:
             del _os.environ["NO_COLOR"]
         plot.show(History(3600, 1), ["FLASH"], now, force=True)
-        empty = plot.plt.build()
+        empty = plot.render().plain
         assert "waiting for data" in empty and "┤" not in empty and "-1" not in empty
 
 
