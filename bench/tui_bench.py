@@ -14,8 +14,10 @@ process, so only the console is measured:
     the pty bytes by a terminal emulator (pyte) and read every 0.25 s; beside it, the
     bench scrapes each demo slot's /metrics every 0.1 s itself and formats the gauges the
     table shows (KV now, RUN/W) with the console's own catalog. A shown number's age is
-    how long ago the slot last served a value that reads like it; the report is the
-    largest such age seen (and how many shown numbers the slot never served at all).
+    how long before the sample the slot last served a value that reads like it (a scrape
+    ending up to 0.3 s after the sample counts: the bench's own parse lags the console);
+    the report is the largest such age seen (and how many shown numbers the slot never
+    served at all).
 Each at a 1 s and a 2 s refresh (plots every 300 s, the default, and every 120 s).
 Targets: ≤ 3 % of a core, ≤ 40 KB/min at 2 s, first number ≤ 2× the bare app's first
 frame, oldest number ≤ one refresh + 0.5 s.
@@ -79,6 +81,10 @@ def shown_rows(screen: pyte.Screen) -> dict[str, re.Match[str]]:
     return rows
 
 
+LAG_S = 0.3
+"""How long after a sample this bench's own scrape of a value may end (see ``Served.age``)."""
+
+
 class Served:
     """What each slot serves, as the table would print it, over time (the bench's own
     scrapes of the demo's /metrics, every 0.1 s)."""
@@ -114,13 +120,16 @@ class Served:
                     times.append(now)
                     values.append(shown)
 
-    def age(self, slot: str, key: str, shown: str, now: float) -> float | None:
-        """Seconds since ``slot`` last served what reads as ``shown``; None if never."""
+    def age(self, slot: str, key: str, shown: str, at: float) -> float | None:
+        """Seconds before ``at`` that ``slot`` last served what reads as ``shown``; None
+        if never. Scrapes that ended up to ``LAG_S`` after ``at`` count: the console can
+        fetch a new value a moment before this bench's own scrape of it has ended (its
+        parse takes tens of ms), and that number is fresh, not 90 s old."""
         times, values = self.log.get((slot, key), ([], []))
-        i = bisect.bisect_right(times, now)
+        i = bisect.bisect_right(times, at + LAG_S)
         for j in range(i - 1, -1, -1):
             if values[j] == shown:
-                return now - times[j]  # ≤ 0.1 s more than the truth: never less
+                return max(0.0, at - times[j])  # ≤ 0.1 s more than the truth: never less
         return None
 
     def stop(self) -> None:
@@ -143,8 +152,7 @@ def run_in_pty(argv: list[str], env: dict[str, str], ready: Callable[[pyte.Scree
     t_start = t0 + warmup_s
     t_end = t_start + measure_s
     served = Served() if measure_s else None
-    ages: list[float] = []
-    never = 0
+    samples: list[tuple[float, str, str, str]] = []
     next_sample = t_start
     try:
         while time.monotonic() < (t_end if measure_s else t0 + 30):
@@ -171,13 +179,11 @@ def run_in_pty(argv: list[str], env: dict[str, str], ready: Callable[[pyte.Scree
                 if now >= next_sample:  # every 0.25 s, what the eye sees against the slots
                     next_sample = now + 0.25
                     for slot, m in rows.items():
-                        for key, shown in (("running", m["running"]), ("kv_cache_usage", m["kv"])):
-                            age = served.age(slot, key, shown, now)
-                            if age is None:
-                                never += 1
-                            else:
-                                ages.append(age)
+                        samples.append((now, slot, "running", m["running"]))
+                        samples.append((now, slot, "kv_cache_usage", m["kv"]))
         cpu1 = cpu_s(proc.pid) if measure_s else None
+        if served is not None:
+            time.sleep(LAG_S + 0.2)  # the scrapes that end just after the last sample
     finally:
         if served is not None:
             served.stop()
@@ -188,6 +194,14 @@ def run_in_pty(argv: list[str], env: dict[str, str], ready: Callable[[pyte.Scree
             proc.kill()
         os.close(master)
     out = {"first_s": first if first is not None else float("nan")}
+    ages: list[float] = []
+    never = 0
+    for at, slot, key, shown in samples:
+        age = served.age(slot, key, shown, at) if served is not None else None
+        if age is None:
+            never += 1
+        else:
+            ages.append(age)
     if measure_s and cpu0 is not None and cpu1 is not None:
         out["cpu_share"] = (cpu1 - cpu0) / measure_s
         out["bytes_per_min"] = window_bytes / measure_s * 60
