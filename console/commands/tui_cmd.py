@@ -29,10 +29,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     wl = sub.add_parser("wall", help="read-only wall display (no SSH key needed)",
         **examples(
             'pod-console wall --rotate 20            # read-only, needs no SSH key',
+            'pod-console wall --web 8080             # in a browser, http://127.0.0.1:8080',
+            'pod-console wall --web 0.0.0.0:8080 --allow-remote --token-file ~/.wall-token',
         ))
     wl.add_argument("--config", type=Path)
     wl.add_argument("--refresh", type=float)
     wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
+    wl.add_argument("--web", metavar="[HOST:]PORT",
+                    help="serve the wall to browsers (loopback unless --allow-remote)")
+    wl.add_argument("--allow-remote", action="store_true",
+                    help="with --web: listen on a non-loopback address (needs --token-file)")
+    wl.add_argument("--token-file", type=Path,
+                    help="with --web: browsers must present this token (?token=…)")
+    wl.add_argument("--max-sessions", type=int, default=4,
+                    help="with --web: browser sessions at once (each runs a wall process)")
+    wl.add_argument("--public-url",
+                    help="with --web: the URL browsers use (a reverse proxy's, prefix included)")
     wl.set_defaults(func=cmd_watch, wall=True)
 
     d = sub.add_parser("demo", help="a living simulated deployment (no GPU, no network)",
@@ -47,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    if getattr(args, "web", None):
+        return cmd_web_wall(args)
     from ..app import make_app
     from ..boot import plan
 
@@ -62,6 +76,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
                                     getattr(args, "rotate", 15.0)), wall=args.wall)
     app.run()
     return int(app.return_code or 0)
+
+
+def cmd_web_wall(args: argparse.Namespace) -> int:
+    import sys
+
+    from .. import web_wall
+
+    try:
+        host, port = web_wall.parse_listen(args.web)
+        token = web_wall.read_token(args.token_file)
+        web_wall.check_exposure(host, args.allow_remote, token)
+        if args.max_sessions < 1:
+            raise web_wall.WebWallError("--max-sessions must be at least 1")
+        command = web_wall.session_command(args.config, args.refresh, args.rotate)
+        server = web_wall.make_server(command, host, port, token, args.max_sessions,
+                                      args.public_url)
+    except web_wall.WebWallError as exc:
+        print(f"pod-console wall: {exc}", file=sys.stderr)
+        return 2
+    except ImportError:
+        print("pod-console wall --web needs textual-serve: pip install 'pod-console[web]'",
+              file=sys.stderr)
+        return 2
+    server.serve()
+    return 0
 
 
 def full_context(config: Path | None, refresh: float | None, wall: bool) -> ConsoleContext | None:

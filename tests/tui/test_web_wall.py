@@ -1,0 +1,175 @@
+"""The wall in a browser (textual-serve): token, session cap, read-only, clean exit.
+
+A real server process, a real websocket client speaking textual-serve's protocol, and a
+real ``pod-console wall`` process per session against the demo deployment."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.conftest import REPO
+
+TOKEN = "wall-token-0123456789abcdef"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> set[int]:
+    """Every descendant of ``pid`` (from /proc), now."""
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            out.add(k)
+            todo.append(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "console.cli", "wall", *args],
+                          capture_output=True, text=True, timeout=60, cwd=REPO,
+                          env=env or dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_a_wall_beyond_loopback_needs_a_flag_and_a_token(tmp_path: Path) -> None:
+    r = _run("--web", "0.0.0.0:8999")
+    assert r.returncode == 2 and "--allow-remote" in r.stderr
+    r = _run("--web", "0.0.0.0:8999", "--allow-remote")
+    assert r.returncode == 2 and "--token-file" in r.stderr
+    short = tmp_path / "short"
+    short.write_text("abc\n")
+    r = _run("--web", "0.0.0.0:8999", "--allow-remote", "--token-file", str(short))
+    assert r.returncode == 2 and "at least 16" in r.stderr
+    r = _run("--web", "localhost:99999")
+    assert r.returncode == 2 and "1-65535" in r.stderr
+    r = _run("--web", "127.0.0.1:8999", "--max-sessions", "0")
+    assert r.returncode == 2
+
+
+async def _read_until(ws: aiohttp.ClientWebSocketResponse, needles: tuple[str, ...],
+                      timeout: float) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(n in seen for n in needles):
+        try:
+            msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+        except TimeoutError:
+            break
+        if msg.type == aiohttp.WSMsgType.BINARY:
+            seen += msg.data.decode("utf-8", "replace")
+        elif msg.type == aiohttp.WSMsgType.TEXT:
+            seen += msg.data
+        elif msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                          aiohttp.WSMsgType.ERROR):
+            break
+        seen = seen[-200_000:]
+    return seen
+
+
+def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_path) -> None:
+    port = _free_port()
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    state = tmp_path / "state"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {demo.profiles_dir}\nstate_dir: {state}\n"
+                   f"pod:\n  runpod_id: {demo.pod_id}\n  host: 127.0.0.1\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), RUNPOD_API_KEY="demo-runpod-key",
+               RUNPOD_API_BASE=demo.emulator.base_url)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "console.cli", "wall", "--web", f"127.0.0.1:{port}",
+         "--token-file", str(token_file), "--max-sessions", "1", "--config", str(cfg),
+         "--refresh", "1"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    sessions: set[int] = set()
+    try:
+        deadline = time.time() + 60 * 3
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, server.stdout.read() if server.stdout else ""
+                time.sleep(0.2)
+
+        async def scenario() -> None:
+            # a browser keeps cookies from an IP host; aiohttp only when told to
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                for query in ("", "?token=wrong-token-wrong-token"):
+                    async with http.get(f"{base}/{query}") as r:
+                        assert r.status == 401
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await http.ws_connect(f"{base}/ws?width=120&height=40")
+                assert refused.value.status == 401
+                async with http.get(f"{base}/?token={TOKEN}") as r:
+                    assert r.status == 200
+                    page = await r.text()
+                    assert "/ws" in page and TOKEN not in page  # no secret in the page
+                # the cookie carries the token to the websocket (same origin)
+                ws = await http.ws_connect(f"{base}/ws?width=120&height=40")
+                screen = await _read_until(ws, ("READ-ONLY", "FLASH", "Q27"), 120)
+                assert "READ-ONLY" in screen and "FLASH" in screen, screen[-3000:]
+                sessions.update(_children(server.pid))
+                assert sessions, "no wall process for the session"
+                # the cap: a second browser gets a page saying so, and no process
+                async with http.get(f"{base}/?token={TOKEN}") as r:
+                    assert r.status == 503 and "in use" in await r.text()
+                with pytest.raises(aiohttp.WSServerHandshakeError) as full:
+                    await http.ws_connect(f"{base}/ws?width=80&height=24")
+                assert full.value.status == 503
+                # every operation key, typed into the browser: nothing runs
+                for key in "rfhbwa":
+                    await ws.send_str(json.dumps(["stdin", key]))
+                await ws.send_str(json.dumps(["stdin", "\r"]))
+                await _read_until(ws, ("\x00never\x00",), 3)
+                await ws.close()
+
+        asyncio.run(scenario())
+        audit = state / "audit.jsonl"
+        records = [json.loads(line) for line in audit.read_text().splitlines()] \
+            if audit.exists() else []
+        assert all(r["result"] == "refused" for r in records), records
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(10)
+            raise AssertionError("the web wall did not stop on SIGTERM") from None
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p) for p in sessions):
+        time.sleep(0.2)
+    assert not [p for p in sessions if _alive(p)], "session processes outlived the server"
