@@ -348,13 +348,16 @@ class PodConsoleApp(App):
         if self._spend is None:
             from .spend import SpendBook
 
-            self._spend = SpendBook(self.ctx.settings.state_dir / "spend.json")
+            # read in a worker: a file read never runs on the event loop
+            self._spend = await asyncio.to_thread(
+                SpendBook, self.ctx.settings.state_dir / "spend.json")
         now = self.now()
         self._spend.observe(pod, now)
         if self._spend.due(now):
             try:
                 await asyncio.to_thread(self._spend.save, now)
             except OSError as exc:  # a full disk costs the morning's figure, not the poll
+                self._spend.postpone(now)  # tried again in a minute, said once a minute
                 self.note(f"today's spend could not be saved: {exc}", "yellow")
         return replace(pod, spent_earlier_today=self._spend.earlier_today(pod, now))
 

@@ -48,6 +48,7 @@ class SpendBook:
         self.path = path
         self.runs: dict[tuple[str, float], Run] = {}
         self._saved_at = -1e18
+        self._retry_at = -1e18
         self._dirty = False
         if path is not None:
             self.runs = {r.key: r for r in _load(path)}
@@ -75,7 +76,13 @@ class SpendBook:
 
     def due(self, now: float) -> bool:
         """Whether ``save`` should run now: a new run at once, else once a minute."""
-        return self.path is not None and (self._dirty or now - self._saved_at >= SAVE_EVERY_S)
+        if self.path is None or now < self._retry_at:
+            return False
+        return self._dirty or now - self._saved_at >= SAVE_EVERY_S
+
+    def postpone(self, now: float) -> None:
+        """A save failed: the next attempt waits ``SAVE_EVERY_S`` (no retry every poll)."""
+        self._retry_at = now + SAVE_EVERY_S
 
     def save(self, now: float) -> None:
         """Write the book whole (temp file, fsync, rename): a crash leaves the old one."""

@@ -98,9 +98,6 @@ class FreshPlot(PlotextPlot):
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        # the size first: plotext lays some things out as they are added
-        plt.plotsize(self.size.width, self.size.height)
-        plt._set_size(self.size.width, self.size.height)
         if self._draw is not None:
             self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
         return super().render()

@@ -65,3 +65,12 @@ def test_the_book_outlives_the_console_and_a_broken_one_starts_afresh(tmp_path: 
     assert SpendBook(path).runs == {}
     path.write_text('[{"pod_id": "p1"}]')
     assert SpendBook(path).runs == {}
+
+
+def test_a_failed_save_is_retried_once_a_minute_not_every_poll(tmp_path: Path) -> None:
+    book = SpendBook(tmp_path / "spend.json")
+    book.observe(pod(DAY + 8 * H), DAY + 8 * H)
+    assert book.due(DAY + 8 * H)
+    book.postpone(DAY + 8 * H)  # the save raised (full disk)
+    assert not book.due(DAY + 8 * H + 5)
+    assert book.due(DAY + 8 * H + 61)  # the new run is still unsaved: tried again
