@@ -267,6 +267,19 @@ class PodConsoleApp(App):
         self.ctx.registry.ack_target = self._acknowledge  # type: ignore[attr-defined]
         self.ready_after_s = time.monotonic() - self._mounted_at
         self._context_ready.set()
+        if self.ctx.poller.prometheus_url:
+            self.run_worker(self._backfill(), group="backfill", exit_on_error=False)
+
+    async def _backfill(self) -> None:
+        """The plots' history from Prometheus, once: a console (a wall's browser tab)
+        that just started shows the last half hour, not the seconds it has polled."""
+        assert self.ctx is not None
+        poller = self.ctx.poller
+        step = max(self.ctx.settings.refresh_s, poller.history.window_s / 240)
+        n = await poller.backfill(step_s=step)
+        if n:
+            self.note(f"plots filled from Prometheus ({n} points)", "dim")
+            self.refresh_screens()
 
     async def on_unmount(self) -> None:
         await self.poller.aclose()

@@ -53,6 +53,7 @@ class BootPlan:
     pod_id: str | None
     api_key: str | None
     """The slots' API key (``VLLM_API_KEY``); only ever sent in a header."""
+    demo: bool = False
 
     @property
     def request_timeout_s(self) -> float:
@@ -113,7 +114,7 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
         window_s=_num(value("window_s")), history_s=_num(value("history_s")),
         plot_refresh_s=_num(value("plot_refresh_s")),
         prometheus_url=_opt_str(value("prometheus_url")), pod_id=pod_id,
-        api_key=os.environ.get("VLLM_API_KEY") or None)
+        api_key=os.environ.get("VLLM_API_KEY") or None, demo=_bool(value("demo")))
 
 
 def _target(slot: str, s: dict[str, Any], host: str, port_map: dict[int, int]) -> SlotTarget:
@@ -158,6 +159,16 @@ def _num(v: Any) -> float:
         return float(v)
     except ValueError:
         raise _Unsure(repr(v)) from None
+
+
+def _bool(v: Any) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+        return v.lower() in ("true", "1")
+    raise _Unsure(repr(v))
 
 
 def _int(v: Any) -> int:

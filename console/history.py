@@ -48,6 +48,8 @@ class History:
         self.window_s = window_s
         self.maxlen = int(window_s / min_step_s) + 1
         self._series: dict[tuple[str, str], Series] = {}
+        self.backfills = 0
+        """How many merges from Prometheus so far (a plot redraws after one)."""
 
     def series(self, slot: str, metric: str) -> Series:
         key = (slot, metric)
@@ -60,9 +62,17 @@ class History:
         self.series(slot, metric).add(t, value)
 
     def backfill(self, slot: str, metric: str, points: Iterable[tuple[float, float]]) -> None:
+        """Merge older points (Prometheus range queries) under what was polled live:
+        a point at a time already held keeps the live value."""
         s = self.series(slot, metric)
-        for t, v in sorted(points):
-            s.add(t, v)
+        held = {t for t, _ in s.points}
+        merged = sorted([*s.points, *((t, v) for t, v in points
+                                      if t not in held and math.isfinite(t) and math.isfinite(v))])
+        if not merged:
+            return
+        s.points = deque(merged, maxlen=self.maxlen)
+        s.trim(merged[-1][0])
+        self.backfills += 1
 
     def total_points(self) -> int:
         return sum(len(s) for s in self._series.values())

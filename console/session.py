@@ -120,7 +120,8 @@ def slot_columns(view: ConsoleView, pod: PodSnapshot | None
 
 def view_of(ctx: ConsoleContext) -> ConsoleView:
     return ConsoleView(profile_name=ctx.profile_name, targets=ctx.poller.targets,
-                       read_only=ctx.registry.read_only, demo=ctx.demo is not None,
+                       read_only=ctx.registry.read_only,
+                       demo=ctx.demo is not None or ctx.settings.demo,
                        refresh_s=ctx.settings.refresh_s,
                        plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s)
 

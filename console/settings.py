@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    demo: bool = False
+    """The deployment is ``pod-console demo``'s simulation: every screen says DEMO. Set by
+    ``pod-console demo --web`` in the config its browser sessions read."""
     provider: Literal["runpod"] = "runpod"
     """The GPU cloud (``console/provider/``): provisioning and pod state go through it."""
     runpod_api_key: SecretStr | None = Field(default=None, validation_alias="RUNPOD_API_KEY")

@@ -93,7 +93,8 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
     class WallServer(Server):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__(command, host=host, port=port, title="pod-console wall",
-                             public_url=public_url)
+                             public_url=public_url,
+                             templates_path=Path(__file__).parent / "web_templates")
             self.token = token
             self.max_sessions = max_sessions
             self.sessions = 0

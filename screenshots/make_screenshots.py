@@ -1,7 +1,9 @@
 """Make the README's screenshots from the demo deployment, through the real app factory.
 
-Run:  python screenshots/make_screenshots.py
-Writes screenshots/{main,detail,wall,alert,action}.svg (160×48 terminal).
+Run:  python screenshots/make_screenshots.py [web]
+Writes screenshots/{main,detail,wall,alert,action}.svg (160×48 terminal), then
+screenshots/web-wall.png: ``pod-console demo --web`` in real headless Chromium
+(1600×900); ``web`` makes only that one.
 """
 
 from __future__ import annotations
@@ -81,5 +83,42 @@ async def main() -> int:
     return 0
 
 
+def web_wall() -> Path:
+    """The demo's web wall in Chromium, once its plots have a few minutes of history."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.browser import WallPage, launch, start_demo_web, stop_server
+    from tests.support.procs import free_port
+
+    work = Path(tempfile.mkdtemp(prefix="pod-console-web-shot-"))
+    port = free_port()
+    server = start_demo_web(port, work / "state", work / "server.log", "--refresh", "1")
+    out = HERE / "web-wall.png"
+    try:
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    wall = WallPage(browser, f"http://127.0.0.1:{port}/")
+                    break
+                except Exception:  # the demo starts before the server listens
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            wall.wait_for(lambda t: "FLASH" in t and "% KV" in t and "alerts (" in t, 120)
+            wall.page.wait_for_timeout(8_000)
+            wall.page.screenshot(path=str(out))
+            browser.close()
+    finally:
+        stop_server(server)
+    return out
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    if sys.argv[1:] == ["web"]:
+        print(web_wall())
+        sys.exit(0)
+    code = asyncio.run(main())
+    print(web_wall())
+    sys.exit(code)

@@ -93,7 +93,8 @@ class DeploymentPoller:
             return 0
         prom = PromClient(self.prometheus_url, self.client, self.timeout_s * 2)
         try:
-            data = await fetch_history(prom, self.history.window_s, step_s, self.window_s)
+            data = await fetch_history(prom, self.history.window_s, step_s, self.window_s,
+                                       self.prom_selector)
         except PromError:
             return 0
         by_model = {t.served_model_name: t.slot for t in self.targets}

@@ -193,17 +193,18 @@ async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
     return figures, kv_p99
 
 
-def history_queries(rate_window_s: float) -> dict[str, str]:
-    """The plotted figures as range queries (by catalog key), to backfill the plots."""
-    return {fig.key: source_query(fig.source, rate_window_s)
+def history_queries(rate_window_s: float, sel: str = "") -> dict[str, str]:
+    """The plotted figures as range queries (by catalog key), to backfill the plots;
+    ``sel`` narrows them to this pod's series, as the live queries are."""
+    return {fig.key: source_query(fig.source, rate_window_s, sel)
             for fig in CATALOG if fig.plot is not None}
 
 
-async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float
-                        ) -> dict[tuple[str, str], list[tuple[float, float]]]:
+async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float,
+                        sel: str = "") -> dict[tuple[str, str], list[tuple[float, float]]]:
     end = time.time()
     start = end - span_s
-    queries = history_queries(rate_window_s)
+    queries = history_queries(rate_window_s, sel)
     names = list(queries)
     results = await asyncio.gather(
         *(prom.query_range(queries[n], start, end, step_s) for n in names),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,27 +36,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     wl.add_argument("--config", type=Path)
     wl.add_argument("--refresh", type=float)
     wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
-    wl.add_argument("--web", metavar="[HOST:]PORT",
-                    help="serve the wall to browsers (loopback unless --allow-remote)")
-    wl.add_argument("--allow-remote", action="store_true",
-                    help="with --web: listen on a non-loopback address (needs --token-file)")
-    wl.add_argument("--token-file", type=Path,
-                    help="with --web: browsers must present this token (?token=…)")
-    wl.add_argument("--max-sessions", type=int, default=4,
-                    help="with --web: browser sessions at once (each runs a wall process)")
-    wl.add_argument("--public-url",
-                    help="with --web: the URL browsers use (a reverse proxy's, prefix included)")
+    _web_flags(wl)
     wl.set_defaults(func=cmd_watch, wall=True)
 
     d = sub.add_parser("demo", help="a living simulated deployment (no GPU, no network)",
         **examples(
             'pod-console demo                        # simulated pod, slots and RunPod; says DEMO',
+            'pod-console demo --web 8080             # its wall in a browser, http://127.0.0.1:8080',
         ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
+    _web_flags(d)
     d.add_argument("--refresh", type=float, default=2.0)
     d.add_argument("--rotate", type=float, default=15.0)
     d.add_argument("--seed", type=int, default=7)
     d.set_defaults(func=cmd_demo)
+
+
+def _web_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--web", metavar="[HOST:]PORT",
+                   help="serve the wall to browsers (loopback unless --allow-remote)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="with --web: listen on a non-loopback address (needs --token-file)")
+    p.add_argument("--token-file", type=Path,
+                   help="with --web: browsers must present this token (?token=…)")
+    p.add_argument("--max-sessions", type=int, default=4,
+                   help="with --web: browser sessions at once (each runs a wall process)")
+    p.add_argument("--public-url",
+                   help="with --web: the URL browsers use (a reverse proxy's, prefix included)")
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -78,9 +85,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return int(app.return_code or 0)
 
 
-def cmd_web_wall(args: argparse.Namespace) -> int:
-    import sys
-
+def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
+                 before_serving: Callable[[], None] | None = None) -> int:
+    """Check the web flags, then serve; ``before_serving`` runs once they are known good
+    (the demo starts its deployment there, not for a command line that is refused)."""
     from .. import web_wall
 
     try:
@@ -89,17 +97,19 @@ def cmd_web_wall(args: argparse.Namespace) -> int:
         web_wall.check_exposure(host, args.allow_remote, token)
         if args.max_sessions < 1:
             raise web_wall.WebWallError("--max-sessions must be at least 1")
-        command = web_wall.session_command(args.config, args.refresh, args.rotate)
-        server = web_wall.make_server(command, host, port, token, args.max_sessions,
-                                      args.public_url)
+        import textual_serve  # noqa: F401 — the optional dependency, asked for here
     except web_wall.WebWallError as exc:
-        print(f"pod-console wall: {exc}", file=sys.stderr)
+        print(f"pod-console: {exc}", file=sys.stderr)
         return 2
     except ImportError:
-        print("pod-console wall --web needs textual-serve: pip install 'pod-console[web]'",
+        print("pod-console --web needs textual-serve: pip install 'pod-console[web]'",
               file=sys.stderr)
         return 2
-    server.serve()
+    if before_serving is not None:
+        before_serving()
+    command = web_wall.session_command(config or args.config, args.refresh, args.rotate)
+    web_wall.make_server(command, host, port, token, args.max_sessions,
+                         args.public_url).serve()
     return 0
 
 
@@ -137,7 +147,7 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
         window_s=boot.window_s, timeout_s=boot.request_timeout_s, api_key=boot.api_key,
         history=history, prom_selector=boot.prom_selector)
     view = ConsoleView(profile_name=boot.profile_name, targets=boot.targets, read_only=wall,
-                       demo=False, refresh_s=boot.refresh_s,
+                       demo=boot.demo, refresh_s=boot.refresh_s,
                        plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s)
 
     def finish(poller: DeploymentPoller, history: History) -> ConsoleContext:
@@ -177,6 +187,8 @@ def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.web:
+        return demo_web_wall(args)
     from ..app import make_app
 
     print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
@@ -187,3 +199,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         demo._stop_all()
     return 0
+
+
+def demo_web_wall(args: argparse.Namespace) -> int:
+    """The demo's wall in a browser: one demo deployment, here; each browser session is
+    an ordinary ``pod-console wall`` process opened on it through a written config that
+    says ``demo: true`` (so the page says DEMO) — the same code as a real web wall."""
+    import os
+
+    from ..demo.deployment import DemoDeployment
+
+    demo = DemoDeployment(seed=args.seed)
+    config: list[Path] = []
+
+    def start() -> None:
+        print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
+        demo.start()
+        config.append(demo.write_config(args.refresh))
+        os.environ.update(demo.session_env())  # the sessions' environment, not their argv
+
+    try:
+        return cmd_web_wall(args, config=demo.workdir / "config.yaml", before_serving=start)
+    finally:
+        if config:
+            demo._stop_all()

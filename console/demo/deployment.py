@@ -248,6 +248,23 @@ class DemoDeployment:
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             RUNPOD_API_KEY=DEMO_KEY)
 
+    def write_config(self, refresh_s: float = 2.0) -> Path:
+        """These settings as a ``config.yaml`` (``demo: true``, no secrets): what another
+        process — a browser session of ``demo --web`` — opens the demo with. The RunPod
+        key and API address go through its environment (``session_env``), never a file."""
+        data = self.settings(refresh_s).model_dump(
+            mode="json", exclude_defaults=True,
+            exclude={"runpod_api_key", "vllm_api_key", "webhook_url"})
+        data["demo"] = True
+        path = self.workdir / "config.yaml"
+        path.write_text("# written by pod-console demo --web for its browser sessions\n"
+                        + yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def session_env(self) -> dict[str, str]:
+        """What a console process in another process needs to reach this demo's RunPod."""
+        return {"RUNPOD_API_KEY": DEMO_KEY, "RUNPOD_API_BASE": self.emulator.base_url}
+
     def provision_config(self) -> ProvisionConfig:
         return ProvisionConfig(rounds=3, round_wait_s=20, cuda_attempts=5, ssh_wait_s=30,
                                health_wait_s=120, poll_s=1, pod_name="pod-console",

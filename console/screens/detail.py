@@ -16,14 +16,14 @@ from ..widgets.plots import PlotGrid
 from .base import ConsoleScreen
 
 
-def figures_table(s: SlotSnapshot, now: float) -> Table:
-    """Every catalog figure of the slot, two to a row, then what is not one number."""
+def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
+    """Every catalog figure of the slot, ``per_row`` to a row, then what is not one
+    number."""
     f = s.figures
     t = Table.grid(padding=(0, 2))
-    t.add_column(style="dim")
-    t.add_column()
-    t.add_column(style="dim")
-    t.add_column()
+    for _ in range(per_row):
+        t.add_column(style="dim")
+        t.add_column()
     sd = f.spec_decode if f else None
     c = f.cache if f else None
     window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
@@ -46,15 +46,14 @@ def figures_table(s: SlotSnapshot, now: float) -> Table:
         ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2)),
         ("KV tokens", fmt.num(c.kv_tokens if c else None)),
     ]
-    if len(cells) % 2:
-        cells.append(("", ""))
-    for (a, b), (cc, d) in zip(cells[::2], cells[1::2], strict=True):
+    cells += [("", "")] * (-len(cells) % per_row)
+    for i in range(0, len(cells), per_row):
         # Text, not str: a server's error or a model name is shown as written, never
         # read as Rich markup ("[y]" vanishing, "[/]" raising)
-        t.add_row(Text(a), Text(b), Text(cc), Text(d))
+        t.add_row(*(Text(x) for pair in cells[i:i + per_row] for x in pair))
     if s.stale_since is not None:
         t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",
-                                style="bold red"), "", "")
+                                style="bold red"), *[""] * (2 * per_row - 2))
     return t
 
 

@@ -7,19 +7,42 @@ blanking.
 
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
+from .. import catalog
 from ..session import ConsoleState
+from ..snapshot import SlotSnapshot
 from ..widgets.board import WallBoard
 from ..widgets.header import PodHeader
+from ..widgets.lines import TableLines
 from ..widgets.panels import AlertsPanel
 from ..widgets.plots import PlotGrid
 from .base import ConsoleScreen
 from .detail import figures_table
 from .main import COMMON_BINDINGS
+
+
+def overview_table(slots: tuple[SlotSnapshot, ...]) -> Table:
+    """Every slot's table figures side by side (the catalog's columns, in their order)."""
+    t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
+    t.add_column("slot")
+    t.add_column("health")
+    cols = catalog.columns()
+    for _fig, col in cols:
+        t.add_column(col.header, justify="right")
+    for s in slots:
+        cells = [Text(s.slot, style="bold"), Text(s.health)]
+        for fig, col in cols:
+            text = (col.show or fig.show)(s.figure(fig.key))
+            if col.joins:
+                text += "/" + catalog.BY_KEY[col.joins].show(s.figure(col.joins))
+            cells.append(Text(text))
+        t.add_row(*cells)
+    return t
 
 
 class WallScreen(ConsoleScreen):
@@ -35,7 +58,7 @@ class WallScreen(ConsoleScreen):
         yield PodHeader(view.profile_name, view.demo, True)
         yield Static(id="wview")
         yield WallBoard(tuple(t.slot for t in view.targets), id="wboard")
-        yield Static(id="wfocus")
+        yield TableLines(id="wfocus")
         # before the plots: whatever the height, the alerts are never pushed off
         yield AlertsPanel(id="walerts")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
@@ -67,24 +90,46 @@ class WallScreen(ConsoleScreen):
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
-        self.query_one("#wview", Static).update(Text(label, style="bold"))
-        box = self.query_one("#wfocus", Static)
+        if label != getattr(self, "_label", None):  # an update repaints the whole line
+            self._label = label
+            self.query_one("#wview", Static).update(Text(label, style="bold"))
+        box = self.query_one("#wfocus", TableLines)
         if snap is not None:
             self.query_one(WallBoard).show(state.pod, {s.slot: s for s in snap.slots},
                                            state.thresholds, state.states, now)
+            short = self.has_class("short")
             # a slot's own view on a short screen: its figures in place of the board
-            self.query_one(WallBoard).display = not (focus and self.has_class("short"))
-            slots = [focus] if focus else [s.slot for s in snap.slots]
-            if focus and snap.slot(focus):
-                box.display = True
-                box.border_title = f"slot {focus}"
-                box.update(figures_table(snap.slot(focus), now))  # type: ignore[arg-type]
-            else:
-                box.display = False
-            # the view changed: draw now, not at the next plot refresh
-            grid = self.query_one(PlotGrid)
-            if getattr(self, "_plotted_view", None) != self.view:
-                self._plotted_view = self.view
-                grid.force_redraw()
-            grid.show(state.history, snap, slots, now)
+            self.query_one(WallBoard).display = not (focus and short)
+            self._focus_box(box, snap.slots, focus, short, now)
+            # the plots keep every slot whatever the view (each line is labelled): a
+            # rotation that redrew them for one slot cost ~150 KB of output and a build
+            # of every plot per view, four times a minute, on a screen nobody touches
+            self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
+                                          now)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
+
+    def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],
+                   focus: str | None, short: bool, now: float) -> None:
+        """The focused slot's every figure, or (overview) every slot's table figures.
+
+        On a tall screen the box is always there at one fixed height, whatever the view:
+        a box that came and went, or grew, at each rotation moved the plots below it,
+        and moved plots are repainted whole (~150 KB of output, four times a minute).
+        Drawn line by line: a poll costs the digits that moved."""
+        by_slot = {s.slot: s for s in slots}
+        per_row = max(2, min(4, self.size.width // 40))  # a wall is wide: fewer rows
+        if short:  # no plots below: the box only in a slot's view, sized to it
+            box.display = focus in by_slot
+            if focus in by_slot:
+                table = figures_table(by_slot[focus], now, per_row)
+                box.border_title = f"slot {focus}"
+                box.show_renderable(table, table.row_count)
+            return
+        tables = {s.slot: figures_table(s, now, per_row) for s in slots}
+        overview = overview_table(slots)
+        rows = max([overview.row_count + 1, *(t.row_count for t in tables.values())])
+        box.display = True
+        title = f"slot {focus}" if focus in by_slot else "all slots"
+        if box.border_title != title:
+            box.border_title = title
+        box.show_renderable(tables[focus] if focus in by_slot else overview, rows)

@@ -38,6 +38,13 @@ def big_value(key: str, value: float | None) -> tuple[str, str]:
     return f"{value:g}", ""
 
 
+def set_label(label: Label, text: Text) -> None:
+    """Update only on a change: an update repaints the label's whole line each poll."""
+    if getattr(label, "_shown", None) != text:
+        label._shown = text  # type: ignore[attr-defined]
+        label.update(text)
+
+
 class Metric(Horizontal):
     DEFAULT_CSS = """
     Metric { height: 3; width: 100%; }
@@ -86,7 +93,7 @@ class SlotCard(Card):
                               no_wrap=True, overflow="ellipsis")
         if s is not None and s.stale_since is not None:
             title.append(f"  since {fmt.clock(s.stale_since)}", "bold red")
-        self.query_one(".title", Label).update(title)
+        set_label(self.query_one(".title", Label), title)
         for key in BOARD_FIGURES:
             # a slot that is not up shows no live-looking numbers
             value = s.figure(key) if s is not None and health == "up" else None
@@ -107,7 +114,7 @@ class PodCard(Card):
         status = p.status or "?"
         style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
                  "ERROR": "bold red"}.get(status, "white")
-        self.query_one(".title", Label).update(Text.assemble(
+        set_label(self.query_one(".title", Label), Text.assemble(
             ("pod ", "dim"), (p.pod_id or fmt.DASH, "bold"), "  ", (status, style)))
         cost = "-" if p.cost_per_hr is None else f"${p.cost_per_hr:.2f}"
         self.query_one(".m-cost", Metric).set(cost, "per hour")

@@ -130,3 +130,30 @@ class LinesView(Widget):
             return Strip.blank(width, self.rich_style)
         strip = strip_of(self._rows[y], self.app.console, width)
         return cut(strip, self._spans.get(y)).apply_style(self.rich_style)
+
+
+class TableLines(LinesView):
+    """A Rich renderable (a table) shown as a fixed number of lines, line-drawn: a table
+    whose numbers move each poll costs the cells that moved, not the box."""
+
+    _renderable: Any = None
+    _count = 0
+
+    def show_renderable(self, renderable: Any, rows: int) -> None:
+        self._renderable, self._count = renderable, rows
+        self._draw()
+
+    def _draw(self) -> None:
+        width = self.content_size.width if self.is_mounted else 0
+        lines: list[Text] = []
+        if width and self._renderable is not None:
+            console = self.app.console
+            for line in console.render_lines(self._renderable,
+                                             console.options.update_width(width), pad=False):
+                lines.append(Text.assemble(*((s.text, s.style) for s in line
+                                             if not s.control and s.text)))
+        self.show_lines((lines + [Text()] * self._count)[:self._count])
+
+    def on_resize(self) -> None:
+        super().on_resize()
+        self._draw()  # the table is laid out for the width: again at the new one

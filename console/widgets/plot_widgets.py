@@ -23,6 +23,10 @@ and a plot of the last hour gains nothing from being repainted every refresh."""
 
 
 SPAN_S = 15 * 60
+YOUNG_S = 60.0
+"""A plot first drawn over less history than this (a console just started, with no
+Prometheus to fill it) is drawn once more when that much has gathered: one extra
+drawing, so a fresh wall does not show a few seconds of data for five minutes."""
 """The time axis: the last 15 minutes, whatever the data (an axis that stretches to the
 data would show 8 s as wide as an hour)."""
 MARKERS_NO_COLOR = ("braille", "•", "×", "+", "o", "*")
@@ -112,6 +116,7 @@ class SeriesPlot(FreshPlot):
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
     _drawn_at: float = -1e18
     _drawn_key: tuple = ()
+    _drawn_span: float = 0.0
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
                  every_s: float = PLOT_EVERY_S, **kw) -> None:
@@ -125,10 +130,13 @@ class SeriesPlot(FreshPlot):
     def show(self, history: History, slots: list[str], now: float, force: bool = False
              ) -> None:
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
-        key = (tuple(slots), counts)
-        if not force and key == self._drawn_key and now - self._drawn_at < self.every_s:
+        key = (tuple(slots), counts, history.backfills)
+        span = self._span(history, slots, now)
+        grown = self._drawn_span < YOUNG_S <= span
+        if not force and not grown and key == self._drawn_key \
+                and now - self._drawn_at < self.every_s:
             return
-        self._drawn_at, self._drawn_key = now, key
+        self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
         series = []
         for slot in slots:
             pts = [(t, v * self.scale) for t, v in history.series(slot, self.metric).points
@@ -168,6 +176,11 @@ class SeriesPlot(FreshPlot):
 
         self.paint(draw)
 
+    def _span(self, history: History, slots: list[str], now: float) -> float:
+        """How far back the plotted data reaches (within the plot's window)."""
+        oldest = [pts[0][0] for s in slots if (pts := history.series(s, self.metric).points)]
+        return min(SPAN_S, now - min(oldest)) if oldest else 0.0
+
 
 class PositionBars(FreshPlot):
     """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
@@ -198,8 +211,13 @@ class PositionBars(FreshPlot):
 
         def draw(plt: Any, rows: int) -> None:
             plt.title("acceptance by draft position (%)")
-            if not slots:
-                plt.text("no speculative decoding data", x=0, y=0)
+            if not slots:  # a sentence, not axes running −1…1 around nothing
+                plt.frame(False)
+                plt.xaxes(False, False)
+                plt.yaxes(False, False)
+                plt.xticks([])
+                plt.yticks([])
+                plt.text("no speculative decoding data", x=0, y=0, alignment="center")
                 return
             plt.multiple_bar(labels, data, labels=slots)
             plt.ylim(0, 100)

@@ -23,6 +23,8 @@ class PrometheusServer:
     workdir: Path
     targets: list[str]
     scrape_interval_s: float = 1.0
+    labels: dict[str, str] = field(default_factory=dict)
+    """Target labels (``pod``: what ``profile render`` gives each slot's target)."""
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -35,7 +37,7 @@ class PrometheusServer:
         iv = f"{int(self.scrape_interval_s * 1000)}ms"
         cfg = {"global": {"scrape_interval": iv, "evaluation_interval": iv},
                "scrape_configs": [{"job_name": "vllm", "static_configs": [
-                   {"targets": self.targets}]}]}
+                   {"targets": self.targets, "labels": self.labels}]}]}
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         log = self.workdir / "prometheus.log"
         self.proc = procs.start([

@@ -173,3 +173,99 @@ def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_pa
     while time.time() < deadline and any(_alive(p) for p in sessions):
         time.sleep(0.2)
     assert not [p for p in sessions if _alive(p)], "session processes outlived the server"
+
+
+# -- the demo's web wall in a real browser -------------------------------------------
+
+def _operation_keys() -> list[str]:
+    """Every key bound to an operation anywhere, in Playwright's spelling."""
+    from console.screens.main import OPERATION_BINDINGS
+
+    names = {"ctrl": "Control", "shift": "Shift"}
+    keys = []
+    for b in OPERATION_BINDINGS:
+        for key in b.key.split(","):
+            *mods, last = key.split("+")
+            keys.append("+".join([*(names[m] for m in mods), last]))
+    return keys
+
+
+def _card_rows(text: str) -> str:
+    """The slot cards' rows (between the header and the alerts panel): live numbers."""
+    lines = text.splitlines()
+    end = next((i for i, line in enumerate(lines) if "alerts (" in line), len(lines))
+    return "\n".join(lines[2:end])
+
+
+def test_the_demo_web_wall_in_chromium(tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.support.browser import CHROMIUM, WallPage, launch, start_demo_web, stop_server
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: .ci/run installs Debian's chromium"
+    port = _free_port()
+    state = tmp_path / "state"
+    log = tmp_path / "server.log"
+    server = start_demo_web(port, state, log, "--refresh", "1", "--max-sessions", "2")
+    processes: set[int] = set()
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None, log.read_text()
+                time.sleep(0.2)
+        with sync_api.sync_playwright() as pw:
+            browser = launch(pw)
+            wall = WallPage(browser, f"http://127.0.0.1:{port}/")
+            first = wall.wait_for(lambda t: all(w in t for w in (
+                "DEMO", "READ-ONLY", "FLASH", "Q27", "RUNNING", "TTFT p95", "% KV")), 120)
+            processes |= _children(server.pid)
+            # numbers that move: the cards' rows change while the page just sits there
+            wall.wait_for(lambda t: _card_rows(t) != _card_rows(first), 60)
+
+            # every operation key, the palette, confirmations and clicks all over the
+            # screen (not on "quit", which only ends this tab's session)
+            page = wall.page
+            for key in [*_operation_keys(), "Enter", "y"]:
+                page.keyboard.press(key)
+            page.keyboard.press("Control+p")
+            page.keyboard.type("resume")
+            page.keyboard.press("Enter")
+            page.keyboard.press("Escape")
+            assert wall.screen is not None
+            cols, rows = wall.screen.columns, wall.screen.lines
+            cell_w, cell_h = 1600 / cols, 900 / rows
+            for row in range(1, rows - 1, 3):
+                for col in range(2, cols, 12):
+                    page.mouse.click(col * cell_w + cell_w / 2, row * cell_h + cell_h / 2)
+            for col in range(24, cols, 6):  # the footer, right of help and quit
+                page.mouse.click(col * cell_w + cell_w / 2, (rows - 1) * cell_h + cell_h / 2)
+            after = wall.wait_for(lambda t: "READ-ONLY" in t and "FLASH" in t, 30)
+            assert "RUNNING" in after and "confirm" not in after.lower(), after
+            shot = page.screenshot(path=str(tmp_path / "web-wall.png"))
+            assert shot[:8] == b"\x89PNG\r\n\x1a\n" and len(shot) > 20_000
+            assert wall.blocked == [], f"the page asked for other hosts: {wall.blocked}"
+            assert wall.bytes_in > 0
+
+            # closing the tab ends its session process
+            sessions_before = _children(server.pid)
+            page.close()
+            gone = time.time() + 60
+            while time.time() < gone and len(_children(server.pid)) >= len(sessions_before):
+                time.sleep(0.2)
+            assert len(_children(server.pid)) < len(sessions_before), "session outlived its tab"
+            browser.close()
+        records = [json.loads(line) for line in (state / "audit.jsonl").read_text().splitlines()
+                   ] if (state / "audit.jsonl").exists() else []
+        assert all(r["result"] == "refused" for r in records), records
+    finally:
+        processes |= _children(server.pid)
+        stopped = stop_server(server)
+    assert stopped, "the demo web wall did not stop on SIGTERM:\n" + log.read_text()[-3000:]
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(p) for p in processes):
+        time.sleep(0.2)
+    left = [p for p in processes if _alive(p)]
+    assert not left, f"processes outlived the demo web wall: {left}"
