@@ -67,6 +67,59 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpus(args: argparse.Namespace) -> int:
+    """One telemetry sample of every GPU (NVML, else nvidia-smi)."""
+    from .gpus import Telemetry
+
+    tel = Telemetry().sample()
+    if args.json:
+        print(json.dumps(tel.to_json(), sort_keys=True))
+    else:
+        if tel.error:
+            print(f"no GPU telemetry: {tel.error}", file=sys.stderr)
+        for r in tel.readings:
+            used = (r.mem_used_bytes or 0) / 2**30
+            total = (r.mem_total_bytes or 0) / 2**30
+            print(f"{r.index} {r.name:<14} util {r.util_gpu_pct or 0:3.0f}%  "
+                  f"mem {used:6.1f}/{total:.0f} GiB  {r.temp_c or 0:3.0f}C  "
+                  f"{r.power_w or 0:5.0f}/{r.power_limit_w or 0:.0f} W  "
+                  f"{','.join(r.throttled) or 'not throttled'}")
+    return 1 if tel.error and not tel.readings else 0
+
+
+def cmd_exporter(args: argparse.Namespace) -> int:
+    import threading
+
+    from .exporter import Exporter, main_loop, parse_listen
+
+    token = None
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            print(f"--token-file: {exc}", file=sys.stderr)
+            return 2
+        if len(token) < 16:
+            print("--token-file: the token must be at least 16 characters", file=sys.stderr)
+            return 2
+    host, port = parse_listen(args.listen)
+    try:
+        exporter = Exporter(host, port, args.interval, token)
+    except OSError as exc:
+        print(f"cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    src = exporter.telemetry
+    print(json.dumps({"event": "listening", "port": exporter.port,
+                      "source": "nvml" if src.source is not None else "nvidia-smi",
+                      "nvml_error": src.nvml_error}), flush=True)
+    main_loop(exporter, stop)
+    return 0
+
+
 def _audit_local(op: str, extra: dict) -> None:
     import time
 
@@ -131,6 +184,18 @@ def main(argv: list[str] | None = None) -> int:
     at = sub.add_parser("attach", help="follow an action by id (after a dropped connection)")
     at.add_argument("action_id", type=_action_id)
     at.set_defaults(func=lambda a: relay({"op": "attach", "action_id": a.action_id}))
+
+    g = sub.add_parser("gpus", help="GPU telemetry now: utilisation, memory, heat, power, "
+                                    "throttling, ECC, remapped rows, processes")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_gpus)
+
+    ex = sub.add_parser("exporter", help="GPU metrics for Prometheus, dcgm-exporter names "
+                                         "(metrics only, its own process)")
+    ex.add_argument("--listen", default="127.0.0.1:9400", metavar="[HOST:]PORT")
+    ex.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    ex.add_argument("--token-file", help="scrapers must send 'Authorization: Bearer TOKEN'")
+    ex.set_defaults(func=cmd_exporter)
 
     sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")
     sd.set_defaults(func=lambda a: relay({"op": "shutdown"}))

@@ -25,6 +25,8 @@ class PrometheusServer:
     scrape_interval_s: float = 1.0
     labels: dict[str, str] = field(default_factory=dict)
     """Target labels (``pod``: what ``profile render`` gives each slot's target)."""
+    bearer_file: Path | None = None
+    """A file holding the token sent as ``Authorization: Bearer`` on every scrape."""
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -35,9 +37,13 @@ class PrometheusServer:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         iv = f"{int(self.scrape_interval_s * 1000)}ms"
+        job: dict = {"job_name": "vllm", "static_configs": [
+            {"targets": self.targets, "labels": self.labels}]}
+        if self.bearer_file is not None:
+            job["authorization"] = {"type": "Bearer",
+                                    "credentials_file": str(self.bearer_file)}
         cfg = {"global": {"scrape_interval": iv, "evaluation_interval": iv},
-               "scrape_configs": [{"job_name": "vllm", "static_configs": [
-                   {"targets": self.targets, "labels": self.labels}]}]}
+               "scrape_configs": [job]}
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         log = self.workdir / "prometheus.log"
         self.proc = procs.start([

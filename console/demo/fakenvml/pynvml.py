@@ -1,0 +1,323 @@
+"""An NVML stand-in for hosts without a GPU: the functions of ``nvidia-ml-py`` that the
+pod agent calls, answering what a real H200 host answered (a recorded capture, see
+``tools/nvml_capture.py``), errors included — a query the real GPU did not support
+raises the same NVMLError here.
+
+Used by the demo's simulated pod (on the agent's ``PYTHONPATH``, like the fake torch)
+and by the tests. Settings, from the environment:
+
+* ``FAKE_NVML_CAPTURE``: the capture file (default: the shipped H200 capture under load);
+* ``FAKE_NVIDIA_SMI_GPUS``: how many GPUs (recorded GPUs are reused in turn);
+* ``FAKE_NVIDIA_SMI_NAME`` / ``FAKE_NVIDIA_SMI_MIB``: another GPU kind's name and size
+  (the demo's), as its nvidia-smi stand-in takes them;
+* ``FAKE_NVML_STEADY``: the recorded values exactly (no drift), for tests;
+* ``FAKE_NVML_FAULTS``: a directory of fault files, read at every call —
+  ``xid-<gpu>-<code>`` (an Xid event, delivered once, then the file is removed),
+  ``dbe-<gpu>`` (a double-bit ECC error: uncorrectable counts +1, a row remap pending),
+  ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+NVML_NVLINK_MAX_LINKS = 36
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_UNINITIALIZED = 1
+nvmlEventTypeXidCriticalError = 0x8
+THERMAL = 0x20 | 0x40
+
+DEFAULT_CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "nvml-h200-load.json"
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int, text: str | None = None) -> None:
+        super().__init__(value)
+        self.value = value
+        self.text = text or {2: "Invalid Argument", 3: "Not Supported",
+                             10: "Timeout", 1: "Uninitialized"}.get(value, "Unknown Error")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Obj:
+    """A structure answer: attributes like the binding's ctypes structures."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+class _Handle:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+_calls: dict[str, Any] = {}
+_recorded = 0
+_init = False
+
+
+def _load() -> None:
+    global _calls, _recorded
+    path = Path(os.environ.get("FAKE_NVML_CAPTURE") or DEFAULT_CAPTURE)
+    _calls = json.loads(path.read_text())
+    _recorded = int(_calls["nvmlDeviceGetCount()"]["ok"])
+
+
+def _count() -> int:
+    return int(os.environ.get("FAKE_NVIDIA_SMI_GPUS") or _recorded)
+
+
+def _faults() -> Path | None:
+    d = os.environ.get("FAKE_NVML_FAULTS")
+    return Path(d) if d else None
+
+
+def _has(kind: str, gpu: int) -> bool:
+    d = _faults()
+    return d is not None and (d / f"{kind}-{gpu}").exists()
+
+
+def _answer(name: str, *args: Any) -> Any:
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    parts = []
+    for a in args:
+        parts.append(f"h{a.index % _recorded}" if isinstance(a, _Handle) else str(a))
+    rec = _calls.get(f"{name}({','.join(parts)})")
+    if rec is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if "error" in rec:
+        raise NVMLError(int(rec["error"]), rec.get("text"))
+    return rec["ok"]
+
+
+def _wobble(h: _Handle, scale: float) -> float:
+    """A slow drift, so the demo's numbers move like a busy GPU's (``FAKE_NVML_STEADY``
+    turns it off: the recorded values exactly, for tests)."""
+    if os.environ.get("FAKE_NVML_STEADY"):
+        return 1.0
+    return 1 + scale * math.sin(time.time() / 7 + h.index)
+
+
+# -- the binding's functions --------------------------------------------------------------
+
+def nvmlInit() -> None:
+    global _init
+    _load()
+    _init = True
+
+
+def nvmlShutdown() -> None:
+    global _init
+    _init = False
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    return str(_answer("nvmlSystemGetDriverVersion"))
+
+
+def nvmlDeviceGetCount() -> int:
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    return _count()
+
+
+def nvmlDeviceGetHandleByIndex(i: int) -> _Handle:
+    if not 0 <= i < nvmlDeviceGetCount():
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return _Handle(i)
+
+
+def nvmlDeviceGetIndex(h: _Handle) -> int:
+    return h.index
+
+
+def nvmlDeviceGetName(h: _Handle) -> str:
+    # the demo's simulated GPU kind (as its nvidia-smi stand-in says it)
+    return os.environ.get("FAKE_NVIDIA_SMI_NAME") or str(_answer("nvmlDeviceGetName", h))
+
+
+def nvmlDeviceGetUUID(h: _Handle) -> str:
+    uuid = str(_answer("nvmlDeviceGetUUID", h))
+    # GPUs reused from the capture still need their own identities
+    return uuid if h.index < _recorded else f"{uuid[:-4]}{h.index:04x}"
+
+
+def nvmlDeviceGetPciInfo(h: _Handle) -> _Obj:
+    d = dict(_answer("nvmlDeviceGetPciInfo", h))
+    if h.index >= _recorded:
+        d["busId"] = f"00000000:00:{6 + h.index:02x}.0"
+    return _Obj(**d)
+
+
+def nvmlDeviceGetUtilizationRates(h: _Handle) -> _Obj:
+    d = _answer("nvmlDeviceGetUtilizationRates", h)
+    return _Obj(gpu=min(100, round(d["gpu"] * _wobble(h, 0.03))), memory=d["memory"])
+
+
+def nvmlDeviceGetMemoryInfo(h: _Handle, version: Any = None) -> _Obj:
+    d = dict(_answer("nvmlDeviceGetMemoryInfo", h))
+    mib = os.environ.get("FAKE_NVIDIA_SMI_MIB")
+    if mib:  # the demo's GPU kind has another size: the same used, the rest free
+        d["total"] = int(mib) << 20
+        d["free"] = d["total"] - d["used"]
+    return _Obj(**d)
+
+
+def nvmlDeviceGetTemperature(h: _Handle, sensor: int) -> int:
+    if _has("hot", h.index):
+        return 91
+    return round(_answer("nvmlDeviceGetTemperature", h, sensor) * _wobble(h, 0.02))
+
+
+def nvmlDeviceGetTemperatureThreshold(h: _Handle, kind: int) -> int:
+    return int(_answer("nvmlDeviceGetTemperatureThreshold", h, kind))
+
+
+def nvmlDeviceGetPowerUsage(h: _Handle) -> int:
+    return round(_answer("nvmlDeviceGetPowerUsage", h) * _wobble(h, 0.01))
+
+
+def nvmlDeviceGetEnforcedPowerLimit(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetEnforcedPowerLimit", h))
+
+
+def nvmlDeviceGetTotalEnergyConsumption(h: _Handle) -> int:
+    base = int(_answer("nvmlDeviceGetTotalEnergyConsumption", h))
+    watts = _answer("nvmlDeviceGetPowerUsage", h) / 1000
+    return base + int(watts * (time.time() % 1e6) * 1000)  # mJ, always growing
+
+
+def nvmlDeviceGetClockInfo(h: _Handle, clock: int) -> int:
+    mhz = int(_answer("nvmlDeviceGetClockInfo", h, clock))
+    return mhz // 2 if clock == NVML_CLOCK_SM and _has("hot", h.index) else mhz
+
+
+def nvmlDeviceGetMaxClockInfo(h: _Handle, clock: int) -> int:
+    return int(_answer("nvmlDeviceGetMaxClockInfo", h, clock))
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(h: _Handle) -> int:
+    mask = int(_answer("nvmlDeviceGetCurrentClocksEventReasons", h))
+    return mask | THERMAL if _has("hot", h.index) else mask
+
+
+nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetCurrentClocksEventReasons
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetCurrPcieLinkGeneration", h))
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetCurrPcieLinkWidth", h))
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetMaxPcieLinkGeneration", h))
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetMaxPcieLinkWidth", h))
+
+
+def nvmlDeviceGetPcieReplayCounter(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetPcieReplayCounter", h))
+
+
+def nvmlDeviceGetNvLinkState(h: _Handle, link: int) -> int:
+    return int(_answer("nvmlDeviceGetNvLinkState", h, link))
+
+
+def nvmlDeviceGetEccMode(h: _Handle) -> list[int]:
+    return list(_answer("nvmlDeviceGetEccMode", h))
+
+
+def nvmlDeviceGetTotalEccErrors(h: _Handle, kind: int, counter: int) -> int:
+    n = int(_answer("nvmlDeviceGetTotalEccErrors", h, kind, counter))
+    if kind == NVML_MEMORY_ERROR_TYPE_UNCORRECTED and _has("dbe", h.index):
+        n += 1
+    return n
+
+
+def nvmlDeviceGetRetiredPages(h: _Handle, cause: int) -> list[int]:
+    return list(_answer("nvmlDeviceGetRetiredPages", h, cause))
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(h: _Handle) -> int:
+    return int(_answer("nvmlDeviceGetRetiredPagesPendingStatus", h))
+
+
+def nvmlDeviceGetRemappedRows(h: _Handle) -> tuple[int, int, int, int]:
+    corr, unc, pending, failed = _answer("nvmlDeviceGetRemappedRows", h)
+    if _has("dbe", h.index):
+        unc, pending = unc + 1, 1
+    return corr, unc, pending, failed
+
+
+def nvmlDeviceGetComputeRunningProcesses(h: _Handle) -> list[_Obj]:
+    procs = _answer("nvmlDeviceGetComputeRunningProcesses", h)
+    return [_Obj(**p) for p in procs if isinstance(p, dict)]
+
+
+# -- events ---------------------------------------------------------------------------------
+
+class _EventSet:
+    def __init__(self) -> None:
+        self.handles: list[_Handle] = []
+
+
+def nvmlEventSetCreate() -> _EventSet:
+    return _EventSet()
+
+
+def nvmlDeviceRegisterEvents(h: _Handle, types: int, es: _EventSet) -> None:
+    if not types & nvmlEventTypeXidCriticalError:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    es.handles.append(h)
+
+
+def nvmlEventSetWait_v2(es: _EventSet, timeout_ms: int) -> _Obj:
+    deadline = time.monotonic() + timeout_ms / 1000
+    watched = {h.index: h for h in es.handles}
+    while True:
+        d = _faults()
+        if d is not None:
+            for f in sorted(d.glob("xid-*-*")):
+                _, gpu, code = f.name.split("-", 2)
+                if int(gpu) in watched:
+                    f.unlink(missing_ok=True)
+                    return _Obj(device=watched[int(gpu)],
+                                eventType=nvmlEventTypeXidCriticalError,
+                                eventData=int(code), gpuInstanceId=0, computeInstanceId=0)
+        if time.monotonic() >= deadline:
+            raise NVMLError(NVML_ERROR_TIMEOUT)
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+nvmlEventSetWait = nvmlEventSetWait_v2
+
+
+def nvmlEventSetFree(es: _EventSet) -> None:
+    es.handles.clear()

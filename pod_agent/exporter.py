@@ -1,0 +1,283 @@
+"""``pod-agent exporter``: GPU metrics for Prometheus under dcgm-exporter's names.
+
+Pods have no DCGM, but Grafana's DCGM dashboards are what teams already have: this
+serves the same metric names and labels (``DCGM_FI_DEV_GPU_UTIL{gpu, UUID, device,
+modelName, pci_bus_id, Hostname}`` …) from NVML, so those dashboards work unchanged.
+
+Metrics only: one path, ``GET /metrics``; nothing here changes anything (control stays on
+the agent's Unix socket, reached over SSH), and it is its own process, so the agent
+itself still opens no port. An optional bearer token (``--token-file``) is compared in
+constant time. A scrape reads the last sample (taken every ``--interval`` seconds by one
+thread), so scrapes cost the same whatever their rate and never touch the GPU.
+
+dcgm-exporter types its error and energy totals ``counter`` although their names do not
+end in ``_total``; they are ``untyped`` here so the exposition passes ``promtool check
+metrics`` — a type is a hint, ``rate()`` and the dashboards read them the same.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.server
+import socket
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Tuple
+
+from .gpus import GpuReading, GpuTelemetry, Telemetry, XidWatcher
+
+MIB = 1 << 20
+
+# (name, type, help, value from a reading); None values are left out (not supported)
+FIELDS: List[Tuple[str, str, str, Callable[[GpuReading], float | None]]] = [
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda r: r.util_gpu_pct),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+     lambda r: r.util_mem_pct),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+     lambda r: None if r.mem_used_bytes is None else r.mem_used_bytes / MIB),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+     lambda r: None if r.mem_used_bytes is None or r.mem_total_bytes is None
+     else (r.mem_total_bytes - r.mem_used_bytes) / MIB),
+    ("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
+     lambda r: None if r.mem_total_bytes is None else r.mem_total_bytes / MIB),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda r: r.temp_c),
+    ("DCGM_FI_DEV_SLOWDOWN_TEMP", "gauge", "Slowdown temperature threshold (in C).",
+     lambda r: r.temp_slowdown_c),
+    ("DCGM_FI_DEV_SHUTDOWN_TEMP", "gauge", "Shutdown temperature threshold (in C).",
+     lambda r: r.temp_shutdown_c),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda r: r.power_w),
+    ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Power management limit (in W).",
+     lambda r: r.power_limit_w),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "untyped",
+     "Total energy consumption since boot (in mJ); a counter.", lambda r: r.energy_mj),
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+     lambda r: r.sm_clock_mhz),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
+     lambda r: r.mem_clock_mhz),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
+     "Current clock throttle reasons (NVML bitmask).", lambda r: r.throttle_mask),
+    ("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation.", lambda r: r.pcie_gen),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width (lanes).",
+     lambda r: r.pcie_width),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "untyped", "PCIe replay counter; a counter.",
+     lambda r: r.pcie_replays),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "untyped",
+     "Single-bit volatile ECC errors; a counter.", lambda r: r.ecc_sbe_volatile),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "untyped",
+     "Double-bit volatile ECC errors; a counter.", lambda r: r.ecc_dbe_volatile),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "untyped",
+     "Single-bit persistent ECC errors; a counter.", lambda r: r.ecc_sbe_aggregate),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "untyped",
+     "Double-bit persistent ECC errors; a counter.", lambda r: r.ecc_dbe_aggregate),
+    ("DCGM_FI_DEV_RETIRED_SBE", "untyped",
+     "Pages retired for single-bit errors; a counter.", lambda r: r.retired_sbe),
+    ("DCGM_FI_DEV_RETIRED_DBE", "untyped",
+     "Pages retired for double-bit errors; a counter.", lambda r: r.retired_dbe),
+    ("DCGM_FI_DEV_RETIRED_PENDING", "gauge", "Page retirements pending (1/0).",
+     lambda r: None if r.retired_pending is None else float(r.retired_pending)),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "untyped",
+     "Rows remapped for correctable errors; a counter.", lambda r: r.remapped_correctable),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "untyped",
+     "Rows remapped for uncorrectable errors; a counter.",
+     lambda r: r.remapped_uncorrectable),
+    ("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "Row remapping pending (1/0).",
+     lambda r: None if r.remap_pending is None else float(r.remap_pending)),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Row remapping failed (1/0).",
+     lambda r: None if r.remap_failed is None else float(r.remap_failed)),
+    ("DCGM_FI_DEV_NVLINK_LINKS_UP", "gauge", "NVLink links up (not a DCGM field).",
+     lambda r: r.nvlink_up),
+]
+
+
+def labels(r: GpuReading, host: str) -> Dict[str, str]:
+    return {"gpu": str(r.index), "UUID": r.uuid, "device": f"nvidia{r.index}",
+            "modelName": r.name, "pci_bus_id": r.pci_bus_id, "Hostname": host}
+
+
+class Collector:
+    """A prometheus_client collector over the latest telemetry (and Xid events)."""
+
+    def __init__(self, latest: Callable[[], GpuTelemetry], xids: XidWatcher | None,
+                 host: str) -> None:
+        self.latest = latest
+        self.xids = xids
+        self.host = host
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily, Metric
+
+        tel = self.latest()
+        for name, kind, doc, value in FIELDS:
+            fam = GaugeMetricFamily(name, doc) if kind == "gauge" else Metric(name, doc,
+                                                                             "unknown")
+            for r in tel.readings:
+                v = value(r)
+                if v is not None:
+                    fam.add_sample(name, labels(r, self.host), float(v))
+            if fam.samples:
+                yield fam
+        if self.xids is not None:
+            fam = GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS",
+                                    "Value of the last XID error encountered.")
+            for r in tel.readings:
+                last = self.xids.last(r.index)
+                fam.add_sample("DCGM_FI_DEV_XID_ERRORS", labels(r, self.host),
+                               float(last.xid if last else 0))
+            yield fam
+        up = GaugeMetricFamily("pod_agent_gpu_telemetry_up",
+                               "1 when the last GPU sample succeeded (source: nvml or "
+                               "nvidia-smi).", labels=["source"])
+        up.add_metric([tel.source], 0.0 if tel.error else 1.0)
+        yield up
+
+
+class Sampler:
+    """One thread sampling every ``interval_s``; ``latest`` is the newest sample."""
+
+    def __init__(self, telemetry: Telemetry, interval_s: float) -> None:
+        self.telemetry = telemetry
+        self.interval_s = interval_s
+        self._latest = telemetry.sample()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            tel = self.telemetry.sample()
+            with self._lock:
+                self._latest = tel
+
+    def latest(self) -> GpuTelemetry:
+        with self._lock:
+            return self._latest
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.interval_s + 1)
+
+
+def make_handler(render: Callable[[], bytes], token: str | None
+                 ) -> type[http.server.BaseHTTPRequestHandler]:
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        server_version = "pod-agent-exporter"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            if self.path.split("?", 1)[0] != "/metrics":
+                self._plain(404, "only /metrics is served here\n")
+                return
+            if token is not None:
+                given = self.headers.get("Authorization", "")
+                want = f"Bearer {token}"
+                if not hmac.compare_digest(given.encode(), want.encode()):
+                    self._plain(401, "bearer token required\n",
+                                {"WWW-Authenticate": 'Bearer realm="pod-agent"'})
+                    return
+            body = render()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _refuse(self) -> None:
+            self._plain(405, "metrics only: GET /metrics\n", {"Allow": "GET"})
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
+
+        def _plain(self, code: int, text: str, headers: Dict[str, str] | None = None
+                   ) -> None:
+            body = text.encode()
+            self.send_response(code)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # a scrape every few seconds is not news
+
+    return Handler
+
+
+class Exporter:
+    """The sampler, the Xid watcher and the HTTP server, started and stopped together."""
+
+    def __init__(self, host: str, port: int, interval_s: float = 1.0,
+                 token: str | None = None, nvml: Any = None) -> None:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.exposition import generate_latest
+
+        self.telemetry = Telemetry(nvml)
+        self.sampler = Sampler(self.telemetry, interval_s)
+        self.xids: XidWatcher | None = None
+        if self.telemetry.source is not None:
+            src = self.telemetry.source
+            self.xids = XidWatcher(src.nvml, [s["uuid"] for s in src.static])
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(Collector(self.sampler.latest, self.xids,  # type: ignore[arg-type]
+                                         socket.gethostname()))
+        self._cache: tuple[Any, bytes] = (None, b"")
+        self._cache_lock = threading.Lock()
+
+        def render() -> bytes:
+            # a scrape renders the newest sample once; scrapes between two samples
+            # (several Prometheus servers, a dashboard's refresh) reuse that text
+            key = (self.sampler.latest().t,
+                   sum(self.xids.counts.values()) if self.xids is not None else 0)
+            with self._cache_lock:
+                if self._cache[0] != key:
+                    self._cache = (key, generate_latest(self.registry))
+                return self._cache[1]
+
+        self.render = render
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        class Server(http.server.ThreadingHTTPServer):
+            address_family = family
+            daemon_threads = True
+
+        self.httpd = Server((host, port), make_handler(self.render, token))
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> None:
+        self.sampler.start()
+        if self.xids is not None:
+            self.xids.start()
+
+    def close(self) -> None:
+        self.httpd.server_close()
+        self.sampler.stop()
+        if self.xids is not None:
+            self.xids.stop()
+
+
+def parse_listen(text: str) -> Tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+def main_loop(exporter: Exporter, stop: threading.Event) -> None:
+    """Serve until ``stop`` is set (a signal handler sets it)."""
+    t = threading.Thread(target=exporter.httpd.serve_forever, kwargs={"poll_interval": 0.5},
+                         daemon=True)
+    exporter.start()
+    t.start()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        exporter.httpd.shutdown()
+        t.join(5)
+        exporter.close()

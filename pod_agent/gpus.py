@@ -1,0 +1,428 @@
+"""GPU telemetry on the pod: NVML first (``nvidia-ml-py``, NVIDIA's own binding, which
+loads the driver's ``libnvidia-ml.so``), ``nvidia-smi --query-gpu`` when NVML cannot load.
+
+One :func:`sample` reads every GPU once and returns plain data (``GpuReading``). A value
+the GPU does not report (NVML's "Not Supported": retired pages on Hopper, which remaps
+rows instead; fans on a passively cooled card) is ``None``, never 0: an on-call engineer
+must not read "0 retired pages" from a GPU that cannot count them.
+
+Xid errors come from NVML's event API (:class:`XidWatcher`, a thread blocked in
+``nvmlEventSetWait``) while the agent runs.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Deque, Dict, List, Tuple
+
+# NVML's clock-event (throttle) reason bits, as nvml.h numbers them
+THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
+    0x100: "display_clocks",
+}
+SLOW_EVERY_S = 15.0
+"""Queries read this seldom: on an H200 the energy counter costs ~5 ms of CPU a call
+(measured: ``bench/gpu_telemetry_bench.py --breakdown``), the PCIe replay counter ~0.4 ms,
+the 18 NVLink states ~0.3 ms — more than everything else together. All three are
+counters or states that a scrape every 15 s or more reads no better at 1 s."""
+BENIGN_THROTTLE = 0x1 | 0x2 | 0x10 | 0x100
+"""Reasons that are not trouble: an idle GPU, application clocks, sync boost."""
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int | None
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    uuid: str
+    name: str
+    pci_bus_id: str
+    util_gpu_pct: float | None = None
+    util_mem_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    temp_c: float | None = None
+    temp_slowdown_c: float | None = None
+    temp_shutdown_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_mj: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    throttle_mask: int | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replays: int | None = None
+    nvlink_up: int | None = None
+    nvlink_links: int | None = None
+    ecc_enabled: bool | None = None
+    ecc_sbe_volatile: int | None = None
+    ecc_dbe_volatile: int | None = None
+    ecc_sbe_aggregate: int | None = None
+    ecc_dbe_aggregate: int | None = None
+    retired_sbe: int | None = None
+    retired_dbe: int | None = None
+    retired_pending: bool | None = None
+    remapped_correctable: int | None = None
+    remapped_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    processes: Tuple[GpuProcess, ...] = ()
+
+    @property
+    def throttle(self) -> List[str]:
+        """The active clock-event reasons by name (benign ones included)."""
+        mask = self.throttle_mask or 0
+        return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+    @property
+    def throttled(self) -> List[str]:
+        """Reasons that cost speed and are not the GPU idling."""
+        mask = (self.throttle_mask or 0) & ~BENIGN_THROTTLE
+        return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+    def to_json(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["processes"] = [asdict(p) for p in self.processes]
+        d["throttle"] = self.throttle
+        d["throttled"] = self.throttled
+        return d
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    t: float
+    gpu: int
+    uuid: str
+    xid: int
+
+
+@dataclass
+class GpuTelemetry:
+    """What one sample says: the readings, where they came from, and why not if none."""
+
+    readings: List[GpuReading] = field(default_factory=list)
+    source: str = "none"  # nvml | nvidia-smi | none
+    error: str | None = None
+    driver: str | None = None
+    t: float = 0.0
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"source": self.source, "error": self.error, "driver": self.driver,
+                "t": self.t, "gpus": [r.to_json() for r in self.readings]}
+
+
+# -- NVML --------------------------------------------------------------------------------
+
+def load_nvml() -> Any:
+    """The binding, initialised; raises ImportError or the binding's NVMLError."""
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+class NvmlSource:
+    """Reads every GPU through NVML. ``nvml`` is the ``pynvml`` module (or a stand-in
+    with the same functions, in tests and the demo)."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self._unsupported: set[tuple[Any, ...]] = set()
+        self._slow_read = -1e18
+        self._slow: dict[int, tuple[int | None, int | None, int | None]] = {}
+        self.count = nvml.nvmlDeviceGetCount()
+        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+        # what does not change while the agent runs: read once
+        self.static = [self._static(i, h) for i, h in enumerate(self.handles)]
+        self.driver = self._get(nvml.nvmlSystemGetDriverVersion)
+
+    def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """The answer, or None when the GPU does not support (or fails) the query.
+
+        "Not Supported" is remembered per GPU and query: it does not change while the
+        driver runs, and a raised NVMLError costs more than the query itself."""
+        key = (fn, *(a if isinstance(a, int) else id(a) for a in args))
+        if key in self._unsupported:
+            return None
+        try:
+            value = fn(*args)
+        except self.nvml.NVMLError as exc:
+            if getattr(exc, "value", None) == getattr(self.nvml, "NVML_ERROR_NOT_SUPPORTED",
+                                                      3):
+                self._unsupported.add(key)
+            return None
+        return value.decode() if isinstance(value, bytes) else value
+
+    def _static(self, i: int, h: Any) -> Dict[str, Any]:
+        n = self.nvml
+        pci = self._get(n.nvmlDeviceGetPciInfo, h)
+        bus = getattr(pci, "busId", "") if pci is not None else ""
+        links = 0
+        for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                n.nvmlDeviceGetNvLinkState(h, link)
+                links += 1
+            except n.NVMLError:
+                break  # links are numbered from 0; the first invalid one ends them
+        mode = self._get(n.nvmlDeviceGetEccMode, h)
+        return {
+            "index": i, "uuid": self._get(n.nvmlDeviceGetUUID, h) or "",
+            "name": self._get(n.nvmlDeviceGetName, h) or "",
+            "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
+            "temp_slowdown_c": self._get(n.nvmlDeviceGetTemperatureThreshold, h,
+                                         n.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            "temp_shutdown_c": self._get(n.nvmlDeviceGetTemperatureThreshold, h,
+                                         n.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            "sm_clock_max_mhz": self._get(n.nvmlDeviceGetMaxClockInfo, h, n.NVML_CLOCK_SM),
+            "pcie_gen_max": self._get(n.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            "pcie_width_max": self._get(n.nvmlDeviceGetMaxPcieLinkWidth, h),
+            "nvlink_links": links or None,
+            "ecc_enabled": bool(mode[0]) if mode else None,
+        }
+
+    def read(self, i: int) -> GpuReading:
+        n, h, g = self.nvml, self.handles[i], self._get
+        util = g(n.nvmlDeviceGetUtilizationRates, h)
+        mem = g(n.nvmlDeviceGetMemoryInfo, h)
+        power = g(n.nvmlDeviceGetPowerUsage, h)
+        limit = g(n.nvmlDeviceGetEnforcedPowerLimit, h)
+        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        corr, unc = n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        vol, agg = n.NVML_VOLATILE_ECC, n.NVML_AGGREGATE_ECC
+        remap = g(n.nvmlDeviceGetRemappedRows, h)
+        sbe_pages = g(n.nvmlDeviceGetRetiredPages, h,
+                      n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+        dbe_pages = g(n.nvmlDeviceGetRetiredPages, h,
+                      n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        pending = g(n.nvmlDeviceGetRetiredPagesPendingStatus, h)
+        nvlink_up, energy, replays = self._slow_counters(i)
+        procs = g(n.nvmlDeviceGetComputeRunningProcesses, h) or []
+        return GpuReading(
+            **self.static[i],
+            util_gpu_pct=_num(getattr(util, "gpu", None)),
+            util_mem_pct=_num(getattr(util, "memory", None)),
+            mem_used_bytes=getattr(mem, "used", None), mem_total_bytes=getattr(mem, "total", None),
+            temp_c=_num(g(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)),
+            power_w=power / 1000 if power is not None else None,
+            power_limit_w=limit / 1000 if limit is not None else None,
+            energy_mj=energy,
+            sm_clock_mhz=g(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM),
+            mem_clock_mhz=g(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+            throttle_mask=g(reasons, h),
+            pcie_gen=g(n.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            pcie_width=g(n.nvmlDeviceGetCurrPcieLinkWidth, h),
+            pcie_replays=replays,
+            nvlink_up=nvlink_up,
+            ecc_sbe_volatile=g(n.nvmlDeviceGetTotalEccErrors, h, corr, vol),
+            ecc_dbe_volatile=g(n.nvmlDeviceGetTotalEccErrors, h, unc, vol),
+            ecc_sbe_aggregate=g(n.nvmlDeviceGetTotalEccErrors, h, corr, agg),
+            ecc_dbe_aggregate=g(n.nvmlDeviceGetTotalEccErrors, h, unc, agg),
+            retired_sbe=len(sbe_pages) if sbe_pages is not None else None,
+            retired_dbe=len(dbe_pages) if dbe_pages is not None else None,
+            retired_pending=bool(pending) if pending is not None else None,
+            remapped_correctable=remap[0] if remap else None,
+            remapped_uncorrectable=remap[1] if remap else None,
+            remap_pending=bool(remap[2]) if remap else None,
+            remap_failed=bool(remap[3]) if remap else None,
+            processes=tuple(GpuProcess(int(p.pid), _used(p)) for p in procs),
+        )
+
+    def sample(self) -> GpuTelemetry:
+        now = time.monotonic()
+        if now - self._slow_read >= SLOW_EVERY_S:
+            self._slow.clear()
+            self._slow_read = now
+        return GpuTelemetry([self.read(i) for i in range(self.count)], "nvml",
+                            driver=self.driver, t=time.time())
+
+    def _slow_counters(self, i: int) -> tuple[int | None, int | None, int | None]:
+        """(NVLink links up, energy in mJ, PCIe replays), read every ``SLOW_EVERY_S``."""
+        if i not in self._slow:
+            n, h = self.nvml, self.handles[i]
+            links = self.static[i]["nvlink_links"]
+            up = None if not links else sum(
+                1 for link in range(links) if self._get(n.nvmlDeviceGetNvLinkState, h, link) == 1)
+            self._slow[i] = (up, self._get(n.nvmlDeviceGetTotalEnergyConsumption, h),
+                             self._get(n.nvmlDeviceGetPcieReplayCounter, h))
+        return self._slow[i]
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _used(p: Any) -> int | None:
+    v = getattr(p, "usedGpuMemory", None)
+    # NVML reports "not available" (no permission, a container) as a huge sentinel
+    return int(v) if isinstance(v, int) and v < 1 << 60 else None
+
+
+# -- nvidia-smi (fallback) ---------------------------------------------------------------
+
+SMI_QUERY = ("index,uuid,name,pci.bus_id,utilization.gpu,utilization.memory,memory.used,"
+             "memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,"
+             "clocks_event_reasons.active,ecc.errors.corrected.volatile.total,"
+             "ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.aggregate.total,"
+             "ecc.errors.uncorrected.aggregate.total,pcie.link.gen.current,"
+             "pcie.link.width.current,driver_version")
+MIB = 1 << 20
+
+
+def _reader(fields: List[str], conv: Callable[[str], Any]) -> Callable[[int], Any]:
+    """Field ``i`` converted, or None for ``[N/A]``, ``[Not Supported]`` and the like."""
+    def read(i: int) -> Any:
+        try:
+            return conv(fields[i])
+        except (ValueError, IndexError):
+            return None
+    return read
+
+
+def parse_smi_csv(text: str) -> List[GpuReading]:
+    """Rows of ``--query-gpu=SMI_QUERY --format=csv,noheader,nounits``; ``[N/A]`` and
+    ``[Not Supported]`` read as None."""
+    out = []
+    for row in text.strip().splitlines():
+        f = [x.strip() for x in row.split(",")]
+        if len(f) < 20 or not f[0].isdigit():
+            continue
+        num = _reader(f, float)
+        integer = _reader(f, lambda x: int(float(x)))
+        mib = _reader(f, lambda x: int(float(x) * MIB))
+        try:
+            mask: int | None = int(f[13], 16)
+        except ValueError:
+            mask = None
+        out.append(GpuReading(
+            index=int(f[0]), uuid=f[1], name=f[2], pci_bus_id=f[3], util_gpu_pct=num(4),
+            util_mem_pct=num(5), mem_used_bytes=mib(6), mem_total_bytes=mib(7),
+            temp_c=num(8), power_w=num(9), power_limit_w=num(10), sm_clock_mhz=integer(11),
+            mem_clock_mhz=integer(12), throttle_mask=mask, ecc_sbe_volatile=integer(14),
+            ecc_dbe_volatile=integer(15), ecc_sbe_aggregate=integer(16),
+            ecc_dbe_aggregate=integer(17), pcie_gen=integer(18), pcie_width=integer(19)))
+    return out
+
+
+def smi_sample(timeout_s: float = 5.0) -> GpuTelemetry:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return GpuTelemetry(error="no NVML binding and no nvidia-smi on PATH", t=time.time())
+    try:
+        r = subprocess.run([exe, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return GpuTelemetry(error=f"nvidia-smi: {exc}", t=time.time())
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        return GpuTelemetry(error=f"nvidia-smi: {lines[-1] if lines else r.returncode}",
+                            t=time.time())
+    driver = None
+    first = r.stdout.strip().splitlines()[:1]
+    if first:
+        driver = first[0].rsplit(",", 1)[-1].strip() or None
+    return GpuTelemetry(parse_smi_csv(r.stdout), "nvidia-smi", driver=driver, t=time.time())
+
+
+class Telemetry:
+    """NVML when it loads, else nvidia-smi; the choice is made once and said."""
+
+    def __init__(self, nvml: Any = None) -> None:
+        self.nvml_error: str | None = None
+        self.source: NvmlSource | None = None
+        try:
+            self.source = NvmlSource(nvml if nvml is not None else load_nvml())
+        except ImportError:
+            self.nvml_error = "nvidia-ml-py is not installed"
+        except Exception as exc:  # the binding's NVMLError: no driver library, say
+            self.nvml_error = f"NVML: {exc}"
+
+    def sample(self) -> GpuTelemetry:
+        if self.source is not None:
+            return self.source.sample()
+        tel = smi_sample()
+        if tel.error and self.nvml_error:
+            tel.error = f"{self.nvml_error}; {tel.error}"
+        return tel
+
+
+# -- Xid events --------------------------------------------------------------------------
+
+class XidWatcher:
+    """A daemon thread blocked in NVML's event wait for critical Xid errors; the events
+    it saw, newest last, bounded. ``nvml`` is the initialised binding."""
+
+    def __init__(self, nvml: Any, uuids: List[str], keep: int = 256,
+                 on_event: Callable[[XidEvent], None] | None = None) -> None:
+        self.nvml = nvml
+        self.uuids = uuids
+        self.events: Deque[XidEvent] = collections.deque(maxlen=keep)
+        self.counts: Dict[int, int] = collections.Counter()
+        self.on_event = on_event
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        n = self.nvml
+        try:
+            self._set = n.nvmlEventSetCreate()
+            for i in range(len(self.uuids)):
+                n.nvmlDeviceRegisterEvents(n.nvmlDeviceGetHandleByIndex(i),
+                                           n.nvmlEventTypeXidCriticalError, self._set)
+        except n.NVMLError as exc:
+            self.error = f"Xid events unavailable: {exc}"
+            return
+        self._thread = threading.Thread(target=self._run, name="xid-events", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        n = self.nvml
+        while not self._stop.is_set():
+            try:
+                data = n.nvmlEventSetWait_v2(self._set, 500)  # ms: wakes to see a stop
+            except n.NVMLError as exc:
+                if getattr(exc, "value", None) == getattr(n, "NVML_ERROR_TIMEOUT", 10):
+                    continue
+                self.error = f"Xid event wait failed: {exc}"
+                return
+            try:
+                gpu = int(n.nvmlDeviceGetIndex(data.device))
+            except n.NVMLError:
+                gpu = -1
+            ev = XidEvent(time.time(), gpu, self.uuids[gpu] if 0 <= gpu < len(self.uuids)
+                          else "", int(data.eventData))
+            self.events.append(ev)
+            self.counts[gpu] += 1
+            if self.on_event is not None:
+                self.on_event(ev)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        if self._thread is not None or getattr(self, "_set", None) is not None:
+            with contextlib.suppress(Exception):  # the driver may be gone by now
+                self.nvml.nvmlEventSetFree(self._set)
+
+    def last(self, gpu: int) -> XidEvent | None:
+        for ev in reversed(self.events):
+            if ev.gpu == gpu:
+                return ev
+        return None

@@ -1,0 +1,266 @@
+"""The pod agent's GPU telemetry and its dcgm-exporter-named endpoint.
+
+Driven by the NVML stand-in, whose every answer is what a real two-H200 host answered
+(``tests/fixtures/nvml-h200x2``, captured with ``tools/nvml_capture.py`` on the device
+machine), errors included; and by the real ``nvidia-smi`` CSV from the same host."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pod_agent import gpus
+from pod_agent.exporter import FIELDS, Exporter
+from tests.conftest import FIXTURES, REPO
+
+CAPTURE = FIXTURES / "nvml-h200x2"
+FAKE_DIR = REPO / "console" / "demo" / "fakenvml"
+TOKEN = "scrape-token-0123456789"
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    """The stand-in binding on the captured load readings, steady, with a fault dir."""
+    monkeypatch.setenv("FAKE_NVML_CAPTURE", str(CAPTURE / "nvml-load.json"))
+    monkeypatch.setenv("FAKE_NVML_STEADY", "1")
+    monkeypatch.setenv("FAKE_NVML_FAULTS", str(tmp_path / "faults"))
+    monkeypatch.delenv("FAKE_NVIDIA_SMI_GPUS", raising=False)
+    monkeypatch.delenv("FAKE_NVIDIA_SMI_NAME", raising=False)
+    monkeypatch.delenv("FAKE_NVIDIA_SMI_MIB", raising=False)
+    (tmp_path / "faults").mkdir()
+    spec = importlib.util.spec_from_file_location("fake_pynvml", FAKE_DIR / "pynvml.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.nvmlInit()
+    mod.faults = tmp_path / "faults"
+    yield mod
+    mod.nvmlShutdown()
+
+
+def recorded(key: str):
+    return json.loads((CAPTURE / "nvml-load.json").read_text())[key]["ok"]
+
+
+def test_readings_are_the_hosts_own(fake) -> None:
+    tel = gpus.NvmlSource(fake).sample()
+    assert tel.source == "nvml" and tel.driver == recorded("nvmlSystemGetDriverVersion()")
+    assert len(tel.readings) == 2
+    for r in tel.readings:
+        h = f"h{r.index}"
+        assert r.uuid == recorded(f"nvmlDeviceGetUUID({h})")
+        assert r.name == "NVIDIA H200"
+        assert r.temp_c == recorded(f"nvmlDeviceGetTemperature({h},0)")
+        assert r.power_w == recorded(f"nvmlDeviceGetPowerUsage({h})") / 1000
+        assert r.power_limit_w == 700.0
+        assert r.mem_used_bytes == recorded(f"nvmlDeviceGetMemoryInfo({h})")["used"]
+        assert r.sm_clock_mhz == recorded(f"nvmlDeviceGetClockInfo({h},1)")
+        assert (r.temp_slowdown_c, r.temp_shutdown_c) == (89, 95)
+        assert (r.pcie_gen, r.pcie_width) == (5, 16)
+        assert (r.nvlink_up, r.nvlink_links) == (18, 18)  # H200: 18 links, all up
+        assert r.ecc_enabled is True
+        # Hopper remaps rows and does not retire pages: unknown, not zero
+        assert (r.retired_sbe, r.retired_dbe, r.retired_pending) == (None, None, None)
+        assert (r.remapped_uncorrectable, r.remap_pending, r.remap_failed) == (0, False, False)
+        # under load the H200s sat at their 700 W cap: power capping, said as such
+        assert r.throttled == ["sw_power_cap"]
+    procs = recorded("nvmlDeviceGetComputeRunningProcesses(h0)")
+    assert tel.readings[0].processes == tuple(
+        gpus.GpuProcess(p["pid"], p["usedGpuMemory"]) for p in procs)
+    assert tel.to_json()["gpus"][1]["uuid"] == tel.readings[1].uuid
+
+
+def test_an_idle_gpu_is_not_throttled(fake, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_NVML_CAPTURE", str(CAPTURE / "nvml-idle.json"))
+    fake.nvmlInit()
+    r = gpus.NvmlSource(fake).sample().readings[0]
+    assert r.throttle == ["gpu_idle"] and r.throttled == []
+
+
+def test_heat_and_a_double_bit_error(fake) -> None:
+    src = gpus.NvmlSource(fake)
+    (fake.faults / "hot-1").touch()
+    (fake.faults / "dbe-0").touch()
+    g0, g1 = src.sample().readings
+    assert g1.temp_c == 91 and "hw_thermal_slowdown" in g1.throttled
+    assert g1.sm_clock_mhz == recorded("nvmlDeviceGetClockInfo(h1,1)") // 2
+    assert g0.ecc_dbe_volatile == 1 and g0.ecc_dbe_aggregate == 1
+    assert g0.remapped_uncorrectable == 1 and g0.remap_pending is True
+    assert g1.ecc_dbe_volatile == 0 and "hw_thermal_slowdown" not in g0.throttled
+
+
+def test_xid_events_arrive_once_each(fake) -> None:
+    src = gpus.NvmlSource(fake)
+    seen: list[gpus.XidEvent] = []
+    w = gpus.XidWatcher(fake, [s["uuid"] for s in src.static], on_event=seen.append)
+    w.start()
+    try:
+        assert w.error is None
+        (fake.faults / "xid-1-79").touch()
+        (fake.faults / "xid-0-48").touch()
+        deadline = time.monotonic() + 30
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted((e.gpu, e.xid) for e in seen) == [(0, 48), (1, 79)]
+        assert w.last(1).xid == 79 and w.last(1).uuid == src.static[1]["uuid"]
+        assert not list(fake.faults.iterdir())  # delivered, so consumed
+    finally:
+        w.stop()
+
+
+def test_nvidia_smi_rows_from_the_real_host() -> None:
+    rows = [r for r in (CAPTURE / "nvidia-smi-load.csv").read_text().splitlines() if r]
+    got = gpus.parse_smi_csv("\n".join(rows))
+    assert [r.index for r in got] == [0, 1]
+    r = got[0]
+    f = [x.strip() for x in rows[0].split(",")]
+    assert r.uuid == f[1] and r.util_gpu_pct == float(f[4]) and r.temp_c == float(f[8])
+    assert r.mem_total_bytes == int(f[7]) << 20 and r.throttle_mask == int(f[13], 16)
+    # a field the GPU does not report reads as unknown, and a broken row is skipped
+    na = rows[0].replace(", 0, 0, 0, 0, 5, 16,", ", [N/A], [Not Supported], 0, 0, 5, 16,")
+    got = gpus.parse_smi_csv(na + "\nNVIDIA-SMI has failed\n")
+    assert len(got) == 1 and got[0].ecc_sbe_volatile is None and got[0].ecc_dbe_volatile is None
+
+
+def test_without_the_binding_nvidia_smi_answers(monkeypatch) -> None:
+    def no_binding():
+        raise ImportError("No module named 'pynvml'")
+
+    monkeypatch.setattr(gpus, "load_nvml", no_binding)
+    monkeypatch.setenv("PATH", f"{REPO / 'console' / 'demo' / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_GPUS", "2")
+    t = gpus.Telemetry()
+    assert t.nvml_error == "nvidia-ml-py is not installed"
+    tel = t.sample()
+    assert tel.source == "nvidia-smi" and tel.error is None and len(tel.readings) == 2
+    assert tel.readings[1].power_limit_w == 700.0 and tel.driver == "580.159.04"
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_FAIL", "1")
+    tel = t.sample()
+    assert tel.readings == [] and "nvidia-ml-py is not installed" in (tel.error or "")
+
+
+def _get(port: int, path: str = "/metrics", method: str = "GET",
+         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, path, headers=headers or {})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, body
+
+
+def _serve(exporter: Exporter):
+    import threading
+
+    t = threading.Thread(target=exporter.httpd.serve_forever, daemon=True)
+    exporter.start()
+    t.start()
+    return t
+
+
+def test_the_endpoint_is_metrics_only_and_asks_for_its_token(fake) -> None:
+    ex = Exporter("127.0.0.1", 0, 0.2, TOKEN, nvml=fake)
+    _serve(ex)
+    try:
+        assert _get(ex.port)[0] == 401
+        assert _get(ex.port, headers={"Authorization": "Bearer wrong-wrong-wrong"})[0] == 401
+        ok = {"Authorization": f"Bearer {TOKEN}"}
+        status, body = _get(ex.port, headers=ok)
+        assert status == 200
+        assert _get(ex.port, "/", headers=ok)[0] == 404
+        assert _get(ex.port, method="POST", headers=ok)[0] == 405
+        text = body.decode()
+        for name, *_ in FIELDS:
+            if name.startswith("DCGM_FI_DEV_RETIRED_"):  # Hopper: not supported, left out
+                assert f"\n{name}{{" not in text
+                continue
+            assert f"\n{name}{{" in text, name
+        temp = recorded("nvmlDeviceGetTemperature(h1,0)")
+        uuid = recorded("nvmlDeviceGetUUID(h1)")
+        assert (f'DCGM_FI_DEV_GPU_TEMP{{Hostname="{os.uname().nodename}",UUID="{uuid}",'
+                f'device="nvidia1",gpu="1",modelName="NVIDIA H200",'
+                f'pci_bus_id="00000000:00:07.0"}} {float(temp)}') in text
+        assert 'DCGM_FI_DEV_XID_ERRORS{' in text
+        assert 'pod_agent_gpu_telemetry_up{source="nvml"} 1.0' in text
+        # an Xid reaches the gauge at the next scrape (the last Xid's value, as DCGM)
+        (fake.faults / "xid-0-79").touch()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = _get(ex.port, headers=ok)[1].decode()
+            if 'gpu="0",modelName="NVIDIA H200",pci_bus_id="00000000:00:06.0"} 79.0' in text:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the Xid never reached DCGM_FI_DEV_XID_ERRORS")
+    finally:
+        ex.httpd.shutdown()
+        ex.close()
+
+
+INHERENT_LINT = ("label names should be written in 'snake_case' not 'camelCase'",
+                 "metric name should not include type 'counter'")
+"""What promtool's linter says of dcgm-exporter's own names (the ``modelName`` label,
+``DCGM_FI_DEV_PCIE_REPLAY_COUNTER``): the dashboards need exactly these."""
+
+
+def _promtool(text: bytes) -> None:
+    if shutil.which("promtool") is None:
+        if os.environ.get("CI"):
+            raise AssertionError("promtool (Debian prometheus) is missing")
+        pytest.skip("promtool is not installed")
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       timeout=60)
+    out = (r.stdout + r.stderr).decode()
+    # exit 3 is lint only; 1 would be an exposition that does not parse
+    assert r.returncode in (0, 3), out
+    problems = [line for line in out.splitlines() if line.strip()]
+    assert all(any(k in p for k in INHERENT_LINT) for p in problems), problems
+
+
+def test_promtool_reads_the_endpoint_on_the_real_host_and_here(fake) -> None:
+    _promtool((CAPTURE / "exporter-load.prom").read_bytes())  # from the H200 host
+    ex = Exporter("127.0.0.1", 0, 0.2, None, nvml=fake)
+    try:
+        _promtool(ex.render())
+    finally:
+        ex.close()
+
+
+def test_pod_agent_gpus_json_with_the_stand_in(tmp_path) -> None:
+    env = dict(os.environ, PYTHONPATH=f"{FAKE_DIR}:{REPO}", FAKE_NVML_STEADY="1",
+               FAKE_NVIDIA_SMI_GPUS="3", FAKE_NVML_CAPTURE=str(CAPTURE / "nvml-load.json"))
+    r = subprocess.run([sys.executable, "-m", "pod_agent", "gpus", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["source"] == "nvml" and [g["index"] for g in doc["gpus"]] == [0, 1, 2]
+    assert len({g["uuid"] for g in doc["gpus"]}) == 3  # each its own identity
+
+
+def test_costly_counters_are_read_every_fifteen_seconds(fake, monkeypatch) -> None:
+    calls: list[int] = []
+    real = fake.nvmlDeviceGetTotalEnergyConsumption
+
+    def energy(h):
+        calls.append(h.index)
+        return real(h)
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetTotalEnergyConsumption", energy)
+    clock = [1000.0]
+    monkeypatch.setattr(gpus.time, "monotonic", lambda: clock[0])
+    src = gpus.NvmlSource(fake)
+    for _ in range(5):  # five samples a second apart: one read per GPU
+        src.sample()
+        clock[0] += 1
+    assert calls == [0, 1]
+    clock[0] += gpus.SLOW_EVERY_S
+    tel = src.sample()
+    assert calls == [0, 1, 0, 1] and all(r.energy_mj for r in tel.readings)
