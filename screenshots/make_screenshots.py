@@ -107,7 +107,10 @@ def web_wall() -> Path:
                         raise
                     time.sleep(0.5)
             wall.wait_for(lambda t: "FLASH" in t and "% KV" in t and "alerts (" in t, 120)
-            wall.page.wait_for_timeout(8_000)
+            # past the plots' second drawing (a minute of history), in the overview
+            wall.page.wait_for_timeout(70_000)
+            wall.wait_for(lambda t: "view: overview" in t, 60)
+            wall.page.wait_for_timeout(1_000)
             wall.page.screenshot(path=str(out))
             browser.close()
     finally:

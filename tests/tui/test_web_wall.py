@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -133,6 +134,7 @@ def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_pa
                 with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
                     await http.ws_connect(f"{base}/ws?width=120&height=40")
                 assert refused.value.status == 401
+                assert not _children(server.pid), "a process started for a refused browser"
                 async with http.get(f"{base}/?token={TOKEN}") as r:
                     assert r.status == 200
                     page = await r.text()
@@ -173,6 +175,32 @@ def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_pa
     while time.time() < deadline and any(_alive(p) for p in sessions):
         time.sleep(0.2)
     assert not [p for p in sessions if _alive(p)], "session processes outlived the server"
+
+
+def test_behind_a_proxy_prefix_the_page_asks_for_the_prefixed_paths(tmp_path) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "console.cli", "wall", "--web", f"127.0.0.1:{port}",
+         "--public-url", "https://ops.example.com/wall"], cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        page = ""
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                    page = r.read().decode()
+                break
+            except OSError:
+                assert server.poll() is None
+                time.sleep(0.2)
+        assert 'data-session-websocket-url="wss://ops.example.com/wall/ws"' in page, page
+        assert 'src="https://ops.example.com/wall/static/js/textual.js"' in page
+        assert "googleapis" not in page  # nothing from another host
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
 
 
 # -- the demo's web wall in a real browser -------------------------------------------
