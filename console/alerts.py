@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from . import catalog
+from .gpu_state import conditions as gpu_conditions
 from .snapshot import DeploymentSnapshot, PodSnapshot
 
 if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
@@ -224,6 +225,9 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.provider_error:
             out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
                                  timing.down_for_s))
+        if not stopped:
+            out += gpu_conditions(pod.gpus, set(profile.slots), now, timing.for_s,
+                                  timing.hold_s)
     if snap is not None and snap.prometheus_error:
         out.append(Condition("prometheus", "info", "Prometheus unreachable: scraping slots "
                              "directly", snap.prometheus_error, timing.down_for_s))

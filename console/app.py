@@ -338,6 +338,10 @@ class PodConsoleApp(App):
             self.snapshot = results[0]
             if poll_pod:
                 self.pod = await self._with_spend(results[1])
+                if self.pod is not None and self.pod.gpus is not None:
+                    from .screens.gpus import record_gpus
+
+                    record_gpus(self.history, self.pod.gpus, self.now())
             self.polls += 1
             self.poll_failure = None
             if self.first_data_at is None and any(s.figures for s in self.snapshot.slots):
@@ -386,6 +390,19 @@ class PodConsoleApp(App):
                       "bold red" if a.severity == "crit" else "yellow")
         for a in cleared:
             self.note(f"cleared: {a.title}", "green")
+        gpu_faults = [a for a in raised if a.key.startswith(("xid:", "ecc:", "remapfail:"))]
+        if gpu_faults and not self.wall:
+            # hardware faults are facts about the pod that outlive the screen: audited
+            # (the agent's own audit log on the pod has each Xid too)
+            async def record() -> None:
+                for a in gpu_faults:
+                    try:
+                        await asyncio.to_thread(ctx.registry.audit.append, "gpu_fault",
+                                                {"alert": a.key, "title": a.title,
+                                                 "advice": a.detail}, "observed")
+                    except Exception as exc:  # a full disk: said, the alert still stands
+                        self.note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
+            self.run_worker(record(), group="audit-gpu", exit_on_error=False)
         url = ctx.settings.webhook_url
         if url and (raised or cleared):
             # beside the poll, never inside it: a slow webhook must not hold the figures
@@ -486,6 +503,12 @@ class PodConsoleApp(App):
 
         if not isinstance(self.screen, LogScreen):
             self.push_screen(LogScreen(self.console_state(), tuple(self.log_lines)))
+
+    def action_gpus(self) -> None:
+        from .screens.gpus import GpuScreen
+
+        if not isinstance(self.screen, GpuScreen):
+            self.push_screen(GpuScreen(self.console_state()))
 
     def action_alert_history(self) -> None:
         from .screens.alerts import AlertHistoryScreen

@@ -19,6 +19,7 @@ from pod_agent.profiles import LoadedProfile
 from . import config_file
 from .actions.audit import AuditLog
 from .agent_client import AgentClient
+from .collect.gpu_metrics import from_settings as gpu_metrics_from_settings
 from .collect.pod import PodCollector
 from .collect.poller import DeploymentPoller
 from .collect.targets import targets_for
@@ -111,9 +112,11 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     registry = build_registry(audit, read_only, agent=agent, refresh=refresh,
                               provisioner=provisioner, on_rebalanced=on_rebalanced)
     pod_collector = None
-    if client is not None or transport is not None:
+    gpu_metrics = gpu_metrics_from_settings(settings, poller.client)
+    if client is not None or transport is not None or gpu_metrics is not None:
         pod_collector = PodCollector(settings.pod.runpod_id, client, agent,
-                                     timeout_s=max(2.0, settings.request_timeout_s * 2))
+                                     timeout_s=max(2.0, settings.request_timeout_s * 2),
+                                     gpu_metrics=gpu_metrics)
     planner = Planner(dep.today.profile, settings.state_dir) if not read_only else None
     ctx = ConsoleContext(settings=settings, profile_name=dep.today.name,
                          profile=dep.today.profile, poller=poller, registry=registry,

@@ -485,7 +485,9 @@ class Provisioner:
             image=lp.profile.image, gpu_type_id=gpu, gpu_count=lp.profile.effective_gpu_count,
             cloud=lp.profile.cloud_type, disk_gb=lp.profile.container_disk_gb,
             volume_gb=lp.profile.volume_gb,
-            ports=("22/tcp", *(f"{s.port}/tcp" for s in lp.profile.slots.values())))
+            ports=("22/tcp", *(f"{s.port}/tcp" for s in lp.profile.slots.values()),
+                   *((f"{lp.profile.gpu_metrics_port}/tcp",)
+                     if lp.profile.gpu_metrics_port else ())))
 
     async def _create(self, spec: MachineSpec) -> Machine:
         """One create, in the ledger before it is sent and after it answers."""

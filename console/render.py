@@ -92,15 +92,32 @@ def render_targets(profile: Profile, profile_name: str, addr: PodAddress) -> str
     return _json(groups)
 
 
-def render_prometheus_config(scrape_interval: str = "15s") -> str:
-    """A minimal ``prometheus.yml`` that reads the targets file next to it."""
+def render_gpu_targets(profile: Profile, profile_name: str, addr: PodAddress) -> str:
+    """The pod's ``pod-agent exporter`` (GPU metrics), labelled by pod as the slots are:
+    the wall reads its pod's ``DCGM_FI_DEV_*`` series with that label."""
+    assert profile.gpu_metrics_port is not None
+    return _json([{"targets": [addr.hostport(profile.gpu_metrics_port)],
+                   "labels": {"profile": profile_name, "pod": addr.pod_id}}])
+
+
+def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = False) -> str:
+    """A minimal ``prometheus.yml`` that reads the targets files next to it (the GPU job
+    when the profile has an exporter port; an exporter with a token needs the job's
+    ``authorization`` added by hand: a token is never rendered)."""
+    jobs: list[dict[str, object]] = [{
+        "job_name": "vllm",
+        "metrics_path": "/metrics",
+        "file_sd_configs": [{"files": ["targets.json"], "refresh_interval": "30s"}],
+    }]
+    if gpu_metrics:
+        jobs.append({
+            "job_name": "gpu",
+            "metrics_path": "/metrics",
+            "file_sd_configs": [{"files": ["gpu-targets.json"], "refresh_interval": "30s"}],
+        })
     doc = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
-        "scrape_configs": [{
-            "job_name": "vllm",
-            "metrics_path": "/metrics",
-            "file_sd_configs": [{"files": ["targets.json"], "refresh_interval": "30s"}],
-        }],
+        "scrape_configs": jobs,
     }
     return _yaml(doc)
 
@@ -149,7 +166,10 @@ def render_all(profile: Profile, profile_name: str, addr: PodAddress,
     files = render_slots(profile, p2p_disabled)
     files["litellm.yaml"] = render_litellm(profile, addr)
     files["prometheus/targets.json"] = render_targets(profile, profile_name, addr)
-    files["prometheus/prometheus.yml"] = render_prometheus_config()
+    has_gpu = profile.gpu_metrics_port is not None
+    files["prometheus/prometheus.yml"] = render_prometheus_config(gpu_metrics=has_gpu)
+    if has_gpu:
+        files["prometheus/gpu-targets.json"] = render_gpu_targets(profile, profile_name, addr)
     files["gatus.yaml"] = render_gatus(profile, addr)
     return dict(sorted(files.items()))
 

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    gpu_metrics_url: str | None = None
+    """``pod-agent exporter``'s ``/metrics`` URL. The console reads GPUs from the agent
+    over SSH; a wall (no SSH key) reads them here, or through ``prometheus_url``."""
+    gpu_metrics_token: SecretStr | None = Field(default=None,
+                                                validation_alias="GPU_METRICS_TOKEN")
+    """The exporter's bearer token, from ``GPU_METRICS_TOKEN`` only."""
     demo: bool = False
     """The deployment is ``pod-console demo``'s simulation: every screen says DEMO. Set by
     ``pod-console demo --web`` in the config its browser sessions read."""

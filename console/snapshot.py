@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .collect.figures import ModelFigures
+from .gpu_state import GpuReport
 
 Health = Literal["up", "down", "starting", "unknown"]
 
@@ -110,6 +111,8 @@ class PodSnapshot:
     fetched_at: float = 0.0
     spent_earlier_today: float | None = None
     """$ of today's earlier runs of this pod (``console.spend``), None when not known."""
+    gpus: GpuReport | None = None
+    """The GPUs as the agent sampled them (NVML), None from an agent that does not say."""
 
     def uptime_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)

@@ -23,7 +23,7 @@ import socket
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
-from .gpus import GpuReading, GpuTelemetry, Telemetry, XidWatcher
+from .gpus import GpuReading, GpuTelemetry, Sampler, Telemetry, XidWatcher
 
 MIB = 1 << 20
 
@@ -128,36 +128,6 @@ class Collector:
                                "nvidia-smi).", labels=["source"])
         up.add_metric([tel.source], 0.0 if tel.error else 1.0)
         yield up
-
-
-class Sampler:
-    """One thread sampling every ``interval_s``; ``latest`` is the newest sample."""
-
-    def __init__(self, telemetry: Telemetry, interval_s: float) -> None:
-        self.telemetry = telemetry
-        self.interval_s = interval_s
-        self._latest = telemetry.sample()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            tel = self.telemetry.sample()
-            with self._lock:
-                self._latest = tel
-
-    def latest(self) -> GpuTelemetry:
-        with self._lock:
-            return self._latest
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(2 * self.interval_s + 1)
 
 
 def make_handler(render: Callable[[], bytes], token: str | None

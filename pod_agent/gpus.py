@@ -362,6 +362,36 @@ class Telemetry:
         return tel
 
 
+class Sampler:
+    """One thread sampling every ``interval_s``; ``latest`` is the newest sample."""
+
+    def __init__(self, telemetry: Telemetry, interval_s: float) -> None:
+        self.telemetry = telemetry
+        self.interval_s = interval_s
+        self._latest = telemetry.sample()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            tel = self.telemetry.sample()
+            with self._lock:
+                self._latest = tel
+
+    def latest(self) -> GpuTelemetry:
+        with self._lock:
+            return self._latest
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.interval_s + 1)
+
+
 # -- Xid events --------------------------------------------------------------------------
 
 class XidWatcher:
@@ -426,3 +456,41 @@ class XidWatcher:
             if ev.gpu == gpu:
                 return ev
         return None
+
+
+# -- what Xid codes mean (the field's stability checklist, and NVIDIA's Xid catalog) -----
+
+XID_MEANING: Dict[int, Tuple[str, str, str]] = {
+    # the field's table (seed 003, "장애 1: Xid 에러"): code, severity, meaning, recovery
+    13: ("warning", "graphics engine exception",
+         "restart the slot; if it repeats, consider replacing the GPU"),
+    31: ("warning", "GPU memory page fault",
+         "restart the slot (the container); if it repeats, try a newer CUDA driver"),
+    48: ("critical", "double-bit ECC error",
+         "take this GPU out of service (a fallback pod: f); its hardware needs replacing"),
+    63: ("warning", "ECC page retirement / row remapping recorded",
+         "check the remapped rows (nvidia-smi -q -d ROW_REMAPPER); replace past the limit"),
+    64: ("warning", "ECC page retirement / row remapping failed",
+         "check the remapped rows (nvidia-smi -q -d ROW_REMAPPER); replace past the limit"),
+    79: ("critical", "GPU has fallen off the bus",
+         "only a power-off cold restart brings it back (nvidia-smi -r cannot): move to a "
+         "fallback pod (f)"),
+    # NVIDIA's Xid catalog, for codes the table does not list
+    43: ("info", "a GPU program was stopped by the driver",
+         "see which slot restarted and why in its log"),
+    45: ("info", "cleanup after a stopped program", "read the Xid before it"),
+    74: ("critical", "NVLink error",
+         "P2P over NVLink is unreliable (expect NCCL hangs): a fallback pod (f)"),
+    92: ("warning", "high single-bit ECC error rate", "watch for Xid 48/63; plan a move"),
+    94: ("warning", "contained ECC error (the program using that memory was stopped)",
+         "restart the affected slot; the GPU stays in service"),
+    95: ("critical", "uncontained ECC error", "the GPU needs a reset: a fallback pod (f)"),
+    119: ("critical", "GSP firmware timeout", "the GPU needs a reset: a fallback pod (f)"),
+}
+
+
+def xid_meaning(code: int) -> Tuple[str, str, str]:
+    """(severity, what it is, what to do) for an Xid code; unknown codes are warnings."""
+    return XID_MEANING.get(code, ("warning", f"Xid {code}",
+                                  "look the code up in NVIDIA's Xid catalog; check the "
+                                  "slot logs"))

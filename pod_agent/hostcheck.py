@@ -93,6 +93,41 @@ def check_p2p(info: gpuinfo.GpuInfo, timeout_s: float, env_path: str | None) -> 
     return Check("p2p", res.verdict not in ("hung", "broken"), value, res.detail)
 
 
+def check_gpu_health(telemetry: Any = None) -> Check:
+    """Memory faults and current throttling, per GPU (NVML, else nvidia-smi).
+
+    A GPU with an uncorrectable ECC error since the driver loaded, a pending page
+    retirement or row remap, or a failed remap fails the check: the next host is the
+    way out. Throttling is said, not failed (an idle or power-capped GPU is fine; the
+    alerts follow heat)."""
+    from .gpus import Telemetry
+
+    tel = (telemetry or Telemetry()).sample()
+    if not tel.readings:
+        return Check("gpu_health", None, None, f"skipped: {tel.error or 'no GPU readings'}")
+    bad: list[str] = []
+    value = []
+    for r in tel.readings:
+        faults = []
+        if r.ecc_dbe_volatile:  # since the driver loaded; older ones were remapped away
+            faults.append(f"{r.ecc_dbe_volatile} double-bit ECC error(s) since the driver "
+                          "loaded")
+        if r.remap_failed:
+            faults.append("row remapping failed")
+        if r.remap_pending or r.retired_pending:
+            faults.append("memory repair pending a reset")
+        value.append({"gpu": r.index, "uuid": r.uuid, "faults": faults,
+                      "throttled": r.throttled, "temp_c": r.temp_c,
+                      "remapped_uncorrectable": r.remapped_uncorrectable,
+                      "ecc_dbe_aggregate": r.ecc_dbe_aggregate})
+        bad += [f"GPU {r.index}: {f}" for f in faults]
+    throttled = [f"GPU {v['gpu']} {','.join(v['throttled'])}" for v in value if v["throttled"]]
+    detail = "; ".join(bad) if bad else (
+        f"{len(value)} GPU(s): no memory faults via {tel.source}"
+        + (f"; throttled now: {'; '.join(throttled)}" if throttled else ""))
+    return Check("gpu_health", not bad, value, detail)
+
+
 def check_pidfd() -> Check:
     """pidfd_open + pidfd_getfd on a child: vLLM's PLE CPU offload needs both.
 
@@ -188,6 +223,7 @@ def run_checks(profile: Profile | None, p2p_timeout_s: float = p2p.DEFAULT_TIMEO
     return [
         _timed("gpus", lambda: check_gpus(info, profile)),
         _timed("driver_cuda", lambda: check_cuda(info, profile)),
+        _timed("gpu_health", check_gpu_health),
         _timed("p2p", lambda: check_p2p(info, p2p_timeout_s, env_path)),
         _timed("pidfd", check_pidfd),
         _timed("disk", lambda: check_disk(profile, where)),

@@ -187,6 +187,10 @@ class Profile(_Strict):
     """Slots keyed by slot name (``FLASH``, ``Q27``)."""
     aliases: dict[str, str] = Field(default_factory=dict)
     """Client-facing names mapped to slot names."""
+    gpu_metrics_port: int | None = Field(default=None, ge=1024, le=65535)
+    """Where ``pod-agent exporter`` serves GPU metrics (dcgm-exporter names) on the pod;
+    ``serve`` starts it, provisioning exposes the port, ``profile render`` adds it to
+    Prometheus's targets. Unset: no exporter (the console still reads GPUs via SSH)."""
 
     @field_validator("env")
     @classmethod
@@ -293,6 +297,11 @@ def cross_checks(raw: dict[str, Any], slots: dict[str, Slot]) -> list[Problem]:
             problems.append((("slots", name, "min_gpu_util"),
                              f"min_gpu_util {slot.min_gpu_util:g} is above gpu_util "
                              f"{slot.gpu_util:g}"))
+
+    metrics_port = raw.get("gpu_metrics_port")
+    if isinstance(metrics_port, int) and metrics_port in seen_ports:
+        problems.append((("gpu_metrics_port",),
+                         f"port {metrics_port} already used by slot {seen_ports[metrics_port]}"))
 
     aliases = raw.get("aliases")
     if isinstance(aliases, dict):

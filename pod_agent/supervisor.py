@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -21,6 +22,7 @@ from . import paths
 from .actions import Action, ActionBook, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
+from .gpu_monitor import GpuMonitor, slot_pgids
 from .hostcheck import mem_available_gib, mem_total_gib
 from .launch import SlotCommand, slot_command
 from .patches import apply_patch, vllm_site_root
@@ -69,6 +71,7 @@ class Supervisor:
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
+        self.gpus = GpuMonitor(_audit)
         self._bg: set = set()
 
     # -- configuration -------------------------------------------------------------
@@ -291,6 +294,9 @@ class Supervisor:
             "watchdog": self.watchdog.to_json(self.profile.schedule, now),
             "mem_available_gib": mem_available_gib(),
             "actions": self.book.recent(),
+            "gpus": self.gpus.status(slot_pgids(
+                {n: p.proc.pid if p.running() and p.proc else None
+                 for n, p in self.procs.items()})),
         }
 
     # -- control socket ------------------------------------------------------------
@@ -442,15 +448,48 @@ class Supervisor:
         for name in self.procs:
             self._start_supervising(name)
         wd = asyncio.ensure_future(self._watchdog_loop())
+        self.gpus.start()
+        exporter = await self._start_exporter()
         try:
             await self._stop.wait()
         finally:
             wd.cancel()
+            self.gpus.stop()
+            if exporter is not None and exporter.returncode is None:
+                exporter.terminate()
+                try:
+                    await asyncio.wait_for(exporter.wait(), 10)
+                except asyncio.TimeoutError:
+                    exporter.kill()
             for name in list(self.procs):
                 await self._pause(name)
             self._server.close()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(sock)
+
+    async def _start_exporter(self) -> asyncio.subprocess.Process | None:
+        """``pod-agent exporter`` on the profile's ``gpu_metrics_port``: its own process
+        (metrics only; this supervisor keeps no port), with the token in
+        ``$POD_AGENT_HOME/exporter.token`` when that file exists."""
+        port = self.profile.gpu_metrics_port
+        if port is None:
+            return None
+        # all interfaces: Prometheus reaches it through the pod's exposed port
+        host = os.environ.get("POD_AGENT_EXPORTER_HOST", "0.0.0.0")
+        argv = [sys.executable, "-m", "pod_agent", "exporter", "--listen", f"{host}:{port}"]
+        token = paths.path("exporter.token")
+        if os.path.exists(token):
+            argv += ["--token-file", token]
+        log = open(paths.path("exporter.log"), "ab")  # noqa: SIM115 - the child's
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+        _audit({"op": "exporter", "port": port, "pid": proc.pid,
+                "token": os.path.exists(token)})
+        return proc
 
     def _apply_patches(self) -> None:
         root = os.environ.get("POD_AGENT_PATCH_ROOT") or vllm_site_root(self.vllm)

@@ -11,10 +11,12 @@ import datetime as dt
 import time
 from typing import Any
 
+from .. import gpu_state
 from ..agent_client import AgentClient
 from ..provider.base import Provider, ProviderError
 from ..remote import AgentError
 from ..snapshot import PodSnapshot
+from .gpu_metrics import GpuMetrics
 
 __all__ = ["PodCollector", "PodSnapshot"]
 
@@ -30,11 +32,14 @@ def _iso_ts(s: str | None) -> float | None:
 
 class PodCollector:
     def __init__(self, pod_id: str | None, client: Provider | None,
-                 agent: AgentClient | None, timeout_s: float = 5.0) -> None:
+                 agent: AgentClient | None, timeout_s: float = 5.0,
+                 gpu_metrics: GpuMetrics | None = None) -> None:
         self.pod_id = pod_id
         self.client = client
         self.agent = agent
         self.timeout_s = timeout_s
+        self.gpu_metrics = gpu_metrics
+        """Where GPUs are read when the agent does not say (a wall: no SSH)."""
 
     async def poll(self) -> PodSnapshot:
         import asyncio
@@ -58,9 +63,17 @@ class PodCollector:
                                   watchdog_armed=wd.get("armed"), next_stop=wd.get("next_stop"),
                                   last_watchdog_result=wd.get("last_result"),
                                   agent_slots=st.get("slots") or {},
-                                  agent_actions=tuple(st.get("actions") or ()))
+                                  agent_actions=tuple(st.get("actions") or ()),
+                                  gpus=gpu_state.parse(st.get("gpus")))
                 else:
                     fields["agent_error"] = r.message
             except AgentError as exc:
                 fields["agent_error"] = str(exc)
+        if fields.get("gpus") is None and self.gpu_metrics is not None \
+                and self.gpu_metrics.configured:
+            try:
+                fields["gpus"] = await asyncio.wait_for(self.gpu_metrics.fetch(),
+                                                        self.timeout_s)
+            except TimeoutError:
+                fields["gpus"] = gpu_state.GpuReport(error="GPU metrics: timed out")
         return PodSnapshot(**fields)

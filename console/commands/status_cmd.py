@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     from ..agent_client import AgentClient
     from ..alerts import evaluate
+    from ..collect.gpu_metrics import from_settings as gpu_metrics_from_settings
     from ..collect.pod import PodCollector
     from ..context import ssh_transport
     from ..deployment import open_deployment
@@ -54,7 +55,8 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     transport = ssh_transport(settings)
     agent = AgentClient(transport) if transport is not None else None
     pods = PodCollector(settings.pod.runpod_id, client, agent,
-                        timeout_s=max(2.0, settings.request_timeout_s * 2))
+                        timeout_s=max(2.0, settings.request_timeout_s * 2),
+                        gpu_metrics=gpu_metrics_from_settings(settings, poller.client))
     try:
         snap, pod = await asyncio.gather(poller.poll(), pods.poll())
         await poller.probes_done()  # the real completion that poll started
@@ -86,7 +88,8 @@ def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:
             "started_at": pod.started_at, "next_stop": pod.next_stop,
             "stop_in_s": pod.stop_in_s(now), "watchdog_armed": pod.watchdog_armed,
             "p2p_disabled": pod.p2p_disabled, "host_cuda": pod.host_cuda,
-            "provider_error": pod.provider_error, "agent_error": pod.agent_error}
+            "provider_error": pod.provider_error, "agent_error": pod.agent_error,
+            "gpus": pod.gpus.to_json() if pod.gpus is not None else None}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -85,6 +85,8 @@ class DemoDeployment:
         self.ports: dict[int, int] = {}
         self.torch = "good"
         self._transports: list[LocalAgentTransport] = []
+        self.exporter: subprocess.Popen[bytes] | None = None
+        self.exporter_port: int | None = None
 
     # -- setup ---------------------------------------------------------------------
     def _profile_copy(self, src: Path) -> None:
@@ -117,7 +119,11 @@ class DemoDeployment:
         mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
         env.update({
             "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
-            "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}", "FAKE_TORCH_MODE": self.torch,
+            # the simulated GPUs: torch and NVML stand-ins (NVML answers from a real
+            # H200 capture; faults through the same directory as the slots')
+            "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}:{HERE / 'fakenvml'}",
+            "FAKE_TORCH_MODE": self.torch, "FAKE_NVML_FAULTS": str(self.faults_dir),
+            "FAKE_NVML_ENGINES": "1",
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
             "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,
@@ -196,6 +202,7 @@ class DemoDeployment:
                                          time.gmtime(time.time() - 2 * 3600 - 17 * 60))
         self.pod_id = pid
         self._install_and_serve(pid, first)
+        self._start_exporter(pid)
         host = self._host_factory(pod)
         self.state.hosts[pid] = host
         pod["ssh"] = {"direct": {"host": "127.0.0.1", "port": 22, "username": "root"}}
@@ -223,6 +230,16 @@ class DemoDeployment:
             env=t.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
 
+    def _start_exporter(self, pid: str) -> None:
+        """The pod's GPU metrics endpoint (``pod-agent exporter``), as a wall reads it:
+        the same simulated GPUs the agent sees."""
+        t = self.transport_for(pid)
+        self.exporter_port = _free_port()
+        self.exporter = subprocess.Popen(
+            [*t.argv_prefix, "exporter", "--listen", f"127.0.0.1:{self.exporter_port}"],
+            env=t.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+
     def state_dir(self) -> Path:
         """A workdir given by the caller (tests) holds it; else ``POD_CONSOLE_STATE_DIR``;
         else the user's state directory: the demo's audit log outlives its temp files."""
@@ -246,6 +263,8 @@ class DemoDeployment:
             alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10),
             pod=PodSettings(runpod_id=self.pod_id, host="127.0.0.1",
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
+            gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
+                             if self.exporter_port else None),
             RUNPOD_API_KEY=DEMO_KEY)
 
     def write_config(self, refresh_s: float = 2.0) -> Path:
@@ -286,12 +305,29 @@ class DemoDeployment:
                             lambda s=slot.served_model_name: self.kill_slot(s)))
         out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
                     self.break_p2p))
+        out.append(("GPU 0 Xid 79", "the GPU falls off the bus (NVML reports a critical Xid)",
+                    lambda: self.gpu_fault(f"xid-0-79-{time.time_ns()}")))
+        out.append(("GPU 1 double-bit ECC error", "uncorrectable memory error; a row remap "
+                    "waits for a reset", lambda: self.gpu_fault("dbe-1")))
+        out.append(("GPU 0 overheats", "91 °C, thermal slowdown, SM clock halved",
+                    lambda: self.gpu_fault("hot-0")))
+        out.append(("GPUs healthy again", "undo the ECC error and the heat",
+                    self.gpu_faults_cleared))
         out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
         out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
         return out
 
     def kill_slot(self, served: str) -> None:
         (self.faults_dir / f"kill-{served}").touch()
+
+    def gpu_fault(self, name: str) -> None:
+        """A file the NVML stand-in reads (``console/demo/fakenvml``)."""
+        (self.faults_dir / name).touch()
+
+    def gpu_faults_cleared(self) -> None:
+        for f in [*self.faults_dir.glob("dbe-*"), *self.faults_dir.glob("hot-*"),
+                  *self.faults_dir.glob("xid-*")]:  # delivered already; Xids are events
+            f.unlink(missing_ok=True)
 
     def break_p2p(self) -> None:
         self.torch = "hang"
@@ -313,6 +349,13 @@ class DemoDeployment:
         await asyncio.to_thread(self._stop_all)
 
     def _stop_all(self) -> None:
+        if self.exporter is not None and self.exporter.poll() is None:
+            self.exporter.terminate()
+            try:
+                self.exporter.wait(10)
+            except subprocess.TimeoutExpired:
+                self.exporter.kill()
+                self.exporter.wait(5)
         for pid in list(self.agents):
             self._stop_agent(pid)
         self.emulator.stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import math
 import os
@@ -296,6 +297,20 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                 sys.exit(1)
 
 
+def register_on_gpus(util: float) -> None:
+    """Tell the NVML stand-in this engine holds ``util`` of its GPUs' memory (a file in
+    the faults directory, removed when the engine exits), as a real vLLM would show up
+    in ``nvmlDeviceGetComputeRunningProcesses``."""
+    faults = os.environ.get("DEMO_FAULTS")
+    if not faults:
+        return
+    gpus = [int(g) for g in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")
+            if g.strip().isdigit()]
+    path = Path(faults) / f"nvml-proc-{os.getpid()}"
+    path.write_text(json.dumps({"gpus": gpus, "fraction": util}))
+    atexit.register(lambda: path.unlink(missing_ok=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vllm")
     ap.add_argument("cmd", choices=["serve"])
@@ -320,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     log("Starting to load model ...")
     time.sleep(startup * 0.45)
     log(f"Loading weights took {startup * 0.45 * 47:.2f} seconds")
+    register_on_gpus(args.gpu_memory_utilization)
     time.sleep(startup * 0.1)
     if kv < args.max_model_len:
         need = args.max_model_len * 18e-6

@@ -11,6 +11,7 @@ from textual.widgets import Footer
 
 from ..actions.specs import SPECS
 from ..session import ConsoleState
+from ..widgets.gpu_strip import GpuStrip
 from ..widgets.header import PodHeader
 from ..widgets.panels import ActionLog, AlertsPanel
 from ..widgets.plots import PlotGrid
@@ -34,6 +35,7 @@ COMMON_BINDINGS = [
     *FIRST_BINDINGS,
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
     Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
+    Binding("g", "app.gpus", "GPUs: readings, programs, Xid, plots", id="gpus", show=False),
     Binding("L", "app.full_log", "full action log (/ searches)", id="full_log", show=False),
     Binding("plus,equals_sign", "app.refresh_rate(1)", "refresh faster", id="faster",
             show=False),
@@ -55,6 +57,7 @@ class MainScreen(ConsoleScreen):
     def compose(self) -> ComposeResult:
         view = self.state.view
         yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield GpuStrip()
         yield SlotsTable(id="slots")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="plots")
         with Vertical(id="bottom", classes="bottom"):
@@ -79,6 +82,7 @@ class MainScreen(ConsoleScreen):
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
         self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
         snap = state.snapshot
         if snap is not None:
             self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,

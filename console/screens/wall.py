@@ -17,6 +17,7 @@ from .. import catalog
 from ..session import ConsoleState
 from ..snapshot import SlotSnapshot
 from ..widgets.board import WallBoard
+from ..widgets.gpu_strip import GpuStrip
 from ..widgets.header import PodHeader
 from ..widgets.lines import TableLines
 from ..widgets.panels import AlertsPanel
@@ -56,6 +57,7 @@ class WallScreen(ConsoleScreen):
     def compose(self) -> ComposeResult:
         view = self.state.view
         yield PodHeader(view.profile_name, view.demo, True)
+        yield GpuStrip()
         yield Static(id="wview")
         yield WallBoard(tuple(t.slot for t in view.targets), id="wboard")
         yield TableLines(id="wfocus")
@@ -85,6 +87,7 @@ class WallScreen(ConsoleScreen):
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
         self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
         snap = state.snapshot
         names = [t.slot for t in state.view.targets]
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None

@@ -62,3 +62,70 @@ def test_prometheus_reads_the_gpus_through_the_exporter(tmp_path) -> None:
     finally:
         prom.stop()
         procs.stop(exporter)
+
+
+def test_the_console_reads_the_same_gpus_directly_and_through_prometheus(tmp_path) -> None:
+    """What a wall (no SSH) shows: the exporter scraped by the console itself, and the
+    same series read back from a real Prometheus — equal, and equal to the agent's own
+    NVML reading through ``pod-agent gpus --json``."""
+    import asyncio
+
+    from console.collect.gpu_metrics import GpuMetrics
+    from console.collect.http import HttpClient
+    from console.gpu_state import parse
+
+    if not prometheus_server.available():
+        if os.environ.get("CI"):
+            raise AssertionError("prometheus (Debian package) is missing")
+        pytest.skip("prometheus is not installed")
+    token = "gpu-scrape-token-0123456789"
+    (tmp_path / "token").write_text(token)
+    port = procs.free_port()
+    env = dict(os.environ, PYTHONPATH=f"{REPO / 'console' / 'demo' / 'fakenvml'}:{REPO}",
+               FAKE_NVML_STEADY="1", FAKE_NVML_CAPTURE=str(CAPTURE))
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "pod_agent", "exporter", "--listen", f"127.0.0.1:{port}",
+         "--token-file", str(tmp_path / "token")], env=env, stdout=subprocess.PIPE,
+        text=True, start_new_session=True)
+    prom = prometheus_server.PrometheusServer(tmp_path / "prom", [f"127.0.0.1:{port}"],
+                                              bearer_file=tmp_path / "token",
+                                              labels={"pod": "pod-under-test"})
+    try:
+        assert exporter.stdout is not None
+        json.loads(exporter.stdout.readline())
+        prom.start()
+        prom.wait_scrapes(2, timeout_s=60)
+        agent = parse(json.loads(subprocess.run(
+            [sys.executable, "-m", "pod_agent", "gpus", "--json"], env=env,
+            capture_output=True, text=True, timeout=60, check=True).stdout))
+
+        async def both():
+            client = HttpClient()
+            try:
+                direct = await GpuMetrics(client, 5, url=f"http://127.0.0.1:{port}/metrics",
+                                          token=token).fetch()
+                refused = await GpuMetrics(client, 5, url=f"http://127.0.0.1:{port}/metrics"
+                                           ).fetch()
+                via = await GpuMetrics(client, 5, prometheus_url=prom.url,
+                                       selector='{pod="pod-under-test"}').fetch()
+                other = await GpuMetrics(client, 5, prometheus_url=prom.url,
+                                         selector='{pod="another"}').fetch()
+                return direct, refused, via, other
+            finally:
+                await client.aclose()
+
+        direct, refused, via, other = asyncio.run(both())
+        assert refused.error == "HTTP 401" and not refused.gpus
+        assert other.error and not other.gpus  # another pod's selector sees nothing
+        assert direct.error is None and via.error is None and agent is not None
+        fields = ("index", "uuid", "name", "util_pct", "mem_used", "mem_total", "temp_c",
+                  "temp_slowdown_c", "power_w", "power_limit_w", "sm_clock_mhz",
+                  "throttled", "ecc_dbe_volatile", "remap_pending", "nvlink_up")
+        for a, d, v in zip(agent.gpus, direct.gpus, via.gpus, strict=True):
+            for f in fields:
+                # MiB in the exposition are the bytes / 2**20 exactly: no rounding
+                assert getattr(a, f) == getattr(d, f) == getattr(v, f), \
+                    (f, getattr(a, f), getattr(d, f), getattr(v, f))
+    finally:
+        prom.stop()
+        procs.stop(exporter)

@@ -70,7 +70,8 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False,
                       p2p_disabled=False, watchdog_armed=True,
                       next_stop="2026-11-18T18:00:00+09:00",
                       agent_slots={n: {"gpu_util": s.gpu_util, "state": "ready"}
-                                   for n, s in profile.slots.items()}, fetched_at=NOW)
+                                   for n, s in profile.slots.items()}, fetched_at=NOW,
+                      gpus=snapshot_gpus())
     history = History(3600, 1)
     for i in range(120):
         t = NOW - 600 + i * 5
@@ -90,3 +91,21 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False,
                          registry=registry, history=history,
                          pod_collector=StaticPod(pod), clock=lambda: NOW, rotate_s=0)
     return make_app(ctx, wall=wall)
+
+
+def snapshot_gpus():
+    """Two RTX PRO 6000s as the agent reports them, with the H200 capture's readings
+    (the stand-in's answers), one slot on each."""
+    import json
+
+    from console.gpu_state import parse
+    from tests.conftest import FIXTURES
+
+    doc = json.loads((FIXTURES / "nvml-h200x2" / "gpus-load.json").read_text())
+    for g, slot, pid in zip(doc["gpus"], ("FLASH", "Q27"), (4101, 4102), strict=True):
+        g["name"] = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+        g["mem_total_bytes"] = 97887 << 20
+        g["mem_used_bytes"] = int(0.76 * g["mem_total_bytes"])
+        g["processes"] = [{"pid": pid, "slot": slot, "used_bytes": g["mem_used_bytes"]}]
+    doc["t"] = NOW
+    return parse(doc)

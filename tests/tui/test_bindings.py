@@ -117,7 +117,8 @@ async def test_host_checks_run_the_real_agent(demo) -> None:
         _, action, out = ctx.registry.history[-1]
         assert action == "host_checks" and out.ok, out.message
         names = [c["name"] for c in out.data["report"]["checks"]]
-        assert names == ["gpus", "driver_cuda", "p2p", "pidfd", "disk", "memory"]
+        assert names == ["gpus", "driver_cuda", "gpu_health", "p2p", "pidfd",
+                         "disk", "memory"]
         assert "driver_cuda ok" in out.message and "p2p ok" in out.message
 
 

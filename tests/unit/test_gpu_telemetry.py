@@ -111,7 +111,15 @@ def test_xid_events_arrive_once_each(fake) -> None:
             time.sleep(0.05)
         assert sorted((e.gpu, e.xid) for e in seen) == [(0, 48), (1, 79)]
         assert w.last(1).xid == 79 and w.last(1).uuid == src.static[1]["uuid"]
-        assert not list(fake.faults.iterdir())  # delivered, so consumed
+        # every process that registered hears each event once (the agent and the
+        # exporter both do), and a second event of the same code is its own
+        (fake.faults / "xid-1-79-2").touch()
+        deadline = time.monotonic() + 30
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [(e.gpu, e.xid) for e in seen[2:]] == [(1, 79)]
+        time.sleep(0.5)
+        assert len(seen) == 3
     finally:
         w.stop()
 
@@ -264,3 +272,59 @@ def test_costly_counters_are_read_every_fifteen_seconds(fake, monkeypatch) -> No
     clock[0] += gpus.SLOW_EVERY_S
     tel = src.sample()
     assert calls == [0, 1, 0, 1] and all(r.energy_mj for r in tel.readings)
+
+
+def test_host_check_fails_a_gpu_with_memory_faults(fake) -> None:
+    from pod_agent.hostcheck import check_gpu_health
+
+    ok = check_gpu_health(gpus.Telemetry(fake))
+    assert ok.ok is True and "no memory faults via nvml" in ok.detail
+    assert "sw_power_cap" in ok.detail  # throttling is said, not failed
+    (fake.faults / "dbe-1").touch()
+    bad = check_gpu_health(gpus.Telemetry(fake))
+    assert bad.ok is False
+    assert "GPU 1: 1 double-bit ECC error(s)" in bad.detail
+    assert "GPU 1: memory repair pending a reset" in bad.detail
+    assert bad.value[0]["faults"] == []  # GPU 0 is fine
+
+
+async def test_serve_starts_the_exporter_on_the_profiles_port(tmp_path, monkeypatch) -> None:
+    import asyncio
+
+    from pod_agent.supervisor import Supervisor
+    from tests.conftest import PROFILES
+    from tests.support.procs import free_port
+
+    port = free_port()
+    prof = tmp_path / "10-rtx6000-2x.yaml"
+    prof.write_text((PROFILES / "10-rtx6000-2x.yaml").read_text()
+                    + f"gpu_metrics_port: {port}\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "exporter.token").write_text(TOKEN)
+    monkeypatch.setenv("POD_AGENT_HOME", str(home))
+    monkeypatch.setenv("POD_AGENT_EXPORTER_HOST", "127.0.0.1")  # loopback in tests
+    monkeypatch.setenv("PYTHONPATH", f"{FAKE_DIR}:{REPO}")
+    monkeypatch.setenv("FAKE_NVML_CAPTURE", str(CAPTURE / "nvml-load.json"))
+    sup = Supervisor(str(prof), vllm="false", apply_patches=False)
+    proc = await sup._start_exporter()
+    assert proc is not None
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline:
+            try:
+                status, body = await asyncio.to_thread(
+                    _get, port, headers={"Authorization": f"Bearer {TOKEN}"})
+                break
+            except OSError:
+                await asyncio.sleep(0.2)
+        assert status == 200 and b"DCGM_FI_DEV_GPU_UTIL{" in body
+        assert (await asyncio.to_thread(_get, port))[0] == 401  # the token file was used
+        audit = [json.loads(x) for x in (home / "audit.jsonl").read_text().splitlines()
+                 if '"exporter"' in x]
+        assert audit and audit[-1]["port"] == port and audit[-1]["token"] is True
+    finally:
+        proc.terminate()
+        await proc.wait()
+        sup.gpus.stop()

@@ -136,3 +136,41 @@ def test_render_refuses_a_broken_profile(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert "aliases.internal-sub" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def _with_exporter(tmp_path: Path, port: int = 9400) -> Path:
+    prof = tmp_path / "10-rtx6000-2x.yaml"
+    prof.write_text(FIELD.read_text() + f"gpu_metrics_port: {port}\n")
+    return prof
+
+
+def test_an_exporter_port_becomes_a_gpu_job_labelled_by_pod(tmp_path: Path) -> None:
+    prof = _with_exporter(tmp_path)
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "console.cli", "profile", "render", str(prof), "--out", str(out),
+         "--pod-host", "203.0.113.7", "--pod-id", "abc123", "--port-map", "9400=40194"],
+        capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    targets = json.loads((out / "prometheus/gpu-targets.json").read_text())
+    assert targets == [{"targets": ["203.0.113.7:40194"],
+                        "labels": {"profile": "rtx6000-2x", "pod": "abc123"}}]
+    jobs = yaml.safe_load((out / "prometheus/prometheus.yml").read_text())["scrape_configs"]
+    assert [j["job_name"] for j in jobs] == ["vllm", "gpu"]
+    assert jobs[1]["file_sd_configs"][0]["files"] == ["gpu-targets.json"]
+    if shutil.which("promtool"):
+        r = subprocess.run(["promtool", "check", "config", str(out / "prometheus/prometheus.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    # without the port: no GPU job (the field profile)
+    _render(tmp_path / "plain")
+    assert not (tmp_path / "plain/prometheus/gpu-targets.json").exists()
+
+
+def test_an_exporter_port_that_a_slot_uses_is_refused_with_its_line(tmp_path: Path) -> None:
+    prof = _with_exporter(tmp_path, 8881)
+    r = subprocess.run([sys.executable, "-m", "console.cli", "profile", "check", str(prof)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "gpu_metrics_port" in r.stdout + r.stderr
+    assert "already used by slot FLASH" in r.stdout + r.stderr

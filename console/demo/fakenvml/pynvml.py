@@ -12,9 +12,12 @@ and by the tests. Settings, from the environment:
   (the demo's), as its nvidia-smi stand-in takes them;
 * ``FAKE_NVML_STEADY``: the recorded values exactly (no drift), for tests;
 * ``FAKE_NVML_FAULTS``: a directory of fault files, read at every call —
-  ``xid-<gpu>-<code>`` (an Xid event, delivered once, then the file is removed),
+  ``xid-<gpu>-<code>[-<n>]`` (an Xid event, delivered once to every event set made
+  before the file was),
   ``dbe-<gpu>`` (a double-bit ECC error: uncorrectable counts +1, a row remap pending),
-  ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved).
+  ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved),
+  ``nvml-proc-<pid>`` (the demo's simulated vLLM: ``{"gpus": [..], "fraction": f}``;
+  with ``FAKE_NVML_ENGINES`` set, the GPU's programs and memory are those engines').
 """
 
 from __future__ import annotations
@@ -179,10 +182,38 @@ def nvmlDeviceGetUtilizationRates(h: _Handle) -> _Obj:
 def nvmlDeviceGetMemoryInfo(h: _Handle, version: Any = None) -> _Obj:
     d = dict(_answer("nvmlDeviceGetMemoryInfo", h))
     mib = os.environ.get("FAKE_NVIDIA_SMI_MIB")
-    if mib:  # the demo's GPU kind has another size: the same used, the rest free
+    if mib:  # the demo's GPU kind has another size
         d["total"] = int(mib) << 20
-        d["free"] = d["total"] - d["used"]
+    engines = _engines(h)
+    if engines is not None:  # the demo's engines hold what they asked for
+        d["used"] = BASELINE + sum(used for _, used in engines)
+    d["free"] = max(0, d["total"] - d["used"])
     return _Obj(**d)
+
+
+BASELINE = 512 << 20
+"""What a GPU holds with no program on it (driver, contexts)."""
+
+
+def _engines(h: _Handle) -> list[tuple[int, int]] | None:
+    """(pid, bytes) of the demo's engines on this GPU (``nvml-proc-<pid>`` files that
+    the simulated vLLM writes), or None when there is no such registry."""
+    d = _faults()
+    if d is None or not os.environ.get("FAKE_NVML_ENGINES"):
+        return None
+    total = int(os.environ.get("FAKE_NVIDIA_SMI_MIB") or 0) << 20 or \
+        int(_answer("nvmlDeviceGetMemoryInfo", h)["total"])
+    out = []
+    for f in d.glob("nvml-proc-*"):
+        try:
+            pid = int(f.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+            doc = json.loads(f.read_text())
+        except (ValueError, OSError):
+            continue  # gone, or half written
+        if h.index in doc.get("gpus", ()):
+            out.append((pid, int(float(doc.get("fraction", 0)) * total)))
+    return out
 
 
 def nvmlDeviceGetTemperature(h: _Handle, sensor: int) -> int:
@@ -277,6 +308,10 @@ def nvmlDeviceGetRemappedRows(h: _Handle) -> tuple[int, int, int, int]:
 
 
 def nvmlDeviceGetComputeRunningProcesses(h: _Handle) -> list[_Obj]:
+    engines = _engines(h)
+    if engines is not None:
+        return [_Obj(pid=pid, usedGpuMemory=used, gpuInstanceId=0xFFFFFFFF,
+                     computeInstanceId=0xFFFFFFFF) for pid, used in engines]
     procs = _answer("nvmlDeviceGetComputeRunningProcesses", h)
     return [_Obj(**p) for p in procs if isinstance(p, dict)]
 
@@ -286,6 +321,8 @@ def nvmlDeviceGetComputeRunningProcesses(h: _Handle) -> list[_Obj]:
 class _EventSet:
     def __init__(self) -> None:
         self.handles: list[_Handle] = []
+        self.created = time.time()
+        self.delivered: set[str] = set()
 
 
 def nvmlEventSetCreate() -> _EventSet:
@@ -299,18 +336,27 @@ def nvmlDeviceRegisterEvents(h: _Handle, types: int, es: _EventSet) -> None:
 
 
 def nvmlEventSetWait_v2(es: _EventSet, timeout_ms: int) -> _Obj:
+    """The next Xid fault file made after this event set was, once per event set: as
+    NVML tells every process that registered (the agent and the exporter both hear)."""
     deadline = time.monotonic() + timeout_ms / 1000
     watched = {h.index: h for h in es.handles}
     while True:
         d = _faults()
         if d is not None:
             for f in sorted(d.glob("xid-*-*")):
-                _, gpu, code = f.name.split("-", 2)
-                if int(gpu) in watched:
-                    f.unlink(missing_ok=True)
-                    return _Obj(device=watched[int(gpu)],
-                                eventType=nvmlEventTypeXidCriticalError,
-                                eventData=int(code), gpuInstanceId=0, computeInstanceId=0)
+                gpu, code = f.name.split("-")[1:3]
+                try:
+                    made = f.stat().st_mtime
+                except OSError:
+                    continue
+                # a file's time comes from the kernel's coarse clock: a file made just
+                # after the set can read a few ms earlier than time.time() did
+                if f.name in es.delivered or made < es.created - 1.0 \
+                        or int(gpu) not in watched:
+                    continue
+                es.delivered.add(f.name)
+                return _Obj(device=watched[int(gpu)], eventType=nvmlEventTypeXidCriticalError,
+                            eventData=int(code), gpuInstanceId=0, computeInstanceId=0)
         if time.monotonic() >= deadline:
             raise NVMLError(NVML_ERROR_TIMEOUT)
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
