@@ -10,17 +10,22 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import threading
+import time
 from typing import Any, Callable, Deque, Dict, List
 
-from .gpus import Sampler, Telemetry, XidEvent, XidWatcher, xid_meaning
+from .gpus import KmsgXids, Sampler, Telemetry, XidEvent, XidWatcher, pci_key, xid_meaning
 
 SAMPLE_EVERY_S = 5.0
 KEEP_XIDS = 50
+SAME_XID_S = 5.0
+"""An Xid seen by NVML and in the kernel log within this is one event."""
 
 
 class GpuMonitor:
     def __init__(self, audit: Callable[[Dict[str, Any]], None],
-                 sample_every_s: float = SAMPLE_EVERY_S, nvml: Any = None) -> None:
+                 sample_every_s: float = SAMPLE_EVERY_S, nvml: Any = None,
+                 kmsg_path: str = "/dev/kmsg") -> None:
         self.audit = audit
         self.telemetry = Telemetry(nvml)
         self.sampler = Sampler(self.telemetry, sample_every_s)
@@ -29,13 +34,29 @@ class GpuMonitor:
         src = self.telemetry.source
         if src is not None:
             self.xids = XidWatcher(src.nvml, [s["uuid"] for s in src.static],
-                                   on_event=self._xid)
+                                   on_event=lambda ev: self._xid(ev, "nvml"))
+        self.kmsg = KmsgXids(self._kmsg_xid, kmsg_path)
+        self._lock = threading.Lock()
 
-    def _xid(self, ev: XidEvent) -> None:
-        severity, meaning, advice = xid_meaning(ev.xid)
-        rec = {"t": round(ev.t, 3), "gpu": ev.gpu, "uuid": ev.uuid, "xid": ev.xid,
-               "severity": severity, "meaning": meaning, "advice": advice}
-        self.events.append(rec)
+    def _kmsg_xid(self, pci: str, code: int) -> None:
+        """An Xid line of the kernel log, mapped to its GPU by PCI bus id."""
+        for r in self.sampler.latest().readings:
+            if pci_key(r.pci_bus_id) == pci:
+                self._xid(XidEvent(time.time(), r.index, r.uuid, code), "kernel log")
+                return
+        self._xid(XidEvent(time.time(), -1, "", code), "kernel log")
+
+    def _xid(self, ev: XidEvent, source: str) -> None:
+        with self._lock:  # two threads report; the same Xid from both is one event
+            for old in reversed(self.events):
+                if (old["gpu"], old["xid"]) == (ev.gpu, ev.xid) and \
+                        abs(old["t"] - ev.t) <= SAME_XID_S:
+                    return
+            severity, meaning, advice = xid_meaning(ev.xid)
+            rec = {"t": round(ev.t, 3), "gpu": ev.gpu, "uuid": ev.uuid, "xid": ev.xid,
+                   "severity": severity, "meaning": meaning, "advice": advice,
+                   "source": source}
+            self.events.append(rec)
         # a full disk must not stop the watch; the event is still in status
         with contextlib.suppress(OSError):
             self.audit({"op": "xid", **rec})
@@ -44,11 +65,13 @@ class GpuMonitor:
         self.sampler.start()
         if self.xids is not None:
             self.xids.start()
+        self.kmsg.start()
 
     def stop(self) -> None:
         self.sampler.stop()
         if self.xids is not None:
             self.xids.stop()
+        self.kmsg.stop()
 
     def status(self, slot_pgids: Dict[str, int]) -> Dict[str, Any]:
         tel = self.sampler.latest()
@@ -60,6 +83,7 @@ class GpuMonitor:
         doc["xid_events"] = list(self.events)
         doc["xid_error"] = self.xids.error if self.xids is not None else (
             self.telemetry.nvml_error and "no Xid events without NVML")
+        doc["kmsg_error"] = self.kmsg.error
         return doc
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import shutil
 import subprocess
 import threading
@@ -494,3 +495,81 @@ def xid_meaning(code: int) -> Tuple[str, str, str]:
     return XID_MEANING.get(code, ("warning", f"Xid {code}",
                                   "look the code up in NVIDIA's Xid catalog; check the "
                                   "slot logs"))
+
+
+# -- Xid lines in the kernel log (where readable) ------------------------------------------
+
+KMSG_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)")
+
+
+def pci_key(bus_id: str) -> str:
+    """``0000:00:06`` (the kernel's) and ``00000000:00:06.0`` (NVML's) → ``00:06``."""
+    parts = bus_id.lower().split(".")[0].split(":")
+    return ":".join(parts[-2:])
+
+
+class KmsgXids:
+    """Xid lines of the kernel log as they are written (``/dev/kmsg`` from its end, in a
+    thread): the driver logs every Xid there, NVML's event API only the critical ones.
+    ``on_xid(pci_key, code)``; a log that cannot be opened (a container without the
+    privilege) is said in ``error`` and costs nothing."""
+
+    def __init__(self, on_xid: Callable[[str, int], None], path: str = "/dev/kmsg") -> None:
+        self.on_xid = on_xid
+        self.path = path
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import os
+
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            self.error = f"kernel log not readable: {exc.strerror or exc}"
+            return
+        with contextlib.suppress(OSError):
+            os.lseek(self._fd, 0, os.SEEK_END)  # what happens from now on (kmsg only)
+        self._thread = threading.Thread(target=self._run, name="kmsg-xid", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import errno
+        import os
+        import select
+
+        pending = b""
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._fd], [], [], 0.5)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self._fd, 8192)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten before we read them
+                    continue
+                self.error = f"kernel log read failed: {exc.strerror or exc}"
+                return
+            if not chunk:  # a pipe's writer closed (tests); the real kmsg never ends
+                self._stop.wait(0.2)
+                continue
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                m = KMSG_XID.search(line.decode("utf-8", "replace"))
+                if m:
+                    self.on_xid(pci_key(m.group(1)), int(m.group(2)))
+
+    def stop(self) -> None:
+        import os
+
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        if getattr(self, "_fd", None) is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None

@@ -71,7 +71,8 @@ class Supervisor:
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
-        self.gpus = GpuMonitor(_audit)
+        self.gpus = GpuMonitor(_audit,
+                               kmsg_path=os.environ.get("POD_AGENT_KMSG", "/dev/kmsg"))
         self._bg: set = set()
 
     # -- configuration -------------------------------------------------------------

@@ -124,6 +124,8 @@ class DemoDeployment:
             "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}:{HERE / 'fakenvml'}",
             "FAKE_TORCH_MODE": self.torch, "FAKE_NVML_FAULTS": str(self.faults_dir),
             "FAKE_NVML_ENGINES": "1",
+            # this machine's kernel log is not the simulated pod's
+            "POD_AGENT_KMSG": str(self.faults_dir / "kmsg"),
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
             "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,

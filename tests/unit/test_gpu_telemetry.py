@@ -328,3 +328,66 @@ async def test_serve_starts_the_exporter_on_the_profiles_port(tmp_path, monkeypa
         proc.terminate()
         await proc.wait()
         sup.gpus.stop()
+
+
+@pytest.mark.parametrize("code,severity,words", [
+    (13, "warn", "graphics engine exception"), (31, "warn", "memory page fault"),
+    (48, "crit", "double-bit ECC"), (63, "warn", "row remapping recorded"),
+    (64, "warn", "row remapping failed"), (79, "crit", "fallen off the bus"),
+    (74, "crit", "NVLink"), (999, "warn", "Xid 999")])
+def test_each_xid_class_becomes_its_alert(fake, tmp_path, code, severity, words) -> None:
+    """Through the agent's monitor (NVML events, audited) to the console's alert."""
+    from console.gpu_state import conditions, parse
+    from pod_agent.gpu_monitor import GpuMonitor
+
+    audited: list[dict] = []
+    mon = GpuMonitor(audited.append, sample_every_s=0.2, nvml=fake,
+                     kmsg_path=str(tmp_path / "no-kmsg"))
+    mon.start()
+    try:
+        (fake.faults / f"xid-1-{code}").touch()
+        deadline = time.monotonic() + 30
+        while not mon.events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        doc = mon.status({})
+    finally:
+        mon.stop()
+    assert audited and audited[0]["op"] == "xid" and audited[0]["xid"] == code
+    assert doc["xid_error"] is None and "kernel log not readable" in doc["kmsg_error"]
+    conds = [c for c in conditions(parse(doc), set(), time.time(), 30, 10)
+             if c.key.startswith("xid:")]
+    assert len(conds) == 1 and conds[0].severity == severity
+    assert words in conds[0].title and conds[0].title.startswith(f"GPU 1 Xid {code}")
+    assert conds[0].detail  # what to do
+
+
+def test_xid_lines_of_the_kernel_log_count_once(fake, tmp_path) -> None:
+    """The driver logs every Xid in the kernel log; NVML's events carry the critical
+    ones. Both seen, one event; a line from another GPU's bus is mapped to its index."""
+    import os
+
+    from pod_agent.gpu_monitor import GpuMonitor
+
+    kmsg = tmp_path / "kmsg"
+    os.mkfifo(kmsg)
+    audited: list[dict] = []
+    mon = GpuMonitor(audited.append, sample_every_s=0.2, nvml=fake, kmsg_path=str(kmsg))
+    mon.start()
+    try:
+        with open(kmsg, "w") as w:  # the kernel's record format: "prio,seq,us,flags;text"
+            w.write("4,1201,88123,-;NVRM: Xid (PCI:0000:00:07): 13, pid=4242, "
+                    "name=python3, Graphics Exception\n")
+            w.flush()
+            (fake.faults / "xid-0-79").touch()
+            w.write("4,1202,88124,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', "
+                    "GPU has fallen off the bus.\n")
+            w.flush()
+            deadline = time.monotonic() + 30
+            while len(mon.events) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # let a duplicate, if any, arrive
+        events = sorted((e["gpu"], e["xid"]) for e in mon.status({})["xid_events"])
+    finally:
+        mon.stop()
+    assert events == [(0, 79), (1, 13)], events
+    assert {e["source"] for e in mon.events} <= {"nvml", "kernel log"}
