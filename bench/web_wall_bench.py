@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.support.browser import WallPage, launch, start_demo_web, stop_server  # noqa: E402
+from tests.support.browser import launch, open_wall, start_demo_web, stop_server  # noqa: E402
 from tests.support.procs import free_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -83,15 +83,7 @@ def run(minutes: float, refresh: float) -> dict[str, float]:
     try:
         with sync_playwright() as pw:
             browser = launch(pw)
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    wall = WallPage(browser, f"http://127.0.0.1:{port}/")
-                    break
-                except Exception:  # not listening yet (the demo starts first)
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise
-                    time.sleep(0.5)
+            wall = open_wall(browser, port, server)
             wall.wait_for(lambda t: "FLASH" in t and "% KV" in t, 120)
             wall.page.wait_for_timeout(20_000)
             session = session_process(server.pid)

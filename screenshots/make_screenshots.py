@@ -87,7 +87,7 @@ def web_wall() -> Path:
     """The demo's web wall in Chromium, once its plots have a few minutes of history."""
     from playwright.sync_api import sync_playwright
 
-    from tests.support.browser import WallPage, launch, start_demo_web, stop_server
+    from tests.support.browser import launch, open_wall, start_demo_web, stop_server
     from tests.support.procs import free_port
 
     work = Path(tempfile.mkdtemp(prefix="pod-console-web-shot-"))
@@ -97,15 +97,7 @@ def web_wall() -> Path:
     try:
         with sync_playwright() as pw:
             browser = launch(pw)
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    wall = WallPage(browser, f"http://127.0.0.1:{port}/")
-                    break
-                except Exception:  # the demo starts before the server listens
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+            wall = open_wall(browser, port, server)
             wall.wait_for(lambda t: "FLASH" in t and "% KV" in t and "alerts (" in t, 120)
             # past the plots' second drawing (a minute of history), in the overview
             wall.page.wait_for_timeout(70_000)

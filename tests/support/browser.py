@@ -113,3 +113,17 @@ class WallPage:
 
 def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def open_wall(browser, port: int, server: subprocess.Popen[bytes],
+              timeout_s: float = 180.0) -> WallPage:
+    """A tab on the web wall once the server listens (``demo --web`` starts the demo
+    deployment first); the server exiting meanwhile is an error at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return WallPage(browser, f"http://127.0.0.1:{port}/")
+        except Exception:  # not listening yet
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise
+            time.sleep(0.5)
