@@ -226,10 +226,18 @@ def _card_rows(text: str) -> str:
 
 
 def test_the_demo_web_wall_in_chromium(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
     from tests.support.browser import CHROMIUM, WallPage, launch, start_demo_web, stop_server
 
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: .ci/run installs Debian's chromium"
+    try:
+        from playwright import sync_api
+    except ImportError:
+        sync_api = None
+    if sync_api is None or not Path(CHROMIUM).exists():
+        # like every real part: skipped here when missing, a failure under CI
+        why = f"{CHROMIUM} or playwright missing: .ci/run installs both"
+        if os.environ.get("CI"):
+            raise AssertionError(why)
+        pytest.skip(why)
     port = _free_port()
     state = tmp_path / "state"
     log = tmp_path / "server.log"
