@@ -173,7 +173,8 @@ def make_handler(render: Callable[[], bytes], token: str | None
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
-            pass  # a scrape every few seconds is not news
+            """Nothing: the stdlib logs every request to stderr, and a scrape every few
+            seconds is not news (errors still reach the scraper as HTTP statuses)."""
 
     return Handler
 

@@ -107,6 +107,17 @@ class FreshPlot(PlotextPlot):
         return super().render()
 
 
+def sentence(plt: Any, text: str) -> None:
+    """A plot with nothing to draw says so: no frame, no axes running −1…1 around
+    nothing."""
+    plt.frame(False)
+    plt.xaxes(False, False)
+    plt.yaxes(False, False)
+    plt.xticks([])
+    plt.yticks([])
+    plt.text(text, x=0, y=0, alignment="center")
+
+
 class SeriesPlot(FreshPlot):
     """One figure for every slot over the last ``SPAN_S`` seconds, against clock time.
 
@@ -149,13 +160,7 @@ class SeriesPlot(FreshPlot):
         def draw(plt: Any, rows: int) -> None:
             plt.title(title)
             if not series:
-                # no axes running −1…1 around nothing: a sentence, and no frame
-                plt.frame(False)
-                plt.xaxes(False, False)
-                plt.yaxes(False, False)
-                plt.xticks([])
-                plt.yticks([])
-                plt.text("waiting for data", x=0, y=0, alignment="center")
+                sentence(plt, "waiting for data")
                 return
             for i, (slot, pts) in enumerate(series):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
@@ -211,13 +216,8 @@ class PositionBars(FreshPlot):
 
         def draw(plt: Any, rows: int) -> None:
             plt.title("acceptance by draft position (%)")
-            if not slots:  # a sentence, not axes running −1…1 around nothing
-                plt.frame(False)
-                plt.xaxes(False, False)
-                plt.yaxes(False, False)
-                plt.xticks([])
-                plt.yticks([])
-                plt.text("no speculative decoding data", x=0, y=0, alignment="center")
+            if not slots:
+                sentence(plt, "no speculative decoding data")
                 return
             plt.multiple_bar(labels, data, labels=slots)
             plt.ylim(0, 100)
