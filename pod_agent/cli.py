@@ -105,17 +105,17 @@ def cmd_exporter(args: argparse.Namespace) -> int:
             return 2
     host, port = parse_listen(args.listen)
     try:
-        exporter = Exporter(host, port, args.interval, token)
+        exporter = Exporter(host, port, args.interval, token, from_agent=args.from_agent)
     except OSError as exc:
         print(f"cannot listen on {args.listen}: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    src = exporter.telemetry
     print(json.dumps({"event": "listening", "port": exporter.port,
-                      "source": "nvml" if src.source is not None else "nvidia-smi",
-                      "nvml_error": src.nvml_error}), flush=True)
+                      "source": exporter.source,
+                      "nvml_error": exporter.telemetry and exporter.telemetry.nvml_error}),
+          flush=True)
     main_loop(exporter, stop)
     return 0
 
@@ -195,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--listen", default="127.0.0.1:9400", metavar="[HOST:]PORT")
     ex.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     ex.add_argument("--token-file", help="scrapers must send 'Authorization: Bearer TOKEN'")
+    ex.add_argument("--from-agent", action="store_true",
+                    help="take the running supervisor's samples (its Unix socket) instead "
+                         "of loading NVML here: one process on the pod holds NVML")
     ex.set_defaults(func=cmd_exporter)
 
     sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")

@@ -10,6 +10,11 @@ itself still opens no port. An optional bearer token (``--token-file``) is compa
 constant time. A scrape reads the last sample (taken every ``--interval`` seconds by one
 thread), so scrapes cost the same whatever their rate and never touch the GPU.
 
+Where the samples come from: run by ``serve`` it asks the supervisor (``--from-agent``,
+the agent's Unix socket) for the sample the supervisor takes anyway, so one process on
+the pod holds NVML (the driver library alone costs ~27 MiB of memory per process that
+loads it) and the GPUs are read once, not twice. Run by hand, it reads NVML itself.
+
 dcgm-exporter types its error and energy totals ``counter`` although their names do not
 end in ``_total``; they are ``untyped`` here so the exposition passes ``promtool check
 metrics`` — a type is a hint, ``rate()`` and the dashboards read them the same.
@@ -24,6 +29,9 @@ import threading
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 from .gpus import GpuReading, GpuTelemetry, Sampler, Telemetry, XidWatcher
+
+XidLookup = Callable[[int], "int | None"]
+"""GPU index → the code of its last Xid (None: none seen)."""
 
 MIB = 1 << 20
 
@@ -96,10 +104,10 @@ def labels(r: GpuReading, host: str) -> Dict[str, str]:
 class Collector:
     """A prometheus_client collector over the latest telemetry (and Xid events)."""
 
-    def __init__(self, latest: Callable[[], GpuTelemetry], xids: XidWatcher | None,
+    def __init__(self, latest: Callable[[], GpuTelemetry], last_xid: XidLookup | None,
                  host: str) -> None:
         self.latest = latest
-        self.xids = xids
+        self.last_xid = last_xid
         self.host = host
 
     def collect(self) -> Iterator[Any]:
@@ -115,13 +123,12 @@ class Collector:
                     fam.add_sample(name, labels(r, self.host), float(v))
             if fam.samples:
                 yield fam
-        if self.xids is not None:
+        if self.last_xid is not None and tel.readings:
             fam = GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS",
                                     "Value of the last XID error encountered.")
             for r in tel.readings:
-                last = self.xids.last(r.index)
                 fam.add_sample("DCGM_FI_DEV_XID_ERRORS", labels(r, self.host),
-                               float(last.xid if last else 0))
+                               float(self.last_xid(r.index) or 0))
             yield fam
         up = GaugeMetricFamily("pod_agent_gpu_telemetry_up",
                                "1 when the last GPU sample succeeded (source: nvml or "
@@ -179,22 +186,97 @@ def make_handler(render: Callable[[], bytes], token: str | None
     return Handler
 
 
+class AgentFeed:
+    """The supervisor's own GPU sample, asked for over its Unix socket every
+    ``interval_s`` by one thread. When the supervisor does not answer, the feed has no
+    readings and says why (``pod_agent_gpu_telemetry_up`` 0): an old sample is never
+    served as a new one."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._latest = GpuTelemetry(source="agent", error="no answer from the agent yet")
+        self._xids: Dict[int, int] = {}
+        self.events_seen = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agent-feed", daemon=True)
+        self.poll()
+
+    def poll(self) -> None:
+        from .client import NotRunning, request
+
+        try:
+            doc: Dict[str, Any] | None = None
+            # shorter than the interval, so polls never overlap or pile up
+            for ev in request({"op": "gpus"}, timeout=max(0.2, 0.8 * self.interval_s)):
+                if ev.get("kind") == "result":
+                    doc = ev
+            if doc is None:
+                raise ValueError("the agent sent no sample")
+            tel = GpuTelemetry.from_json(doc)
+            xids = {int(x["gpu"]): int(x["xid"]) for x in doc.get("xid_events") or ()
+                    if isinstance(x, dict)}  # oldest first: the last one per GPU wins
+            seen = len(doc.get("xid_events") or ())
+        except (NotRunning, OSError, ValueError, KeyError, TypeError) as exc:
+            tel = GpuTelemetry(source="agent", error=f"the pod agent did not answer: {exc}")
+            xids, seen = {}, self.events_seen
+        with self._lock:
+            self._latest, self._xids, self.events_seen = tel, xids, seen
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.poll()
+
+    def latest(self) -> GpuTelemetry:
+        with self._lock:
+            return self._latest
+
+    def last_xid(self, gpu: int) -> int | None:
+        with self._lock:
+            return self._xids.get(gpu)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.interval_s + 1)
+
+
 class Exporter:
-    """The sampler, the Xid watcher and the HTTP server, started and stopped together."""
+    """The sample source (NVML here, or the agent), the Xid events and the HTTP server,
+    started and stopped together."""
 
     def __init__(self, host: str, port: int, interval_s: float = 1.0,
-                 token: str | None = None, nvml: Any = None) -> None:
+                 token: str | None = None, nvml: Any = None,
+                 from_agent: bool = False) -> None:
         from prometheus_client import CollectorRegistry
         from prometheus_client.exposition import generate_latest
 
-        self.telemetry = Telemetry(nvml)
-        self.sampler = Sampler(self.telemetry, interval_s)
+        self.telemetry: Telemetry | None = None
         self.xids: XidWatcher | None = None
-        if self.telemetry.source is not None:
-            src = self.telemetry.source
-            self.xids = XidWatcher(src.nvml, [s["uuid"] for s in src.static])
+        self.feed: AgentFeed | None = None
+        self.sampler: Sampler | None = None
+        last_xid: XidLookup | None = None
+        if from_agent:
+            self.feed = AgentFeed(interval_s)
+            latest: Callable[[], GpuTelemetry] = self.feed.latest
+            last_xid = self.feed.last_xid
+        else:
+            self.telemetry = Telemetry(nvml)
+            self.sampler = Sampler(self.telemetry, interval_s)
+            latest = self.sampler.latest
+            if self.telemetry.source is not None:
+                src = self.telemetry.source
+                xids = self.xids = XidWatcher(src.nvml, [s["uuid"] for s in src.static])
+
+                def last_xid(gpu: int) -> int | None:
+                    ev = xids.last(gpu)
+                    return ev.xid if ev else None
+        self.latest = latest
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(Collector(self.sampler.latest, self.xids,  # type: ignore[arg-type]
+        self.registry.register(Collector(latest, last_xid,  # type: ignore[arg-type]
                                          socket.gethostname()))
         self._cache: tuple[Any, bytes] = (None, b"")
         self._cache_lock = threading.Lock()
@@ -202,7 +284,8 @@ class Exporter:
         def render() -> bytes:
             # a scrape renders the newest sample once; scrapes between two samples
             # (several Prometheus servers, a dashboard's refresh) reuse that text
-            key = (self.sampler.latest().t,
+            tel = latest()
+            key = (tel.t, tel.error, self.feed.events_seen if self.feed is not None else
                    sum(self.xids.counts.values()) if self.xids is not None else 0)
             with self._cache_lock:
                 if self._cache[0] != key:
@@ -222,16 +305,23 @@ class Exporter:
     def port(self) -> int:
         return int(self.httpd.server_address[1])
 
+    @property
+    def source(self) -> str:
+        if self.feed is not None:
+            return "agent"
+        assert self.telemetry is not None
+        return "nvml" if self.telemetry.source is not None else "nvidia-smi"
+
     def start(self) -> None:
-        self.sampler.start()
-        if self.xids is not None:
-            self.xids.start()
+        for part in (self.sampler, self.xids, self.feed):
+            if part is not None:
+                part.start()
 
     def close(self) -> None:
         self.httpd.server_close()
-        self.sampler.stop()
-        if self.xids is not None:
-            self.xids.stop()
+        for part in (self.sampler, self.xids, self.feed):
+            if part is not None:
+                part.stop()
 
 
 def parse_listen(text: str) -> Tuple[str, int]:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
 # NVML's clock-event (throttle) reason bits, as nvml.h numbers them
@@ -104,6 +104,16 @@ class GpuReading:
         d["throttled"] = self.throttled
         return d
 
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> GpuReading:
+        """The inverse of ``to_json`` (the exporter reads the agent's samples this way);
+        unknown keys are ignored, a missing field is None."""
+        names = {f.name for f in fields(cls)} - {"processes"}
+        kw = {k: d.get(k) for k in names if k in d}
+        procs = tuple(GpuProcess(int(p["pid"]), p.get("used_bytes"))
+                      for p in d.get("processes") or () if isinstance(p, dict))
+        return cls(**kw, processes=procs)
+
 
 @dataclass(frozen=True)
 class XidEvent:
@@ -126,6 +136,12 @@ class GpuTelemetry:
     def to_json(self) -> Dict[str, Any]:
         return {"source": self.source, "error": self.error, "driver": self.driver,
                 "t": self.t, "gpus": [r.to_json() for r in self.readings]}
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> GpuTelemetry:
+        return cls([GpuReading.from_json(g) for g in doc.get("gpus") or ()],
+                   str(doc.get("source") or "none"), doc.get("error"), doc.get("driver"),
+                   float(doc.get("t") or 0.0))
 
 
 # -- NVML --------------------------------------------------------------------------------

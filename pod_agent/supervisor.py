@@ -22,7 +22,7 @@ from . import paths
 from .actions import Action, ActionBook, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
-from .gpu_monitor import GpuMonitor, slot_pgids
+from .gpu_monitor import SAMPLE_EVERY_S, GpuMonitor, slot_pgids
 from .hostcheck import mem_available_gib, mem_total_gib
 from .launch import SlotCommand, slot_command
 from .patches import apply_patch, vllm_site_root
@@ -33,6 +33,10 @@ from .watchdog import WatchdogState, due, stop_pod
 
 MEM_FLOOR_MAX_GIB = 4096.0
 """No pod has more host memory than this; a larger floor is a typo that stops every slot."""
+
+EXPORTER_SAMPLE_S = 1.0
+"""GPU sampling when the profile serves GPU metrics (``gpu_metrics_port``): dcgm-exporter's
+default pace; one sample of 8 GPUs costs ~0.3 ms of CPU (bench/gpu_telemetry_bench.py)."""
 
 BACKOFF_S = (5.0, 10.0, 30.0, 60.0, 120.0)
 """Restart delays after a crash; the last repeats. A crash loop must not spin the host."""
@@ -71,7 +75,10 @@ class Supervisor:
         self.started_at = time.time()
         self._stop = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
-        self.gpus = GpuMonitor(_audit,
+        # with an exporter, the supervisor's sample is what Prometheus scrapes: taken
+        # as often as the exporter serves it (the exporter holds no NVML of its own)
+        self.gpus = GpuMonitor(_audit, sample_every_s=EXPORTER_SAMPLE_S
+                               if self.profile.gpu_metrics_port else SAMPLE_EVERY_S,
                                kmsg_path=os.environ.get("POD_AGENT_KMSG", "/dev/kmsg"))
         self._bg: set = set()
 
@@ -295,10 +302,13 @@ class Supervisor:
             "watchdog": self.watchdog.to_json(self.profile.schedule, now),
             "mem_available_gib": mem_available_gib(),
             "actions": self.book.recent(),
-            "gpus": self.gpus.status(slot_pgids(
-                {n: p.proc.pid if p.running() and p.proc else None
-                 for n, p in self.procs.items()})),
+            "gpus": self.gpu_status(),
         }
+
+    def gpu_status(self) -> dict[str, Any]:
+        return self.gpus.status(slot_pgids(
+            {n: p.proc.pid if p.running() and p.proc else None
+             for n, p in self.procs.items()}))
 
     # -- control socket ------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -326,6 +336,8 @@ class Supervisor:
         op = req.get("op")
         if op == "status":
             await send(event("result", **self.status()))
+        elif op == "gpus":  # the exporter's feed: the GPU part of status alone
+            await send(event("result", **self.gpu_status()))
         elif op == "logs":
             slot = req.get("slot")
             if slot not in self.procs:
@@ -477,7 +489,8 @@ class Supervisor:
             return None
         # all interfaces: Prometheus reaches it through the pod's exposed port
         host = os.environ.get("POD_AGENT_EXPORTER_HOST", "0.0.0.0")
-        argv = [sys.executable, "-m", "pod_agent", "exporter", "--listen", f"{host}:{port}"]
+        argv = [sys.executable, "-m", "pod_agent", "exporter", "--listen", f"{host}:{port}",
+                "--from-agent", "--interval", str(EXPORTER_SAMPLE_S)]
         token = paths.path("exporter.token")
         if os.path.exists(token):
             argv += ["--token-file", token]

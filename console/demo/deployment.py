@@ -234,11 +234,12 @@ class DemoDeployment:
 
     def _start_exporter(self, pid: str) -> None:
         """The pod's GPU metrics endpoint (``pod-agent exporter``), as a wall reads it:
-        the same simulated GPUs the agent sees."""
+        serving the agent's own samples, as ``serve`` runs it on a pod."""
         t = self.transport_for(pid)
         self.exporter_port = _free_port()
         self.exporter = subprocess.Popen(
-            [*t.argv_prefix, "exporter", "--listen", f"127.0.0.1:{self.exporter_port}"],
+            [*t.argv_prefix, "exporter", "--listen", f"127.0.0.1:{self.exporter_port}",
+             "--from-agent", "--interval", "2"],
             env=t.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, start_new_session=True)
 

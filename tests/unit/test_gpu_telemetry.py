@@ -288,9 +288,16 @@ def test_host_check_fails_a_gpu_with_memory_faults(fake) -> None:
     assert bad.value[0]["faults"] == []  # GPU 0 is fine
 
 
-async def test_serve_starts_the_exporter_on_the_profiles_port(tmp_path, monkeypatch) -> None:
+async def test_serve_starts_the_exporter_on_the_profiles_port(fake, tmp_path,
+                                                             monkeypatch) -> None:
+    """The exporter ``serve`` starts serves the supervisor's own samples over the agent's
+    socket (one process holds NVML): the exporter's process here has no NVML at all (the
+    stand-in is only in this test's process, where the supervisor runs), yet it serves
+    the captured values, the supervisor's Xid, and says so when the agent is gone."""
     import asyncio
 
+    from pod_agent import paths
+    from pod_agent.gpu_monitor import GpuMonitor
     from pod_agent.supervisor import Supervisor
     from tests.conftest import PROFILES
     from tests.support.procs import free_port
@@ -304,30 +311,64 @@ async def test_serve_starts_the_exporter_on_the_profiles_port(tmp_path, monkeypa
     (home / "exporter.token").write_text(TOKEN)
     monkeypatch.setenv("POD_AGENT_HOME", str(home))
     monkeypatch.setenv("POD_AGENT_EXPORTER_HOST", "127.0.0.1")  # loopback in tests
-    monkeypatch.setenv("PYTHONPATH", f"{FAKE_DIR}:{REPO}")
-    monkeypatch.setenv("FAKE_NVML_CAPTURE", str(CAPTURE / "nvml-load.json"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # no NVML stand-in for the exporter
     sup = Supervisor(str(prof), vllm="false", apply_patches=False)
+    assert sup.gpus.sampler.interval_s == 1.0  # the exporter's pace when it is served
+    sup.gpus = GpuMonitor(lambda rec: None, sample_every_s=0.2, nvml=fake,
+                          kmsg_path=str(tmp_path / "no-kmsg"))
+    sup.gpus.start()
+    server = await asyncio.start_unix_server(sup.handle, path=paths.socket_path())
     proc = await sup._start_exporter()
     assert proc is not None
-    try:
+    ok = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def scrape_until(want: str) -> str:
         deadline = time.monotonic() + 60
-        status = None
+        text = ""
         while time.monotonic() < deadline:
             try:
-                status, body = await asyncio.to_thread(
-                    _get, port, headers={"Authorization": f"Bearer {TOKEN}"})
-                break
+                status, body = await asyncio.to_thread(_get, port, headers=ok)
+                text = body.decode()
+                if status == 200 and want in text:
+                    return text
             except OSError:
-                await asyncio.sleep(0.2)
-        assert status == 200 and b"DCGM_FI_DEV_GPU_UTIL{" in body
+                pass
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{want!r} never served; last:\n{text[-2000:]}")
+
+    try:
+        text = await scrape_until('pod_agent_gpu_telemetry_up{source="nvml"} 1.0')
         assert (await asyncio.to_thread(_get, port))[0] == 401  # the token file was used
+        temp = recorded("nvmlDeviceGetTemperature(h1,0)")
+        assert f'gpu="1",modelName="NVIDIA H200",pci_bus_id="00000000:00:07.0"}} ' \
+               f'{float(temp)}' in text.split("DCGM_FI_DEV_GPU_TEMP{", 2)[2]
+        used = recorded("nvmlDeviceGetMemoryInfo(h0)")["used"] / 2**20
+        assert f'gpu="0",modelName="NVIDIA H200",pci_bus_id="00000000:00:06.0"}} ' \
+               f'{used}' in text.split("DCGM_FI_DEV_FB_USED{", 2)[1]
+        # the supervisor's Xid event reaches Prometheus through the exporter
+        (fake.faults / "xid-1-48").touch()
+        await scrape_until('gpu="1",modelName="NVIDIA H200",pci_bus_id="00000000:00:07.0"}'
+                           ' 48.0')
         audit = [json.loads(x) for x in (home / "audit.jsonl").read_text().splitlines()
                  if '"exporter"' in x]
         assert audit and audit[-1]["port"] == port and audit[-1]["token"] is True
+        # the agent gone: no GPU series (an old sample is not a new one), and up 0
+        server.close()
+        await server.wait_closed()
+        os.unlink(paths.socket_path())
+        text = await scrape_until('pod_agent_gpu_telemetry_up{source="agent"} 0.0')
+        assert "DCGM_FI_DEV_GPU_TEMP{" not in text
     finally:
         proc.terminate()
         await proc.wait()
+        server.close()
         sup.gpus.stop()
+
+
+def test_agent_samples_cross_the_socket_unchanged(fake) -> None:
+    tel = gpus.NvmlSource(fake).sample()
+    back = gpus.GpuTelemetry.from_json(json.loads(json.dumps(tel.to_json())))
+    assert back == tel
 
 
 @pytest.mark.parametrize("code,severity,words", [
