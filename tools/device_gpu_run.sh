@@ -33,3 +33,9 @@ python3 bench/gpu_telemetry_bench.py --seconds 60 > $OUT/bench.txt 2>&1
 python3 bench/gpu_telemetry_bench.py --seconds 30 --fake --gpus 8 >> $OUT/bench.txt 2>&1
 cat $OUT/bench.txt
 nproc; python3 -c "import prometheus_client, pynvml; print(prometheus_client.__file__)"
+# Later (issue 15, the exporter fed by the supervisor): the device image has no pydantic or
+# PyYAML, which the supervisor imports, so they travel in build/devdeps (cp312 wheels:
+#   pip install --target build/devdeps --python-version 3.12 --only-binary=:all: \
+#       --platform manylinux2014_x86_64 --implementation cp pydantic pyyaml)
+# and:  PYTHONPATH=$PWD/build/devdeps python3 bench/gpu_telemetry_bench.py --seconds 60
+# output: tests/fixtures/nvml-h200x2/bench-agent.txt
