@@ -175,9 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     rs.set_defaults(func=lambda a: relay({"op": "restart", "slot": a.slot,
                                           "action_id": a.action_id or _aid("restart")}))
 
-    wd = sub.add_parser("watchdog", help="arm, disarm, or stop the pod now")
-    wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor"))
-    wd.add_argument("value", nargs="?", help="GiB, for mem-floor")
+    wd = sub.add_parser("watchdog", help="arm, disarm, extend, or stop the pod now")
+    wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor",
+                                    "extend"))
+    wd.add_argument("value", nargs="?",
+                    help="GiB, for mem-floor; for extend: +1h, +90m, HH:MM (the profile's "
+                         "zone) or an ISO time")
+    wd.add_argument("--by", help="extend: who (default: this user)")
+    wd.add_argument("--reason", default="", help="extend: why, said in every warning")
+    wd.add_argument("--clear", action="store_true", help="extend: end the extension now")
     wd.add_argument("--action-id", default=None, type=_action_id)
     wd.set_defaults(func=cmd_watchdog)
 
@@ -256,6 +262,15 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
             Emitter().error(problem)
             return 2
         return relay({"op": "watchdog", "cmd": "mem-floor", "value": args.value})
+    if args.cmd == "extend":
+        if not args.clear and not args.value:
+            Emitter().error("extend needs +1h, +90m, HH:MM or an ISO time (or --clear)")
+            return 2
+        import getpass
+
+        return relay({"op": "watchdog", "cmd": "extend", "until": args.value,
+                      "clear": args.clear, "by": args.by or getpass.getuser(),
+                      "reason": args.reason})
     return relay({"op": "watchdog", "cmd": args.cmd})
 
 

@@ -28,6 +28,18 @@ _NAME_RE = r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$"
 SLOT_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _TIME_RE = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 _SECRETISH = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_DURATION_RE = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def duration_s(text: str) -> float:
+    """``45m``, ``1h30m``, ``90s`` → seconds."""
+    m = _DURATION_RE.match(text.strip()) if isinstance(text, str) else None
+    if not m or not any(m.groups()):
+        raise ValueError(f"{text!r} is not a duration; write e.g. 45m, 1h30m or 90s")
+    h, mi, s = (int(x or 0) for x in m.groups())
+    return float(h * 3600 + mi * 60 + s)
+
+
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 # Flags the renderer sets itself from typed fields: allowing them again in
@@ -128,6 +140,27 @@ class Schedule(_Strict):
     """Local time the on-pod watchdog stops the pod (``HH:MM``)."""
     days: list[str] = Field(default_factory=lambda: list(_WEEKDAYS[:5]), min_length=1)
     """Weekdays the pod runs: ``mon`` … ``sun``."""
+    idle_stop_after: str | None = None
+    """Stop the pod after this long with no request on any slot (``45m``, ``1h30m``);
+    unset: no idle stop."""
+    idle_stop_in_hours: bool = True
+    """Whether the idle stop also applies inside working hours (``start`` … ``stop`` on a
+    scheduled day); false: only outside them."""
+    busy_grace: str = "15m"
+    """At a scheduled stop, requests still running postpone it by at most this long."""
+    warn_before: str = "10m"
+    """Warn (screen, webhook) this long before any stop."""
+
+    @field_validator("idle_stop_after", "busy_grace", "warn_before")
+    @classmethod
+    def _duration(cls, v: str | None) -> str | None:
+        if v is not None:
+            duration_s(v)  # raises ValueError with the accepted forms
+        return v
+
+    def seconds(self, name: str) -> float | None:
+        v = getattr(self, name)
+        return None if v is None else duration_s(v)
 
     @field_validator("start", "stop")
     @classmethod

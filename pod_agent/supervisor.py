@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from . import paths
+from . import clock, paths, stoppolicy, traffic
 from .actions import Action, ActionBook, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
@@ -29,7 +29,8 @@ from .patches import apply_patch, vllm_site_root
 from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
 from .profiles import load_profile
 from .slots import SlotProcess, group_rss_kib
-from .watchdog import WatchdogState, due, stop_pod
+from .stoppolicy import Decision, PolicyState
+from .watchdog import WatchdogState, post_webhook, stop_pod
 
 MEM_FLOOR_MAX_GIB = 4096.0
 """No pod has more host memory than this; a larger floor is a typo that stops every slot."""
@@ -71,6 +72,10 @@ class Supervisor:
         self.book = ActionBook()
         self.watchdog = WatchdogState(mem_floor_gib=float(
             os.environ.get("POD_AGENT_MEM_FLOOR_GIB", "12")))
+        self.policy = PolicyState(extension=stoppolicy.load_extension(self._extension_path()),
+                                  last_activity=clock.now())
+        self.decision = Decision()
+        self._traffic: dict[str, traffic.SlotTraffic | None] = {}
         self.patch_results: list[dict[str, str]] = []
         self.started_at = time.time()
         self._stop = asyncio.Event()
@@ -83,6 +88,9 @@ class Supervisor:
         self._bg: set = set()
 
     # -- configuration -------------------------------------------------------------
+    def _extension_path(self) -> str:
+        return paths.path("extension.json")
+
     def _overrides_path(self) -> str:
         return paths.path("gpu_util_overrides.json")
 
@@ -257,12 +265,16 @@ class Supervisor:
     async def _watchdog_loop(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(Exception):
-                await self.watchdog_tick(dt.datetime.now(dt.timezone.utc))
+                await self.watchdog_tick()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), self.watchdog_interval_s)
 
-    async def watchdog_tick(self, now: dt.datetime) -> None:
+    async def watchdog_tick(self, now: float | None = None) -> None:
+        """The memory guard, then the stop policy (``stoppolicy``) on this tick's traffic;
+        ``now`` is the agent's clock (tests pass their own)."""
+        now = clock.now() if now is None else now
         wd = self.watchdog
+        loop = asyncio.get_running_loop()
         avail = mem_available_gib()
         if avail is not None and avail < wd.mem_floor_gib:
             running = [n for n, p in self.procs.items() if p.running()]
@@ -270,16 +282,147 @@ class Supervisor:
                 biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid))
                 await self._pause(biggest)
                 self.procs[biggest].state.detail = "stopped by the memory guard"
-                wd.last_mem_action = (f"{now.isoformat()}: MemAvailable {avail:.1f} GiB < "
-                                      f"{wd.mem_floor_gib:g}: stopped {biggest}")
+                wd.last_mem_action = (f"{stoppolicy.iso(now)}: MemAvailable {avail:.1f} GiB "
+                                      f"< {wd.mem_floor_gib:g}: stopped {biggest}")
                 _audit({"op": "memory-guard", "slot": biggest, "mem_available_gib": avail})
-        if wd.armed and due(self.profile.schedule, now, wd.last_stop_day):
-            local = now.astimezone(_tz(self.profile))
-            wd.last_stop_day = local.date().isoformat()
-            ok, what = await asyncio.get_running_loop().run_in_executor(
-                None, stop_pod, os.environ.get("RUNPOD_POD_ID"))
-            wd.last_result = f"{now.isoformat()}: {'stopped' if ok else 'FAILED'}: {what}"
-            _audit({"op": "watchdog-stop", "ok": ok, "detail": what})
+        await self._memory_warning(avail)
+        # traffic: each slot's own /metrics, in a thread (a hung slot must not hold the loop)
+        ports = {n: p.port for n, p in self.procs.items()}
+        reads = await loop.run_in_executor(None, _read_traffic, ports,
+                                           max(1.0, min(5.0, self.watchdog_interval_s)))
+        busy = any(r is not None and r.in_flight > 0 for r in reads.values())
+        if any(traffic.active(self._traffic.get(n), r) for n, r in reads.items()):
+            self.policy.last_activity = now
+        self._traffic = reads
+        pol = self.policy
+        pol.armed = wd.armed
+        d = self.decision = stoppolicy.decide(self.profile.schedule, pol, now, busy)
+        if d.warn and d.next_at is not None and d.warn_key() not in pol.warned:
+            pol.warned.add(d.warn_key())
+            await self._warn(d.next_reason or "stop", d.next_at, now)
+        if d.stop:
+            pol.last_stop_day = stoppolicy.local_day(self.profile.schedule, now)
+            if d.reason == "idle":  # a failed stop is retried after another idle period
+                pol.last_activity = now
+            self._set_extension(None, "ended" if d.reason == "extension ended" else None)
+            ok, what = await loop.run_in_executor(None, stop_pod,
+                                                  os.environ.get("RUNPOD_POD_ID"))
+            wd.last_result = (f"{stoppolicy.iso(now)}: {'stopped' if ok else 'FAILED'} "
+                              f"({d.reason}): {what}")
+            wd.last_stop_reason = d.reason
+            _audit({"op": "watchdog-stop", "reason": d.reason, "ok": ok, "detail": what,
+                    "idle_s": round(d.idle_s), "busy": busy})
+        elif pol.extension is not None and pol.extension.until <= now \
+                and pol.extension.holds is None:
+            self._set_extension(None, "ended")
+
+    async def _memory_warning(self, avail: float | None) -> None:
+        """Before the memory guard stops a slot: MemAvailable within a quarter of the
+        floor. Said once until memory recovers."""
+        floor = self.watchdog.mem_floor_gib
+        near = avail is not None and floor > 0 and floor <= avail < floor * 1.25
+        key = "memory guard"
+        if near and key not in self.policy.warned:
+            self.policy.warned.add(key)
+            running = [n for n, p in self.procs.items() if p.running()]
+            biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid)) \
+                if running else "none"
+            await self._send_warning({
+                "reason": "memory guard", "mem_available_gib": round(avail or 0, 1),
+                "floor_gib": floor, "slot": biggest},
+                f"MemAvailable {avail:.1f} GiB is near the memory guard's floor "
+                f"({floor:g} GiB): below it the guard stops slot {biggest}. Free memory, "
+                "or lower the floor (pod-agent watchdog mem-floor GIB).")
+        elif not near:
+            self.policy.warned.discard(key)
+
+    async def _warn(self, reason: str, at: float, now: float) -> None:
+        tz = _tz(self.profile)
+        local = dt.datetime.fromtimestamp(at, tz).strftime("%H:%M %Z")
+        mins = max(0, round((at - now) / 60))
+        pod = os.environ.get("RUNPOD_POD_ID") or "this pod"
+        await self._send_warning(
+            {"reason": reason, "at": stoppolicy.iso(at, tz), "in_s": round(at - now)},
+            f"pod {pod} ({self.profile.name}) stops at {local} (in {mins} min): {reason}. "
+            "To keep it: press w in pod-console (extend +1h, +2h or until a time), or run "
+            "`pod-agent watchdog extend +1h --reason WHY` on the pod.")
+
+    async def _send_warning(self, record: dict[str, Any], text: str) -> None:
+        self.watchdog.last_warning = {**record, "text": text, "t": clock.now()}
+        with contextlib.suppress(OSError):
+            _audit({"op": "stop-warning", **record, "text": text})
+        url = os.environ.get("POD_AGENT_WEBHOOK_URL") or read_env(paths.env_file()).get(
+            "POD_AGENT_WEBHOOK_URL")
+        if url:
+            ok, detail = await asyncio.get_running_loop().run_in_executor(
+                None, post_webhook, url, text)
+            with contextlib.suppress(OSError):
+                _audit({"op": "webhook", "ok": ok, "detail": detail})
+
+    def _set_extension(self, ext: stoppolicy.Extension | None, why: str | None) -> None:
+        old = self.policy.extension
+        self.policy.extension = ext
+        stoppolicy.save_extension(self._extension_path(), ext)
+        if ext is not None:
+            self.policy.warned.clear()  # a new plan: its warnings are new
+            _audit({"op": "extend", **ext.to_json(_tz(self.profile))})
+        elif old is not None and why:
+            _audit({"op": "extension-" + why, "until": stoppolicy.iso(old.until),
+                    "by": old.by})
+
+    def watchdog_json(self, now: float) -> dict[str, Any]:
+        sched = self.profile.schedule
+        tz = _tz(self.profile)
+        d = self.decision
+        ext = self.policy.extension
+        base = self.watchdog.to_json(sched, dt.datetime.fromtimestamp(now, dt.timezone.utc))
+        return {
+            **base, "now": now, "clock_speed": clock.speed(),
+            # before the first tick (or disarmed): the schedule's own next stop
+            "next_stop": base["next_stop"] if d.next_at is None else stoppolicy.iso(d.next_at,
+                                                                                   tz),
+            "next_stop_reason": d.next_reason, "stop_in_s":
+                None if d.next_at is None else round(d.next_at - now, 1),
+            "warning": d.warn, "grace_until": stoppolicy.iso(d.grace_until, tz),
+            "idle_s": round(max(0.0, now - self.policy.last_activity), 1),
+            "idle_stop_after_s": sched.seconds("idle_stop_after"),
+            "idle_stop_in_hours": sched.idle_stop_in_hours,
+            "busy_grace_s": sched.seconds("busy_grace"),
+            "warn_before_s": sched.seconds("warn_before"),
+            "extension": None if ext is None or ext.until <= now else ext.to_json(tz),
+        }
+
+    async def _extend(self, req: dict[str, Any], send) -> None:
+        """``{"until": "+1h" | "HH:MM" | ISO, "by": NAME, "reason": TEXT}``, or
+        ``{"clear": true}``. Kept in ``extension.json``: a restart keeps it."""
+        now = clock.now()
+        if req.get("clear"):
+            self._set_extension(None, "cleared")
+            await send(event("result", extension=None))
+            return
+        by = str(req.get("by") or "").strip()[:64] or "unknown"
+        reason = str(req.get("reason") or "").strip()[:200]
+        if not all(c.isprintable() for c in by + reason):
+            await send(event("error", message="by and reason must be printable text"))
+            return
+        try:
+            until = stoppolicy.extension_until(str(req.get("until") or ""),
+                                               self.profile.schedule, now)
+        except ValueError as exc:
+            await send(event("error", message=f"extend: {exc}"))
+            return
+        ext = stoppolicy.make_extension(self.profile.schedule, self.policy, now, until, by,
+                                        reason)
+        try:
+            self._set_extension(ext, None)
+        except OSError as exc:  # not kept on disk: not promised
+            self.policy.extension = None
+            await send(event("error", message=f"extend: cannot keep it on disk: {exc}"))
+            return
+        self.decision = stoppolicy.decide(self.profile.schedule, self.policy, now, False)
+        await send(event("result", extension=ext.to_json(_tz(self.profile)),
+                         next_stop=stoppolicy.iso(self.decision.next_at, _tz(self.profile)),
+                         next_stop_reason=self.decision.next_reason))
 
     async def stop_now(self, act: Action) -> None:
         act.progress("stop pod", 0.1, "stopping slots")
@@ -292,14 +435,13 @@ class Supervisor:
 
     # -- status --------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        now = dt.datetime.now(dt.timezone.utc)
         return {
             "supervisor": "running", "pid": os.getpid(), "started_at": self.started_at,
             "profile": self.profile.name, "profile_path": self.profile_path,
             "p2p_disabled": self.p2p_disabled(), "patches": self.patch_results,
             "slots": {n: {**p.state.to_json(), "port": p.port, "gpu_util": self.utils[n]}
                       for n, p in self.procs.items()},
-            "watchdog": self.watchdog.to_json(self.profile.schedule, now),
+            "watchdog": self.watchdog_json(clock.now()),
             "mem_available_gib": mem_available_gib(),
             "actions": self.book.recent(),
             "gpus": self.gpu_status(),
@@ -351,7 +493,9 @@ class Supervisor:
             await self._run_action(op, req, send)
         elif op == "watchdog":
             cmd = req.get("cmd")
-            if cmd in ("arm", "disarm"):
+            if cmd == "extend":
+                await self._extend(req, send)
+            elif cmd in ("arm", "disarm"):
                 self.watchdog.armed = cmd == "arm"
                 _audit({"op": "watchdog", "cmd": cmd})
                 await send(event("result", armed=self.watchdog.armed))
@@ -519,6 +663,11 @@ class Supervisor:
 
     def request_stop(self) -> None:
         self._stop.set()
+
+
+def _read_traffic(ports: dict[str, int], timeout_s: float
+                  ) -> dict[str, traffic.SlotTraffic | None]:
+    return {name: traffic.read(port, timeout_s) for name, port in ports.items()}
 
 
 def _tz(profile: Profile):

@@ -31,13 +31,16 @@ class WatchdogState:
     last_stop_day: str | None = None
     last_result: str | None = None
     last_mem_action: str | None = None
+    last_stop_reason: str | None = None
+    last_warning: dict | None = None
 
     def to_json(self, schedule: Schedule, now: dt.datetime) -> dict:
         nxt = next_stop(schedule, now)
         return {"armed": self.armed, "stop_at": schedule.stop, "timezone": schedule.timezone,
                 "days": schedule.days, "next_stop": nxt.isoformat() if nxt else None,
                 "mem_floor_gib": self.mem_floor_gib, "last_stop_day": self.last_stop_day,
-                "last_result": self.last_result, "last_mem_action": self.last_mem_action}
+                "last_result": self.last_result, "last_mem_action": self.last_mem_action,
+                "last_stop_reason": self.last_stop_reason, "last_warning": self.last_warning}
 
 
 def _zone(schedule: Schedule):
@@ -105,3 +108,17 @@ def stop_pod(pod_id: str | None, timeout_s: float = 60.0) -> tuple[bool, str]:
         return False, f"REST v2 stop: HTTP {exc.code}"
     except (urllib.error.URLError, OSError) as exc:
         return False, f"REST v2 stop failed: {getattr(exc, 'reason', exc)}"
+
+
+def post_webhook(url: str, text: str, timeout_s: float = 10.0) -> tuple[bool, str]:
+    """A Slack-compatible ``{"text": …}`` POST; never raises, never says the URL (it
+    embeds a token)."""
+    req = urllib.request.Request(url, method="POST", data=json.dumps({"text": text}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return True, f"HTTP {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return False, f"failed: {type(exc).__name__}"
