@@ -71,8 +71,9 @@ class AgentClient:
 
     async def watchdog(self, cmd: str, action_id: str | None = None,
                        on_event: EventSink | None = None,
-                       timeout_s: float = 300.0) -> AgentResult:
-        args = ["watchdog", cmd]
+                       timeout_s: float = 300.0, extra: list[str] | None = None
+                       ) -> AgentResult:
+        args = ["watchdog", cmd, *(extra or [])]
         if action_id:
             args += ["--action-id", action_id]
         return await self._t().run(args, on_event=on_event, timeout_s=timeout_s)

@@ -215,6 +215,22 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.status == "RUNNING" and not _working_hours(profile, now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""
             out.append(Condition("hours", "warn", f"pod running outside working hours{rate}"))
+        plan = pod.stop_plan
+        if plan is not None and pod.watchdog_armed is not False and (
+                plan.warning or plan.grace_until):
+            left = pod.stop_in_s(now)
+            mins = f"{max(0, round((left or 0) / 60))} min"
+            title = (f"pod stop held {mins}: requests running" if plan.grace_until else
+                     f"pod stops in {mins} ({plan.next_reason}) — w extends")
+            out.append(Condition("stop-soon", "warn", title, "press w: +1h, +2h or until "
+                                 "a time; the pod's watchdog and `down` both honour it"))
+        if plan is not None and plan.memory_warning:
+            out.append(Condition("memory-guard", "warn", "memory guard about to stop a slot",
+                                 plan.memory_warning))
+        if plan is not None and plan.skew_s is not None and abs(plan.skew_s) > 120:
+            out.append(Condition("pod-clock", "warn", f"pod clock {plan.skew_s:+.0f} s off "
+                                 "this machine's", "the pod's clock decides when it stops; "
+                                 "times shown are the pod's"))
         if pod.last_watchdog_result and "FAILED" in pod.last_watchdog_result:
             out.append(Condition("watchdog", "crit", "watchdog stop FAILED",
                                  pod.last_watchdog_result))

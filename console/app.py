@@ -636,11 +636,17 @@ class PodConsoleApp(App):
             args["set"] = chosen
         if action_id == "watchdog" and "cmd" not in args:
             pod = self.pod or PodSnapshot()
-            cmd = await self.push_screen_wait(WatchdogScreen(
-                pod.watchdog_armed, pod.next_stop, self.now()))
-            if not cmd:
+            plan = pod.stop_plan
+            ext = None
+            if plan is not None and plan.extension_until:
+                ext = (f"extended until {fmt.wall_time(plan.extension_until)} by "
+                       f"{plan.extension_by}" + (f": {plan.extension_reason}"
+                                                 if plan.extension_reason else ""))
+            chosen = await self.push_screen_wait(WatchdogScreen(
+                pod.watchdog_armed, pod.next_stop, self.now(), ext))
+            if not chosen:
                 return
-            args["cmd"] = cmd
+            args.update(chosen)
         if not spec.dangerous:  # quick and harmless (refresh, ack): no dialog
             out = await reg.invoke(action_id, args)
             self.note(f"{spec.title}: {out.message}", "green" if out.ok else "yellow")
@@ -648,6 +654,8 @@ class PodConsoleApp(App):
             return
         if spec.dangerous:
             question = spec.confirm.format(**self._confirm_fields(args))
+            if action_id == "watchdog":
+                question = self._watchdog_question(args) or question
             if not await self.push_screen_wait(ConfirmScreen(spec.title, question)):
                 self.note(f"{spec.title}: cancelled")
                 return
@@ -690,6 +698,24 @@ class PodConsoleApp(App):
         if action_id in ("host_checks", "rebalance", "watchdog") and not (
                 self.ctx.agent is not None and self.ctx.agent.configured):
             return "no pod agent configured (pod.ssh_host in the config)"
+        return None
+
+    def _watchdog_question(self, args: dict[str, Any]) -> str | None:
+        """What a watchdog change means in money, said before it is made."""
+        f = self._confirm_fields({})
+        cmd = args.get("cmd")
+        if cmd == "extend" and args.get("clear"):
+            return (f"End the extension on pod {f['pod']}? Its scheduled stop applies again "
+                    "(at once, if its time has passed).")
+        if cmd == "extend":
+            why = f" ({args['reason']})" if args.get("reason") else ""
+            return (f"Keep pod {f['pod']} running until {args.get('until')}{why}? Neither "
+                    f"the pod's watchdog nor `pod-console down` stops it before then; it "
+                    f"bills {f['cost']}/h meanwhile.")
+        if cmd == "disarm":
+            return (f"DISARM the watchdog on pod {f['pod']}? NOTHING will stop it — not "
+                    f"the schedule, not idleness — and it bills {f['cost']}/h until someone "
+                    "stops it. An extension (+1 h, +2 h, until a time) ends by itself.")
         return None
 
     def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:

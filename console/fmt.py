@@ -77,6 +77,19 @@ def money(x: float | None, digits: int = 2) -> str:
     return DASH if x is None else f"${x:,.{digits}f}"
 
 
+def wall_time(iso: str | None) -> str:
+    """An ISO instant as its own wall time, "20:00" (the profile's zone: the agent writes
+    it so)."""
+    import datetime as dt
+
+    if not iso:
+        return DASH
+    try:
+        return dt.datetime.fromisoformat(iso).strftime("%H:%M")
+    except ValueError:
+        return iso
+
+
 def stop_time(iso: str | None, now: float) -> str:
     """The watchdog's next stop as a person reads it: its wall time in the profile's own
     zone and how far away it is ("Tue 18:00 +09:00, in 2h10m"); the raw text if unreadable."""

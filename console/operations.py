@@ -112,11 +112,19 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
         if (miss := need_agent()) is not None:
             return miss
         cmd = str(args.get("cmd", ""))
-        if cmd not in ("arm", "disarm", "stop-now"):
+        if cmd not in ("arm", "disarm", "stop-now", "extend"):
             return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
         aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
+        extra: list[str] = []
+        if cmd == "extend":
+            import getpass
+
+            # --opt=value: a reason that starts with "-" is still a reason
+            extra = ["--clear"] if args.get("clear") else [
+                str(args.get("until") or ""), f"--by={args.get('by') or getpass.getuser()}",
+                f"--reason={args.get('reason') or ''}"]
         try:
-            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress))
+            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress), extra=extra)
         except AgentError as exc:
             return Outcome(False, str(exc), state="failed")
         final = res.final or {}
@@ -124,6 +132,13 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
             return Outcome(False, str(final.get("message", "failed")), state="failed")
         if cmd == "stop-now":
             return Outcome(True, f"pod stopping: {final.get('message', '')}")
+        if cmd == "extend":
+            ext = final.get("extension")
+            if not isinstance(ext, dict):
+                return Outcome(True, "extension ended; the schedule applies", dict(final))
+            return Outcome(True, f"pod kept until {ext.get('until_iso')} by {ext.get('by')}; "
+                                 f"next stop {final.get('next_stop')} "
+                                 f"({final.get('next_stop_reason')})", dict(final))
         return Outcome(True, f"watchdog {'armed' if final.get('armed') else 'disarmed'}")
 
     async def resume(args: dict[str, Any], progress: Progress) -> Outcome:

@@ -14,6 +14,71 @@ Health = Literal["up", "down", "starting", "unknown"]
 
 
 @dataclass(frozen=True)
+class StopPlan:
+    """The pod agent's stop policy as it last reported it (``status`` → ``watchdog``).
+    Durations are the pod's own (its clock decides when it stops); ``read_at`` is when
+    the console received them, ``skew_s`` how far the pod's clock is from ours."""
+
+    next_reason: str | None = None
+    """``schedule``, ``idle``, ``extension ends`` (or, held by running requests, the
+    reason of the stop they hold back)."""
+    in_s: float | None = None
+    idle_s: float | None = None
+    idle_after_s: float | None = None
+    idle_in_hours: bool = True
+    warning: bool = False
+    grace_until: str | None = None
+    extension_until: str | None = None
+    extension_by: str | None = None
+    extension_reason: str | None = None
+    last_stop_reason: str | None = None
+    memory_warning: str | None = None
+    clock_speed: float = 1.0
+    skew_s: float | None = None
+    read_at: float = 0.0
+
+    @classmethod
+    def parse(cls, wd: dict[str, Any], read_at: float) -> StopPlan:
+        def num(k: str) -> float | None:
+            v = wd.get(k)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+                else None
+
+        ext = wd.get("extension") if isinstance(wd.get("extension"), dict) else {}
+        speed = num("clock_speed") or 1.0
+        now = num("now")
+        return cls(
+            next_reason=wd.get("next_stop_reason") if isinstance(
+                wd.get("next_stop_reason"), str) else None,
+            in_s=num("stop_in_s"), idle_s=num("idle_s"), idle_after_s=num("idle_stop_after_s"),
+            idle_in_hours=wd.get("idle_stop_in_hours") is not False,
+            warning=wd.get("warning") is True,
+            grace_until=wd.get("grace_until") if isinstance(wd.get("grace_until"), str)
+            else None,
+            extension_until=str(ext.get("until_iso")) if ext.get("until_iso") else None,
+            extension_by=str(ext.get("by")) if ext.get("by") else None,
+            extension_reason=str(ext.get("reason")) if ext.get("reason") else None,
+            last_stop_reason=wd.get("last_stop_reason") if isinstance(
+                wd.get("last_stop_reason"), str) else None,
+            memory_warning=wd.get("memory_warning") if isinstance(
+                wd.get("memory_warning"), str) else None,
+            clock_speed=speed,
+            # a pod clock that runs fast (the demo's) has no meaningful skew
+            skew_s=None if now is None or speed != 1.0 else now - read_at,
+            read_at=read_at)
+
+    def elapsed(self, now: float) -> float:
+        """Pod-clock seconds since the report."""
+        return max(0.0, now - self.read_at) * self.clock_speed
+
+    def stop_in(self, now: float) -> float | None:
+        return None if self.in_s is None else self.in_s - self.elapsed(now)
+
+    def idle(self, now: float) -> float | None:
+        return None if self.idle_s is None else self.idle_s + self.elapsed(now)
+
+
+@dataclass(frozen=True)
 class SlotSnapshot:
     """One slot as last seen."""
 
@@ -113,6 +178,8 @@ class PodSnapshot:
     """$ of today's earlier runs of this pod (``console.spend``), None when not known."""
     gpus: GpuReport | None = None
     """The GPUs as the agent sampled them (NVML), None from an agent that does not say."""
+    stop_plan: StopPlan | None = None
+    """The agent's stop policy (None: no agent, or one that does not say)."""
 
     def uptime_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)
@@ -129,7 +196,23 @@ class PodSnapshot:
         hours = max(0.0, now - max(midnight, self.started_at)) / 3600  # type: ignore[arg-type]
         return hours * self.cost_per_hr + (self.spent_earlier_today or 0.0)  # type: ignore[operator]
 
+    def projected_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
+        """Today's spend if the pod runs until its next stop (or midnight, if that is
+        first or nothing will stop it): an extension moves it."""
+        spent = self.spend_today(now, tz)
+        if spent is None or self.status != "RUNNING" or self.cost_per_hr is None:
+            return spent
+        local_now = dt.datetime.fromtimestamp(now, tz)
+        midnight = (local_now.replace(hour=0, minute=0, second=0, microsecond=0)
+                    + dt.timedelta(days=1)).timestamp()
+        left = self.stop_in_s(now)
+        until = midnight if left is None or self.watchdog_armed is False else \
+            min(midnight, now + max(0.0, left))
+        return spent + (until - now) / 3600 * self.cost_per_hr
+
     def stop_in_s(self, now: float) -> float | None:
+        if self.stop_plan is not None and self.stop_plan.in_s is not None:
+            return self.stop_plan.stop_in(now)  # the pod's clock decides
         if not self.next_stop:
             return None
         try:

@@ -390,6 +390,8 @@ class Supervisor:
             "busy_grace_s": sched.seconds("busy_grace"),
             "warn_before_s": sched.seconds("warn_before"),
             "extension": None if ext is None or ext.until <= now else ext.to_json(tz),
+            "memory_warning": (self.watchdog.last_warning or {}).get("text")
+            if "memory guard" in self.policy.warned else None,
         }
 
     async def _extend(self, req: dict[str, Any], send) -> None:

@@ -15,7 +15,7 @@ from .. import gpu_state
 from ..agent_client import AgentClient
 from ..provider.base import Provider, ProviderError
 from ..remote import AgentError
-from ..snapshot import PodSnapshot
+from ..snapshot import PodSnapshot, StopPlan
 from .gpu_metrics import GpuMetrics
 
 __all__ = ["PodCollector", "PodSnapshot"]
@@ -64,7 +64,9 @@ class PodCollector:
                                   last_watchdog_result=wd.get("last_result"),
                                   agent_slots=st.get("slots") or {},
                                   agent_actions=tuple(st.get("actions") or ()),
-                                  gpus=gpu_state.parse(st.get("gpus")))
+                                  gpus=gpu_state.parse(st.get("gpus")),
+                                  stop_plan=StopPlan.parse(wd, time.time())
+                                  if isinstance(wd, dict) else None)
                 else:
                     fields["agent_error"] = r.message
             except AgentError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import os
@@ -62,8 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice",
         **examples(
             'pod-console down                        # stop the pod (cron at 18:05)',
+            'pod-console down --force                # even if someone extended it',
+            'exit: 0 stopped, or kept by an extension (said on stdout)',
         ))
     d.add_argument("--config", type=Path)
+    d.add_argument("--force", action="store_true",
+                   help="stop even when the pod's watchdog holds an extension")
     d.set_defaults(func=cmd_down)
 
 
@@ -247,12 +252,47 @@ async def _down(args: argparse.Namespace) -> int:
     settings, client = _setup(args)
     try:
         with _exclusive(settings.state_dir):
-            return await _down_locked(settings, client)
+            return await _down_locked(settings, client, args.force)
     finally:
         await client.aclose()
 
 
-async def _down_locked(settings: Settings, client: Provider) -> int:
+async def _extension_holds(settings: Settings) -> str | None:
+    """What keeps the pod up, as its agent says (None: nothing, or no agent to ask).
+    The pod's own clock judges the extension: a laptop whose clock is off must not
+    stop a pod its user extended, nor keep one whose extension ended."""
+    from ..agent_client import AgentClient
+    from ..context import ssh_transport
+    from ..remote import AgentError
+
+    transport = ssh_transport(settings)
+    if transport is None:
+        return None
+    try:
+        r = await AgentClient(transport).status(timeout_s=30)
+    except AgentError as exc:
+        _log(f"could not read the pod's extension ({exc}); stopping it")
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            transport.close()
+    wd = (r.final or {}).get("watchdog") if r.ok else None
+    ext = wd.get("extension") if isinstance(wd, dict) else None
+    if not isinstance(ext, dict):
+        if not r.ok:
+            _log(f"could not read the pod's extension ({r.message}); stopping it")
+        return None
+    try:
+        if float(ext["until"]) <= float(wd["now"]):
+            return None
+        until = dt.datetime.fromisoformat(str(ext["until_iso"])).strftime("%H:%M")
+    except (KeyError, TypeError, ValueError):
+        return None
+    why = f": {ext['reason']}" if ext.get("reason") else ""
+    return f"extended until {until} by {ext.get('by') or '?'}{why}"
+
+
+async def _down_locked(settings: Settings, client: Provider, force: bool = False) -> int:
     from ..actions.audit import AuditLog
     from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
 
@@ -267,6 +307,11 @@ async def _down_locked(settings: Settings, client: Provider) -> int:
     if not settings.pod.runpod_id:
         _log("no pod id configured")
         return EXIT_LEAKED if leak else (0 if swept else EXIT_FATAL)
+    held = None if force else await _extension_holds(settings)
+    if held is not None:
+        _log(f"pod {settings.pod.runpod_id} kept: {held} (down --force stops it)")
+        _audit(audit, "down", {"pod": settings.pod.runpod_id}, "kept", message=held)
+        return EXIT_LEAKED if leak else 0
     try:
         msg = await prov.down(settings.pod.runpod_id)
     except ProvisionFailed as exc:

@@ -89,7 +89,24 @@ def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:
             "stop_in_s": pod.stop_in_s(now), "watchdog_armed": pod.watchdog_armed,
             "p2p_disabled": pod.p2p_disabled, "host_cuda": pod.host_cuda,
             "provider_error": pod.provider_error, "agent_error": pod.agent_error,
-            "gpus": pod.gpus.to_json() if pod.gpus is not None else None}
+            "gpus": pod.gpus.to_json() if pod.gpus is not None else None,
+            "projected_today": pod.projected_today(now), "stop": stop_json(pod, now)}
+
+
+def stop_json(pod: PodSnapshot, now: float) -> dict[str, object] | None:
+    """The agent's stop policy: what stops the pod next and when, idleness, the
+    extension, why it last stopped."""
+    plan = pod.stop_plan
+    if plan is None:
+        return None
+    return {"next_reason": plan.next_reason, "in_s": plan.stop_in(now),
+            "warning": plan.warning, "grace_until": plan.grace_until,
+            "idle_s": plan.idle(now), "idle_stop_after_s": plan.idle_after_s,
+            "extension": None if not plan.extension_until else {
+                "until": plan.extension_until, "by": plan.extension_by,
+                "reason": plan.extension_reason},
+            "last_stop_reason": plan.last_stop_reason, "pod_clock_skew_s": plan.skew_s,
+            "memory_warning": plan.memory_warning}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

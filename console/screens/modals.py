@@ -213,31 +213,75 @@ class FatalScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class WatchdogScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
-                Binding("s", "pick('stop-now')", "stop now"),
-                Binding("escape", "pick('')", "cancel")]
+class WatchdogScreen(ModalScreen[dict | None]):
+    """Keep the pod running longer (+1 h, +2 h, until a time, with a reason), end an
+    extension, arm, disarm, or stop now. Returns the watchdog operation's arguments."""
 
-    def __init__(self, armed: bool | None, next_stop: str | None, now: float) -> None:
+    AUTO_FOCUS = ""  # keys pick; the two fields are clicked or tabbed into
+    BINDINGS = [Binding("1", "pick('extend', '+1h')", "+1 h"),
+                Binding("2", "pick('extend', '+2h')", "+2 h"),
+                Binding("t", "until", "until HH:MM"),
+                Binding("c", "pick('clear')", "end extension"),
+                Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
+                Binding("s", "pick('stop-now')", "stop now"),
+                Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, armed: bool | None, next_stop: str | None, now: float,
+                 extension: str | None = None) -> None:
         super().__init__()
         self.armed = armed
         self.next_stop = next_stop
         self.now = now
+        self.extension = extension
 
     def compose(self) -> ComposeResult:
         state = {True: "armed", False: "DISARMED", None: "unknown"}[self.armed]
         with Vertical():
             yield Label(Text(f"Watchdog: {state}; next stop "
                              f"{fmt.stop_time(self.next_stop, self.now)}", style="bold"))
+            if self.extension:
+                yield Label(Text(self.extension, style="cyan"))  # remote text: no markup
+            yield Label(Text("Keep the pod running:", style="dim"))
+            yield Input(placeholder="reason (optional, said in every warning)", id="reason",
+                        max_length=200)
+            yield Button(Text("[1] +1 h"), id="plus-1h")
+            yield Button(Text("[2] +2 h"), id="plus-2h")
+            yield Input(placeholder="until HH:MM (the profile's zone), Enter", id="until",
+                        max_length=32)
+            yield Button(Text("[c] end the extension"), id="clear")
             yield Button(Text("[a] arm"), id="arm")
-            yield Button(Text("[d] disarm"), id="disarm")
+            yield Button(Text("[d] disarm (nothing stops the pod)"), id="disarm")
             yield Button(Text("[s] stop the pod now"), id="stop-now", variant="error")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id)
+    def _reason(self) -> str:
+        return self.query_one("#reason", Input).value.strip()
 
-    def action_pick(self, what: str) -> None:
-        self.dismiss(what or None)
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        bid = event.button.id or ""
+        if bid.startswith("plus-"):
+            self.action_pick("extend", "+" + bid.removeprefix("plus-"))
+        else:
+            self.action_pick(bid)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "until" and event.value.strip():
+            self.action_pick("extend", event.value.strip())
+        elif event.input.id == "reason":
+            self.query_one("#until", Input).focus()
+
+    def action_until(self) -> None:
+        self.query_one("#until", Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_pick(self, what: str, until: str = "") -> None:
+        if what == "extend":
+            self.dismiss({"cmd": "extend", "until": until, "reason": self._reason()})
+        elif what == "clear":
+            self.dismiss({"cmd": "extend", "clear": True})
+        else:
+            self.dismiss({"cmd": what})
 
 
 class RebalanceScreen(ModalScreen[dict[str, float] | None]):

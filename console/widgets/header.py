@@ -59,14 +59,22 @@ class PodHeader(Static):
         if stale:
             out.append((0, Text(stale, "bold red")))
         out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
-        left = p.stop_in_s(now)
-        armed = "" if p.watchdog_armed in (None, True) else " (watchdog disarmed)"
-        when = "overdue" if left is not None and left < 0 else fmt.duration(left, False)
-        lead = "stop " if when == "overdue" else "stop in "
-        out.append((1, Text.assemble((lead, "dim"), (
-            f"{when}{armed}", "yellow" if armed or when == "overdue" else ""))))
+        out.append((1, stop_text(p, now)))
+        plan = p.stop_plan
+        if plan is not None and plan.extension_until:
+            out.append((1, Text.assemble(("extended → ", "dim"), (
+                f"{fmt.wall_time(plan.extension_until)} {plan.extension_by or ''}".rstrip(),
+                "bold cyan"))))
+        if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None:
+            idle = plan.idle(now) or 0.0
+            out.append((2, Text.assemble(("idle ", "dim"), (
+                f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
+                "yellow" if idle >= 0.75 * plan.idle_after_s else ""))))
         # dimes: the spend changes ~every 90 s, not every poll
-        out.append((2, Text.assemble(("today ", "dim"), fmt.money(p.spend_today(now), 1))))
+        spent, proj = p.spend_today(now), p.projected_today(now)
+        out.append((2, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
+            (("→", "dim"), fmt.money(proj, 1)) if proj is not None and spent is not None
+            and proj - spent >= 0.05 else ()))))
         out.append((2, Text.assemble(("profile ", "dim"), (self.profile, "bold"))))
         if p.gpu_name:
             name = p.gpu_name.removeprefix("NVIDIA ")
@@ -91,3 +99,21 @@ def fit(segments: list[tuple[int, Text]], width: int) -> list[Text]:
             chosen.add(i)
             used += need
     return [segments[i][1] for i in sorted(chosen)]
+
+
+def stop_text(p: PodSnapshot, now: float) -> Text:
+    """"stop in 2h10m (schedule)", "stop in 4m (idle)", "held 6m: requests running",
+    "watchdog DISARMED", "stop overdue"."""
+    plan = p.stop_plan
+    if p.watchdog_armed is False:
+        return Text("watchdog DISARMED", "bold yellow")
+    left = p.stop_in_s(now)
+    if plan is not None and plan.grace_until:
+        return Text.assemble(("stop held ", "dim"), (
+            f"{fmt.duration(left, False)}: requests running", "yellow"))
+    if left is not None and left < 0:
+        return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
+    why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
+    soon = plan is not None and plan.warning
+    return Text.assemble(("stop in ", "dim"), (f"{fmt.duration(left, False)}{why}",
+                                               "bold yellow" if soon else ""))

@@ -31,7 +31,7 @@ async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:
         assert await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         app.push_screen(WatchdogScreen(True, None, 0.0))
         assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen)
-                              and len(app.screen.query(Button)) == 3)
+                              and len(app.screen.query(Button)) == 6)
         labels = [str(b.label) for b in app.screen.query(Button)]
         assert "[s] stop the pod now" in labels, labels
         await pilot.press("escape")
