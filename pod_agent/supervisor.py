@@ -35,6 +35,10 @@ from .watchdog import WatchdogState, post_webhook, stop_pod
 MEM_FLOOR_MAX_GIB = 4096.0
 """No pod has more host memory than this; a larger floor is a typo that stops every slot."""
 
+TRAFFIC_TIMEOUT_S = 5.0
+"""A slot's ``/metrics`` read for the idle stop; a slot busy generating on a loaded host
+answers late, and a read that times out counts as no traffic."""
+
 EXPORTER_SAMPLE_S = 1.0
 """GPU sampling when the profile serves GPU metrics (``gpu_metrics_port``): dcgm-exporter's
 default pace; one sample of 8 GPUs costs ~0.3 ms of CPU (bench/gpu_telemetry_bench.py)."""
@@ -288,10 +292,17 @@ class Supervisor:
         await self._memory_warning(avail)
         # traffic: each slot's own /metrics, in a thread (a hung slot must not hold the loop)
         ports = {n: p.port for n, p in self.procs.items()}
-        reads = await loop.run_in_executor(None, _read_traffic, ports,
-                                           max(1.0, min(5.0, self.watchdog_interval_s)))
-        busy = any(r is not None and r.in_flight > 0 for r in reads.values())
-        if any(traffic.active(self._traffic.get(n), r) for n, r in reads.items()):
+        # (the tick waits for it: ticks never overlap, however slow a loaded slot answers)
+        reads = await loop.run_in_executor(None, _read_traffic, ports, TRAFFIC_TIMEOUT_S)
+        # busy: a request in flight now, or one finished since the last tick. In-flight
+        # alone flickers to 0 between two requests of a steady stream, and a grace
+        # that ends in such a gap is no grace
+        busy = any(traffic.active(self._traffic.get(n), r) for n, r in reads.items())
+        # a slot loading for the first time is a pod starting, not a pod nobody uses (a
+        # crash loop's restarts are not: restarts > 0)
+        loading = any(p.state.state == "starting" and p.state.restarts == 0
+                      for p in self.procs.values())
+        if loading or busy:
             self.policy.last_activity = now
         self._traffic = reads
         pol = self.policy
@@ -301,9 +312,10 @@ class Supervisor:
             pol.warned.add(d.warn_key())
             await self._warn(d.next_reason or "stop", d.next_at, now)
         if d.stop:
-            pol.last_stop_day = stoppolicy.local_day(self.profile.schedule, now)
             if d.reason == "idle":  # a failed stop is retried after another idle period
                 pol.last_activity = now
+            else:  # the day's scheduled stop is done (or failed: never twice a day)
+                pol.last_stop_day = stoppolicy.local_day(self.profile.schedule, now)
             self._set_extension(None, "ended" if d.reason == "extension ended" else None)
             ok, what = await loop.run_in_executor(None, stop_pod,
                                                   os.environ.get("RUNPOD_POD_ID"))

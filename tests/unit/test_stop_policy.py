@@ -29,10 +29,9 @@ MON = (2026, 11, 30)  # a Monday
 
 def run(sched: Schedule, st: sp.PolicyState, t: float, busy: bool = False) -> sp.Decision:
     d = sp.decide(sched, st, t, busy)
-    if d.stop:  # what the supervisor does on a stop
+    if d.stop and d.reason != "idle":  # what the supervisor does on a stop
         st.last_stop_day = sp.local_day(sched, t)
-        if d.reason != "idle":
-            st.extension = None
+        st.extension = None
     return d
 
 
@@ -50,7 +49,7 @@ def test_the_scheduled_stop_warns_then_stops_once_in_the_profiles_zone() -> None
     assert not run(sched, st, at(*MON, 18, 5)).stop  # once a day
     # the laptop's zone is irrelevant: 09:00 UTC is 18:00 in Seoul
     st2 = sp.PolicyState(last_activity=at(*MON, 9, 0))
-    assert run(sched, st2, at(*MON, 9, 0, tz=dt.timezone.utc)).stop
+    assert run(sched, st2, at(*MON, 9, 0, tz=dt.UTC)).stop
 
 
 def test_a_day_off_stops_nothing_and_names_the_next_working_day() -> None:
@@ -169,7 +168,7 @@ def test_dst_spring_forward_stop_in_the_skipped_hour() -> None:
     st = sp.PolicyState(last_activity=at(2026, 3, 8, 0, 0, tz=NY))
     before = at(2026, 3, 8, 1, 50, tz=NY)
     d = run(sched, st, before)
-    change = dt.datetime(2026, 3, 8, 7, 0, tzinfo=dt.timezone.utc).timestamp()
+    change = dt.datetime(2026, 3, 8, 7, 0, tzinfo=dt.UTC).timestamp()
     assert d.next_at == change and d.warn
     assert not run(sched, st, change - 1).stop
     assert run(sched, st, change).stop
@@ -178,7 +177,7 @@ def test_dst_spring_forward_stop_in_the_skipped_hour() -> None:
 def test_dst_fall_back_stops_at_the_first_of_the_repeated_times() -> None:
     sched = Schedule(timezone="Europe/Berlin", stop="02:30", days=["sun"])
     st = sp.PolicyState()
-    first = dt.datetime(2026, 10, 25, 0, 30, tzinfo=dt.timezone.utc).timestamp()  # CEST
+    first = dt.datetime(2026, 10, 25, 0, 30, tzinfo=dt.UTC).timestamp()  # CEST
     assert run(sched, st, first - 60).next_at == first
     assert run(sched, st, first).stop
     assert not run(sched, st, first + 3600).stop  # 02:30 CET: the same day, done
@@ -191,9 +190,9 @@ def test_dst_day_stop_instant_and_idle_in_real_minutes() -> None:
     sat = run(sched, st, at(2026, 3, 7, 12, 0, tz=NY))
     assert sat.next_reason == "idle"
     assert sp.next_scheduled(sched, at(2026, 3, 7, 12, 0, tz=NY)) == \
-        dt.datetime(2026, 3, 7, 23, 0, tzinfo=dt.timezone.utc).timestamp()  # EST
+        dt.datetime(2026, 3, 7, 23, 0, tzinfo=dt.UTC).timestamp()  # EST
     assert sp.next_scheduled(sched, at(2026, 3, 8, 12, 0, tz=NY)) == \
-        dt.datetime(2026, 3, 8, 22, 0, tzinfo=dt.timezone.utc).timestamp()  # EDT
+        dt.datetime(2026, 3, 8, 22, 0, tzinfo=dt.UTC).timestamp()  # EDT
     # idle across the change: 01:30 EST + 45 real minutes = 03:15 EDT
     st = sp.PolicyState(last_activity=at(2026, 3, 8, 1, 30, tz=NY))
     d = run(sched, st, at(2026, 3, 8, 1, 31, tz=NY))

@@ -1,0 +1,370 @@
+"""The stop policy end to end: the real agent over real SSH, reading a real vLLM server's
+counters, stopping the (emulated) pod; the console's ``down`` against the emulated RunPod.
+
+The agent's clock is anchored (``POD_AGENT_CLOCK``) to a Monday afternoon whenever the
+test runs, so the scheduled stop (18:00) comes when the test needs it; everything else —
+traffic, idleness, the grace, SSH, the restart — is real time. The tests run in file
+order on one pod:
+
+1. idle stop: not while requests run (a minute of traffic, longer than the idle limit),
+   then after the limit of silence, warned first (audit and webhook);
+2. an extension survives killing the agent and the console; ``down`` honours it and
+   ``--force`` overrides; the scheduled stop passes without stopping the extended pod,
+   and neither does idleness; its end with requests running stops the pod after the
+   bounded grace, not later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from console.agent_client import AgentClient
+from console.collect.pod import PodCollector
+from console.provider.emulator import EmulatorServer, EmulatorState
+from console.remote import AgentEndpoint, AgentTransport
+from pod_agent import clock
+from tests.conftest import REPO
+from tests.support import sshd, vllm_server
+from tests.support.procs import free_port
+from tests.support.tiny_model import build
+
+pytestmark = [pytest.mark.vllm]
+
+TEST_BIN = REPO / "tests" / "support" / "bin"
+KEY = "rp-test-key"
+IDLE_S, GRACE_S, WARN_S = 45, 20, 20
+UTC = dt.UTC
+
+
+def pod_time(h: int, m: int, s: int = 0) -> float:
+    return dt.datetime(2026, 11, 30, h, m, s, tzinfo=UTC).timestamp()  # a Monday
+
+
+class Hook(http.server.BaseHTTPRequestHandler):
+    got: list[str] = []
+
+    def do_POST(self) -> None:
+        n = int(self.headers.get("Content-Length", "0"))
+        Hook.got.append(json.loads(self.rfile.read(n))["text"])
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *a) -> None:
+        """Quiet: the test reads what arrived, not the server's log."""
+
+
+@pytest.fixture(scope="module")
+def pod(tmp_path_factory):
+    if not vllm_server.available() or not sshd.available():
+        if os.environ.get("CI"):
+            pytest.fail("vLLM venv or sshd missing")
+        pytest.skip("vLLM venv or sshd missing")
+    root = tmp_path_factory.mktemp("stoppod")
+    home, models = root / "agent-home", root / "models"
+    build(models / "local" / "tiny")
+    state = EmulatorState(api_key=KEY)
+    pid = state.add_stopped_pod("pod-console-cpu", "NVIDIA H200", 1)
+    state.set_status(state.pods[pid], "RUNNING")
+    emulator = EmulatorServer(state)
+    emulator.start()
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    rpc_log = root / "runpodctl.log"
+    # the pod's environment, as RunPod gives it to every SSH session
+    env = {"PATH": f"{Path(sys.executable).parent}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin",
+           "PYTHONPATH": str(REPO), "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pid,
+           "FAKE_RUNPODCTL_LOG": str(rpc_log), "HF_HUB_OFFLINE": "1",
+           "VLLM_NO_USAGE_STATS": "1",
+           "POD_AGENT_WEBHOOK_URL": f"http://127.0.0.1:{hook.server_address[1]}/hook"}
+    srv = sshd.SshServer(root / "sshd", extra_config=[
+        "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())])
+    srv.start()
+    port = free_port()
+    profiles = root / "profiles"
+    profiles.mkdir()
+    profile = profiles / "10-cpu.yaml"
+    profile.write_text(f"""
+name: cpu-stop
+gpu_type_ids: [NVIDIA H200]
+image: local
+schedule:
+  timezone: UTC
+  start: "08:30"
+  stop: "18:00"
+  days: [mon, tue, wed, thu, fri, sat, sun]
+  idle_stop_after: {IDLE_S}s
+  busy_grace: {GRACE_S}s
+  warn_before: {WARN_S}s
+slots:
+  TINY:
+    served_model_name: tiny-stop
+    hf_repo_id: local/tiny
+    port: {port}
+    gpus: [0]
+    gpu_util: 0.12
+    max_model_len: 2048
+    startup_timeout_s: 240
+    extra_args: [--load-format, dummy]
+""")
+    ep = AgentEndpoint("127.0.0.1", srv.port, "root", srv.client_key, pid,
+                       f"{sys.executable} -m pod_agent")
+    cfg = root / "config.yaml"
+    cfg.write_text(f"profiles_dir: {profiles}\nstate_dir: {root / 'console-state'}\n"
+                   f"pod:\n  runpod_id: {pid}\n  ssh_host: 127.0.0.1\n"
+                   f"  ssh_port: {srv.port}\n  ssh_key: {srv.client_key}\n"
+                   f"  agent_dir: {root / 'agent-dir'}\n")
+    info = {"root": root, "home": home, "models": models, "profile": profile, "port": port,
+            "ep": ep, "state": root / "console-state", "rpc_log": rpc_log, "pid": pid,
+            "emulator": emulator, "cfg": cfg}
+    try:
+        yield info
+    finally:
+        async def down() -> None:
+            t = AgentTransport(ep, info["state"])
+            with contextlib.suppress(Exception):
+                await t.run(["shutdown"], timeout_s=60)
+            t.close()
+        asyncio.run(down())
+        hook.shutdown()
+        srv.stop()
+        emulator.stop()
+
+
+async def _serve(pod, pod_epoch: float) -> None:
+    """``serve`` in the background, its clock reading ``pod_epoch`` now."""
+    t = AgentTransport(pod["ep"], pod["state"])
+    real = time.time()
+    pod["anchor"] = (real, pod_epoch)  # pod clock p ↔ real time real + (p - pod_epoch)
+    spec = clock.spec_for(pod_epoch, real_epoch=real)
+    cmd = (f"setsid nohup env POD_AGENT_CLOCK={spec} {pod['ep'].agent_cmd} serve "
+           f"--profile {pod['profile']} --vllm {vllm_server.VENV / 'bin' / 'vllm'} "
+           f"--models-root {pod['models']} --backoff 1,2 --watchdog-interval 1 "
+           f">> {pod['root'] / 'serve.log'} 2>&1 < /dev/null &")
+    r = await t.run_raw(cmd, timeout_s=30)
+    t.close()
+    assert r.exit_status == 0, r.events
+
+
+async def _status(pod) -> dict:
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        r = await t.run(["status", "--json"], timeout_s=30)
+    finally:
+        t.close()
+    if not r.ok:
+        return {}
+    return r.final  # type: ignore[return-value]
+
+
+async def _wait(pod, pred, what: str, timeout_s: float = 300) -> dict:
+    deadline = time.monotonic() + timeout_s
+    st: dict = {}
+    while time.monotonic() < deadline:
+        st = await _status(pod)
+        if st and pred(st):
+            return st
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout_s} s; last status {st}")
+
+
+def _ready(st: dict) -> bool:
+    return st.get("slots", {}).get("TINY", {}).get("state") == "ready"
+
+
+def _stops(pod) -> list[str]:
+    p = pod["rpc_log"]
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def _audit(pod) -> list[dict]:
+    return [json.loads(x) for x in (pod["home"] / "audit.jsonl").read_text().splitlines()]
+
+
+class Traffic:
+    """Completions through the slot, two at a time (so a tick never falls in the gap
+    between two of them), until stopped; when the last one ended."""
+
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/v1/completions"
+        self.stop = threading.Event()
+        self.ok = 0
+        self.last_end = 0.0
+        self.ends: list[float] = []
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(2)]
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=60) as c:
+            while not self.stop.is_set():
+                r = c.post(self.url, json={"model": "tiny-stop", "prompt": "a b a b a b",
+                                           "max_tokens": 32, "ignore_eos": True,
+                                           "temperature": 0})
+                if r.status_code == 200:
+                    self.ok += 1
+                self.last_end = time.time()
+                self.ends.append(self.last_end)
+
+    def __enter__(self) -> Traffic:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(120)
+
+
+async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
+    await _serve(pod, pod_time(17, 40))
+    st = await _wait(pod, _ready, "slot ready")
+    # loading took longer than the idle limit on these CPUs or not: loading is no idleness
+    assert _stops(pod) == [] and st["watchdog"]["idle_s"] < IDLE_S
+    with Traffic(pod["port"]) as tr:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < IDLE_S + 15:  # longer than the limit, never idle
+            st = await _status(pod)
+            assert st["watchdog"]["idle_s"] < 10, st["watchdog"]
+            assert _stops(pod) == []
+            await asyncio.sleep(1)
+    assert tr.ok >= 5, "the traffic never reached the slot"
+    silent_from = tr.last_end
+    st = await _wait(pod, lambda s: s["watchdog"]["next_stop_reason"] == "idle"
+                     and s["watchdog"]["warning"], "idle warning", IDLE_S + 60)
+    assert _stops(pod) == []  # warned before, not stopped yet
+    # the console reads it the same way: a pod that stops for idleness soon
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        snap = await PodCollector(None, None, AgentClient(t), timeout_s=30).poll()
+    finally:
+        t.close()
+    assert snap.stop_plan is not None and snap.stop_plan.next_reason == "idle"
+    assert snap.stop_plan.idle_after_s == IDLE_S
+    deadline = time.monotonic() + IDLE_S + 90
+    while not _stops(pod) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    stopped_at = time.time()
+    assert _stops(pod) == [f"stop pod {pod['pid']}"]
+    # after the limit of silence (pod and console clocks run alike here), not before
+    assert IDLE_S - 2 <= stopped_at - silent_from <= IDLE_S + 30, stopped_at - silent_from
+    deadline = time.monotonic() + 30  # the record follows runpodctl's answer
+    while time.monotonic() < deadline and not any(
+            a["op"] == "watchdog-stop" for a in _audit(pod)):
+        await asyncio.sleep(0.2)
+    audit = _audit(pod)
+    ops = [(a["op"], a.get("reason")) for a in audit if a["op"] in ("stop-warning",
+                                                                    "watchdog-stop")]
+    assert ops[-2:] == [("stop-warning", "idle"), ("watchdog-stop", "idle")], ops
+    assert [a for a in audit if a["op"] == "watchdog-stop"][-1]["ok"] is True
+    assert any("stops at" in m and "idle" in m and "press w" in m for m in Hook.got), Hook.got
+
+
+def _down(pod, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, RUNPOD_API_KEY=KEY, RUNPOD_API_BASE=pod["emulator"].base_url,
+               PYTHONPATH=str(REPO))
+    env.pop("POD_CONSOLE_STATE_DIR", None)
+    return subprocess.run([sys.executable, "-m", "console.cli", "down", "--config",
+                           str(pod["cfg"]), *extra], env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -> None:
+    n_stops = len(_stops(pod))
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        r = await AgentClient(t).watchdog("extend", extra=["+1h", "--by=alice",
+                                                           "--reason=eval run"])
+    finally:
+        t.close()
+    assert r.ok, r.message
+    ext = r.final["extension"]  # type: ignore[index]
+    assert ext["by"] == "alice" and ext["holds"] == pod_time(18, 0)  # it holds tonight's
+    # kill the agent outright (and its slot: nothing adopts an orphaned server)
+    st = await _status(pod)
+    slot_pgid = st["slots"]["TINY"]["pid"]
+    os.kill(st["pid"], signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(slot_pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while await _status(pod) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    # back, with its clock a minute before the scheduled stop
+    await _serve(pod, pod_time(17, 59))
+    st = await _wait(pod, lambda s: bool(s.get("watchdog")), "agent back", 60)
+    kept = st["watchdog"]["extension"]
+    assert kept is not None and (kept["by"], kept["reason"], kept["until"]) == (
+        "alice", "eval run", ext["until"])
+    # a new console (nothing of the old one's memory) reads it
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        snap = await PodCollector(None, None, AgentClient(t), timeout_s=30).poll()
+    finally:
+        t.close()
+    assert snap.stop_plan is not None and snap.stop_plan.extension_by == "alice"
+    # the cron layer honours it; --force overrides
+    r = _down(pod)
+    assert r.returncode == 0, r.stdout + r.stderr
+    until = dt.datetime.fromisoformat(ext["until_iso"]).strftime("%H:%M")
+    assert f"kept: extended until {until} by alice: eval run" in r.stdout, r.stdout
+    assert pod["emulator"].state.pods[pod["pid"]]["status"] == "RUNNING"
+    # 18:00 passes on the pod's clock, the slot loads and then idles past the limit:
+    # neither the schedule nor idleness stops an extended pod
+    st = await _wait(pod, _ready, "slot ready again")
+    await _wait(pod, lambda s: s["watchdog"]["now"] >= pod_time(18, 0, 5)
+                and s["watchdog"]["idle_s"] >= IDLE_S + 5, "18:00 and idle", 300)
+    assert len(_stops(pod)) == n_stops
+    # its end, with requests running: the grace holds the stop back, and is bounded
+    with Traffic(pod["port"]) as tr:
+        await _wait(pod, lambda s: s["watchdog"]["idle_s"] < 5, "traffic seen", 60)
+        t = AgentTransport(pod["ep"], pod["state"])
+        try:
+            r = await AgentClient(t).watchdog("extend", extra=["+10s", "--by=alice",
+                                                               "--reason=wrap up"])
+        finally:
+            t.close()
+        assert r.ok and r.final["extension"]["holds"] == pod_time(18, 0)  # type: ignore[index]
+        real0, pod0 = pod["anchor"]
+        ends_at = real0 + (r.final["extension"]["until"] - pod0)  # type: ignore[index]
+        st = await _wait(pod, lambda s: s["watchdog"]["grace_until"] is not None,
+                         "held by the grace", 60)
+        assert len(_stops(pod)) == n_stops
+        deadline = time.monotonic() + GRACE_S + 90
+        while len(_stops(pod)) == n_stops and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        running_after = [e for e in tr.ends if e > ends_at + 2]
+    assert len(_stops(pod)) == n_stops + 1
+    assert running_after, "no request ran after the extension's end"
+    deadline = time.monotonic() + 30  # the record follows runpodctl's answer
+    while time.monotonic() < deadline and [
+            a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]["reason"] == "idle":
+        await asyncio.sleep(0.2)
+    last = [a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]
+    # the grace counts from the first tick that found the stop due (1 s ticks, each
+    # waiting for the slot's /metrics on a CPU the slot keeps busy)
+    assert GRACE_S <= last["t"] - ends_at <= GRACE_S + 15, last["t"] - ends_at
+    assert last["reason"] == "extension ended" and last["busy"] is True
+    # and the laptop's --force stops the pod through the API whatever the agent says
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        r = await AgentClient(t).watchdog("extend", extra=["+1h", "--by=bob"])
+    finally:
+        t.close()
+    assert r.ok
+    assert "kept" in _down(pod).stdout
+    r = _down(pod, "--force")
+    assert r.returncode == 0 and "stopped" in r.stdout, r.stdout + r.stderr
+    assert pod["emulator"].state.pods[pod["pid"]]["status"] == "EXITED"
