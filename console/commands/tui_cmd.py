@@ -43,13 +43,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         **examples(
             'pod-console demo                        # simulated pod, slots and RunPod; says DEMO',
             'pod-console demo --web 8080             # its wall in a browser, http://127.0.0.1:8080',
+            'pod-console demo --clock-speed 60       # the pod\'s evening in a minute: palette'
+            ' "traffic stops", then w',
         ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
     _web_flags(d)
     d.add_argument("--refresh", type=float, default=2.0)
     d.add_argument("--rotate", type=float, default=15.0)
     d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--clock-speed", type=_speed, default=1.0, metavar="N",
+                   help="the pod agent's clock runs N times as fast, from 90 min before "
+                        "the scheduled stop (the stop policy in a minute)")
     d.set_defaults(func=cmd_demo)
+
+
+def _speed(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1.0 <= v <= 600.0:
+        raise argparse.ArgumentTypeError("between 1 and 600")
+    return v
 
 
 def _web_flags(p: argparse.ArgumentParser) -> None:
@@ -177,11 +192,13 @@ def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_
 
 
 def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
-               workdir: Path | None = None, startup_s: float = 4.0):
+               workdir: Path | None = None, startup_s: float = 4.0,
+               clock_speed: float = 1.0):
     """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
     from ..demo.deployment import DemoDeployment
 
-    demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s)
+    demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s,
+                          clock_speed=clock_speed)
     demo.start()
     return demo, demo_context(demo, refresh_s, wall)
 
@@ -192,7 +209,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..app import make_app
 
     print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
-    demo, ctx = build_demo(args.seed, args.refresh, args.wall)
+    demo, ctx = build_demo(args.seed, args.refresh, args.wall,
+                           clock_speed=args.clock_speed)
     ctx.rotate_s = args.rotate
     try:
         make_app(ctx, wall=args.wall).run()
@@ -209,7 +227,7 @@ def demo_web_wall(args: argparse.Namespace) -> int:
 
     from ..demo.deployment import DemoDeployment
 
-    demo = DemoDeployment(seed=args.seed)
+    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed)
     config: list[Path] = []
 
     def start() -> None:

@@ -70,7 +70,7 @@ def _free_port() -> int:
 
 class DemoDeployment:
     def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
-                 rate: float = 0.6) -> None:
+                 rate: float = 0.6, clock_speed: float = 1.0) -> None:
         self.own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pod-console-demo-"))
         self.seed = seed
@@ -87,6 +87,11 @@ class DemoDeployment:
         self._transports: list[LocalAgentTransport] = []
         self.exporter: subprocess.Popen[bytes] | None = None
         self.exporter_port: int | None = None
+        self.clock_speed = clock_speed
+        """The pod agent's clock runs this many times as fast (``--clock-speed``), from
+        90 minutes before the first profile's next scheduled stop: a warning, an
+        extension and an idle stop in a minute."""
+        self.clock_spec: str | None = None
 
     # -- setup ---------------------------------------------------------------------
     def _profile_copy(self, src: Path) -> None:
@@ -105,6 +110,8 @@ class DemoDeployment:
             slot["env"] = env
             slot["startup_timeout_s"] = 60
         data.pop("patches", None)  # no vLLM package to patch in the demo
+        # the idle stop, shown: the palette's "traffic stops" makes the pod idle
+        data.setdefault("schedule", {}).setdefault("idle_stop_after", "30m")
         header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
         (self.profiles_dir / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
 
@@ -126,6 +133,7 @@ class DemoDeployment:
             "FAKE_NVML_ENGINES": "1",
             # this machine's kernel log is not the simulated pod's
             "POD_AGENT_KMSG": str(self.faults_dir / "kmsg"),
+            **({"POD_AGENT_CLOCK": self.clock_spec} if self.clock_spec else {}),
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
             "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,
@@ -192,6 +200,12 @@ class DemoDeployment:
         for src in sorted(shipped_profiles_dir().glob("*.yaml")):
             self._profile_copy(src)
         first = self.profiles()[0]
+        if self.clock_speed != 1.0:
+            from pod_agent import clock, stoppolicy
+
+            at = stoppolicy.next_scheduled(first.profile.schedule, time.time())
+            if at is not None:
+                self.clock_spec = clock.spec_for(at - 90 * 60, self.clock_speed)
         self.state.host_factory = self._host_factory
         self.state.stock = {g: 4 for lp in self.profiles() for g in lp.profile.gpu_type_ids}
         self.emulator.start()
@@ -316,6 +330,10 @@ class DemoDeployment:
                     lambda: self.gpu_fault("hot-0")))
         out.append(("GPUs healthy again", "undo the ECC error and the heat",
                     self.gpu_faults_cleared))
+        out.append(("traffic stops", "nobody uses the pod: the idle stop counts down",
+                    lambda: (self.faults_dir / "quiet").touch()))
+        out.append(("traffic resumes", "undo 'traffic stops'",
+                    lambda: (self.faults_dir / "quiet").unlink(missing_ok=True)))
         out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
         out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
         return out

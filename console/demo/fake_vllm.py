@@ -12,7 +12,8 @@ field report: TTFT 0.8–1.1 s, acceptance 52–71 %, per-position acceptance
 Environment (set by the demo deployment per slot):
   DEMO_KV        "TOKENS@UTIL/SLOPE": KV tokens at a gpu_util and tokens per 1.0 util
   DEMO_SEED      random seed;  DEMO_RATE  requests/s;  DEMO_STARTUP_S  start-up time
-  DEMO_FAULTS    directory; a file ``kill-<served name>`` makes the engine die
+  DEMO_FAULTS    directory; a file ``kill-<served name>`` makes the engine die, a file
+                 ``quiet`` stops the traffic (nobody uses the pod: the idle stop's case)
 """
 
 from __future__ import annotations
@@ -289,7 +290,8 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         while True:
             await asyncio.sleep(0.5)
             now = time.time()
-            engine.tick(now, now - last)
+            quiet = faults is not None and (faults / "quiet").exists()
+            engine.tick(now, 0.0 if quiet else now - last)
             last = now
             if faults and (faults / f"kill-{args.served_model_name}").exists():
                 (faults / f"kill-{args.served_model_name}").unlink()

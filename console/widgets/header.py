@@ -114,6 +114,8 @@ def stop_text(p: PodSnapshot, now: float) -> Text:
     if left is not None and left < 0:
         return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
     why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
+    if plan is not None and plan.clock_speed != 1.0:
+        why += f" pod clock ×{plan.clock_speed:g}"
     soon = plan is not None and plan.warning
     return Text.assemble(("stop in ", "dim"), (f"{fmt.duration(left, False)}{why}",
                                                "bold yellow" if soon else ""))
