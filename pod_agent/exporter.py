@@ -105,10 +105,12 @@ class Collector:
     """A prometheus_client collector over the latest telemetry (and Xid events)."""
 
     def __init__(self, latest: Callable[[], GpuTelemetry], last_xid: XidLookup | None,
-                 host: str) -> None:
+                 host: str, watchdog: Callable[[], Dict[str, Any] | None] | None = None
+                 ) -> None:
         self.latest = latest
         self.last_xid = last_xid
         self.host = host
+        self.watchdog = watchdog
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily, Metric
@@ -130,11 +132,47 @@ class Collector:
                 fam.add_sample("DCGM_FI_DEV_XID_ERRORS", labels(r, self.host),
                                float(self.last_xid(r.index) or 0))
             yield fam
+        wd = self.watchdog() if self.watchdog is not None else None
+        if wd:
+            yield from watchdog_families(wd)
         up = GaugeMetricFamily("pod_agent_gpu_telemetry_up",
                                "1 when the last GPU sample succeeded (source: nvml or "
                                "nvidia-smi).", labels=["source"])
         up.add_metric([tel.source], 0.0 if tel.error else 1.0)
         yield up
+
+
+def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
+    """The pod's stop plan as gauges, for the wall (no SSH) through this endpoint or
+    Prometheus: what stops the pod next and in how many seconds (the pod's clock), the
+    idle countdown, the extension (who, until when; its reason stays on the pod)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    def gauge(name: str, doc: str, value: Any, **labels: str) -> Any:
+        fam = GaugeMetricFamily(name, doc, labels=list(labels))
+        fam.add_metric(list(labels.values()), float(value))
+        return fam
+
+    yield gauge("pod_agent_watchdog_armed", "1 when the pod's watchdog may stop the pod.",
+                bool(wd.get("armed")))
+    if isinstance(wd.get("stop_in_s"), (int, float)):
+        yield gauge("pod_agent_stop_in_seconds", "Seconds to the next stop, and why.",
+                    wd["stop_in_s"], reason=str(wd.get("next_stop_reason") or ""))
+    yield gauge("pod_agent_stop_warning", "1 within warn_before of a stop.",
+                bool(wd.get("warning")))
+    if isinstance(wd.get("idle_s"), (int, float)):
+        yield gauge("pod_agent_idle_seconds", "Seconds since a slot last served a request.",
+                    wd["idle_s"])
+    if isinstance(wd.get("idle_stop_after_s"), (int, float)):
+        yield gauge("pod_agent_idle_stop_after_seconds", "The idle stop's limit.",
+                    wd["idle_stop_after_s"])
+    ext = wd.get("extension")
+    if isinstance(ext, dict) and isinstance(wd.get("now"), (int, float)):
+        yield gauge("pod_agent_extension_seconds", "Seconds the extension has left.",
+                    float(ext.get("until", 0)) - float(wd["now"]),
+                    by=str(ext.get("by") or ""), until=str(ext.get("until_iso") or ""))
+    yield gauge("pod_agent_clock_speed", "The pod clock's speed (1 but in the demo).",
+                wd.get("clock_speed") or 1.0)
 
 
 def make_handler(render: Callable[[], bytes], token: str | None
@@ -196,6 +234,8 @@ class AgentFeed:
         self.interval_s = interval_s
         self._latest = GpuTelemetry(source="agent", error="no answer from the agent yet")
         self._xids: Dict[int, int] = {}
+        self._watchdog: Dict[str, Any] | None = None
+        self.polls = 0
         self.events_seen = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -217,11 +257,18 @@ class AgentFeed:
             xids = {int(x["gpu"]): int(x["xid"]) for x in doc.get("xid_events") or ()
                     if isinstance(x, dict)}  # oldest first: the last one per GPU wins
             seen = len(doc.get("xid_events") or ())
+            wd = doc.get("watchdog") if isinstance(doc.get("watchdog"), dict) else None
         except (NotRunning, OSError, ValueError, KeyError, TypeError) as exc:
             tel = GpuTelemetry(source="agent", error=f"the pod agent did not answer: {exc}")
-            xids, seen = {}, self.events_seen
+            xids, seen, wd = {}, self.events_seen, None
         with self._lock:
             self._latest, self._xids, self.events_seen = tel, xids, seen
+            self._watchdog = wd
+            self.polls += 1  # a new answer: the next scrape renders it
+
+    def watchdog(self) -> Dict[str, Any] | None:
+        with self._lock:
+            return self._watchdog
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -276,8 +323,9 @@ class Exporter:
                     return ev.xid if ev else None
         self.latest = latest
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(Collector(latest, last_xid,  # type: ignore[arg-type]
-                                         socket.gethostname()))
+        self.registry.register(Collector(  # type: ignore[arg-type]
+            latest, last_xid, socket.gethostname(),
+            self.feed.watchdog if self.feed is not None else None))
         self._cache: tuple[Any, bytes] = (None, b"")
         self._cache_lock = threading.Lock()
 
@@ -285,7 +333,7 @@ class Exporter:
             # a scrape renders the newest sample once; scrapes between two samples
             # (several Prometheus servers, a dashboard's refresh) reuse that text
             tel = latest()
-            key = (tel.t, tel.error, self.feed.events_seen if self.feed is not None else
+            key = (tel.t, tel.error, self.feed.polls if self.feed is not None else
                    sum(self.xids.counts.values()) if self.xids is not None else 0)
             with self._cache_lock:
                 if self._cache[0] != key:

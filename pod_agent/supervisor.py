@@ -492,8 +492,9 @@ class Supervisor:
         op = req.get("op")
         if op == "status":
             await send(event("result", **self.status()))
-        elif op == "gpus":  # the exporter's feed: the GPU part of status alone
-            await send(event("result", **self.gpu_status()))
+        elif op == "gpus":  # the exporter's feed: the GPUs and the stop plan alone
+            await send(event("result", **self.gpu_status(),
+                             watchdog=self.watchdog_json(clock.now())))
         elif op == "logs":
             slot = req.get("slot")
             if slot not in self.procs:

@@ -1,5 +1,6 @@
 """The GPUs without the agent: from ``pod-agent exporter``'s dcgm-exporter-named metrics,
-scraped directly or read back through Prometheus (the wall has no SSH key).
+scraped directly or read back through Prometheus (the wall has no SSH key) — and, from
+the same endpoint, the pod's stop plan (``pod_agent_*`` gauges).
 
 Both paths end in the same :func:`report`, so a figure reads the same whichever way it
 came. Prometheus is asked once per poll for every ``DCGM_FI_DEV_*`` series of the pod
@@ -14,6 +15,7 @@ from typing import Any
 from pod_agent.gpus import BENIGN_THROTTLE, THROTTLE_REASONS
 
 from ..gpu_state import Gpu, GpuReport, XidRecord
+from ..snapshot import StopPlan
 from .exposition import parse
 from .http import HttpClient, HttpError
 from .promql import PromClient, PromError
@@ -67,6 +69,34 @@ def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
                      tuple(xids))
 
 
+def stop_plan(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: float
+              ) -> tuple[StopPlan | None, bool | None]:
+    """The exporter's ``pod_agent_*`` gauges → the stop plan and whether the watchdog is
+    armed; (None, None) from an exporter that does not say (run by hand, or older)."""
+    wd: dict[str, Any] = {}
+    armed: bool | None = None
+    for name, labels, value in samples:
+        if value != value:  # NaN
+            continue
+        if name == "pod_agent_watchdog_armed":
+            armed = value == 1.0
+        elif name == "pod_agent_stop_in_seconds":
+            wd["stop_in_s"], wd["next_stop_reason"] = value, labels.get("reason") or None
+        elif name == "pod_agent_stop_warning":
+            wd["warning"] = value == 1.0
+        elif name == "pod_agent_idle_seconds":
+            wd["idle_s"] = value
+        elif name == "pod_agent_idle_stop_after_seconds":
+            wd["idle_stop_after_s"] = value
+        elif name == "pod_agent_extension_seconds" and value > 0:
+            wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by")}
+        elif name == "pod_agent_clock_speed":
+            wd["clock_speed"] = value
+    if armed is None:
+        return None, None
+    return StopPlan.parse(wd, read_at), armed
+
+
 class GpuMetrics:
     """Where the console reads GPUs when the agent cannot tell it: the exporter's URL
     (``gpu_metrics_url``, with its bearer token) or Prometheus."""
@@ -86,27 +116,35 @@ class GpuMetrics:
         return bool(self.url or self.prometheus_url)
 
     async def fetch(self) -> GpuReport:
+        return (await self.fetch_pod())[0]
+
+    async def fetch_pod(self) -> tuple[GpuReport, StopPlan | None, bool | None]:
+        """The GPUs, the stop plan and whether the watchdog is armed, from one read."""
         now = time.time()
+        none = (None, None)
         if self.url:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
             try:
                 r = await self.client.get(self.url, timeout=self.timeout_s, headers=headers)
             except HttpError as exc:
-                return GpuReport(source="exporter", error=exc.describe()[:200], sampled_at=now)
+                return (GpuReport(source="exporter", error=exc.describe()[:200],
+                                  sampled_at=now), *none)
             if r.status_code != 200:
-                return GpuReport(source="exporter", error=f"HTTP {r.status_code}",
-                                 sampled_at=now)
+                return (GpuReport(source="exporter", error=f"HTTP {r.status_code}",
+                                  sampled_at=now), *none)
             exp = parse(r.text)
-            return report(((n, dict(lbl), v) for n in exp.samples if n.startswith("DCGM_")
-                           for lbl, v in exp.samples[n].items()), "exporter", now)
+            out = [(n, dict(lbl), v) for n in exp.samples
+                   if n.startswith(("DCGM_", "pod_agent_"))
+                   for lbl, v in exp.samples[n].items()]
+            return (report(out, "exporter", now), *stop_plan(out, now))
         assert self.prometheus_url
         prom = PromClient(self.prometheus_url, self.client, self.timeout_s)
         sel = self.selector.strip("{}")
-        expr = '{__name__=~"DCGM_FI_DEV_.*"' + (f",{sel}" if sel else "") + "}"
+        expr = '{__name__=~"DCGM_FI_DEV_.*|pod_agent_.*"' + (f",{sel}" if sel else "") + "}"
         try:
             res = await prom.query(expr)
         except PromError as exc:
-            return GpuReport(source="prometheus", error=str(exc), sampled_at=now)
+            return GpuReport(source="prometheus", error=str(exc), sampled_at=now), *none
         out = []
         for item in res:
             m = item.get("metric") or {}
@@ -114,7 +152,7 @@ class GpuMetrics:
                 out.append((m.get("__name__", ""), m, float(item["value"][1])))
             except (KeyError, IndexError, TypeError, ValueError):
                 continue
-        return report(out, "prometheus", now)
+        return (report(out, "prometheus", now), *stop_plan(out, now))
 
 
 def from_settings(settings: Any, client: HttpClient) -> GpuMetrics | None:

@@ -74,8 +74,11 @@ class PodCollector:
         if fields.get("gpus") is None and self.gpu_metrics is not None \
                 and self.gpu_metrics.configured:
             try:
-                fields["gpus"] = await asyncio.wait_for(self.gpu_metrics.fetch(),
-                                                        self.timeout_s)
+                gpus, plan, armed = await asyncio.wait_for(self.gpu_metrics.fetch_pod(),
+                                                           self.timeout_s)
+                fields["gpus"] = gpus
+                if fields.get("stop_plan") is None and plan is not None:
+                    fields.update(stop_plan=plan, watchdog_armed=armed)
             except TimeoutError:
                 fields["gpus"] = gpu_state.GpuReport(error="GPU metrics: timed out")
         return PodSnapshot(**fields)

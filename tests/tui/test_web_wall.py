@@ -257,8 +257,9 @@ def test_the_demo_web_wall_in_chromium(tmp_path: Path) -> None:
             wall = WallPage(browser, f"http://127.0.0.1:{port}/")
             first = wall.wait_for(lambda t: all(w in t for w in (
                 "DEMO", "READ-ONLY", "FLASH", "Q27", "RUNNING", "TTFT p95", "% KV",
-                # the GPUs, read from the pod's exporter (a wall has no SSH to the agent)
-                "GPU0", "GPU1", "util·mem·temp·power")), 120)
+                # the GPUs and the stop plan, read from the pod's exporter (a wall has
+                # no SSH to the agent)
+                "GPU0", "GPU1", "util·mem·temp·power", "stop in", "idle")), 120)
             processes |= _children(server.pid)
             # numbers that move: the cards' rows change while the page just sits there
             wall.wait_for(lambda t: _card_rows(t) != _card_rows(first), 60)

@@ -337,7 +337,21 @@ async def test_serve_starts_the_exporter_on_the_profiles_port(fake, tmp_path,
         raise AssertionError(f"{want!r} never served; last:\n{text[-2000:]}")
 
     try:
+        await sup.watchdog_tick()  # the stop plan (this test runs no watchdog loop)
         text = await scrape_until('pod_agent_gpu_telemetry_up{source="nvml"} 1.0')
+        # the stop plan rides along, for the wall: the console reads it back
+        assert 'pod_agent_stop_in_seconds{reason="schedule"}' in text
+        from console.collect.gpu_metrics import GpuMetrics
+        from console.collect.http import HttpClient
+
+        client = HttpClient()
+        try:
+            report, plan, armed = await GpuMetrics(
+                client, 10, url=f"http://127.0.0.1:{port}/metrics", token=TOKEN).fetch_pod()
+        finally:
+            await client.aclose()
+        assert armed is True and plan is not None and plan.next_reason == "schedule"
+        assert plan.in_s is not None and plan.in_s > 0 and len(report.gpus) == 2
         assert (await asyncio.to_thread(_get, port))[0] == 401  # the token file was used
         temp = recorded("nvmlDeviceGetTemperature(h1,0)")
         assert f'gpu="1",modelName="NVIDIA H200",pci_bus_id="00000000:00:07.0"}} ' \
