@@ -140,9 +140,42 @@ slots:
                 await t.run(["shutdown"], timeout_s=60)
             t.close()
         asyncio.run(down())
+        _stop_serves(home)
         hook.shutdown()
         srv.stop()
         emulator.stop()
+
+
+def _stop_serves(home: Path) -> None:
+    """Whatever ``serve`` is still alive (one started just before a failure, not yet
+    listening when ``shutdown`` was sent): by the pid it recorded, SIGTERM (it stops
+    its slots), then SIGKILL of it and its slots' groups."""
+    audit = home / "audit.jsonl"
+    if not audit.exists():
+        return
+    def ours(pid: int) -> bool:  # a recorded pid may have been reused since
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"pod_agent\0serve" in cmd and str(home.parent).encode() in cmd
+
+    pids = [pid for x in audit.read_text().splitlines() if '"op": "serve"' in x
+            if ours(pid := json.loads(x)["pid"])]
+    deadline = time.monotonic() + 60
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def _serve(pod, pod_epoch: float) -> None:
