@@ -79,6 +79,8 @@ class Supervisor:
         self.policy = PolicyState(extension=stoppolicy.load_extension(self._extension_path()),
                                   last_activity=clock.now())
         self.decision = Decision()
+        self.memory_warning: str | None = None
+        """Said while MemAvailable is near the memory guard's floor."""
         self._traffic: dict[str, traffic.SlotTraffic | None] = {}
         self.patch_results: list[dict[str, str]] = []
         self.started_at = time.time()
@@ -339,14 +341,16 @@ class Supervisor:
             running = [n for n, p in self.procs.items() if p.running()]
             biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid)) \
                 if running else "none"
-            await self._send_warning({
-                "reason": "memory guard", "mem_available_gib": round(avail or 0, 1),
-                "floor_gib": floor, "slot": biggest},
+            self.memory_warning = (
                 f"MemAvailable {avail:.1f} GiB is near the memory guard's floor "
                 f"({floor:g} GiB): below it the guard stops slot {biggest}. Free memory, "
                 "or lower the floor (pod-agent watchdog mem-floor GIB).")
+            await self._send_warning({
+                "reason": "memory guard", "mem_available_gib": round(avail or 0, 1),
+                "floor_gib": floor, "slot": biggest}, self.memory_warning)
         elif not near:
             self.policy.warned.discard(key)
+            self.memory_warning = None
 
     async def _warn(self, reason: str, at: float, now: float) -> None:
         tz = _tz(self.profile)
@@ -402,8 +406,7 @@ class Supervisor:
             "busy_grace_s": sched.seconds("busy_grace"),
             "warn_before_s": sched.seconds("warn_before"),
             "extension": None if ext is None or ext.until <= now else ext.to_json(tz),
-            "memory_warning": (self.watchdog.last_warning or {}).get("text")
-            if "memory guard" in self.policy.warned else None,
+            "memory_warning": self.memory_warning,
         }
 
     async def _extend(self, req: dict[str, Any], send) -> None:

@@ -249,3 +249,46 @@ def test_traffic_from_the_real_exposition() -> None:
     assert not traffic.active(load, idle)  # a counter going down is a restart
     assert not traffic.active(None, None)
     assert traffic.active(None, traffic.SlotTraffic(1.0, 0.0))
+
+
+async def test_the_supervisor_warns_before_the_memory_guard_and_before_a_stop(
+        tmp_path, monkeypatch) -> None:
+    """In the supervisor: MemAvailable within a quarter of the floor warns once (audit,
+    status) and clears when memory recovers; the schedule's warning is sent once per
+    stop, to the audit log and the webhook, with the key that extends."""
+    import json
+
+    from pod_agent import supervisor as sv
+    from tests.conftest import PROFILES
+
+    monkeypatch.setenv("POD_AGENT_HOME", str(tmp_path))
+    monkeypatch.setenv("RUNPOD_POD_ID", "pod-mem")
+    sent: list[str] = []
+
+    def post(url: str, text: str) -> tuple[bool, str]:
+        sent.append(text)
+        return True, "HTTP 200"
+
+    monkeypatch.setattr(sv, "post_webhook", post)
+    monkeypatch.setenv("POD_AGENT_WEBHOOK_URL", "http://127.0.0.1:9/hook")
+    sup = sv.Supervisor(str(PROFILES / "10-rtx6000-2x.yaml"), vllm="false",
+                        apply_patches=False)
+    sup.watchdog.mem_floor_gib = 8.0
+    mem = {"gib": 9.0}
+    monkeypatch.setattr(sv, "mem_available_gib", lambda: mem["gib"])
+    monday_1750 = at(*MON, 17, 50)  # Seoul: 10 minutes before the profile's stop
+    await sup.watchdog_tick(monday_1750)
+    wd = sup.watchdog_json(monday_1750)
+    assert wd["memory_warning"] and "below it the guard stops slot" in wd["memory_warning"]
+    assert wd["warning"] and wd["next_stop_reason"] == "schedule"
+    await sup.watchdog_tick(monday_1750 + 30)  # once, not every tick
+    mem["gib"] = 20.0
+    await sup.watchdog_tick(monday_1750 + 60)
+    assert sup.watchdog_json(monday_1750 + 60)["memory_warning"] is None
+    audit = [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    warns = [a["reason"] for a in audit if a["op"] == "stop-warning"]
+    assert sorted(warns) == ["memory guard", "schedule"], warns
+    assert len(sent) == 2 and any("press w in pod-console" in m and "18:00 KST" in m
+                                  for m in sent), sent
+    assert all(a["ok"] for a in audit if a["op"] == "webhook")
+    assert "http://127.0.0.1:9" not in (tmp_path / "audit.jsonl").read_text()  # no URL
