@@ -647,7 +647,7 @@ class PodConsoleApp(App):
             if not chosen:
                 return
             args.update(chosen)
-        if not spec.dangerous:  # quick and harmless (refresh, ack): no dialog
+        if not spec.dangerous and not spec.shows_progress:  # quick, harmless: no dialog
             out = await reg.invoke(action_id, args)
             self.note(f"{spec.title}: {out.message}", "green" if out.ok else "yellow")
             self.refresh_screens()

@@ -16,6 +16,7 @@ from .commands import (
     rebalance_cmd,
     status_cmd,
     tui_cmd,
+    verify_cmd,
 )
 
 CONSOLE_COMMANDS = ("watch", "wall", "demo")
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     tui_cmd.register(sub)
     pod_cmd.register(sub)
     rebalance_cmd.register(sub)
+    verify_cmd.register(sub)
     return parser
 
 

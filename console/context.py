@@ -109,8 +109,19 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
 
     audit = AuditLog(settings.state_dir / "audit.jsonl")
     agent = AgentClient(transport, remote_profile)
+    async def smoke(on_check: Callable[[Any], None]) -> Any:
+        """Today's deployment as the context knows it now (a fallback retargets it)."""
+        from .smoke import plan_for, run_smoke
+
+        cur = ctx_holder.get("ctx")
+        prof = cur.profile if cur is not None else dep.today.profile
+        targets = cur.poller.targets if cur is not None else dep.targets
+        client = (cur.poller if cur is not None else poller).client
+        return await run_smoke(plan_for(prof, targets, settings), client, on_check)
+
     registry = build_registry(audit, read_only, agent=agent, refresh=refresh,
-                              provisioner=provisioner, on_rebalanced=on_rebalanced)
+                              provisioner=provisioner, on_rebalanced=on_rebalanced,
+                              smoke=smoke)
     pod_collector = None
     gpu_metrics = gpu_metrics_from_settings(settings, poller.client)
     if client is not None or transport is not None or gpu_metrics is not None:

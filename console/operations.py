@@ -38,6 +38,7 @@ def summarize_checks(report: dict[str, Any]) -> str:
 def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
                    refresh: Callable[[], None], provisioner: Any | None = None,
                    on_rebalanced: Callable[[dict[str, float]], Awaitable[str]] | None = None,
+                   smoke: Callable[[Callable[[Any], None]], Awaitable[Any]] | None = None,
                    ) -> ActionRegistry:
     """The registry with every operation's handler; ``agent`` is how they reach the pod."""
     reg = ActionRegistry(audit, read_only)
@@ -152,7 +153,28 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
             return Outcome(False, "RunPod is not configured (RUNPOD_API_KEY)", state="failed")
         return await provisioner.fallback_action(progress)
 
+    async def smoke_test(args: dict[str, Any], progress: Progress) -> Outcome:
+        if smoke is None:
+            return Outcome(False, "no deployment to test", state="failed")
+        from .smoke import CHECKS
+
+        done = 0
+
+        def on_check(c: Any) -> None:
+            nonlocal done
+            done += 1
+            progress(c.name, done / len(CHECKS), f"{c.verdict}: {c.evidence}")
+
+        report = await smoke(on_check)
+        failed = ", ".join(f"{c.name} ({c.evidence})" for c in report.failed)
+        skipped = sum(1 for c in report.checks if c.ok is None)
+        return Outcome(report.ok, (f"all passed via {report.via}" if report.ok else
+                                   f"FAILED via {report.via}: {failed}")
+                       + (f"; {skipped} skipped" if skipped else ""), report.to_json(),
+                       "ok" if report.ok else "failed")
+
     reg.register(SPECS["refresh"], do_refresh)
+    reg.register(SPECS["smoke"], smoke_test)
     reg.register(SPECS["resume"], resume)
     reg.register(SPECS["fallback"], fallback)
     reg.register(SPECS["host_checks"], host_checks)

@@ -116,6 +116,14 @@ class Settings(BaseSettings):
     """RunPod API key, from ``RUNPOD_API_KEY`` only."""
     vllm_api_key: SecretStr | None = Field(default=None, validation_alias="VLLM_API_KEY")
     """The slots' API key for completion probes, from ``VLLM_API_KEY`` only."""
+    gateway_url: str | None = None
+    """The gateway users call (the LiteLLM proxy on ``litellm.yaml``, e.g.
+    ``http://127.0.0.1:4000``): the smoke test goes through it; without it, to each slot."""
+    gateway_key: SecretStr | None = Field(default=None,
+                                          validation_alias="LITELLM_MASTER_KEY")
+    """The gateway's key, from ``LITELLM_MASTER_KEY`` only."""
+    smoke_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    """Each smoke check's requests give up after this long (a hang is a failed check)."""
 
     @field_validator("refresh_s")
     @classmethod

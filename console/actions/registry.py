@@ -45,6 +45,8 @@ class ActionSpec:
     """The footer's word for it (short); the title when empty."""
     audited: bool = False
     """Recorded in the audit log though not dangerous (an acknowledgement: who saw what)."""
+    shows_progress: bool = False
+    """Asks nothing but takes a while: the progress dialog shows its steps."""
 
     @property
     def recorded(self) -> bool:

@@ -32,6 +32,11 @@ SPECS = {
         "ack", "a", "Acknowledge alerts", "mark every firing alert as seen by you (audited); "
         "it stays on screen, dimmed, until it clears, and is not sent again", False,
         label="ack", audited=True),
+    "smoke": ActionSpec(
+        "smoke", "t", "Smoke test", "the field's eight checks through the gateway users "
+        "call (else each slot): models and aliases listed, chat and streaming answer, an "
+        "unknown model is a 4xx, Prometheus targets UP, the trace sink", False,
+        label="smoke", audited=True, shows_progress=True),
     "watchdog": ActionSpec(
         "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
         "Watchdog: {cmd} on pod {pod}?", label="watchdog"),

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         **examples(
             'pod-console up                          # resume, else fallback (cron at 08:50)',
             'pod-console up --rounds 12 --round-wait 600 --ssh-wait 600',
-            'exit: 0 ok, 2 no capacity, 3 fatal, 4 host checks, 5 unhealthy,',
+            'exit: 0 ok, 2 no capacity, 3 fatal, 4 host checks, 5 unhealthy or smoke',
             '      6 interrupted, 7 a pod may still be billing (named on stderr)',
         ))
     u.add_argument("--config", type=Path)
@@ -236,7 +236,33 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
               f" pod-console down will not find it; stop it with the pod id")
         return EXIT_FATAL
     _log(f"UP: pod {res.pod.id} with profile {res.profile.name} at {res.address.host}")
-    return 0
+    return await _smoke_after_up(settings, audit, res.pod.id)
+
+
+async def _smoke_after_up(settings: Settings, audit, pod_id: str) -> int:
+    """``up``'s last step: the smoke test through the path users take. The pod stays up
+    either way (it is healthy as far as the agent can tell); a failure is exit 5 naming
+    the failing check, for cron to report."""
+    from ..deployment import DeploymentError
+    from ..provision import EXIT_UNHEALTHY
+    from .verify_cmd import smoke_for_settings
+
+    apply_current_pod(settings)  # the pod just brought up, at its address
+    try:
+        report = await smoke_for_settings(settings)
+    except DeploymentError as exc:
+        _loud(f"pod {pod_id} is UP but the smoke test could not run: {exc}")
+        _audit(audit, "smoke", {"pod": pod_id}, "failed", message=str(exc))
+        return EXIT_UNHEALTHY
+    for line in report.lines():
+        _log(line)
+    if report.ok:
+        _audit(audit, "smoke", {"pod": pod_id}, "ok", via=report.via)
+        return 0
+    failed = "; ".join(f"{c.name}: {c.evidence}" for c in report.failed)
+    _loud(f"pod {pod_id} is UP but the smoke test FAILED: {failed}")
+    _audit(audit, "smoke", {"pod": pod_id}, "failed", via=report.via, message=failed)
+    return EXIT_UNHEALTHY
 
 
 def _write_current(settings: Settings, res) -> None:

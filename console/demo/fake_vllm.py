@@ -245,6 +245,31 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         return (f"HTTP/1.1 {status}\r\n".encode() + b"content-type: " + ctype
                 + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
+    def chat_reply(payload: bytes) -> bytes:
+        """vLLM's answers: an unknown model is a 404 naming it, ``stream`` gives SSE
+        chunks ending in ``[DONE]``, else one ``chat.completion``."""
+        try:
+            req = json.loads(payload or b"{}")
+        except ValueError:
+            req = {}
+        model = req.get("model") if isinstance(req, dict) else None
+        if model != args.served_model_name:
+            err = {"error": {"message": f"The model `{model}` does not exist.",
+                             "type": "NotFoundError", "param": "model", "code": 404}}
+            return reply("404 Not Found", json.dumps(err).encode(), b"application/json")
+        base = {"id": "chatcmpl-demo", "model": args.served_model_name, "created": 0}
+        if req.get("stream"):
+            chunks = [{"role": "assistant", "content": ""}, {"content": "OK"}, {}]
+            events = b"".join(
+                b"data: " + json.dumps({**base, "object": "chat.completion.chunk", "choices": [
+                    {"index": 0, "delta": d, "finish_reason": None if d else "stop"}]}
+                ).encode() + b"\n\n" for d in chunks) + b"data: [DONE]\n\n"
+            return reply("200 OK", events, b"text/event-stream; charset=utf-8")
+        body = json.dumps({**base, "object": "chat.completion", "choices": [{
+            "index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "OK"}}]}).encode()
+        return reply("200 OK", body, b"application/json")
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
@@ -255,8 +280,7 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
-                if length:
-                    await reader.readexactly(length)
+                payload = await reader.readexactly(length) if length else b""
                 if path == b"/metrics":
                     writer.write(reply("200 OK", engine.exposition(args.gpu_memory_utilization)
                                        .encode(), b"text/plain; version=1.0.0; charset=utf-8"))
@@ -267,11 +291,7 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                 elif path == b"/version":
                     writer.write(reply("200 OK", b'{"version":"0.32.0"}', b"application/json"))
                 elif path == b"/v1/chat/completions":
-                    body = json.dumps({"id": "chatcmpl-demo", "object": "chat.completion",
-                                       "model": args.served_model_name, "choices": [{
-                                           "index": 0, "finish_reason": "stop", "message": {
-                                               "role": "assistant", "content": "OK"}}]}).encode()
-                    writer.write(reply("200 OK", body, b"application/json"))
+                    writer.write(chat_reply(payload))
                 else:
                     writer.write(reply("404 Not Found", b'{"detail":"Not Found"}',
                                        b"application/json"))

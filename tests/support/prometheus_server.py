@@ -27,6 +27,9 @@ class PrometheusServer:
     """Target labels (``pod``: what ``profile render`` gives each slot's target)."""
     bearer_file: Path | None = None
     """A file holding the token sent as ``Authorization: Bearer`` on every scrape."""
+    file_sd: Path | None = None
+    """A ``file_sd`` targets file (``profile render``'s ``targets.json``) instead of
+    ``targets``."""
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -39,6 +42,8 @@ class PrometheusServer:
         iv = f"{int(self.scrape_interval_s * 1000)}ms"
         job: dict = {"job_name": "vllm", "static_configs": [
             {"targets": self.targets, "labels": self.labels}]}
+        if self.file_sd is not None:
+            job = {"job_name": "vllm", "file_sd_configs": [{"files": [str(self.file_sd)]}]}
         if self.bearer_file is not None:
             job["authorization"] = {"type": "Bearer",
                                     "credentials_file": str(self.bearer_file)}

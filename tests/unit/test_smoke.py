@@ -1,0 +1,148 @@
+"""The smoke test against servers that misbehave: each failure lands on the check it
+belongs to, with its evidence, and nothing raises or hangs past its timeout."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from console.collect.http import HttpClient
+from console.smoke import UNKNOWN_MODEL, SmokePlan, run_smoke
+
+
+class Behaviour:
+    chat_status = 200
+    chat_body: bytes | None = None
+    stream_done = True
+    stream_content = "OK"
+    unknown_status = 404
+    unknown_hang_s = 0.0
+    models: list[str] = ["tiny", "tiny-latest"]
+
+
+def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
+    class H(http.server.BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send(200, json.dumps({"data": [{"id": m} for m in b.models]}).encode())
+
+        def do_POST(self) -> None:
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if req["model"] == UNKNOWN_MODEL:
+                time.sleep(b.unknown_hang_s)
+                self._send(b.unknown_status, b'{"error": {"message": "no such model"}}')
+                return
+            if b.chat_status != 200:
+                self._send(b.chat_status, b'{"error": {"message": "upstream down"}}')
+                return
+            if req.get("stream"):
+                chunks = [{"choices": [{"delta": {"content": b.stream_content}}]}]
+                body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
+                if b.stream_done:
+                    body += "data: [DONE]\n\n"
+                self._send(200, body.encode(), "text/event-stream")
+                return
+            self._send(200, b.chat_body or json.dumps(
+                {"choices": [{"message": {"content": "OK"}}]}).encode())
+
+        def log_message(self, *a) -> None:
+            """Quiet."""
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    srv.handle_error = lambda *a: None  # type: ignore[method-assign]  # a client gone mid-hang
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture
+def gateway() -> Iterator[tuple[Behaviour, str]]:
+    b = Behaviour()
+    srv = _server(b)
+    yield b, f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def _plan(url: str, **kw) -> SmokePlan:
+    return SmokePlan(served={"tiny": url}, slots={"TINY": "tiny"},
+                     aliases=kw.pop("aliases", {"tiny-latest": "tiny"}), gateway_url=url,
+                     timeout_s=kw.pop("timeout_s", 5.0), **kw)
+
+
+async def _run(plan: SmokePlan) -> dict[str, tuple[bool | None, str]]:
+    client = HttpClient()
+    try:
+        report = await run_smoke(plan, client)
+    finally:
+        await client.aclose()
+    assert [c.name for c in report.checks] == [
+        "models listed", "aliases listed", "chat", "streaming", "aliases answer",
+        "unknown model", "targets up", "trace sink"]
+    return {c.name: (c.ok, c.evidence) for c in report.checks}
+
+
+async def test_a_healthy_gateway_passes_and_says_what_it_skipped(gateway) -> None:
+    _, url = gateway
+    got = await _run(_plan(url))
+    assert {k for k, (ok, _) in got.items() if ok} == {
+        "models listed", "aliases listed", "chat", "streaming", "aliases answer",
+        "unknown model"}
+    assert got["targets up"] == (None, "no prometheus_url configured")
+    assert got["trace sink"] == (None, "no trace sink configured")
+
+
+async def test_a_gateway_that_500s_fails_chat_streaming_and_the_4xx_check(gateway) -> None:
+    b, url = gateway
+    b.chat_status = 500
+    b.unknown_status = 500
+    got = await _run(_plan(url))
+    assert got["models listed"][0] is True
+    assert got["chat"][0] is False and "HTTP 500" in got["chat"][1]
+    assert got["streaming"] == (False, "tiny: HTTP 500")
+    assert got["unknown model"][0] is False and "want a 4xx" in got["unknown model"][1]
+
+
+async def test_an_unknown_model_that_hangs_is_a_failure_not_a_hang(gateway) -> None:
+    b, url = gateway
+    b.unknown_hang_s = 4.0
+    t0 = time.monotonic()
+    got = await _run(_plan(url, timeout_s=1.0))
+    assert got["unknown model"] == (False, "no answer: a request for an unknown model hangs")
+    assert time.monotonic() - t0 < 20
+
+
+async def test_garbage_and_a_stream_without_done(gateway) -> None:
+    b, url = gateway
+    b.chat_body = b"<html>502 from a proxy</html>"
+    b.stream_done = False
+    got = await _run(_plan(url))
+    assert got["chat"] == (False, "tiny: HTTP 200 but not JSON")
+    assert got["streaming"][0] is False and "never said [DONE]" in got["streaming"][1]
+    b.stream_done, b.stream_content = True, ""
+    got = await _run(_plan(url))
+    assert got["streaming"] == (False, "tiny: 1 chunks, no content")
+
+
+async def test_a_removed_alias_fails_both_alias_checks(gateway) -> None:
+    b, url = gateway
+    b.models = ["tiny"]
+    got = await _run(_plan(url))
+    assert got["aliases listed"] == (False, "missing from /v1/models: tiny-latest")
+    assert got["models listed"][0] is True
+
+
+async def test_nothing_listening_fails_every_request_check() -> None:
+    got = await _run(_plan("http://127.0.0.1:9", timeout_s=2.0))
+    for name in ("models listed", "chat", "streaming"):
+        assert got[name] == (False, "connection refused"), (name, got[name])
