@@ -28,7 +28,7 @@ from console.provision import (
 from pod_agent.profiles import load_profiles
 from tests.conftest import REPO
 from tests.support import sshd
-from tests.support.emulated_pods import KEY, World
+from tests.support.emulated_pods import KEY, World, free_ports
 
 pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"),
                                 reason="openssh-server not installed")
@@ -232,5 +232,32 @@ def test_up_and_down_from_the_cli(world: World, tmp_path: Path) -> None:
     audit = [json.loads(x) for x in (tmp_path / "state" / "audit.jsonl").read_text()
              .splitlines()]
     assert [(a["action"], a["result"]) for a in audit] == [
-        ("up", "started"), ("up", "ok"), ("down", "ok"), ("down", "ok"), ("up", "started"),
-        ("up", "failed")]
+        ("up", "started"), ("up", "ok"), ("smoke", "ok"), ("down", "ok"), ("down", "ok"),
+        ("up", "started"), ("up", "failed")]
+
+
+def test_up_ends_with_the_smoke_test_and_a_failure_is_exit_5(world: World,
+                                                             tmp_path: Path) -> None:
+    """``up``'s last step goes through the gateway users call: one that does not answer
+    is exit 5 naming the failing checks — and the pod, healthy as far as its agent can
+    tell, is kept (and named) for the engineer to look at."""
+    world.state.stock["GPU B1"] = 2
+    dead = free_ports(1)[0]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {world.profiles_dir}\nstate_dir: {tmp_path / 'state'}\n"
+                   f"gateway_url: http://127.0.0.1:{dead}\n"
+                   f"pod:\n  ssh_key: {world.hosts.client_key()}\n"
+                   f"  agent_dir: {world.root / 'cli-agent'}\n")
+    env = dict(os.environ, RUNPOD_API_KEY=KEY, RUNPOD_API_BASE=world.server.base_url,
+               PYTHONPATH=str(REPO))
+    env.pop("POD_CONSOLE_STATE_DIR", None)
+    r = subprocess.run([sys.executable, "-m", "console.cli", "up", "--config", str(cfg),
+                        "--round-wait", "0", "--rounds", "1"], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "smoke test FAILED: models listed: connection refused" in r.stderr, r.stderr
+    [pod] = world.running()
+    assert f"pod {pod} is UP" in r.stderr
+    audit = [json.loads(x) for x in (tmp_path / "state" / "audit.jsonl").read_text()
+             .splitlines()]
+    assert [(a["action"], a["result"]) for a in audit][-1] == ("smoke", "failed")
