@@ -111,10 +111,16 @@ class PodHosts:
                                capture_output=True, timeout=30)
         if srv is not None:
             srv.stop()
+        # an agent started just before the pod was stopped (not yet listening when the
+        # shutdown was sent) would outlive the test: found by its pod's own home
+        procs.stop_pids(procs.pids_with_env("POD_AGENT_HOME", str(home / "agent")))
 
     def stop_all(self) -> None:
         for pid in list(self.servers):
             self.stop(pid)
+        for pid in self.started:  # stopped earlier, perhaps before its agent was up
+            procs.stop_pids(procs.pids_with_env("POD_AGENT_HOME",
+                                                str(self.root / pid / "agent")))
 
 
 def free_ports(n: int) -> list[int]:

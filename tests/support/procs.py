@@ -66,3 +66,38 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None =
         time.sleep(0.5)
     tail = log.read_text(errors="replace")[-3000:] if log else ""
     raise TimeoutError(f"{url} not up after {timeout_s}s:\n{tail}")
+
+
+def pids_with_env(key: str, value: str) -> list[int]:
+    """Processes whose environment has ``key=value`` — a test's own, found by the unique
+    temporary path it gave them (a ``setsid``'d agent outlives its SSH session)."""
+    want = f"{key}={value}".encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if want in env.split(b"\0"):
+            out.append(int(d.name))
+    return out
+
+
+def stop_pids(pids: list[int], grace_s: float = 10.0) -> None:
+    """SIGTERM each (an agent stops its slots on it), then SIGKILL what is left."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + grace_s
+    for pid in pids:
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
