@@ -179,9 +179,15 @@ class Smoke:
             return False, f"{model}: no content in choices[0].message"
         return True, f"{model}: {content.strip()[:30]!r}"
 
-    async def chat(self) -> tuple[bool, str]:
-        results = [await self._chat(m, b) for m, b in sorted(self.plan.served.items())]
+    @staticmethod
+    async def _each(check: Callable[[str, str], Awaitable[tuple[bool, str]]],
+                    models: list[tuple[str, str]]) -> tuple[bool, str]:
+        """One check per (model, base URL), in order; passes when every one does."""
+        results = [await check(m, b) for m, b in models]
         return all(ok for ok, _ in results), "; ".join(e for _, e in results)
+
+    async def chat(self) -> tuple[bool, str]:
+        return await self._each(self._chat, sorted(self.plan.served.items()))
 
     async def _stream(self, model: str, base: str) -> tuple[bool, str]:
         r = await self.client.post_json(base + "/v1/chat/completions",
@@ -213,16 +219,15 @@ class Smoke:
         return True, f"{model}: {chunks} chunks, {joined[:30]!r}"
 
     async def streaming(self) -> tuple[bool, str]:
-        results = [await self._stream(m, b) for m, b in sorted(self.plan.served.items())]
-        return all(ok for ok, _ in results), "; ".join(e for _, e in results)
+        return await self._each(self._stream, sorted(self.plan.served.items()))
 
     async def aliases_answer(self) -> tuple[bool | None, str]:
         if not self.plan.aliases:
             return None, "the profile has no aliases"
         if not self.plan.gateway_url:
             return None, "aliases live in the gateway; no gateway_url is configured"
-        results = [await self._chat(a, self.plan.gateway_url) for a in sorted(self.plan.aliases)]
-        return all(ok for ok, _ in results), "; ".join(e for _, e in results)
+        gw = self.plan.gateway_url
+        return await self._each(self._chat, [(a, gw) for a in sorted(self.plan.aliases)])
 
     async def unknown_model(self) -> tuple[bool, str]:
         base = self.plan.gateway_url or sorted(self.plan.served.values())[0]

@@ -199,15 +199,22 @@ async def test_terminate_failing_is_loud(tmp_path: Path) -> None:
         w.hosts.stop_all()
 
 
-def test_up_and_down_from_the_cli(world: World, tmp_path: Path) -> None:
-    world.state.stock["GPU B1"] = 2
+def _cli_setup(world: World, tmp_path: Path, extra: str = "") -> tuple[Path, dict]:
+    """A config for the emulated world (``extra``: more top-level keys) and the CLI's
+    environment (the emulator's key and address)."""
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"profiles_dir: {world.profiles_dir}\nstate_dir: {tmp_path / 'state'}\n"
-                   f"pod:\n  ssh_key: {world.hosts.client_key()}\n"
+                   f"{extra}pod:\n  ssh_key: {world.hosts.client_key()}\n"
                    f"  agent_dir: {world.root / 'cli-agent'}\n")
     env = dict(os.environ, RUNPOD_API_KEY=KEY, RUNPOD_API_BASE=world.server.base_url,
                PYTHONPATH=str(REPO))
     env.pop("POD_CONSOLE_STATE_DIR", None)
+    return cfg, env
+
+
+def test_up_and_down_from_the_cli(world: World, tmp_path: Path) -> None:
+    world.state.stock["GPU B1"] = 2
+    cfg, env = _cli_setup(world, tmp_path)
     r = subprocess.run([sys.executable, "-m", "console.cli", "up", "--config", str(cfg),
                         "--round-wait", "0", "--rounds", "1"], capture_output=True, text=True,
                        timeout=300, env=env)
@@ -243,14 +250,7 @@ def test_up_ends_with_the_smoke_test_and_a_failure_is_exit_5(world: World,
     tell, is kept (and named) for the engineer to look at."""
     world.state.stock["GPU B1"] = 2
     dead = free_ports(1)[0]
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"profiles_dir: {world.profiles_dir}\nstate_dir: {tmp_path / 'state'}\n"
-                   f"gateway_url: http://127.0.0.1:{dead}\n"
-                   f"pod:\n  ssh_key: {world.hosts.client_key()}\n"
-                   f"  agent_dir: {world.root / 'cli-agent'}\n")
-    env = dict(os.environ, RUNPOD_API_KEY=KEY, RUNPOD_API_BASE=world.server.base_url,
-               PYTHONPATH=str(REPO))
-    env.pop("POD_CONSOLE_STATE_DIR", None)
+    cfg, env = _cli_setup(world, tmp_path, f"gateway_url: http://127.0.0.1:{dead}\n")
     r = subprocess.run([sys.executable, "-m", "console.cli", "up", "--config", str(cfg),
                         "--round-wait", "0", "--rounds", "1"], capture_output=True, text=True,
                        timeout=300, env=env)

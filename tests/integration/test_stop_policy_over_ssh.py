@@ -38,7 +38,7 @@ from console.provider.emulator import EmulatorServer, EmulatorState
 from console.remote import AgentEndpoint, AgentTransport
 from pod_agent import clock
 from tests.conftest import REPO
-from tests.support import sshd, vllm_server
+from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
 
@@ -147,35 +147,9 @@ slots:
 
 
 def _stop_serves(home: Path) -> None:
-    """Whatever ``serve`` is still alive (one started just before a failure, not yet
-    listening when ``shutdown`` was sent): by the pid it recorded, SIGTERM (it stops
-    its slots), then SIGKILL of it and its slots' groups."""
-    audit = home / "audit.jsonl"
-    if not audit.exists():
-        return
-    def ours(pid: int) -> bool:  # a recorded pid may have been reused since
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        return b"pod_agent\0serve" in cmd and str(home.parent).encode() in cmd
-
-    pids = [pid for x in audit.read_text().splitlines() if '"op": "serve"' in x
-            if ours(pid := json.loads(x)["pid"])]
-    deadline = time.monotonic() + 60
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    for pid in pids:
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    """Whatever ``serve`` of this pod is still alive (one started just before a failure,
+    not yet listening when ``shutdown`` was sent): found by the pod's own agent home."""
+    procs.stop_pids(procs.pids_with_env("POD_AGENT_HOME", str(home)))
 
 
 async def _serve(pod, pod_epoch: float) -> None:
