@@ -63,8 +63,9 @@ class StopPlan:
             memory_warning=wd.get("memory_warning") if isinstance(
                 wd.get("memory_warning"), str) else None,
             clock_speed=speed,
-            # a pod clock that runs fast (the demo's) has no meaningful skew
-            skew_s=None if now is None or speed != 1.0 else now - read_at,
+            # a simulated pod clock (the demo's, the tests') has no meaningful skew
+            skew_s=None if now is None or speed != 1.0 or wd.get("clock_simulated") is True
+            else now - read_at,
             read_at=read_at)
 
     def elapsed(self, now: float) -> float:

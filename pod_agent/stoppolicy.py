@@ -73,6 +73,10 @@ class PolicyState:
     """Agent clock: the first tick that found the scheduled stop due (the grace counts
     from here)."""
     warned: set[str] = field(default_factory=set)
+    started_at: float = 0.0
+    """Agent clock: when the agent started. A pod started after its stop time (an
+    engineer's evening ``up``) gets ``warn_before`` — warned at once — to be extended,
+    instead of being stopped within a tick."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,10 @@ def decide(schedule: Schedule, st: PolicyState, now: float, busy: bool) -> Decis
         # it holds no scheduled stop back: only idleness, until it ends
         return _decision(next_scheduled(schedule, now), "schedule", idle_s, now, warn_s)
     ended = ext is not None and ext.holds is not None
-    if ended or stop_pending(schedule, now, st.last_stop_day) is not None:
+    pending = stop_pending(schedule, now, st.last_stop_day)
+    if not ended and pending is not None and now < st.started_at + warn_s:
+        return _decision(st.started_at + warn_s, "schedule", idle_s, now, warn_s)
+    if ended or pending is not None:
         reason = "extension ended" if ended else "schedule"
         if st.due_since is None:
             st.due_since = now

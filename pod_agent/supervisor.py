@@ -77,7 +77,7 @@ class Supervisor:
         self.watchdog = WatchdogState(mem_floor_gib=float(
             os.environ.get("POD_AGENT_MEM_FLOOR_GIB", "12")))
         self.policy = PolicyState(extension=stoppolicy.load_extension(self._extension_path()),
-                                  last_activity=clock.now())
+                                  last_activity=clock.now(), started_at=clock.now())
         self.decision = Decision()
         self.memory_warning: str | None = None
         """Said while MemAvailable is near the memory guard's floor."""
@@ -394,6 +394,7 @@ class Supervisor:
         base = self.watchdog.to_json(sched, dt.datetime.fromtimestamp(now, dt.timezone.utc))
         return {
             **base, "now": now, "clock_speed": clock.speed(),
+            "clock_simulated": "POD_AGENT_CLOCK" in os.environ,
             # before the first tick (or disarmed): the schedule's own next stop
             "next_stop": base["next_stop"] if d.next_at is None else stoppolicy.iso(d.next_at,
                                                                                    tz),

@@ -90,7 +90,7 @@ class DemoDeployment:
         self.clock_speed = clock_speed
         """The pod agent's clock runs this many times as fast (``--clock-speed``), from
         90 minutes before the first profile's next scheduled stop: a warning, an
-        extension and an idle stop in a minute."""
+        extension and an idle stop in a minute. At 1 it starts 6 hours before it."""
         self.clock_spec: str | None = None
 
     # -- setup ---------------------------------------------------------------------
@@ -200,12 +200,15 @@ class DemoDeployment:
         for src in sorted(shipped_profiles_dir().glob("*.yaml")):
             self._profile_copy(src)
         first = self.profiles()[0]
-        if self.clock_speed != 1.0:
-            from pod_agent import clock, stoppolicy
+        # the simulated pod keeps its own clock, so the demo does not depend on the hour
+        # it is run at (after the profile's stop time its watchdog would stop the pod at
+        # once): 6 hours before the next scheduled stop, or 90 minutes when it runs fast
+        from pod_agent import clock, stoppolicy
 
-            at = stoppolicy.next_scheduled(first.profile.schedule, time.time())
-            if at is not None:
-                self.clock_spec = clock.spec_for(at - 90 * 60, self.clock_speed)
+        at = stoppolicy.next_scheduled(first.profile.schedule, time.time())
+        if at is not None:
+            lead = 6 * 3600 if self.clock_speed == 1.0 else 90 * 60
+            self.clock_spec = clock.spec_for(at - lead, self.clock_speed)
         self.state.host_factory = self._host_factory
         self.state.stock = {g: 4 for lp in self.profiles() for g in lp.profile.gpu_type_ids}
         self.emulator.start()

@@ -292,3 +292,17 @@ async def test_the_supervisor_warns_before_the_memory_guard_and_before_a_stop(
                                   for m in sent), sent
     assert all(a["ok"] for a in audit if a["op"] == "webhook")
     assert "http://127.0.0.1:9" not in (tmp_path / "audit.jsonl").read_text()  # no URL
+
+
+def test_a_pod_started_after_its_stop_time_gets_warned_time_to_be_extended() -> None:
+    sched = seoul(warn_before="10m")
+    started = at(*MON, 19, 0)  # an evening `up`
+    st = sp.PolicyState(last_activity=started, started_at=started)
+    d = run(sched, st, started + 30)
+    assert not d.stop and d.warn and d.next_at == at(*MON, 19, 10)
+    t = started + 60
+    st.extension = sp.make_extension(sched, st, t, sp.extension_until("22:00", sched, t),
+                                     "erin", "late eval")
+    assert not run(sched, st, at(*MON, 19, 10)).stop  # extended in time: kept
+    st2 = sp.PolicyState(last_activity=started, started_at=started)
+    assert run(sched, st2, at(*MON, 19, 10)).stop  # not extended: stopped after the warning
