@@ -359,10 +359,14 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
     while time.monotonic() < deadline and [
             a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]["reason"] == "idle":
         await asyncio.sleep(0.2)
-    last = [a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]
-    # the grace counts from the first tick that found the stop due (1 s ticks, each
-    # waiting for the slot's /metrics on a CPU the slot keeps busy)
-    assert GRACE_S <= last["t"] - ends_at <= GRACE_S + 15, last["t"] - ends_at
+    audit = _audit(pod)
+    last = [a for a in audit if a["op"] == "watchdog-stop"][-1]
+    # the decision's own record (written just before runpodctl runs, which takes seconds
+    # on a loaded machine): never before the grace, and bounded — the grace counts from
+    # the first tick that found the stop due, and each 1 s tick waits for the slot's
+    # /metrics on two cores the slot keeps busy
+    decided = [a for a in audit if a["op"] == "extension-ended"][-1]["t"]
+    assert GRACE_S <= decided - ends_at <= GRACE_S + 30, decided - ends_at
     assert last["reason"] == "extension ended" and last["busy"] is True
     # and the laptop's --force stops the pod through the API whatever the agent says
     t = AgentTransport(pod["ep"], pod["state"])
