@@ -433,8 +433,10 @@ class Supervisor:
                                         reason)
         try:
             self._set_extension(ext, None)
-        except OSError as exc:  # not kept on disk: not promised
+        except OSError as exc:  # not kept on disk, or not audited: not promised
             self.policy.extension = None
+            with contextlib.suppress(OSError):  # nor left to come back after a restart
+                stoppolicy.save_extension(self._extension_path(), None)
             await send(event("error", message=f"extend: cannot keep it on disk: {exc}"))
             return
         self.decision = stoppolicy.decide(self.profile.schedule, self.policy, now, False)

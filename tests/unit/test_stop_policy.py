@@ -306,3 +306,26 @@ def test_a_pod_started_after_its_stop_time_gets_warned_time_to_be_extended() -> 
     assert not run(sched, st, at(*MON, 19, 10)).stop  # extended in time: kept
     st2 = sp.PolicyState(last_activity=started, started_at=started)
     assert run(sched, st2, at(*MON, 19, 10)).stop  # not extended: stopped after the warning
+
+
+async def test_an_extension_that_cannot_be_audited_is_refused_and_not_kept(
+        tmp_path, monkeypatch) -> None:
+    from pod_agent import supervisor as sv
+    from tests.conftest import PROFILES
+
+    monkeypatch.setenv("POD_AGENT_HOME", str(tmp_path))
+    sup = sv.Supervisor(str(PROFILES / "10-rtx6000-2x.yaml"), vllm="false",
+                        apply_patches=False)
+
+    def full_disk(rec: dict) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sv, "_audit", full_disk)
+    sent: list[dict] = []
+
+    async def send(ev: dict) -> None:
+        sent.append(ev)
+
+    await sup._extend({"until": "+1h", "by": "alice"}, send)
+    assert sent[-1]["kind"] == "error" and "No space left" in sent[-1]["message"]
+    assert sup.policy.extension is None and not (tmp_path / "extension.json").exists()
