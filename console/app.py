@@ -448,7 +448,7 @@ class PodConsoleApp(App):
 
     # -- what screens ask for (messages up) -----------------------------------------
     def on_console_screen_operation(self, message: ConsoleScreen.Operation) -> None:
-        self.start_operation(message.action_id)
+        self.start_operation(message.action_id, message.args)
 
     def on_console_screen_open_detail(self, message: ConsoleScreen.OpenDetail) -> None:
         self.open_detail(message.slot)
@@ -605,6 +605,7 @@ class PodConsoleApp(App):
                         exit_on_error=False)
 
     async def _operation(self, action_id: str, args: dict[str, Any]) -> None:
+        from .actions.registry import Outcome
         from .screens.modals import ConfirmScreen, ProgressScreen, WatchdogScreen
 
         if self.ctx is None:
@@ -662,7 +663,16 @@ class PodConsoleApp(App):
         what = self._args_text(args)
         self.note(f"{spec.title}: started{f' ({what})' if what else ''}", "bold")
         self.call_later(self.refresh_screens)  # the header says it is running
-        progress = ProgressScreen(spec.title)
+        running: list[asyncio.Future[Outcome]] = []
+        asked_to_cancel = False
+
+        def cancel() -> None:
+            nonlocal asked_to_cancel
+            asked_to_cancel = True
+            for fut in running:
+                fut.cancel()
+
+        progress = ProgressScreen(spec.title, on_cancel=cancel if spec.cancellable else None)
         self.push_screen(progress)
 
         def on_progress(step: str, fraction: float | None, message: str) -> None:
@@ -673,18 +683,28 @@ class PodConsoleApp(App):
             if step:
                 self.note(f"  {spec.title} · {step} {message}".rstrip(), "dim")
 
-        out: Outcome = await reg.invoke(action_id, args, on_progress)
-        style = "green" if out.ok else ("yellow" if out.state == "rolled_back" else "bold red")
+        run = asyncio.ensure_future(reg.invoke(action_id, args, on_progress))
+        running.append(run)
+        try:
+            out: Outcome = await run
+        except asyncio.CancelledError:
+            if not asked_to_cancel:
+                raise  # the console is quitting: the registry has recorded it
+            out = Outcome(False, f"{spec.title} cancelled; nothing kept", state="cancelled")
+        style = "green" if out.ok else ("yellow" if out.state in ("rolled_back", "cancelled")
+                                        else "bold red")
         self.note(f"{spec.title}: {out.state or ('ok' if out.ok else 'failed')} — "
                   f"{out.message}", style)
         # recorded even when the dialog is not drawn yet: it draws the end when it is
         # (a hidden dialog is gone; the action log says how it ended)
         with contextlib.suppress(Exception):
             progress.finish(out.ok, out.message)
-        if not out.ok and out.state != "refused":
+        if not out.ok and out.state not in ("refused", "cancelled"):
             # an event, not a standing alert: it happened once, the log and the alert
             # history keep it, and nothing on screen claims it is still going on
-            self.alerts.event(AlertEvent(self.now(), "failed", "crit",
+            regressed = out.state == "regressed"
+            self.alerts.event(AlertEvent(self.now(), "failed", "warn" if regressed else "crit",
+                                         f"{spec.title}: regression" if regressed else
                                          f"{spec.title} failed", out.message))
         self.action_refresh_now()
 
@@ -725,7 +745,22 @@ class PodConsoleApp(App):
                 "profile": self.ctx.profile_name,
                 "cost": fmt.money(pod.cost_per_hr),
                 "split": ", ".join(f"{k}={v:g}" for k, v in (args.get("set") or {}).items()),
-                "cmd": str(args.get("cmd", ""))}
+                "cmd": str(args.get("cmd", "")), "slot": str(args.get("slot", "?")),
+                **self._bench_fields(args)}
+
+    def _bench_fields(self, args: dict[str, Any]) -> dict[str, str]:
+        """How many requests a benchmark sends and by which path, for its question."""
+        from .benchmark.runner import BenchError, plans_for
+
+        assert self.ctx is not None
+        if not args.get("slot"):
+            return {"requests": "?", "via": "?"}
+        try:
+            plan = plans_for(self.ctx.profile_name, self.ctx.profile,
+                             self.ctx.poller.targets, self.ctx.settings, [args["slot"]])[0]
+        except BenchError:
+            return {"requests": "?", "via": "?"}
+        return {"requests": str(plan.requests), "via": plan.via}
 
     @staticmethod
     def _args_text(args: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ provisioner, alert rules — is the production code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -117,11 +118,35 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         prof = cur.profile if cur is not None else dep.today.profile
         targets = cur.poller.targets if cur is not None else dep.targets
         client = (cur.poller if cur is not None else poller).client
-        return await run_smoke(plan_for(prof, targets, settings), client, on_check)
+        return await run_smoke(plan_for(prof, targets, settings, client), client, on_check)
+
+    async def bench(slot: str, progress: Any) -> tuple[dict[str, Any], Path]:
+        """The benchmark of one slot of today's deployment, kept under the state dir."""
+        from .benchmark.measure import PodFacts
+        from .benchmark.runner import baseline_of, bench_and_record, plans_for
+        from .collect.http import HttpClient
+
+        cur = ctx_holder.get("ctx")
+        prof = cur.profile if cur is not None else dep.today.profile
+        name = cur.profile_name if cur is not None else dep.today.name
+        targets = cur.poller.targets if cur is not None else dep.targets
+        plan = plans_for(name, prof, targets, settings, [slot])[0]
+        pods = cur.pod_collector if cur is not None else None
+        pod = None
+        if pods is not None:
+            with contextlib.suppress(Exception):  # where it ran is worth knowing, not vital
+                pod = await asyncio.wait_for(pods.poll(), pods.timeout_s * 2)
+        client = HttpClient()
+        try:
+            return await bench_and_record(plan, client, PodFacts.from_pod(pod),
+                                          settings.state_dir, baseline_of(prof, slot),
+                                          settings.bench.regression_pct, progress)
+        finally:
+            await client.aclose()
 
     registry = build_registry(audit, read_only, agent=agent, refresh=refresh,
                               provisioner=provisioner, on_rebalanced=on_rebalanced,
-                              smoke=smoke)
+                              smoke=smoke, bench=bench)
     pod_collector = None
     gpu_metrics = gpu_metrics_from_settings(settings, poller.client)
     if client is not None or transport is not None or gpu_metrics is not None:

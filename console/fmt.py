@@ -106,3 +106,10 @@ def stop_time(iso: str | None, now: float) -> str:
     left = when.timestamp() - now
     rel = "overdue" if left < 0 else f"in {duration(left, False)}"
     return f"{when.strftime('%a %H:%M')} {when.strftime('%z')[:3]}:{when.strftime('%z')[3:]}, {rel}"
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as text lines, each column as wide as its widest cell."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]

@@ -39,6 +39,8 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
                    refresh: Callable[[], None], provisioner: Any | None = None,
                    on_rebalanced: Callable[[dict[str, float]], Awaitable[str]] | None = None,
                    smoke: Callable[[Callable[[Any], None]], Awaitable[Any]] | None = None,
+                   bench: Callable[[str, Progress], Awaitable[tuple[dict[str, Any], Path]]]
+                   | None = None,
                    ) -> ActionRegistry:
     """The registry with every operation's handler; ``agent`` is how they reach the pod."""
     reg = ActionRegistry(audit, read_only)
@@ -173,7 +175,37 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
                        + (f"; {skipped} skipped" if skipped else ""), report.to_json(),
                        "ok" if report.ok else "failed")
 
+    async def benchmark(args: dict[str, Any], progress: Progress) -> Outcome:
+        if bench is None:
+            return Outcome(False, "no deployment to benchmark", state="failed")
+        slot = args.get("slot")
+        if not slot:
+            return Outcome(False, "no slot named", state="failed")
+        from .benchmark.record import lines
+
+        rec, path = await bench(str(slot), progress)
+        for line in lines(rec):  # the table and the bars, in the dialog and the log
+            progress("", None, line)
+        data = {"record": str(path)}
+        if rec["failed_requests"]:
+            return Outcome(False, f"{rec['failed_requests']} requests failed "
+                                  f"({'; '.join(rec['errors'][:2])}); kept {path}", data,
+                           "failed")
+        regs = rec["comparison"]["regressions"]
+        if regs:
+            more = f" (and {len(regs) - 1} more)" if len(regs) > 1 else ""
+            return Outcome(False, f"REGRESSION {regs[0]}{more}; kept {path}", data,
+                           "regressed")
+        figs = []
+        for c in rec["configs"]:
+            tok = c["summary"]["tok_s"]["mean"]
+            acc = (c.get("spec") or {}).get("acceptance_rate")
+            figs.append(f"{c['name']} {'–' if tok is None else f'{tok:.1f}'} tok/s"
+                        + ("" if acc is None else f" ({acc * 100:.0f} % accepted)"))
+        return Outcome(True, f"{', '.join(figs)}; kept {path}", data)
+
     reg.register(SPECS["refresh"], do_refresh)
+    reg.register(SPECS["bench"], benchmark)
     reg.register(SPECS["smoke"], smoke_test)
     reg.register(SPECS["resume"], resume)
     reg.register(SPECS["fallback"], fallback)

@@ -70,6 +70,48 @@ class AlertTiming(BaseModel):
     """A firing alert clears once its condition has been gone this long."""
 
 
+class BenchSettings(BaseModel):
+    """``pod-console bench``: the field's protocol by default (``console/benchmark``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    runs: int = Field(default=3, ge=1, le=20)
+    """Measured runs per configuration."""
+    warmup: int = Field(default=1, ge=0, le=5)
+    """Unmeasured runs before them (JIT compilation, cold caches)."""
+    concurrency: list[int] = Field(default_factory=lambda: [1, 4], min_length=1)
+    """Concurrent requests per run, one configuration each."""
+    lengths: list[Literal["short", "long"]] = Field(
+        default_factory=lambda: ["short", "long"], min_length=1)
+    """Inputs: ``short`` (a question, ~21 tokens) and ``long`` (a document to summarise)."""
+    tasks: list[Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
+                        "tool_call"]] = Field(default_factory=lambda: [
+                            "json", "code", "summarisation", "ko_qa", "en_qa",
+                            "translation", "tool_call"])
+    """Task-type prompt sets for acceptance by type (empty: none)."""
+    long_tokens: int = Field(default=3000, ge=100, le=200_000)
+    """Size of the long input (a document to summarise), in tokens, about."""
+    max_tokens: int = Field(default=1024, ge=1, le=32768)
+    """Output tokens per request at most (the field used 1,024)."""
+    task_max_tokens: int = Field(default=768, ge=1, le=32768)
+    """Output tokens per task-type request at most (the field used 768)."""
+    timeout_s: float = Field(default=600.0, gt=0, le=3600)
+    """One request gives up after this long."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature; unset: the server's own (as the field measured). 0 makes each
+    run send and get the same text, which steadies acceptance between runs."""
+    regression_pct: float = Field(default=10.0, gt=0, le=90)
+    """tok/s this many % below the previous run or the baseline (or TTFT this many %
+    above) is flagged as a regression."""
+
+    @field_validator("concurrency")
+    @classmethod
+    def _conc(cls, v: list[int]) -> list[int]:
+        if any(c < 1 or c > 64 for c in v) or len(set(v)) != len(v):
+            raise ValueError("each concurrency is 1..64, each once")
+        return v
+
+
 class Settings(BaseSettings):
     """pod-console configuration."""
 
@@ -124,6 +166,17 @@ class Settings(BaseSettings):
     """The gateway's key, from ``LITELLM_MASTER_KEY`` only."""
     smoke_timeout_s: float = Field(default=60.0, gt=0, le=600)
     """Each smoke check's requests give up after this long (a hang is a failed check)."""
+    trace_url: str | None = None
+    """The trace sink behind the gateway: Langfuse's base URL (``http://127.0.0.1:3000``).
+    The smoke test's last check looks its request up there."""
+    trace_public_key: SecretStr | None = Field(default=None,
+                                               validation_alias="LANGFUSE_PUBLIC_KEY")
+    """Langfuse project key pair, from ``LANGFUSE_PUBLIC_KEY`` and ``LANGFUSE_SECRET_KEY``."""
+    trace_secret_key: SecretStr | None = Field(default=None,
+                                               validation_alias="LANGFUSE_SECRET_KEY")
+    trace_wait_s: float = Field(default=30.0, gt=0, le=600)
+    """How long the smoke test waits for its trace to be listed (ingestion is batched)."""
+    bench: BenchSettings = Field(default_factory=BenchSettings)
 
     @field_validator("refresh_s")
     @classmethod

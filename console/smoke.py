@@ -11,8 +11,10 @@ the LiteLLM proxy users call), else straight to each slot:
 6. ``unknown model``     a model that does not exist is refused with a 4xx — not a 5xx,
                          not a hang;
 7. ``targets up``        each slot's Prometheus target is UP (``up`` of its pod and slot);
-8. ``trace sink``        the request reached the trace sink — skipped, and said so, when
-                         none is configured.
+8. ``trace sink``        the request reached the trace sink (Langfuse, fed by the gateway:
+                         a trace whose user id is this run's marker appears in its public
+                         API within ``trace_wait_s``) — skipped, and said so, when none
+                         is configured.
 
 Each check gives pass, fail or skipped, its evidence and its duration. No Textual here:
 the CLI (``pod-console smoke``), the ``t`` key and ``up``'s last step run the same
@@ -126,11 +128,18 @@ class Smoke:
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
 
     def _body(self, model: str, stream: bool = False) -> dict[str, Any]:
-        # ``user`` carries the marker the trace check looks for. The server's own sampling
-        # (no temperature): greedy decoding of a small or broken model can pick only
-        # special tokens, an empty answer that says nothing about the path tested
-        return {"model": model, "max_tokens": 16, "stream": stream, "user": self.marker,
-                "messages": [{"role": "user", "content": PROMPT}]}
+        # ``user`` carries the marker the trace check looks for (LiteLLM also reads
+        # ``metadata.trace_user_id``, a field of its own that a bare vLLM would not
+        # know). The server's own sampling (no temperature): greedy decoding of a small
+        # or broken model can pick only special tokens, an empty answer that says
+        # nothing about the path tested
+        body: dict[str, Any] = {"model": model, "max_tokens": 16, "stream": stream,
+                                "user": self.marker,
+                                "messages": [{"role": "user", "content": PROMPT}]}
+        if self.plan.gateway_url:
+            body["metadata"] = {"trace_user_id": self.marker,
+                                "trace_name": "pod-console-smoke"}
+        return body
 
     async def _listed(self) -> dict[str, set[str]]:
         """base URL → the model ids its ``/v1/models`` lists."""
@@ -269,6 +278,8 @@ class Smoke:
     async def trace_sink(self) -> tuple[bool | None, str]:
         if self.plan.trace_check is None:
             return None, "no trace sink configured"
+        if not self.plan.gateway_url:
+            return None, "the trace sink is fed by the gateway; no gateway_url is configured"
         return await self.plan.trace_check(self.marker)
 
 
@@ -295,14 +306,68 @@ async def run_smoke(plan: SmokePlan, client: HttpClient,
                        tuple(results), wall, time.monotonic() - t0)
 
 
-def plan_for(profile: Any, targets: Any, settings: Any) -> SmokePlan:
+def langfuse_check(url: str, public_key: str, secret_key: str, client: HttpClient,
+                   wait_s: float = 30.0, every_s: float = 2.0
+                   ) -> Callable[[str], Awaitable[tuple[bool, str]]]:
+    """Whether Langfuse holds a trace of the marked requests: its public API
+    (``GET /api/public/traces?userId=…``, basic auth with the project's key pair),
+    polled until ``wait_s`` — the gateway sends traces in batches and Langfuse ingests
+    them asynchronously, so seconds pass before one is listed."""
+    import base64
+
+    auth = base64.b64encode(f"{public_key}:{secret_key}".encode()).decode()
+    headers = {"Authorization": f"Basic {auth}"}
+    base = url.rstrip("/")
+
+    async def check(marker: str) -> tuple[bool, str]:
+        import asyncio
+
+        t0 = time.monotonic()
+        last = "no answer"
+        while True:
+            try:
+                r = await client.get(base + "/api/public/traces", timeout=10.0,
+                                     headers=headers, params={"userId": marker, "limit": 1})
+                if r.status_code in (401, 403):
+                    return False, (f"Langfuse refused the key pair (HTTP {r.status_code}): "
+                                   "LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY")
+                if r.status_code == 200:
+                    data = r.json().get("data")
+                    if isinstance(data, list) and data:
+                        tid = data[0].get("id") if isinstance(data[0], dict) else None
+                        return True, (f"trace {tid} for {marker} after "
+                                      f"{time.monotonic() - t0:.0f} s")
+                    last = "no trace yet"
+                else:
+                    last = f"HTTP {r.status_code}"
+            except HttpError as exc:
+                last = exc.describe()
+            except (ValueError, AttributeError):
+                last = "an answer that is not the traces list"
+            if time.monotonic() - t0 + every_s > wait_s:
+                return False, (f"no trace with userId {marker} after {wait_s:.0f} s "
+                               f"({last}): is the gateway's langfuse callback on?")
+            await asyncio.sleep(every_s)
+
+    return check
+
+
+def plan_for(profile: Any, targets: Any, settings: Any,
+             client: HttpClient | None = None) -> SmokePlan:
     """The plan for a profile's slots (``targets``: their ``SlotTarget``\\s) and the
     settings' gateway, keys and Prometheus."""
     gateway = settings.gateway_url.rstrip("/") if settings.gateway_url else None
     served = {t.served_model_name: gateway or t.base_url for t in targets}
     key = settings.gateway_key if gateway else settings.vllm_api_key
+    trace = None
+    if getattr(settings, "trace_url", None) and client is not None:  # tests pass bare namespaces
+        pub, sec = settings.trace_public_key, settings.trace_secret_key
+        trace = langfuse_check(settings.trace_url,
+                               pub.get_secret_value() if pub else "",
+                               sec.get_secret_value() if sec else "", client,
+                               settings.trace_wait_s)
     return SmokePlan(served=served, slots={t.slot: t.served_model_name for t in targets},
                      aliases=dict(profile.alias_targets()), gateway_url=gateway,
                      api_key=key.get_secret_value() if key else None,
                      prometheus_url=settings.prometheus_url, pod_id=settings.pod.runpod_id,
-                     timeout_s=settings.smoke_timeout_s)
+                     trace_check=trace, timeout_s=settings.smoke_timeout_s)

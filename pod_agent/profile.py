@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import defaultdict
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -71,6 +71,18 @@ class Speculative(_Strict):
     """n-gram only: shortest prompt n-gram to match."""
 
 
+class BenchFigures(_Strict):
+    """What a good host gives for one benchmark configuration (``pod-console bench``)."""
+
+    tok_s: float | None = Field(default=None, gt=0)
+    """Mean tok/s as the client sees it (the run's completion tokens over its wall time)."""
+    ttft_ms: float | None = Field(default=None, gt=0)
+    """Mean time to first token, in milliseconds."""
+
+
+BENCH_CONFIG_RE = r"^(short|long)-c[1-9][0-9]?$"
+
+
 class Slot(_Strict):
     """One ``vllm serve`` process: one model on one port."""
 
@@ -100,6 +112,10 @@ class Slot(_Strict):
     """Extra environment for this slot only (no secrets: those come from the agent's env)."""
     extra_args: list[str] = Field(default_factory=list)
     """Additional ``vllm serve`` flags not covered by typed fields."""
+    bench_baseline: dict[Annotated[str, Field(pattern=BENCH_CONFIG_RE)], BenchFigures] = \
+        Field(default_factory=dict)
+    """The benchmark's expected figures per configuration (``short-c1``, ``long-c4``, …):
+    a run this far below them is flagged (the console's ``bench_regression_pct``)."""
 
     @field_validator("gpus")
     @classmethod

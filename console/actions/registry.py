@@ -26,7 +26,8 @@ class Outcome:
     message: str
     data: dict[str, Any] = field(default_factory=dict)
     state: str = ""
-    """ok | failed | rolled_back | refused | cancelled"""
+    """ok | failed | rolled_back | refused | cancelled | regressed (it ran; what it
+    measured is worse than before)"""
 
 
 Handler = Callable[[dict[str, Any], Progress], Awaitable[Outcome]]
@@ -47,6 +48,11 @@ class ActionSpec:
     """Recorded in the audit log though not dangerous (an acknowledgement: who saw what)."""
     shows_progress: bool = False
     """Asks nothing but takes a while: the progress dialog shows its steps."""
+    cancellable: bool = False
+    """The progress dialog offers to cancel it (``c``): stopping halfway leaves nothing
+    behind to undo (a benchmark keeps nothing of an unfinished run)."""
+    per_slot: bool = False
+    """Acts on the slot under the cursor (``args["slot"]``)."""
 
     @property
     def recorded(self) -> bool:

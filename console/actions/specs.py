@@ -37,6 +37,14 @@ SPECS = {
         "call (else each slot): models and aliases listed, chat and streaming answer, an "
         "unknown model is a 4xx, Prometheus targets UP, the trace sink", False,
         label="smoke", audited=True, shows_progress=True),
+    "bench": ActionSpec(
+        "bench", "B", "Benchmark", "the field's protocol on the slot under the cursor, "
+        "through the gateway users call: TTFT, TPOT, tok/s at concurrency 1 and 4, short "
+        "and long inputs, speculative acceptance by task type; kept and compared with the "
+        "last run", True,
+        "Benchmark slot {slot} on pod {pod}? It sends {requests} streamed requests via "
+        "{via} for a few minutes: users' requests to this slot slow down meanwhile.",
+        label="bench", shows_progress=True, cancellable=True, per_slot=True),
     "watchdog": ActionSpec(
         "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
         "Watchdog: {cmd} on pod {pod}?", label="watchdog"),

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
@@ -148,20 +149,25 @@ class HttpClient:
 
     async def post_json(self, url: str, body: Any, *, timeout: float,
                         headers: dict[str, str] | None = None,
-                        max_bytes: int = DEFAULT_MAX_BYTES) -> Response:
+                        max_bytes: int = DEFAULT_MAX_BYTES,
+                        on_data: Callable[[bytes], None] | None = None) -> Response:
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         return await self.request("POST", url, timeout=timeout, headers=hdrs,
-                                  body=json.dumps(body).encode(), max_bytes=max_bytes)
+                                  body=json.dumps(body).encode(), max_bytes=max_bytes,
+                                  on_data=on_data)
 
     async def request(self, method: str, url: str, *, timeout: float,
                       headers: dict[str, str] | None = None, params: dict[str, Any] | None = None,
-                      body: bytes | None = None, max_bytes: int = DEFAULT_MAX_BYTES
-                      ) -> Response:
+                      body: bytes | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                      on_data: Callable[[bytes], None] | None = None) -> Response:
+        """``on_data`` sees each piece of a 2xx body as it arrives (a streamed answer's
+        timing: the benchmark's first token); the whole body is still returned."""
         origin, target = _split(url, params)
         head = self._head(origin, headers or {}, body)
         try:
             async with asyncio.timeout(timeout):
-                return await self._exchange(method, origin, target, head, body, max_bytes)
+                return await self._exchange(method, origin, target, head, body, max_bytes,
+                                            on_data)
         except TimeoutError:
             raise HttpError("timeout", f"{method} {url}: no answer within {timeout:g} s"
                             ) from None
@@ -179,13 +185,13 @@ class HttpClient:
         return out
 
     async def _exchange(self, method: str, origin: _Origin, target: str,
-                        head: list[tuple[str, str]], body: bytes | None, max_bytes: int
-                        ) -> Response:
+                        head: list[tuple[str, str]], body: bytes | None, max_bytes: int,
+                        on_data: Callable[[bytes], None] | None = None) -> Response:
         conn, reused = await self._acquire(origin)
         try:
             try:
                 return await self._send_and_read(conn, origin, method, head, body, max_bytes,
-                                                 target)
+                                                 target, on_data)
             except _StaleConnection:
                 conn.close()
                 if not (reused and method == "GET"):
@@ -194,7 +200,7 @@ class HttpClient:
                 # a keep-alive connection the server had already closed: one fresh try
                 conn = await self._open(origin)
                 return await self._send_and_read(conn, origin, method, head, body, max_bytes,
-                                                 target)
+                                                 target, on_data)
         except BaseException:
             conn.close()  # mid-request (error, timeout, cancel): never reuse it
             raise
@@ -228,7 +234,8 @@ class HttpClient:
 
     async def _send_and_read(self, conn: _Conn, origin: _Origin, method: str,
                              head: list[tuple[str, str]], body: bytes | None, max_bytes: int,
-                             target: str) -> Response:
+                             target: str, on_data: Callable[[bytes], None] | None = None
+                             ) -> Response:
         hc = conn.h11
         try:
             out = hc.send(h11.Request(method=method, target=target, headers=head))
@@ -285,6 +292,8 @@ class HttpClient:
                 data += ev.data
                 if len(data) > max_bytes:
                     raise HttpError("too_large", f"body over {max_bytes} bytes")
+                if on_data is not None and 200 <= status < 300:
+                    on_data(bytes(ev.data))
             elif isinstance(ev, h11.EndOfMessage):
                 break
             elif isinstance(ev, h11.ConnectionClosed):

@@ -1,18 +1,24 @@
-"""``pod-console smoke [--json]``: the deployment answers the way its users reach it
-(``console/smoke.py``). Exit 0 when every check passes (skips allowed), 1 when one fails,
-3 on a configuration that cannot be read."""
+"""Proving a deployment: ``pod-console smoke`` (it answers the way its users reach it,
+``console/smoke.py``) and ``pod-console bench`` (how fast, and how well speculative
+decoding pays, ``console/benchmark``).
+
+smoke: exit 0 when every check passes (skips allowed), 1 when one fails, 3 on a
+configuration that cannot be read.
+bench: exit 0 done, 1 requests failed, 3 bad configuration, 4 a regression flagged,
+130 interrupted (nothing kept)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
 
-from . import examples
+from . import aligned, examples
 
-EXIT_FAILED, EXIT_CONFIG = 1, 3
+EXIT_FAILED, EXIT_CONFIG, EXIT_REGRESSION, EXIT_INTERRUPTED = 1, 3, 4, 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +34,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_smoke)
 
+    b = sub.add_parser("bench", help="the field's benchmark through the users' path: TTFT, "
+                                     "TPOT, tok/s, speculative acceptance (by task type "
+                                     "too); kept and compared with the last run",
+        **examples(
+            'pod-console bench                       # every slot of today\'s profile',
+            'pod-console bench QWEN --json           # one slot; the record as JSON',
+            'pod-console bench --runs 1 --max-tokens 256 --tasks none   # a quick look',
+            'pod-console bench --history             # the kept records, oldest first',
+            'exit: 0 done, 1 requests failed, 3 bad config, 4 a regression, 130 interrupted',
+        ))
+    b.add_argument("slots", nargs="*", metavar="SLOT", help="slots to measure (default: all)")
+    b.add_argument("--config", type=Path)
+    b.add_argument("--json", action="store_true", help="the record(s) as JSON on stdout")
+    b.add_argument("--history", action="store_true", help="list the kept records instead")
+    b.add_argument("--runs", type=int, help="measured runs per configuration (default 3)")
+    b.add_argument("--warmup", type=int, help="unmeasured runs first (default 1)")
+    b.add_argument("--concurrency", type=_ints, help="comma-separated, default 1,4")
+    b.add_argument("--max-tokens", type=int, help="output tokens at most (default 1024)")
+    b.add_argument("--long-tokens", type=int, help="long input size, tokens (default 3000)")
+    b.add_argument("--task-max-tokens", type=int, help="per task request (default 768)")
+    b.add_argument("--lengths", type=_words, help="short,long (default both)")
+    b.add_argument("--tasks", type=_words, help="task types, comma-separated, or none "
+                                               "(default all seven)")
+    b.set_defaults(func=cmd_bench)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not out or any(n < 1 or n > 64 for n in out):
+        raise argparse.ArgumentTypeError("each concurrency is 1..64")
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return [] if text.strip() == "none" else [w.strip() for w in text.split(",") if w.strip()]
+
 
 async def smoke_for_settings(settings, on_check=None):  # type: ignore[no-untyped-def]
     """The smoke test of the settings' deployment (today's profile, the pod's address)."""
@@ -38,7 +83,7 @@ async def smoke_for_settings(settings, on_check=None):  # type: ignore[no-untype
     dep = open_deployment(settings)
     client = HttpClient()
     try:
-        return await run_smoke(plan_for(dep.today.profile, dep.targets, settings), client,
+        return await run_smoke(plan_for(dep.today.profile, dep.targets, settings, client), client,
                                on_check)
     finally:
         await client.aclose()
@@ -62,3 +107,134 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.lines()))
     return 0 if report.ok else EXIT_FAILED
+
+
+def _progress_line(step: str, fraction: float | None, message: str) -> None:
+    pct = "" if fraction is None else f"{fraction * 100:3.0f} % "
+    with contextlib.suppress(OSError, ValueError):  # stderr gone: the run goes on
+        print(f"  {pct}{step}: {message}", file=sys.stderr, flush=True)
+
+
+async def _pod_facts(settings):  # type: ignore[no-untyped-def]
+    """Where the benchmark runs, as the provider and the agent say (unknown when neither
+    answers in time: a record is still worth keeping)."""
+    from ..agent_client import AgentClient
+    from ..benchmark.measure import PodFacts
+    from ..collect.pod import PodCollector
+    from ..context import ssh_transport
+    from ..provider import make_provider
+
+    client = make_provider(settings)
+    transport = ssh_transport(settings)
+    agent = AgentClient(transport) if transport is not None else None
+    pods = PodCollector(settings.pod.runpod_id, client, agent,
+                        timeout_s=max(2.0, settings.request_timeout_s * 2))
+    try:
+        return PodFacts.from_pod(await pods.poll())
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
+    from ..actions.audit import AuditLog
+    from ..benchmark.record import lines
+    from ..benchmark.runner import baseline_of, bench_and_record, plans_for
+    from ..collect.http import HttpClient
+    from ..deployment import open_deployment
+    from .pod_cmd import _audit, _interruptible
+
+    dep = open_deployment(settings)
+    plans = plans_for(dep.today.name, dep.today.profile, dep.targets, settings, args.slots,
+                      runs=args.runs, warmup=args.warmup, concurrency=args.concurrency,
+                      max_tokens=args.max_tokens, long_tokens=args.long_tokens,
+                      task_max_tokens=args.task_max_tokens, lengths=args.lengths,
+                      tasks=args.tasks)
+    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    records: list[dict] = []
+
+    async def main() -> int:
+        facts = await _pod_facts(settings)
+        client = HttpClient()
+        try:
+            for plan in plans:
+                what = {"slot": plan.slot, "pod": facts.pod_id, "via": plan.via}
+                _audit(audit, "bench", what, "started")
+                print(f"bench {plan.slot} ({plan.served_model_name}) via {plan.via}: "
+                      f"{plan.steps} steps", file=sys.stderr, flush=True)
+                try:
+                    rec, path = await bench_and_record(
+                        plan, client, facts, settings.state_dir,
+                        baseline_of(dep.today.profile, plan.slot),
+                        settings.bench.regression_pct, _progress_line)
+                except asyncio.CancelledError:
+                    _audit(audit, "bench", what, "cancelled", message="nothing kept")
+                    raise
+                records.append(rec)
+                regs = rec["comparison"]["regressions"]
+                state = "failed" if rec["failed_requests"] else "ok"
+                _audit(audit, "bench", what, state, record=str(path),
+                       message="; ".join([*rec["errors"], *regs])[:500])
+                if not args.json:
+                    print("\n".join([*lines(rec), f"  kept: {path}"]), flush=True)
+        finally:
+            await client.aclose()
+        if any(r["failed_requests"] for r in records):
+            return EXIT_FAILED
+        return EXIT_REGRESSION if any(r["comparison"]["regressions"] for r in records) else 0
+
+    rc = await _interruptible(main)
+    if rc == 130:
+        print("pod-console bench: interrupted; the unfinished run was not kept",
+              file=sys.stderr)
+    if args.json and records:
+        print(json.dumps(records if len(records) > 1 else records[0], indent=1,
+                         ensure_ascii=False))
+    return rc
+
+
+def _history(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
+    from ..benchmark.record import load_history
+
+    recs, bad = load_history(settings.state_dir)
+    if args.slots:
+        recs = [r for r in recs if r.get("slot") in args.slots]
+    for b in bad:
+        print(f"pod-console bench: skipped unreadable record {b}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(recs, indent=1, ensure_ascii=False))
+        return 0
+    if not recs:
+        print(f"no benchmark records in {settings.state_dir / 'bench'}")
+        return 0
+    rows = [("started", "profile", "slot", "GPU", "P2P", "vLLM", "tok/s by config",
+             "regressions")]
+    for r in recs:
+        pod = r.get("pod") or {}
+        toks = " ".join(f"{c['name']}={c['summary']['tok_s']['mean']:.1f}"
+                        for c in r.get("configs") or ()
+                        if c["summary"]["tok_s"]["mean"] is not None)
+        rows.append((str(r.get("started_at")), str(r.get("profile")), str(r.get("slot")),
+                     str(pod.get("gpu_type") or "?"), str(pod.get("p2p")),
+                     str(r.get("vllm_version") or "?"), toks or "–",
+                     str(len((r.get("comparison") or {}).get("regressions") or ()))))
+    print("\n".join(aligned(rows)))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..benchmark.runner import BenchError
+    from ..deployment import DeploymentError
+    from ..settings import ConfigError, load_settings
+
+    try:
+        settings = load_settings(args.config)
+        from .pod_cmd import apply_current_pod
+
+        apply_current_pod(settings)
+        if args.history:
+            return _history(args, settings)
+        return asyncio.run(_bench(args, settings))
+    except (ConfigError, DeploymentError, BenchError) as exc:
+        print(f"pod-console bench: {exc}", file=sys.stderr)
+        return EXIT_CONFIG

@@ -4,7 +4,7 @@ The pod agent launches it exactly as it launches vLLM (``console/demo/bin/vllm``
 is on the agent's ``--vllm``). It prints vLLM's start-up milestones (so the
 agent's progress parser sees them), refuses to start when gpu_util leaves no
 room for one ``max_model_len`` request (like the field's 27B at 0.15), then
-serves ``/health``, ``/v1/models``, ``/version``, ``/metrics`` and a canned
+serves ``/health``, ``/v1/models``, ``/version``, ``/metrics`` and
 ``/v1/chat/completions`` over loopback, with traffic whose numbers follow the
 field report: TTFT 0.8–1.1 s, acceptance 52–71 %, per-position acceptance
 78–82 % falling to 48–54 %, KV usage a few percent.
@@ -27,6 +27,7 @@ import os
 import random
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,22 @@ class Hist:
             self.counts[-1] += 1
         self.total += v
         self.n += 1
+
+
+@dataclass(frozen=True)
+class Answer:
+    ttft: float
+    tpot: float
+    """Seconds per decoding step (a step yields 1 + the accepted draft tokens)."""
+    prompt_tokens: int
+    steps: list[int]
+    drafts: int
+    accepted: int
+    per_pos: list[float]
+
+
+WORDS = ("the", "slot", "pod", "cache", "token", "draft", "model", "GPU", "answer", "is",
+         "fast", "because", "each", "step", "accepts", "more", "of", "and", "{", "}", ":")
 
 
 class Engine:
@@ -138,6 +155,65 @@ class Engine:
             self.c["prefix_h"] += int(prompt * self.rng.uniform(0.1, 0.5))
             self.reasons["stop" if self.rng.random() < 0.93 else "length"] += 1
             self.inflight.append((now + ttft + decode, prompt + out))
+
+    def answer(self, prompt: str, max_tokens: int) -> Answer:
+        """One chat completion as this engine would serve it: its timing, its text in
+        decoding steps, and its mark on the counters (the benchmark reads them back).
+
+        Acceptance follows what the field saw: formatted output (braces, quotes, code)
+        is drafted well, free prose less, Korean prose least, and a long document to
+        summarise raises it (the answer repeats the input)."""
+        rng = random.Random(zlib.crc32(prompt.encode()) ^ max_tokens ^ len(self.inflight))
+        prompt_tokens = max(1, round(len(prompt.encode()) / 4))
+        long_doc = prompt_tokens > 1000
+        formatted = sum(prompt.count(ch) for ch in '{}[]":=()_') / max(1, len(prompt))
+        hangul = sum(1 for ch in prompt if "\uac00" <= ch <= "\ud7a3") / max(1, len(prompt))
+        p0 = max(0.2, min(0.95, 0.76 + 5 * formatted + (0.10 if long_doc else 0.0)
+                          - (0.25 if hangul > 0.2 else 0.0)))
+        busy = 1 + 0.2 * len(self.inflight)  # decoding slows as requests share the engine
+        ttft = (0.08 + prompt_tokens * 0.00025) * busy * rng.uniform(0.95, 1.05)
+        tpot = 0.0125 * busy * rng.uniform(0.95, 1.05)
+        out = min(max_tokens, rng.randint(160, 320))
+        steps: list[int] = []
+        produced = 0
+        drafts = accepted = 0
+        per_pos = [0.0] * self.spec_tokens
+        while produced < out:
+            got = 1  # the target model's own token
+            if self.spec_tokens:
+                drafts += 1
+                for i in range(self.spec_tokens):
+                    p = p0 - 0.02 * i  # given the ones before it were accepted
+                    if rng.random() >= p:
+                        break
+                    per_pos[i] += 1
+                    got += 1
+                accepted += got - 1
+            got = min(got, out - produced)
+            steps.append(got)
+            produced += got
+        return Answer(ttft, tpot, prompt_tokens, steps, drafts, accepted, per_pos)
+
+    def served(self, a: Answer, now: float) -> None:
+        """Count a finished answer as vLLM does when the request ends."""
+        out = sum(a.steps)
+        self.c["prompt_tokens"] += a.prompt_tokens
+        self.c["generation_tokens"] += out
+        self.c["prefix_q"] += a.prompt_tokens
+        self.c["drafts"] += a.drafts
+        self.c["draft_tokens"] += a.drafts * self.spec_tokens
+        self.c["accepted"] += a.accepted
+        for i, v in enumerate(a.per_pos):
+            self.per_pos[i] += v
+        decode = a.tpot * len(a.steps)
+        self.h["ttft"].observe(a.ttft)
+        self.h["e2e"].observe(a.ttft + decode)
+        self.h["decode"].observe(decode)
+        self.h["prefill"].observe(a.ttft)
+        self.h["inference"].observe(a.ttft + decode)
+        self.h["queue"].observe(0.0)
+        self.h["tpot"].observe(decode / max(1, out))
+        self.reasons["length"] += 1
 
     def _poisson(self, lam: float) -> int:
         k, p, limit = 0, 1.0, math.exp(-lam)
@@ -245,30 +321,71 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         return (f"HTTP/1.1 {status}\r\n".encode() + b"content-type: " + ctype
                 + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
-    def chat_reply(payload: bytes) -> bytes:
-        """vLLM's answers: an unknown model is a 404 naming it, ``stream`` gives SSE
-        chunks ending in ``[DONE]``, else one ``chat.completion``."""
+    async def chat(payload: bytes, writer: asyncio.StreamWriter) -> None:
+        """vLLM's answers: an unknown model is a 404 naming it; ``stream`` gives SSE
+        chunks as the steps are decoded (with ``usage`` last when asked), ending in
+        ``[DONE]``; else one ``chat.completion`` once the whole answer is decoded."""
         try:
             req = json.loads(payload or b"{}")
         except ValueError:
             req = {}
-        model = req.get("model") if isinstance(req, dict) else None
+        if not isinstance(req, dict):
+            req = {}
+        model = req.get("model")
         if model != args.served_model_name:
             err = {"error": {"message": f"The model `{model}` does not exist.",
                              "type": "NotFoundError", "param": "model", "code": 404}}
-            return reply("404 Not Found", json.dumps(err).encode(), b"application/json")
+            writer.write(reply("404 Not Found", json.dumps(err).encode(), b"application/json"))
+            return
+        msgs = req.get("messages") if isinstance(req.get("messages"), list) else []
+        prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+        max_tokens = req.get("max_tokens") if isinstance(req.get("max_tokens"), int) else 16
+        a = engine.answer(prompt, max(1, max_tokens))
+        rng = random.Random(len(prompt))
+        words = [" ".join(rng.choice(WORDS) for _ in range(n)) + " " for n in a.steps]
+        words[0] = "OK " + words[0]  # the smoke test's prompt asks for OK
+        held = (time.time() + 3600, a.prompt_tokens + sum(a.steps))
+        engine.inflight.append(held)
+        usage = {"prompt_tokens": a.prompt_tokens, "completion_tokens": sum(a.steps),
+                 "total_tokens": a.prompt_tokens + sum(a.steps)}
         base = {"id": "chatcmpl-demo", "model": args.served_model_name, "created": 0}
-        if req.get("stream"):
-            chunks = [{"role": "assistant", "content": ""}, {"content": "OK"}, {}]
-            events = b"".join(
-                b"data: " + json.dumps({**base, "object": "chat.completion.chunk", "choices": [
-                    {"index": 0, "delta": d, "finish_reason": None if d else "stop"}]}
-                ).encode() + b"\n\n" for d in chunks) + b"data: [DONE]\n\n"
-            return reply("200 OK", events, b"text/event-stream; charset=utf-8")
-        body = json.dumps({**base, "object": "chat.completion", "choices": [{
-            "index": 0, "finish_reason": "stop",
-            "message": {"role": "assistant", "content": "OK"}}]}).encode()
-        return reply("200 OK", body, b"application/json")
+        try:
+            if not req.get("stream"):
+                await asyncio.sleep(a.ttft + a.tpot * len(a.steps))
+                body = json.dumps({**base, "object": "chat.completion", "usage": usage,
+                                   "choices": [{"index": 0, "finish_reason": "length",
+                                                "message": {"role": "assistant",
+                                                            "content": "".join(words)}}]})
+                writer.write(reply("200 OK", body.encode(), b"application/json"))
+                return
+
+            def event(obj: dict) -> bytes:
+                data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+                return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+            def chunk(delta: dict, finish: str | None = None) -> bytes:
+                return event({**base, "object": "chat.completion.chunk", "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": finish}]})
+
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; "
+                         b"charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(a.ttft)
+            writer.write(chunk({"role": "assistant", "content": ""}))
+            for text in words:
+                writer.write(chunk({"content": text}))
+                await writer.drain()
+                await asyncio.sleep(a.tpot)
+            writer.write(chunk({}, "length"))
+            opts = req.get("stream_options")
+            if isinstance(opts, dict) and opts.get("include_usage"):
+                writer.write(event({**base, "object": "chat.completion.chunk", "choices": [],
+                                    "usage": usage}))
+            data = b"data: [DONE]\n\n"
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n")
+        finally:
+            engine.inflight.remove(held)
+        engine.served(a, time.time())
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -291,7 +408,7 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                 elif path == b"/version":
                     writer.write(reply("200 OK", b'{"version":"0.32.0"}', b"application/json"))
                 elif path == b"/v1/chat/completions":
-                    writer.write(chat_reply(payload))
+                    await chat(payload, writer)
                 else:
                     writer.write(reply("404 Not Found", b'{"detail":"Not Found"}',
                                        b"application/json"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -22,9 +23,10 @@ class ConsoleScreen(Screen):
     class Operation(Message):
         """Run a registry operation (the app asks first when it is dangerous)."""
 
-        def __init__(self, action_id: str) -> None:
+        def __init__(self, action_id: str, args: dict[str, Any] | None = None) -> None:
             super().__init__()
             self.action_id = action_id
+            self.args = dict(args or {})
 
     class OpenDetail(Message):
         def __init__(self, slot: str) -> None:

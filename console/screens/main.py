@@ -118,6 +118,16 @@ class MainScreen(ConsoleScreen):
         event.prompt.display = False
         table.focus()
 
+    def action_op(self, action_id: str) -> None:
+        spec = SPECS.get(action_id)
+        args = {}
+        if spec is not None and spec.per_slot:
+            slot = self.query_one(SlotsTable).selected_slot()
+            if slot is None:
+                return
+            args["slot"] = slot
+        self.post_message(self.Operation(action_id, args))
+
     def action_detail(self) -> None:
         slot = self.query_one(SlotsTable).selected_slot()
         if slot:

@@ -57,11 +57,15 @@ class ProgressScreen(ModalScreen[None]):
     in it. The elapsed time ticks every second; no ETA is guessed for steps of unknown
     length (a P2P probe takes 5 s or 90 s)."""
 
-    BINDINGS = [Binding("escape", "hide", "hide")]
+    BINDINGS = [Binding("escape", "hide", "hide"), Binding("c", "cancel_op", "cancel")]
 
-    def __init__(self, title: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, title: str, clock: Callable[[], float] = time.monotonic,
+                 on_cancel: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.title_text = title
+        self.on_cancel = on_cancel
+        """Set for an operation that may stop halfway (``c``); None: it cannot."""
+        self.cancelling = False
         self.done = False
         self.clock = clock
         self.started = clock()
@@ -139,13 +143,29 @@ class ProgressScreen(ModalScreen[None]):
         with contextlib.suppress(NoMatches):
             end = self.ended if self.ended is not None else self.clock()
             word = "took" if self.done else "elapsed"
+            hint = "" if self.done else (
+                "  ·  cancelling…" if self.cancelling else
+                ("  ·  c cancels" if self.on_cancel is not None else "")
+                + "  ·  escape hides this; the operation goes on")
             self.query_one("#pelapsed", Label).update(
-                Text(f"{word} {fmt.duration(end - self.started)}"
-                     + ("" if self.done else "  ·  escape hides this; the operation goes on"),
-                     style="dim"))
+                Text(f"{word} {fmt.duration(end - self.started)}{hint}", style="dim"))
 
     def action_hide(self) -> None:
         self.dismiss(None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_op":
+            return self.on_cancel is not None and not self.done
+        return True
+
+    def action_cancel_op(self) -> None:
+        if self.on_cancel is None or self.done or self.cancelling:
+            return
+        self.cancelling = True
+        self._add(Text("cancelling: the requests in flight are dropped; nothing is kept",
+                       style="yellow"))
+        self.on_cancel()
+        self._draw_elapsed()
 
 
 def _key_name(key: str) -> str:

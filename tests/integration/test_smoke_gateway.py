@@ -1,7 +1,8 @@
-"""The smoke test through a real LiteLLM proxy running the ``litellm.yaml`` that
-``profile render`` wrote, in front of the real vLLM CPU server, with a real Prometheus
-scraping the ``targets.json`` it wrote: the rendered gateway config works, and each
-broken part fails its own check."""
+"""The smoke test and the benchmark through a real LiteLLM proxy running the
+``litellm.yaml`` that ``profile render`` wrote, in front of the real vLLM CPU server
+(n-gram speculative decoding), with a real Prometheus scraping the ``targets.json`` it
+wrote: the rendered gateway config works, each broken part fails its own check, and the
+benchmark's acceptance is the live formula on the server's own counters."""
 
 from __future__ import annotations
 
@@ -178,3 +179,102 @@ async def test_a_removed_alias_fails_its_checks(stack) -> None:
     assert got["aliases answer"][0] is False and "tiny-gone: HTTP 400" in \
         got["aliases answer"][1]
     assert got["chat"][0] is True and got["targets up"][0] is True
+
+
+# -- the benchmark through the same gateway --------------------------------------------------
+
+BENCH_ARGS = ["--runs", "2", "--max-tokens", "24", "--long-tokens", "300",
+              "--task-max-tokens", "16"]
+
+
+def _spec_counters(url: str) -> dict[str, float]:
+    import httpx
+
+    from console.collect.exposition import parse
+    from console.collect.figures import compute
+
+    f = compute(parse(httpx.get(url + "/metrics", timeout=30).text), only="tiny")["tiny"]
+    return {"drafts": f.value("spec_drafts"), "draft_tokens": f.value("spec_draft_tokens"),
+            "accepted_tokens": f.value("spec_accepted")}
+
+
+def _bench_cli(stack: SimpleNamespace, *extra: str) -> subprocess.CompletedProcess[str]:
+    cfg = stack.root / "bench-config.yaml"
+    # greedy: the random-weight model then repeats itself, so the n-gram drafts are
+    # accepted (with the server's sampling its text never repeats and nothing is drafted)
+    cfg.write_text(f"profiles_dir: {stack.profiles}\nstate_dir: {stack.root / 'bstate'}\n"
+                   f"prometheus_url: {stack.prom.url}\ngateway_url: {stack.proxy.url}\n"
+                   f"pod:\n  runpod_id: {POD}\n  host: 127.0.0.1\n"
+                   f"bench:\n  temperature: 0\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), LITELLM_MASTER_KEY=litellm_proxy.MASTER_KEY)
+    env.pop("POD_CONSOLE_STATE_DIR", None)
+    return subprocess.run([sys.executable, "-m", "console.cli", "bench", "TINY", "--config",
+                           str(cfg), *BENCH_ARGS, *extra], env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def test_bench_through_the_gateway_measures_and_keeps_every_field(stack) -> None:
+    r = _bench_cli(stack, "--json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert litellm_proxy.MASTER_KEY not in r.stdout + r.stderr
+    rec = json.loads(r.stdout)
+    assert (rec["profile"], rec["slot"], rec["served_model_name"]) == ("smoke", "TINY", "tiny")
+    assert rec["via"] == f"gateway {stack.proxy.url}" and rec["vllm_version"] == "0.32.0"
+    assert rec["pod"]["id"] == POD and rec["failed_requests"] == 0 and rec["errors"] == []
+    assert rec["knobs"]["runs"] == 2 and rec["knobs"]["temperature"] == 0
+    assert [c["name"] for c in rec["configs"]] == ["short-c1", "short-c4", "long-c1",
+                                                   "long-c4"]
+    short, long_ = rec["configs"][0], rec["configs"][2]
+    assert long_["prompt_tokens"] > 4 * short["prompt_tokens"]
+    for c in rec["configs"]:
+        assert len(c["runs"]) == 2 and len(c["warmup_runs"]) == 1
+        assert all(len(run["requests"]) == c["concurrency"] for run in c["runs"])
+        for m in ("ttft_s", "tpot_s", "tok_s", "tok_s_per_request", "decode_tok_s"):
+            assert c["summary"][m]["mean"] > 0 and c["summary"][m]["n"] == 2, (c["name"], m)
+        req = c["runs"][0]["requests"][0]
+        assert req["tokens_from"] == "usage" and req["completion_tokens"] > 0
+        sp = c["spec"]
+        assert sp is not None and sp["acceptance_rate"] > 0, c
+        # the live figures' formula, on the counters the record kept
+        b, a = sp["counters_before"], sp["counters_after"]
+        d_acc = a["accepted_tokens"] - b["accepted_tokens"]
+        assert sp["acceptance_rate"] == pytest.approx(
+            d_acc / (a["draft_tokens"] - b["draft_tokens"]), abs=1e-6)
+        assert sp["mean_acceptance_length"] == pytest.approx(
+            1 + d_acc / (a["drafts"] - b["drafts"]), abs=1e-6)
+        assert len(sp["per_position"]) == 3
+    assert [t["task"] for t in rec["tasks"]] == ["json", "code", "summarisation", "ko_qa",
+                                                 "en_qa", "translation", "tool_call"]
+    assert all(t["spec"] is not None and t["completion_tokens"] > 0 for t in rec["tasks"])
+    # the counters were the server's own: they only grew since
+    now = _spec_counters(stack.vllm.url)
+    last = rec["tasks"][-1]["spec"]["counters_after"]
+    assert all(now[k] >= last[k] for k in now)
+    # kept, as printed
+    kept = json.loads((stack.root / "bstate" / "bench" / f"{rec['id']}.json").read_text())
+    assert kept == rec
+    audit = [json.loads(x) for x in (stack.root / "bstate" / "audit.jsonl").read_text()
+             .splitlines() if '"bench"' in x]
+    assert [a["result"] for a in audit][-2:] == ["started", "ok"]
+
+
+def test_bench_flags_a_drop_against_the_previous_run(stack) -> None:
+    bench = stack.root / "bstate" / "bench"
+    if not any(bench.glob("*.json")):
+        assert _bench_cli(stack).returncode == 0
+    # the last run, as if it had been ten times faster
+    last = sorted(bench.glob("*.json"))[-1]
+    rec = json.loads(last.read_text())
+    for c in rec["configs"]:
+        c["summary"]["tok_s"]["mean"] *= 10
+    last.write_text(json.dumps(rec))
+    r = _bench_cli(stack)
+    assert r.returncode == 4, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "REGRESSION short-c1: tok/s" in r.stdout and "check P2P" in r.stdout
+    assert "1 warm-up + 2 measured runs" in r.stdout and "kept: " in r.stdout
+    assert "acceptance by task type" in r.stdout and "█" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "console.cli", "bench", "--history",
+                        "--config", str(stack.root / "bench-config.yaml")],
+                       env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.count(" TINY ") >= 2, r.stdout

@@ -4,6 +4,13 @@ Only ``config.json`` and tokenizer files are needed: vLLM's ``--load-format
 dummy`` fills the weights deterministically. The tokenizer is a byte-level
 BPE trained here on a few KB of local text in well under a second, so no
 network and no hub are involved.
+
+Its alphabet is the corpus's own (printable ASCII), and the model's ``vocab_size`` is
+exactly the tokenizer's: every id the random model can emit decodes to text. (With the
+256 byte symbols and a padded vocabulary, greedy decoding settled on ids that decode to
+nothing, or to half a UTF-8 character: an answer with tokens but no content, which a
+gateway drops from a stream.) Characters outside the alphabet (Korean) are dropped
+when a prompt is encoded; the server still answers.
 """
 
 from __future__ import annotations
@@ -37,7 +44,6 @@ def build(model_dir: Path) -> Path:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=2048, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator([_CORPUS] * 50, trainer=trainer)
     tok.save(str(model_dir / "tokenizer.json"))
@@ -46,7 +52,7 @@ def build(model_dir: Path) -> Path:
         "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
         "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 768,
-        "vocab_size": 2048, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "vocab_size": tok.get_vocab_size(), "tie_word_embeddings": True, "torch_dtype": "bfloat16",
         "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
         "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
         "bos_token_id": tok.token_to_id("<|endoftext|>"), "eos_token_id": eos_id,

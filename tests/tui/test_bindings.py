@@ -20,7 +20,7 @@ from console.widgets.header import PodHeader
 from console.widgets.slots import SlotsTable
 from tests.tui.conftest import live, wait_for
 
-DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog"}
+DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog", "bench"}
 
 
 async def test_main_screen_shows_live_demo(demo) -> None:
@@ -131,8 +131,8 @@ async def test_wall_mode_is_read_only(demo) -> None:
         assert isinstance(app.screen, WallScreen)
         assert "READ-ONLY" in str(app.screen.query_one(PodHeader).render())
         keys = {b.key for b in WallScreen.BINDINGS}
-        assert not keys & {"r", "f", "h", "b", "w"}
-        for key in ("r", "f", "h", "b", "w", "enter"):
+        assert not keys & {"r", "f", "h", "b", "w", "B"}
+        for key in ("r", "f", "h", "b", "w", "B", "enter"):
             await pilot.press(key)
             await pilot.pause(0.1)
             assert isinstance(app.screen, WallScreen), key  # no dialog opened

@@ -16,6 +16,8 @@ from console.smoke import UNKNOWN_MODEL, SmokePlan, run_smoke
 
 
 class Behaviour:
+    users: list[str]
+    """The ``user`` of every chat request, as the gateway's trace callback would see it."""
     chat_status = 200
     chat_body: bytes | None = None
     stream_done = True
@@ -39,6 +41,7 @@ def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
 
         def do_POST(self) -> None:
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            b.users.append(req.get("user"))
             if req["model"] == UNKNOWN_MODEL:
                 time.sleep(b.unknown_hang_s)
                 self._send(b.unknown_status, b'{"error": {"message": "no such model"}}')
@@ -69,6 +72,7 @@ def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
 @pytest.fixture
 def gateway() -> Iterator[tuple[Behaviour, str]]:
     b = Behaviour()
+    b.users = []
     srv = _server(b)
     yield b, f"http://127.0.0.1:{srv.server_address[1]}"
     srv.shutdown()
@@ -146,3 +150,122 @@ async def test_nothing_listening_fails_every_request_check() -> None:
     got = await _run(_plan("http://127.0.0.1:9", timeout_s=2.0))
     for name in ("models listed", "chat", "streaming"):
         assert got[name] == (False, "connection refused"), (name, got[name])
+
+
+# -- the trace sink: Langfuse's public API ---------------------------------------------------
+
+class Langfuse:
+    """Langfuse's ``GET /api/public/traces``: basic auth with the project's key pair; a
+    trace is listed ``ingest_s`` after its request reached the gateway (ingestion is
+    batched and asynchronous)."""
+
+    ingest_s = 0.5
+    keys = ("pk-lf-test", "sk-lf-test")
+
+    def __init__(self, gateway: Behaviour) -> None:
+        self.gateway = gateway
+        self.seen: dict[str, float] = {}
+        self.queries: list[str] = []
+
+    def traces(self, user: str) -> list[dict]:
+        for u in self.gateway.users:
+            self.seen.setdefault(u, time.monotonic())
+        t = self.seen.get(user)
+        if t is None or time.monotonic() - t < self.ingest_s:
+            return []
+        return [{"id": f"trace-{user[-6:]}", "userId": user, "name": "litellm-acompletion",
+                 "timestamp": "2026-11-30T10:00:00.000Z"}]
+
+
+def _langfuse(lf: Langfuse) -> http.server.ThreadingHTTPServer:
+    import base64
+    import urllib.parse
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            u = urllib.parse.urlsplit(self.path)
+            want = "Basic " + base64.b64encode(":".join(lf.keys).encode()).decode()
+            if self.headers.get("Authorization") != want:
+                code, body = 401, {"message": "Invalid credentials"}
+            elif u.path != "/api/public/traces":
+                code, body = 404, {"message": "not found"}
+            else:
+                q = urllib.parse.parse_qs(u.query)
+                lf.queries.append(q["userId"][0])
+                data = lf.traces(q["userId"][0])
+                code, body = 200, {"data": data, "meta": {"page": 1, "limit": 1,
+                                                          "totalItems": len(data),
+                                                          "totalPages": len(data)}}
+            raw = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *a) -> None:
+            """Quiet."""
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+async def _traced(url: str, lf_url: str, keys: tuple[str, str], wait_s: float
+                  ) -> tuple[bool | None, str]:
+    from console.smoke import langfuse_check
+
+    client = HttpClient()
+    try:
+        plan = _plan(url, trace_check=langfuse_check(lf_url, *keys, client, wait_s=wait_s,
+                                                     every_s=0.2))
+        report = await run_smoke(plan, client)
+    finally:
+        await client.aclose()
+    [c] = [c for c in report.checks if c.name == "trace sink"]
+    return c.ok, c.evidence
+
+
+async def test_the_trace_sink_lists_the_marked_request(gateway) -> None:
+    b, url = gateway
+    lf = Langfuse(b)
+    srv = _langfuse(lf)
+    try:
+        lf_url = f"http://127.0.0.1:{srv.server_address[1]}"
+        ok, ev = await _traced(url, lf_url, lf.keys, wait_s=10)
+        assert ok is True and ev.startswith("trace trace-") and "pod-console-smoke-" in ev
+        marker = lf.queries[-1]
+        assert marker.startswith("pod-console-smoke-") and marker in b.users
+        assert len(lf.queries) >= 2  # listed only after its ingestion delay
+        # a key pair Langfuse refuses
+        ok, ev = await _traced(url, lf_url, ("pk-lf-test", "wrong"), wait_s=5)
+        assert (ok, ev) == (False, "Langfuse refused the key pair (HTTP 401): "
+                                   "LANGFUSE_PUBLIC_KEY / LANGFUSE_SECRET_KEY")
+        # a gateway whose callback is off: the trace never comes
+        lf.ingest_s = 3600
+        t0 = time.monotonic()
+        ok, ev = await _traced(url, lf_url, lf.keys, wait_s=1.5)
+        assert ok is False and ev.endswith("after 2 s (no trace yet): is the gateway's "
+                                           "langfuse callback on?")
+        assert time.monotonic() - t0 < 15
+    finally:
+        srv.shutdown()
+    # nothing listening
+    ok, ev = await _traced(url, "http://127.0.0.1:9", lf.keys, wait_s=0.5)
+    assert ok is False and "(connection refused)" in ev
+
+
+async def test_the_trace_sink_is_skipped_without_a_gateway() -> None:
+    async def never(marker: str) -> tuple[bool, str]:
+        raise AssertionError("not asked")
+
+    plan = SmokePlan(served={"tiny": "http://127.0.0.1:9"}, slots={}, trace_check=never,
+                     timeout_s=1.0)
+    client = HttpClient()
+    try:
+        report = await run_smoke(plan, client)
+    finally:
+        await client.aclose()
+    [c] = [c for c in report.checks if c.name == "trace sink"]
+    assert c.ok is None and "fed by the gateway" in c.evidence
