@@ -293,3 +293,25 @@ def describe(fig: Figure) -> str:
         limit = t.setting if t.fixed is None else f"{t.fixed:g}"
         text += f"; yellow {'below' if t.below else 'above'} {limit}"
     return text
+
+
+def exposition_families() -> frozenset[str]:
+    """Every sample name the direct scrape path reads: the catalog's sources, their
+    ``_created`` timestamps (restarts are told by them), per-position acceptance, the
+    finished requests by reason and the cache config. A slot's poll parses only these."""
+    names: set[str] = {SPEC_PER_POS, "vllm:request_success_total", "vllm:cache_config_info"}
+    for fig in CATALOG:
+        src = fig.source
+        if isinstance(src, OverTime):
+            src = src.of
+        if isinstance(src, Gauge | Increase):
+            names.update(src.names)
+        elif isinstance(src, Ratio):
+            names.update(src.num + src.den)
+        elif isinstance(src, Quantile):
+            names.update(n + "_bucket" for n in src.names)
+    for n in list(names):
+        for suffix in ("_total", "_bucket"):
+            if n.endswith(suffix):
+                names.add(n[:-len(suffix)] + "_created")
+    return frozenset(names)

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..catalog import KV
+from ..catalog import KV, exposition_families
 from ..history import quantile_over_time
 from .exposition import Exposition, parse
 from .figures import ModelFigures, compute
@@ -25,6 +25,8 @@ MIN_WINDOW_S = 1.0
 polls at least a second apart; ``status --json`` without ``--sample`` polls twice at once)."""
 MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
 """vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
+FAMILIES = exposition_families()
+"""What a slot's poll parses of its exposition (``parse`` skips the rest unread)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
             errors.append(f"/metrics: HTTP {metrics_r.status_code}")
         elif metrics_r is not None:
             # up to 8 MB of text: parsed off the event loop so keys and paints go on
-            exp = await asyncio.to_thread(parse, metrics_r.text)
+            exp = await asyncio.to_thread(parse, metrics_r.text, FAMILIES,
+                                          target.served_model_name)
             if exp.error_count:
                 errors.append(f"/metrics: {exp.error_count} unreadable lines")
     if health == "down" and not errors:

@@ -169,3 +169,53 @@ def test_fuzz_mutated_real_capture(cut: int, junk: int) -> None:
     mutated = text[:cut] + "\x00{=\"" * (junk % 3) + text[cut + junk:]
     for f in compute(parse(mutated)).values():
         json.dumps(f.contract_dict(), allow_nan=False)
+
+
+def _same(a, b) -> None:
+    assert a.values == b.values and a.per_position == b.per_position
+    assert a.requests_by_reason == b.requests_by_reason and a.cache == b.cache
+    assert a.spec == b.spec and a.window_s == b.window_s
+
+
+@pytest.mark.parametrize("earlier,later", [(None, NGRAM_LOAD), (NGRAM_IDLE, NGRAM_LOAD),
+                                           (PLAIN_IDLE, PLAIN_LOAD)])
+def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> None:
+    """A slot's poll parses the catalog's families of its own model only: the figures are
+    those of the whole parse, to the bit."""
+    from console.collect.vllm import FAMILIES
+
+    def both(path):
+        text = path.read_text()
+        return parse(text), parse(text, FAMILIES, "tiny-main")
+
+    full_l, part_l = both(later)
+    full_e, part_e = both(earlier) if earlier else (None, None)
+    window = 10.0 if earlier else None
+    _same(compute(full_l, full_e, window, only="tiny-main")["tiny-main"],
+          compute(part_l, part_e, window, only="tiny-main")["tiny-main"])
+    assert len(part_l.samples) < len(full_l.samples)  # process_*, python_* … are not read
+    assert part_l.lines == full_l.lines
+
+
+def test_other_models_and_families_are_skipped_unread() -> None:
+    from console.collect.vllm import FAMILIES
+
+    text = NGRAM_LOAD.read_text()
+    foreign = "".join(f'vllm:num_requests_running{{engine="0",model_name="tiny-main-{i}"}} 7\n'
+                      for i in range(2000))
+    broken_foreign = 'vllm:num_requests_running{model_name="other" 3\n'
+    exp = parse(text + foreign + broken_foreign + 'python_gc{"unclosed 1\n', FAMILIES,
+                "tiny-main")
+    assert exp.error_count == 0  # lines left out are not read, so not judged either
+    running = exp.by_label("vllm:num_requests_running", "model_name")
+    assert set(running) == {"tiny-main"}
+    # a broken line of a kept family and model is counted, at its line in the text
+    n = len(text.split("\n"))
+    exp = parse(text + 'vllm:num_requests_running{model_name="tiny-main" 3\n', FAMILIES,
+                "tiny-main")
+    assert exp.errors == (f"line {n}: unclosed label set",)
+    # a model name that needs escaping in the exposition is matched escaped
+    odd = 'we"ird\\name'
+    esc = odd.replace("\\", "\\\\").replace('"', '\\"')
+    exp = parse(f'vllm:num_requests_running{{model_name="{esc}"}} 2\n', FAMILIES, odd)
+    assert compute(exp, only=odd)[odd].value("running") == 2.0

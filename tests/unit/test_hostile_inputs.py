@@ -317,9 +317,9 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
     seen: list[str] = []
     real_parse = vllm.parse
 
-    def recording(text: str):
+    def recording(text: str, *args):
         seen.append(threading.current_thread().name)
-        return real_parse(text)
+        return real_parse(text, *args)
 
     monkeypatch.setattr(vllm, "parse", recording)
 
