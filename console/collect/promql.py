@@ -2,7 +2,9 @@
 
 Each figure of ``console/catalog.py`` becomes one query that returns every model at
 once (``by (model_name)``), so a refresh costs a fixed number of queries whatever the
-number of slots. Older vLLM names join the current one with ``or``.
+number of slots; grouped ``by (pod, slot, model_name)`` it returns every slot of every
+pod at once (``fetch_fleet``), the same number of queries for one pod or fifty. Older
+vLLM names join the current one with ``or``.
 """
 
 from __future__ import annotations
@@ -42,8 +44,15 @@ def _selector(sel: str, where: tuple[str, str] | None) -> str:
     return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
 
 
-def quantile_query(q: float, hist: str, window_s: float, sel: str = "") -> str:
-    return (f"histogram_quantile({q}, sum by (model_name, le) "
+MODEL_BY = ("model_name",)
+FLEET_BY = ("pod", "slot", "model_name")
+"""The labels ``profile render`` gives each slot's target (pod, slot) and vLLM gives
+each series (model_name): one series per slot of every pod."""
+
+
+def quantile_query(q: float, hist: str, window_s: float, sel: str = "",
+                   by: tuple[str, ...] = MODEL_BY) -> str:
+    return (f"histogram_quantile({q}, sum by ({', '.join(by)}, le) "
             f"(rate({hist}_bucket{sel}[{_w(window_s)}])))")
 
 
@@ -51,37 +60,41 @@ def _either(exprs: list[str]) -> str:
     return exprs[0] if len(exprs) == 1 else "(" + " or ".join(exprs) + ")"
 
 
-def source_query(source: Source, window_s: float, sel: str = "") -> str:
-    """PromQL for one catalog source, every model at once."""
+def source_query(source: Source, window_s: float, sel: str = "",
+                 by: tuple[str, ...] = MODEL_BY) -> str:
+    """PromQL for one catalog source, every model (or every slot: ``by``) at once."""
     w = _w(window_s)
+    g = ", ".join(by)
     if isinstance(source, Gauge):
-        return _either([f"sum by (model_name) ({n}{_selector(sel, source.where)})"
+        return _either([f"sum by ({g}) ({n}{_selector(sel, source.where)})"
                         for n in source.names])
     if isinstance(source, Increase):
         fn = "rate" if source.per_second else "increase"
-        return _either([f"sum by (model_name) ({fn}({n}{sel}[{w}]))" for n in source.names])
+        return _either([f"sum by ({g}) ({fn}({n}{sel}[{w}]))" for n in source.names])
     if isinstance(source, Quantile):
-        return _either([quantile_query(source.q, n, window_s, sel) for n in source.names])
+        return _either([quantile_query(source.q, n, window_s, sel, by) for n in source.names])
     if isinstance(source, Ratio):
-        num = source_query(Increase(source.num), window_s, sel)
-        den = source_query(Increase(source.den), window_s, sel)
+        num = source_query(Increase(source.num), window_s, sel, by)
+        den = source_query(Increase(source.den), window_s, sel, by)
         # a zero denominator gives NaN or ±Inf, which read back as undefined
         expr = f"{num} / {den}"
         return f"{source.plus:g} + {expr}" if source.plus else expr
     if isinstance(source, OverTime):
-        g = source.of
-        return _either([f"max by (model_name) (quantile_over_time({source.q}, "
-                        f"{n}{_selector(sel, g.where)}[{w}]))" for n in g.names])
+        og = source.of
+        return _either([f"max by ({g}) (quantile_over_time({source.q}, "
+                        f"{n}{_selector(sel, og.where)}[{w}]))" for n in og.names])
     raise TypeError(f"no PromQL for {source!r}")
 
 
-def figure_queries(window_s: float, sel: str = "") -> dict[str, str]:
+def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_BY
+                   ) -> dict[str, str]:
     """Query name → PromQL: one per catalog figure (by its key), plus the vectors."""
-    out = {fig.key: source_query(fig.source, window_s, sel) for fig in CATALOG}
+    out = {fig.key: source_query(fig.source, window_s, sel, by) for fig in CATALOG}
     w = _w(window_s)
-    out["requests"] = (f"sum by (model_name, finished_reason) "
+    g = ", ".join(by)
+    out["requests"] = (f"sum by ({g}, finished_reason) "
                        f"(increase(vllm:request_success_total{sel}[{w}]))")
-    out["spec_per_pos"] = (f"sum by (model_name, position) "
+    out["spec_per_pos"] = (f"sum by ({g}, position) "
                            f"(increase({SPEC_PER_POS}{sel}[{w}]))")
     out["cache_config"] = f"vllm:cache_config_info{sel}"
     return out
@@ -140,57 +153,87 @@ def _value(item: dict[str, Any]) -> float | None:
         return None
 
 
-def _by_model(result: list[dict[str, Any]], extra: str | None = None
-              ) -> dict[str, dict[str, float | None]]:
-    out: dict[str, dict[str, float | None]] = {}
+def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | None = None
+             ) -> dict[tuple[str, ...], dict[str, float | None]]:
+    out: dict[tuple[str, ...], dict[str, float | None]] = {}
     for item in result:
         metric = item.get("metric") or {}
-        model = metric.get("model_name")
-        if model is None:
+        key = tuple(metric.get(b) for b in by)
+        if any(k is None for k in key):
             continue
-        key = metric.get(extra, "") if extra else ""
-        out.setdefault(model, {})[key] = _value(item)
+        sub = metric.get(extra, "") if extra else ""
+        out.setdefault(key, {})[sub] = _value(item)  # type: ignore[index]
     return out
 
 
-async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
-                        at: float | None = None) -> tuple[dict[str, ModelFigures],
-                                                          dict[str, float | None]]:
-    """All figures per model from Prometheus, plus KV p99 per model."""
-    queries = figure_queries(window_s, sel)
+async def _fetch(prom: PromClient, window_s: float, sel: str, at: float | None,
+                 by: tuple[str, ...]) -> tuple[dict[tuple[str, ...], ModelFigures],
+                                               dict[tuple[str, ...], float | None]]:
+    """Every figure per group (``by``'s label values) from one query per figure."""
+    queries = figure_queries(window_s, sel, by)
     names = list(queries)
     results = await asyncio.gather(*(prom.query(queries[n], at) for n in names))
     r = dict(zip(names, results, strict=True))
-    models: set[str] = set()
+    keys: set[tuple[str, ...]] = set()
     for res in results:
-        for item in res:
-            m = (item.get("metric") or {}).get("model_name")
-            if m:
-                models.add(m)
-    scalars = {fig.key: _by_model(r[fig.key]) for fig in MODEL_FIGURES}
-    per_pos_all = _by_model(r["spec_per_pos"], "position")
-    requests = _by_model(r["requests"], "finished_reason")
+        keys.update(_grouped(res, by))
+    scalars = {fig.key: _grouped(r[fig.key], by) for fig in MODEL_FIGURES}
+    per_pos_all = _grouped(r["spec_per_pos"], by, "position")
+    requests = _grouped(r["requests"], by, "finished_reason")
+    model_at = by.index("model_name")
 
-    figures: dict[str, ModelFigures] = {}
-    for model in sorted(models):
-        values = {k: v.get(model, {}).get("") for k, v in scalars.items()}
-        spec = model in scalars["spec_drafts"] or model in scalars["spec_draft_tokens"]
-        per = per_pos_all.get(model, {})
+    figures: dict[tuple[str, ...], ModelFigures] = {}
+    for key in sorted(keys):
+        values = {k: v.get(key, {}).get("") for k, v in scalars.items()}
+        spec = key in scalars["spec_drafts"] or key in scalars["spec_draft_tokens"]
+        per = per_pos_all.get(key, {})
         per_pos = tuple(safe_ratio(per[p], values["spec_drafts"])
                         for p in sorted(per, key=lambda x: int(x) if x.isdigit()
                                         else math.inf)) if spec else ()
         cache = None
         for item in r["cache_config"]:
             labels = item.get("metric") or {}
-            if labels.get("model_name", model) == model:
+            if all(labels.get(b, k) == k for b, k in zip(by, key, strict=True)):
                 cache = CacheConfig.from_labels(labels)
                 break
-        reasons = {k: v for k, v in requests.get(model, {}).items() if v is not None}
-        figures[model] = ModelFigures(
-            model_name=model, window_s=window_s, values=values, requests_by_reason=reasons,
-            per_position=per_pos, spec=spec, cache=cache)
-    kv_p99 = {m: v.get("") for m, v in _by_model(r["kv_p99"]).items()}
+        reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
+        figures[key] = ModelFigures(
+            model_name=key[model_at], window_s=window_s, values=values,
+            requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache)
+    kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
     return figures, kv_p99
+
+
+async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
+                        at: float | None = None) -> tuple[dict[str, ModelFigures],
+                                                          dict[str, float | None]]:
+    """All figures per model from Prometheus, plus KV p99 per model."""
+    figs, kv = await _fetch(prom, window_s, sel, at, MODEL_BY)
+    return {k[0]: f for k, f in figs.items()}, {k[0]: v for k, v in kv.items()}
+
+
+def pods_selector(pods: list[str] | tuple[str, ...] | None) -> str:
+    """``{pod=~"a|b"}`` for those pods (regex-quoted), ``{pod!=""}`` for every pod."""
+    if not pods:
+        return '{pod!=""}'
+    import re
+
+    alts = "|".join(re.escape(p).replace("\\", "\\\\").replace('"', '\\"')
+                    for p in pods)
+    return '{pod=~"' + alts + '"}'
+
+
+async def fetch_fleet(prom: PromClient, window_s: float,
+                      pods: list[str] | tuple[str, ...] | None = None,
+                      at: float | None = None
+                      ) -> tuple[dict[tuple[str, str], ModelFigures],
+                                 dict[tuple[str, str], float | None]]:
+    """Every slot of every pod (or of ``pods``), keyed ``(pod, slot)``: the same fixed
+    number of queries as one pod's refresh, grouped by the labels the rendered targets
+    carry. Through a global Prometheus federating per-site ones it reads the same."""
+    figs, kv = await _fetch(prom, window_s, pods_selector(pods), at, FLEET_BY)
+    return ({(k[0], k[1]): f for k, f in figs.items()},
+            {(k[0], k[1]): v for k, v in kv.items()})
 
 
 def history_queries(rate_window_s: float, sel: str = "") -> dict[str, str]:

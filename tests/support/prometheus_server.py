@@ -30,6 +30,10 @@ class PrometheusServer:
     file_sd: Path | None = None
     """A ``file_sd`` targets file (``profile render``'s ``targets.json``) instead of
     ``targets``."""
+    federate: str | None = None
+    """``host:port`` of a Prometheus to federate from (``/federate``, every ``vllm:``
+    series, its labels and timestamps kept) instead of scraping targets: a global
+    Prometheus in front of per-site ones."""
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -44,6 +48,10 @@ class PrometheusServer:
             {"targets": self.targets, "labels": self.labels}]}
         if self.file_sd is not None:
             job = {"job_name": "vllm", "file_sd_configs": [{"files": [str(self.file_sd)]}]}
+        if self.federate is not None:
+            job = {"job_name": "federate", "metrics_path": "/federate",
+                   "honor_labels": True, "params": {"match[]": ['{__name__=~"vllm:.*"}']},
+                   "static_configs": [{"targets": [self.federate]}]}
         if self.bearer_file is not None:
             job["authorization"] = {"type": "Bearer",
                                     "credentials_file": str(self.bearer_file)}
