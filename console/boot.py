@@ -25,7 +25,14 @@ from typing import Any
 
 from . import defaults
 from .collect.targets import SlotTarget
-from .config_file import ENV_PREFIX, config_path, default_state_dir, read_config, read_current_pod
+from .config_file import (
+    CONTEXT_ENV,
+    ENV_PREFIX,
+    config_path,
+    default_state_dir,
+    read_config,
+    read_current_pod,
+)
 
 REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
 DEFAULTS: dict[str, Any] = {"refresh_s": defaults.REFRESH_S, "window_s": defaults.WINDOW_S,
@@ -78,6 +85,8 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
     path, explicit = config_path(config)
     doc = read_config(path, explicit)
     data = doc.data if doc is not None else {}
+    if "contexts" in data or os.environ.get(CONTEXT_ENV):
+        raise _Unsure("contexts: the validated path merges the chosen one")
     env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
 
     def value(*keys: str) -> Any:

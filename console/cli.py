@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__
 from .commands import (
     catalog_cmd,
+    fleet_cmd,
     metrics_cmd,
     pod_cmd,
     profile_cmd,
@@ -18,6 +20,7 @@ from .commands import (
     tui_cmd,
     verify_cmd,
 )
+from .config_file import CONTEXT_ENV
 
 CONSOLE_COMMANDS = ("watch", "wall", "demo")
 """Commands that open the console (garbage collection is off while it starts)."""
@@ -33,11 +36,26 @@ def build_parser() -> argparse.ArgumentParser:
     metrics_cmd.register(sub)
     catalog_cmd.register(sub)
     status_cmd.register(sub)
+    fleet_cmd.register(sub)
     tui_cmd.register(sub)
     pod_cmd.register(sub)
     rebalance_cmd.register(sub)
     verify_cmd.register(sub)
+    _context_everywhere(parser)
     return parser
+
+
+CONTEXT_HELP = "the deployment to act on, among the config's contexts (k9s-style)"
+
+
+def _context_everywhere(parser: argparse.ArgumentParser, top: bool = True) -> None:
+    """``--context NAME`` before the subcommand or after it, at every level."""
+    parser.add_argument("--context", metavar="NAME", help=CONTEXT_HELP,
+                        default=None if top else argparse.SUPPRESS)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                _context_everywhere(sp, top=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:  # plain `pod-console` opens the console
         args = parser.parse_args(["watch", *(argv or [])])
+    if getattr(args, "context", None):
+        # every settings load of this run, and every process it starts (a web wall's
+        # sessions, a tmux demo), reads the same context
+        os.environ[CONTEXT_ENV] = args.context
     if args.command in CONSOLE_COMMANDS and gc.isenabled():
         # The console's start-up builds a great many objects that live for the whole run
         # (Textual's DOM and styles, the modules it imports); collecting cycles while they

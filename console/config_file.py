@@ -78,3 +78,57 @@ def read_current_pod(state_dir: Path) -> dict[str, Any]:
     if data.get("profile"):
         out["profile"] = str(data["profile"])
     return out
+
+
+CONTEXT_ENV = "POD_CONSOLE_CONTEXT"
+
+
+class ContextError(Exception):
+    """A context that the config does not define, or one that is not a mapping."""
+
+    def __init__(self, message: str, where: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else v
+    return out
+
+
+def select_context(data: dict[str, Any], name: str | None
+                   ) -> tuple[dict[str, Any], str | None]:
+    """The config as one deployment sees it: the file's top level, with the chosen
+    context's keys over it (nested sections merged key by key), and which context that
+    is. ``name`` (``--context``, ``POD_CONSOLE_CONTEXT``) wins over ``current_context``;
+    a config without ``contexts`` is one deployment and reads as it always did."""
+    contexts = data.get("contexts")
+    name = name or os.environ.get(CONTEXT_ENV) or data.get("current_context")
+    top = {k: v for k, v in data.items() if k not in ("contexts", "current_context")}
+    if contexts is None:
+        if name and name != "default":
+            raise ContextError(f"context {name!r}: the config defines no contexts",
+                               ("contexts",))
+        return top, None
+    if not isinstance(contexts, dict) or not all(isinstance(k, str) for k in contexts):
+        raise ContextError("contexts: a mapping of context name to its settings",
+                           ("contexts",))
+    if not name:
+        return top, None
+    if name not in contexts:
+        have = ", ".join(sorted(contexts)) or "none"
+        raise ContextError(f"context {name!r} is not in the config (have: {have})",
+                           ("current_context",) if name == data.get("current_context")
+                           else ("contexts",))
+    mine = contexts[name] or {}
+    if not isinstance(mine, dict):
+        raise ContextError(f"contexts.{name}: a mapping of settings", ("contexts", name))
+    nested = [k for k in ("contexts", "current_context", "context") if k in mine]
+    if nested:
+        raise ContextError(f"contexts.{name}.{nested[0]}: not allowed inside a context",
+                           ("contexts", name, nested[0]))
+    return _merged(top, mine), name

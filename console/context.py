@@ -18,7 +18,7 @@ from typing import Any
 from pod_agent.profiles import LoadedProfile
 
 from . import config_file
-from .actions.audit import AuditLog
+from .actions.audit import audit_log_for
 from .agent_client import AgentClient
 from .collect.gpu_metrics import from_settings as gpu_metrics_from_settings
 from .collect.pod import PodCollector
@@ -108,7 +108,7 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         return await asyncio.to_thread(write_split, dep.today.path, values,
                                        settings.state_dir / "profile-backups")
 
-    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    audit = audit_log_for(settings)
     agent = AgentClient(transport, remote_profile)
     async def smoke(on_check: Callable[[Any], None]) -> Any:
         """Today's deployment as the context knows it now (a fallback retargets it)."""

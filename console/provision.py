@@ -31,6 +31,7 @@ import shlex
 import tarfile
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,7 +306,9 @@ class Provisioner:
             fh.write(agent_tarball(lp))
             local = Path(fh.name)
         try:
-            remote = f"/tmp/pod-agent-{int(time.time())}.tgz"
+            # a name of its own: two uploads in the same second (two consoles, or pods
+            # sharing a host's /tmp) must not unpack or delete each other's tarball
+            remote = f"/tmp/pod-agent-{uuid.uuid4().hex}.tgz"
             await t.put_file(local, remote)
         finally:
             local.unlink(missing_ok=True)

@@ -16,7 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from . import defaults
-from .config_file import config_path, default_state_dir, read_config
+from .config_file import (
+    ContextError,
+    config_path,
+    default_state_dir,
+    read_config,
+    select_context,
+)
 
 REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
 
@@ -177,6 +183,12 @@ class Settings(BaseSettings):
     trace_wait_s: float = Field(default=30.0, gt=0, le=600)
     """How long the smoke test waits for its trace to be listed (ingestion is batched)."""
     bench: BenchSettings = Field(default_factory=BenchSettings)
+    context: str | None = None
+    """The deployment these settings describe, among the config's ``contexts``
+    (``--context NAME``, ``POD_CONSOLE_CONTEXT``, else ``current_context``); None: the
+    file's top level, the one deployment of a config without contexts."""
+    context_names: list[str] = Field(default_factory=list)
+    """Every context the config defines, in its order (the fleet and ``:ctx`` list)."""
 
     @field_validator("refresh_s")
     @classmethod
@@ -235,17 +247,34 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     except SourceError as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
         raise ConfigError(f"{where}: {exc.message}") from None
-    token = _FILE_DATA.set(dict(doc.data) if doc is not None else {})
+    raw = dict(doc.data) if doc is not None else {}
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        data, ctx = select_context(raw, overrides.pop("context", None))
+    except ContextError as exc:
+        line = doc.line_of(exc.where) if doc is not None and exc.where else 0
+        raise ConfigError(f"{path}:{line}: {exc.message}" if line else
+                          f"{path}: {exc.message}") from None
+    mine = (raw.get("contexts") or {}).get(ctx) or {} if ctx else {}
+    names = list(raw.get("contexts") or {}) if isinstance(raw.get("contexts"), dict) else []
+    token = _FILE_DATA.set(data)
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None},
+                            context=ctx, context_names=names)
     except ValidationError as exc:
         lines = []
         for err in exc.errors(include_url=False):
             loc = tuple(err["loc"])
-            line = doc.line_of(loc) if doc is not None else 0
-            dotted = ".".join(str(p) for p in loc)
+            # a key the context sets is reported where the context sets it
+            in_ctx = bool(loc) and loc[0] in mine
+            line = (doc.line_of(("contexts", ctx, *loc) if in_ctx else loc)
+                    if doc is not None else 0)
+            dotted = ".".join(str(p) for p in (("contexts", ctx, *loc) if in_ctx else loc))
             where = f"{path}:{line}" if line else str(path)
             lines.append(f"{where}: {dotted}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
     finally:
         _FILE_DATA.reset(token)
+    if ctx is not None and "state_dir" not in mine:
+        # each pod's state apart: its current pod, ledger, spend, audit and bench records
+        settings.state_dir = settings.state_dir / "contexts" / ctx
+    return settings

@@ -1,11 +1,13 @@
-"""Today's spend over every run of the pod this console saw, not only the current one.
+"""Today's (and this month's) spend over every run of the pod this console saw, not only
+the current one.
 
 RunPod says when the pod last started and what it costs an hour, but keeps no bill a
 client can read: after a stop and a resume, "since it started" forgets the morning's
 run. This book remembers each run the console observed (pod id, start, $/h, the last
-time it was seen RUNNING) in ``STATE_DIR/spend.json``, two days' worth, and adds up the
-part of each earlier run that falls in today. A run's end is the last poll that saw it
-running, so an earlier run is counted short by at most one pod poll, never long.
+time it was seen RUNNING) in ``STATE_DIR/spend.json``, 40 days' worth, and adds up the
+part of each earlier run that falls in today (or this month). A run's end is the last
+poll that saw it running, so an earlier run is counted short by at most one pod poll,
+never long.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from .snapshot import PodSnapshot
 
-KEEP_S = 2 * 86400
+KEEP_S = 40 * 86400
+"""A month and then some: runs are a few a day, so the book stays a few KB."""
 SAVE_EVERY_S = 60.0
 
 
@@ -41,6 +44,11 @@ class Run:
 def midnight(now: float, tz: dt.tzinfo | None = None) -> float:
     local = dt.datetime.fromtimestamp(now, tz)
     return local.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def month_start(now: float, tz: dt.tzinfo | None = None) -> float:
+    local = dt.datetime.fromtimestamp(now, tz)
+    return local.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
 
 
 class SpendBook:
@@ -69,10 +77,23 @@ class SpendBook:
     def earlier_today(self, pod: PodSnapshot | None, now: float,
                       tz: dt.tzinfo | None = None) -> float:
         """$ of today's runs other than the pod's current one (that one the pod counts)."""
+        return self.earlier_since(midnight(now, tz), pod, now)
+
+    def earlier_since(self, t0: float, pod: PodSnapshot | None, now: float) -> float:
+        """$ since ``t0`` of the runs other than the pod's current one."""
         current = None if pod is None else (pod.pod_id, pod.started_at)
-        day = midnight(now, tz)
-        return sum(r.cost_between(day, now) for k, r in self.runs.items()
+        return sum(r.cost_between(t0, now) for k, r in self.runs.items()
                    if k != current or pod is None or pod.status != "RUNNING")
+
+    def this_month(self, pod: PodSnapshot | None, now: float,
+                   tz: dt.tzinfo | None = None) -> float:
+        """$ since the first of the month, the current run's part included."""
+        t0 = month_start(now, tz)
+        out = self.earlier_since(t0, pod, now)
+        if (pod is not None and pod.status == "RUNNING" and pod.started_at is not None
+                and pod.cost_per_hr is not None):
+            out += max(0.0, now - max(t0, pod.started_at)) / 3600 * pod.cost_per_hr
+        return out
 
     def due(self, now: float) -> bool:
         """Whether ``save`` should run now: a new run at once, else once a minute."""

@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +61,20 @@ def write_record(path: Path, line: str) -> None:
 
 
 class AuditLog:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path,
+                 tags: Callable[[], dict[str, Any]] | None = None) -> None:
         self.path = path
+        self.tags = tags
+        """Fields every record carries, read when it is written: the context and the pod
+        the operation acts on (a fallback moves the console to a new pod)."""
 
     def append(self, action: str, args: dict[str, Any], result: str, **extra: Any) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        tags = {k: v for k, v in (self.tags() if self.tags else {}).items()
+                if v is not None and k not in args}  # the operation's own word wins
         rec = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "t": round(time.time(), 3),
-               "user": current_user(), "host": socket.gethostname(), "action": action,
-               "arguments": args, "result": result, **extra}
+               "user": current_user(), "host": socket.gethostname(), **tags,
+               "action": action, "arguments": args, "result": result, **extra}
         write_record(self.path, json.dumps(rec, sort_keys=True, default=str))
 
     def records(self) -> list[dict[str, Any]]:
@@ -82,3 +89,12 @@ class AuditLog:
             except ValueError:
                 continue
         return out
+
+
+def audit_log_for(settings: Any) -> AuditLog:
+    """The settings' audit log, each record tagged with the context and the pod it is
+    about (``settings.pod.runpod_id`` as it stands when the record is written)."""
+    def tags() -> dict[str, Any]:
+        return {"context": settings.context, "pod": settings.pod.runpod_id}
+
+    return AuditLog(settings.state_dir / "audit.jsonl", tags)

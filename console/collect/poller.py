@@ -31,6 +31,10 @@ def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
     return {key: f.value(key) for key in PLOTTED}
 
 
+
+Prefetched = tuple[dict[str, ModelFigures], dict[str, float | None]] | PromError
+"""A pod's figures and KV p99 by model from the fleet's queries, or why there are none."""
+
 class DeploymentPoller:
     """Owns the HTTP client, the scrape windows and the history of one deployment."""
 
@@ -106,12 +110,15 @@ class DeploymentPoller:
                 n += len(pts)
         return n
 
-    async def poll(self) -> DeploymentSnapshot:
+    async def poll(self, prefetched: Prefetched | None = None) -> DeploymentSnapshot:
+        """One cycle. ``prefetched``: this pod's figures as the fleet's one set of
+        Prometheus queries read them (``fetch_fleet``) — the poll then asks Prometheus
+        nothing itself; a ``PromError`` there is this poll's Prometheus error."""
         if self._lock.locked():
             self.skipped += 1
             return self.last or DeploymentSnapshot(self.profile, ())
         async with self._lock:
-            snap = await self._poll()
+            snap = await self._poll(prefetched)
             self.last = snap
             return snap
 
@@ -138,7 +145,7 @@ class DeploymentPoller:
         if self._probe_task is not None:
             await asyncio.shield(self._probe_task)
 
-    async def _poll(self) -> DeploymentSnapshot:
+    async def _poll(self, prefetched: Prefetched | None = None) -> DeploymentSnapshot:
         t0 = time.perf_counter()
         now = self.clock()
         prom_err = None
@@ -148,7 +155,12 @@ class DeploymentPoller:
         probes_task = asyncio.gather(*(
             probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom)
             for t in self.targets))
-        if use_prom:
+        if use_prom and prefetched is not None:
+            if isinstance(prefetched, PromError):
+                prom_err = str(prefetched)
+            else:
+                prom_figs, kv99 = prefetched
+        elif use_prom:
             prom = PromClient(self.prometheus_url or "", self.client, self.timeout_s)
             try:
                 prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector)

@@ -181,7 +181,7 @@ async def _up(args: argparse.Namespace) -> int:
 
 async def _up_locked(args: argparse.Namespace, settings: Settings,
                      client: Provider) -> int:
-    from ..actions.audit import AuditError, AuditLog
+    from ..actions.audit import AuditError, audit_log_for
     from ..alerts import Alert, notify
     from ..deployment import open_deployment
     from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
@@ -203,7 +203,7 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
 
     prov = Provisioner(client, list(dep.profiles), factory, cfg, log=_log,
                        pod_id=settings.pod.runpod_id)
-    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    audit = audit_log_for(settings)
     try:
         audit.append("up", {"pod": settings.pod.runpod_id}, "started")
     except AuditError as exc:
@@ -319,13 +319,13 @@ async def _extension_holds(settings: Settings) -> str | None:
 
 
 async def _down_locked(settings: Settings, client: Provider, force: bool = False) -> int:
-    from ..actions.audit import AuditLog
+    from ..actions.audit import audit_log_for
     from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
 
     prov = Provisioner(client, [], lambda *a: None,
                        ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir)),
                        log=_log)
-    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    audit = audit_log_for(settings)
     swept = await prov.sweep()
     for line in swept:
         _loud(f"leftover: {line}")

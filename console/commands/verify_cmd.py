@@ -137,7 +137,7 @@ async def _pod_facts(settings):  # type: ignore[no-untyped-def]
 
 
 async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
-    from ..actions.audit import AuditLog
+    from ..actions.audit import audit_log_for
     from ..benchmark.record import lines
     from ..benchmark.runner import baseline_of, bench_and_record, plans_for
     from ..collect.http import HttpClient
@@ -150,7 +150,7 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
                       max_tokens=args.max_tokens, long_tokens=args.long_tokens,
                       task_max_tokens=args.task_max_tokens, lengths=args.lengths,
                       tasks=args.tasks)
-    audit = AuditLog(settings.state_dir / "audit.jsonl")
+    audit = audit_log_for(settings)
     records: list[dict] = []
 
     async def main() -> int:
