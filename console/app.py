@@ -102,6 +102,11 @@ class PodConsoleApp(App):
         self.polls = 0
         self.first_data_at: float | None = None
         self.poll_failure: tuple[float, str] | None = None
+        self.fleet: Any = None
+        """Every context's pod (``FleetSnapshot``), read while the fleet screen is open."""
+        self._fleet_collector: Any = None
+        self._fleet_busy = False
+        self._fleet_timer: Any = None
         """When the last poll failed and why; None once one succeeds (shown on screen)."""
 
     # -- what the screens read -------------------------------------------------------
@@ -164,6 +169,9 @@ class PodConsoleApp(App):
             self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
         self.refresh_s = view.refresh_s
         self._poll_timer = self.set_interval(view.refresh_s, self.tick)
+        rotate = self.ctx.pod_rotate_s if self.ctx is not None else 0.0
+        if self.wall and rotate > 0 and len(view.contexts) > 1:
+            self.set_timer(rotate, self._next_pod)
 
     def action_refresh_rate(self, direction: int) -> None:
         """+ / -: poll more or less often, from the steps of REFRESH_STEPS (at least 1 s).
@@ -283,6 +291,8 @@ class PodConsoleApp(App):
 
     async def on_unmount(self) -> None:
         await self.poller.aclose()
+        if self._fleet_collector is not None:
+            await self._fleet_collector.aclose()
         if self.ctx is None:
             return
         for fn in self.ctx.on_exit:
@@ -436,7 +446,7 @@ class PodConsoleApp(App):
                             alerts=tuple(self.alerts.sorted()), stale=self.stale_text(),
                             history=self.history, allowed=allowed, gpus=gpus, utils=utils,
                             states=states, thresholds=thresholds,
-                            alert_history=tuple(self.alerts.history))
+                            alert_history=tuple(self.alerts.history), fleet=self.fleet)
 
     def refresh_screens(self) -> None:
         screens = [s for s in self.screen_stack
@@ -510,6 +520,75 @@ class PodConsoleApp(App):
         if not isinstance(self.screen, GpuScreen):
             self.push_screen(GpuScreen(self.console_state()))
 
+    # -- the fleet: every context's pod ------------------------------------------------
+    def action_fleet(self) -> None:
+        from .screens.fleet import FleetScreen
+
+        if len(self.view.contexts) < 1:
+            self.note("the config names no contexts: this console's pod is the whole fleet "
+                      "(README, \"Several pods\")", "yellow")
+            return
+        if not isinstance(self.screen, FleetScreen):
+            self.push_screen(FleetScreen(self.console_state()))
+        self._watch_fleet()
+
+    def _watch_fleet(self) -> None:
+        """Poll the fleet now and then every few refreshes while its screen is open."""
+        if self._fleet_timer is None:
+            every = max(5.0, self.view.refresh_s * 2)
+            self._fleet_timer = self.set_interval(every, self._poll_fleet)
+        self._poll_fleet()
+
+    def _poll_fleet(self) -> None:
+        from .screens.fleet import FleetScreen
+
+        if not any(isinstance(s, FleetScreen) for s in self.screen_stack):
+            return  # nobody looks at it: no polling of other pods
+        if self._fleet_busy or self.ctx is None:
+            return  # polls never overlap
+        self._fleet_busy = True
+        self.run_worker(self._fleet_cycle(), group="fleet", exit_on_error=False)
+
+    async def _fleet_cycle(self) -> None:
+        from .fleet import FleetCollector
+
+        assert self.ctx is not None
+        try:
+            if self._fleet_collector is None:
+                # reads every context's settings and profiles: files, off the loop
+                self._fleet_collector = await asyncio.to_thread(FleetCollector,
+                                                                self.ctx.config)
+            limit = max(5.0, self.view.refresh_s * 2)
+            try:
+                self.fleet = await asyncio.wait_for(self._fleet_collector.poll(), limit * 2)
+            except TimeoutError:
+                self.note(f"fleet: no answer within {limit * 2:g} s", "yellow")
+            self.refresh_screens()
+        finally:
+            self._fleet_busy = False
+
+    def on_fleet_screen_switch_context(self, message: Any) -> None:
+        self.switch_context(message.context)
+
+    def switch_context(self, name: str) -> None:
+        """Reopen the console on another context's pod (a new process on the same
+        terminal: nothing of this pod's state carries over to that one)."""
+        from .session import SwitchRequest
+
+        if name == self.view.context:
+            self.pop_screen()
+            return
+        self.note(f"switching to context {name}", "bold")
+        self.exit(SwitchRequest(name))
+
+    def _next_pod(self) -> None:
+        """The wall's rotation through the config's pods."""
+        names = list(self.view.contexts)
+        if len(names) < 2:
+            return
+        at = names.index(self.view.context) if self.view.context in names else -1
+        self.switch_context(names[(at + 1) % len(names)])
+
     def action_alert_history(self) -> None:
         from .screens.alerts import AlertHistoryScreen
 
@@ -570,6 +649,13 @@ class PodConsoleApp(App):
                 yield SystemCommand(spec.title, spec.description,
                                     lambda i=spec.id: self.start_operation(i))
         yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
+        if self.view.contexts:
+            yield SystemCommand("Fleet: every pod", "one line per context's pod (F)",
+                                self.action_fleet)
+        for name in self.view.contexts:
+            if name != self.view.context:
+                yield SystemCommand(f"Context: {name}", f"reopen the console on {name}'s pod",
+                                    lambda n=name: self.switch_context(n))
         yield SystemCommand("Help: keys", "show every key", self.action_help)
         if self.ctx.demo is not None and not self.wall:
             # faults change the deployment: never from a read-only screen

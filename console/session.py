@@ -47,6 +47,18 @@ class ConsoleContext:
     on_exit: list[Callable[[], Any]] = field(default_factory=list)
     agent: AgentClient | None = None
     """The pod agent (every agent command goes through it); unconfigured in wall mode."""
+    config: Path | None = None
+    """The config file it was built from (``--config``): the fleet reads every context
+    of it."""
+    pod_rotate_s: float = 0.0
+    """Wall: seconds on each context's pod before the next one (0: stay)."""
+
+
+@dataclass(frozen=True)
+class SwitchRequest:
+    """What the console exits with to be reopened on another context's pod."""
+
+    context: str
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,14 @@ class ConsoleView:
     refresh_s: float
     plot_refresh_s: float
     rotate_s: float = 15.0
+    context: str | None = None
+    """The config's context this console shows (None: a config without contexts)."""
+    contexts: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        """The header's name for what is shown: the context first, when there are some."""
+        return f"{self.context} · {self.profile_name}" if self.context else self.profile_name
 
 
 @dataclass
@@ -105,6 +125,8 @@ class ConsoleState:
     """Alert events (fired, resolved, acknowledged, failed operations), oldest first."""
     thresholds: dict[str, Any] = field(default_factory=dict)
     """Slot → its ``SlotThresholds`` (cell colours); empty until the settings have loaded."""
+    fleet: Any = None
+    """Every context's pod (``console.fleet.FleetSnapshot``) while the fleet is shown."""
 
 
 def slot_columns(view: ConsoleView, pod: PodSnapshot | None
@@ -123,7 +145,9 @@ def view_of(ctx: ConsoleContext) -> ConsoleView:
                        read_only=ctx.registry.read_only,
                        demo=ctx.demo is not None or ctx.settings.demo,
                        refresh_s=ctx.settings.refresh_s,
-                       plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s)
+                       plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s,
+                       context=ctx.settings.context,
+                       contexts=tuple(ctx.settings.context_names))
 
 
 def state_path(settings: Settings, name: str) -> Path:

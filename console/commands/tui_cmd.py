@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     wl.add_argument("--config", type=Path)
     wl.add_argument("--refresh", type=float)
     wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
+    wl.add_argument("--pod-rotate", type=float, default=60.0, metavar="S",
+                    help="with contexts in the config: seconds on each pod before the "
+                         "next (0: stay on one)")
     _web_flags(wl)
     wl.set_defaults(func=cmd_watch, wall=True)
 
@@ -92,12 +95,42 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if ctx is None:
             return 1
         ctx.rotate_s = getattr(args, "rotate", 15.0)
+        ctx.pod_rotate_s = getattr(args, "pod_rotate", 0.0) if args.wall else 0.0
         app = make_app(ctx, wall=args.wall)
     else:
         app = make_app(staged_start(boot, args.config, args.refresh, args.wall,
                                     getattr(args, "rotate", 15.0)), wall=args.wall)
     app.run()
+    from ..session import SwitchRequest
+
+    if isinstance(app.return_value, SwitchRequest):
+        reopen_on(app.return_value.context)  # does not return
     return int(app.return_code or 0)
+
+
+def without_context(argv: list[str]) -> list[str]:
+    """The command line minus its ``--context`` (both spellings)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--context":
+            skip = True
+        elif not a.startswith("--context="):
+            out.append(a)
+    return out
+
+
+def reopen_on(context: str) -> None:
+    """The same console command on another context, in this process's place (the
+    terminal, a web wall's session, stay the same; nothing of the old pod's state
+    carries over)."""
+    import os
+
+    argv = [sys.executable, "-m", "console.cli", *without_context(sys.argv[1:]),
+            "--context", context]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
 
 
 def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
@@ -134,7 +167,9 @@ def full_context(config: Path | None, refresh: float | None, wall: bool) -> Cons
     from ..settings import ConfigError
 
     try:
-        return make_context(load_validated(config, refresh), read_only=wall)
+        ctx = make_context(load_validated(config, refresh), read_only=wall)
+        ctx.config = config
+        return ctx
     except (ConfigError, DeploymentError) as exc:
         print(f"pod-console: {exc}", file=sys.stderr)
         return None
@@ -172,6 +207,7 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
         ctx = make_context(load_validated(config, refresh), read_only=wall, poller=poller,
                            history=history)
         ctx.rotate_s = rotate_s
+        ctx.config = config
         return ctx
 
     return StagedStart(view=view, poller=poller, history=history, finish=finish)

@@ -25,7 +25,7 @@ class AlertHistoryScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield PodHeader(view.title, view.demo, view.read_only)
         with VerticalScroll(id="ahist"):
             yield Static(id="aactive")
             yield Static(id="aevents")

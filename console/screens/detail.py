@@ -70,7 +70,7 @@ class SlotDetailScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield PodHeader(view.title, view.demo, view.read_only)
         yield Static(id="dfig")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
         yield RichLog(max_lines=400, wrap=False, id="dlog")

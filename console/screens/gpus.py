@@ -106,7 +106,7 @@ class GpuScreen(ConsoleScreen):
         from ..widgets.plot_widgets import SeriesPlot
 
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield PodHeader(view.title, view.demo, view.read_only)
         yield GpuStrip()
         yield Static(id="gtable")
         yield Static(id="gprocs")

@@ -33,7 +33,7 @@ class LogScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield PodHeader(view.title, view.demo, view.read_only)
         yield Input(placeholder="/ filters the log (case-insensitive); escape clears",
                     id="lsearch")
         yield RichLog(max_lines=1000, wrap=False, id="llog")

@@ -36,6 +36,8 @@ COMMON_BINDINGS = [
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
     Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
     Binding("g", "app.gpus", "GPUs: readings, programs, Xid, plots", id="gpus", show=False),
+    Binding("F", "app.fleet", "fleet: every context's pod, enter switches", id="fleet",
+            show=False),
     Binding("L", "app.full_log", "full action log (/ searches)", id="full_log", show=False),
     Binding("plus,equals_sign", "app.refresh_rate(1)", "refresh faster", id="faster",
             show=False),
@@ -56,7 +58,7 @@ class MainScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, view.read_only)
+        yield PodHeader(view.title, view.demo, view.read_only)
         yield GpuStrip()
         yield SlotsTable(id="slots")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="plots")

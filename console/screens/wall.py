@@ -56,7 +56,7 @@ class WallScreen(ConsoleScreen):
 
     def compose(self) -> ComposeResult:
         view = self.state.view
-        yield PodHeader(view.profile_name, view.demo, True)
+        yield PodHeader(view.title, view.demo, True)
         yield GpuStrip()
         yield Static(id="wview")
         yield WallBoard(tuple(t.slot for t in view.targets), id="wboard")

@@ -75,6 +75,12 @@ def test_three_pods_one_fleet_and_an_operation_on_one(world: World, tmp_path: Pa
     text = _cli(cfg, env, "fleet").stdout
     assert all(pods[n] in text for n in CONTEXTS) and "fleet: $" in text
 
+    # the console on one context: F shows the fleet, enter reopens it on another pod,
+    # and the wall rotates through the pods by itself
+    import asyncio
+
+    asyncio.run(_console(cfg, env, pods))
+
     # an operation on one pod: the others keep running, and its record names it
     r = _cli(cfg, env, "--context", "west", "down", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -97,3 +103,51 @@ def test_three_pods_one_fleet_and_an_operation_on_one(world: World, tmp_path: Pa
     for name in ("east", "staging"):
         assert _cli(cfg, env, "--context", name, "down", timeout=120).returncode == 0
     assert world.running() == []
+
+
+async def _console(cfg: Path, env: dict, pods: dict[str, str]) -> None:
+    from console.app import make_app
+    from console.commands.tui_cmd import full_context
+    from console.screens.fleet import FleetScreen
+    from console.session import SwitchRequest
+    from tests.tui.conftest import live, wait_for
+
+    saved = dict(os.environ)
+    os.environ.update({k: env[k] for k in ("RUNPOD_API_KEY", "RUNPOD_API_BASE")})
+    os.environ["POD_CONSOLE_CONTEXT"] = "east"  # as `pod-console --context east` sets it
+    os.environ.pop("POD_CONSOLE_STATE_DIR", None)
+    try:
+        ctx = full_context(cfg, 2.0, wall=False)
+        assert ctx is not None and ctx.settings.context == "east"
+        assert ctx.settings.pod.runpod_id == pods["east"]
+        app = make_app(ctx)
+        async with app.run_test(size=(200, 50)) as pilot:
+            assert await wait_for(pilot, lambda: live(app), 60)
+            assert "east · kind-b" in str(app.screen.query_one("PodHeader").render())
+            await pilot.press("F")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            screen = app.screen
+            assert await wait_for(pilot, lambda: screen.state.fleet is not None and all(
+                r.status == "RUNNING" and r.slots_up == 1 for r in screen.state.fleet.rows),
+                90)
+            fleet = screen.state.fleet
+            assert [(r.context, r.pod_id) for r in fleet.rows] == [(n, pods[n])
+                                                                   for n in CONTEXTS]
+            assert fleet.current == "east"
+            shown = app.export_screenshot().replace("&#160;", " ")
+            assert all(pods[n] in shown for n in CONTEXTS) and "● east" in shown
+            await pilot.press("down")
+            await pilot.press("enter")
+            assert await wait_for(pilot, lambda: app.return_value is not None, 10)
+        assert app.return_value == SwitchRequest("west")
+        # the wall: after its time on east, on to the next pod
+        wall = full_context(cfg, 2.0, wall=True)
+        assert wall is not None
+        wall.pod_rotate_s = 1.0
+        app = make_app(wall, wall=True)
+        async with app.run_test(size=(160, 48)) as pilot:
+            assert await wait_for(pilot, lambda: app.return_value is not None, 30)
+        assert app.return_value == SwitchRequest("west")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

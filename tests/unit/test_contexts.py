@@ -106,3 +106,18 @@ def test_the_flag_goes_before_or_after_any_subcommand(cfg: Path) -> None:
                                 "HOME": str(cfg.parent)})
         assert r.returncode == 0, r.stderr
         assert "the-west/bench" in r.stdout, r.stdout
+
+
+def test_reopening_on_another_context_keeps_the_command(monkeypatch) -> None:
+    from console.commands import tui_cmd
+
+    assert tui_cmd.without_context(["wall", "--context", "east", "--rotate", "9",
+                                    "--context=x", "--config", "c.yaml"]) == [
+        "wall", "--rotate", "9", "--config", "c.yaml"]
+    seen: list[list[str]] = []
+    monkeypatch.setattr(sys, "argv", ["pod-console", "--context", "east", "wall",
+                                      "--pod-rotate", "30"])
+    monkeypatch.setattr("os.execv", lambda exe, argv: seen.append(argv))
+    tui_cmd.reopen_on("west")
+    assert seen == [[sys.executable, "-m", "console.cli", "wall", "--pod-rotate", "30",
+                     "--context", "west"]]
