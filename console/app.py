@@ -827,7 +827,9 @@ class PodConsoleApp(App):
     def _confirm_fields(self, args: dict[str, Any]) -> dict[str, str]:
         pod = self.pod or PodSnapshot()
         assert self.ctx is not None
-        return {"pod": pod.pod_id or self.ctx.settings.pod.runpod_id or "?",
+        pod_id = pod.pod_id or self.ctx.settings.pod.runpod_id or "?"
+        context = self.ctx.settings.context
+        return {"pod": f"{pod_id} (context {context})" if context else pod_id,
                 "profile": self.ctx.profile_name,
                 "cost": fmt.money(pod.cost_per_hr),
                 "split": ", ".join(f"{k}={v:g}" for k, v in (args.get("set") or {}).items()),

@@ -26,8 +26,8 @@ SPECS = {
     "rebalance": ActionSpec(
         "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
         "slot restarts first; a failure rolls back", True,
-        "Restart slots with {split}? Each restart takes the slot offline for its start-up "
-        "time.", label="rebalance"),
+        "Restart slots on pod {pod} with {split}? Each restart takes the slot offline for "
+        "its start-up time.", label="rebalance"),
     "ack": ActionSpec(
         "ack", "a", "Acknowledge alerts", "mark every firing alert as seen by you (audited); "
         "it stays on screen, dimmed, until it clears, and is not sent again", False,
