@@ -28,6 +28,9 @@ class Exposition:
     lines: int = 0
     _index: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = field(
         default_factory=dict, compare=False, repr=False)
+    _sums: dict[tuple[str, str, str | None], dict[str, float]] = field(
+        default_factory=dict, compare=False, repr=False)
+    """Per-model sums already computed (``figures._View.by_model``)."""
 
     def series(self, name: str) -> dict[Labels, float]:
         return self.samples.get(name, {})
@@ -124,19 +127,20 @@ def parse(text: str, families: frozenset[str] | None = None,
     types: dict[str, str] = {}
     errors: list[str] = []
     error_count = 0
-    lines = text.split("\n")
-    n_lines = len(lines)
+    n_lines = text.count("\n") + 1
     tag = None if model is None else f'model_name="{_escaped(model)}"'
+    lines = text.split("\n")
     if tag is not None:
         # other models' series go in one comprehension: ~0.1 µs a line, where the loop
         # below spends several (100k foreign series: 10 ms, not 100)
         lines = [ln for ln in lines if tag in ln or 'model_name="' not in ln]
+    filtered = tag is not None
 
     def bad(lineno: int, why: str) -> None:
         nonlocal error_count
         error_count += 1
         if len(errors) < MAX_ERRORS_KEPT:
-            if tag is not None:  # numbered in the filtered list: find it in the text
+            if filtered:  # numbered in the filtered list: find it in the text
                 at = text.find(lines[lineno - 1])
                 lineno = text.count("\n", 0, at) + 1 if at >= 0 else lineno
             errors.append(f"line {lineno}: {why}")

@@ -151,6 +151,12 @@ class _View:
                         out.add(m)
         return out
 
+    def has_model(self, model: str) -> bool:
+        """Whether any ``vllm:`` family has a series of ``model`` (through the per-family
+        index: no scan of every series when a slot asks for its own model)."""
+        return any(name.startswith("vllm:") and model in self.exp.by_label(name, "model_name")
+                   for name in self.exp.samples)
+
     def first_present(self, names: tuple[str, ...]) -> str | None:
         for n in names:
             if n in self.exp:
@@ -158,14 +164,23 @@ class _View:
         return None
 
     def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
-        """Sum of ``name`` over all series of ``model``, grouped by label ``group``."""
+        """Sum of ``name`` over all series of ``model``, grouped by label ``group``.
+
+        Kept on the exposition: a scrape is read again as the earlier end of later
+        windows, and asked the same sums each time. Callers never change the dict."""
+        cache = self.exp._sums
+        k = (name, model, group)
+        hit = cache.get(k)
+        if hit is not None:
+            return hit
         out: dict[str, float] = defaultdict(float)
         for labels, v in self.exp.by_label(name, "model_name").get(model, ()):
             key = label(labels, group) if group else ""
             if key is None:
                 continue
             out[key] += v
-        return dict(out)
+        cache[k] = res = dict(out)
+        return res
 
     def total(self, name: str, model: str) -> float | None:
         vals = self.by_model(name, model)
@@ -285,9 +300,8 @@ def compute(later: Exposition, earlier: Exposition | None = None,
     sample never reaches a figure: it is undefined (None), like a missing one."""
     view = _View(later)
     out: dict[str, ModelFigures] = {}
-    models = view.models()
-    if only is not None:
-        models &= {only}
+    models = (view.models() if only is None else
+              {only} if view.has_model(only) else set())
     window = window_s if earlier is not None else None
     for model in sorted(models):
         w = _Window(later, earlier, model)
