@@ -9,6 +9,7 @@ a scrape error, we report as a warning).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 Labels = tuple[tuple[str, str], ...]
@@ -60,8 +61,30 @@ def _parse_value(text: str) -> float:
     return float(text)
 
 
+_PAIR = re.compile(r' *([A-Za-z_][A-Za-z0-9_]*)="([^"\\]*)" *(?:,|$)')
+
+
 def _parse_labels(body: str) -> Labels | None:
-    """Parse ``a="x",b="y"`` (no braces). Returns None when malformed."""
+    """Parse ``a="x",b="y"`` (no braces). Returns None when malformed.
+
+    The common shape (no escapes, single commas) is read by a regex, a label per match;
+    anything else goes the long way, which decides what it means."""
+    if "\\" not in body:
+        pairs: list[tuple[str, str]] = []
+        pos, n = 0, len(body)
+        while pos < n:
+            m = _PAIR.match(body, pos)
+            if m is None:
+                break
+            pairs.append((m[1], m[2]))
+            pos = m.end()
+        else:
+            pairs.sort()
+            return tuple(pairs)
+    return _parse_labels_slow(body)
+
+
+def _parse_labels_slow(body: str) -> Labels | None:
     out: list[tuple[str, str]] = []
     i, n = 0, len(body)
     while i < n:

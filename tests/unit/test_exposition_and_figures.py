@@ -219,3 +219,11 @@ def test_other_models_and_families_are_skipped_unread() -> None:
     esc = odd.replace("\\", "\\\\").replace('"', '\\"')
     exp = parse(f'vllm:num_requests_running{{model_name="{esc}"}} 2\n', FAMILIES, odd)
     assert compute(exp, only=odd)[odd].value("running") == 2.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet='ab_1= ",\\\t{}x', max_size=40))
+def test_the_label_fast_path_reads_as_the_long_way(body: str) -> None:
+    from console.collect.exposition import _parse_labels, _parse_labels_slow
+
+    assert _parse_labels(body) == _parse_labels_slow(body)
