@@ -37,11 +37,11 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..collect.exposition import Exposition, parse
-from ..collect.figures import compute
+from ..collect.figures import SpecFigures, compute
 from ..collect.http import HttpClient, HttpError
 from .prompts import TASKS, prompt_for
 
@@ -223,17 +223,12 @@ class Stats:
 
 
 @dataclass(frozen=True)
-class Spec:
-    """Speculative decoding over one window, from the slot's counter deltas."""
+class Spec(SpecFigures):
+    """Speculative decoding over one window, from the slot's counter deltas: the live
+    figures' own type, plus the counters they came from."""
 
-    drafts: float
-    draft_tokens: float
-    accepted_tokens: float
-    acceptance_rate: float | None
-    mean_acceptance_length: float | None
-    per_position: tuple[float | None, ...]
-    before: dict[str, float | None]
-    after: dict[str, float | None]
+    before: dict[str, float | None] = field(default_factory=dict)
+    after: dict[str, float | None] = field(default_factory=dict)
     """The lifetime counters at each end (drafts, draft_tokens, accepted_tokens)."""
     foreign_requests: float | None = None
     """Requests the slot finished in the window beyond the benchmark's own."""
@@ -481,9 +476,9 @@ class Bench:
 
         seen = sum(delta.requests_by_reason.values()) if delta.requests_by_reason else None
         foreign = None if seen is None else max(0.0, seen - finished)
-        return Window(Spec(s.drafts, s.draft_tokens, s.accepted_tokens, s.acceptance_rate,
-                           s.mean_acceptance_length, s.per_position, life(before),
-                           life(after), foreign), seconds)
+        own = {f.name: getattr(s, f.name) for f in fields(s)}
+        return Window(Spec(**own, before=life(before), after=life(after),
+                           foreign_requests=foreign), seconds)
 
     async def config(self, length: str, concurrency: int) -> ConfigResult:
         p = self.plan
