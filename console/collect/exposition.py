@@ -64,11 +64,30 @@ def _parse_value(text: str) -> float:
 _PAIR = re.compile(r' *([A-Za-z_][A-Za-z0-9_]*)="([^"\\]*)" *(?:,|$)')
 
 
+LABEL_CACHE_MAX = 32_768
+"""Label sets remembered (~200 per slot): a slot exports the same series every scrape,
+only their values move. Emptied when full, so bounded whatever a target sends."""
+_label_cache: dict[str, Labels] = {}
+
+
 def _parse_labels(body: str) -> Labels | None:
     """Parse ``a="x",b="y"`` (no braces). Returns None when malformed.
 
-    The common shape (no escapes, single commas) is read by a regex, a label per match;
-    anything else goes the long way, which decides what it means."""
+    A label set seen before is not parsed again. The common shape (no escapes, single
+    commas) is read by a regex, a label per match; anything else goes the long way,
+    which decides what it means."""
+    hit = _label_cache.get(body)
+    if hit is not None:
+        return hit
+    out = _parse_labels_new(body)
+    if out is not None:
+        if len(_label_cache) >= LABEL_CACHE_MAX:
+            _label_cache.clear()
+        _label_cache[body] = out
+    return out
+
+
+def _parse_labels_new(body: str) -> Labels | None:
     if "\\" not in body:
         pairs: list[tuple[str, str]] = []
         pos, n = 0, len(body)

@@ -227,3 +227,16 @@ def test_the_label_fast_path_reads_as_the_long_way(body: str) -> None:
     from console.collect.exposition import _parse_labels, _parse_labels_slow
 
     assert _parse_labels(body) == _parse_labels_slow(body)
+
+
+def test_remembered_label_sets_stay_bounded(monkeypatch) -> None:
+    from console.collect import exposition
+
+    monkeypatch.setattr(exposition, "LABEL_CACHE_MAX", 100)
+    monkeypatch.setattr(exposition, "_label_cache", {})
+    text = "".join(f'vllm:num_requests_running{{model_name="m{i}"}} {i}\n' for i in range(1000))
+    exp = parse(text)
+    assert len(exp.samples["vllm:num_requests_running"]) == 1000
+    assert 0 < len(exposition._label_cache) <= 100
+    again = parse(text)  # the same values from remembered and fresh label sets alike
+    assert again.samples == exp.samples
