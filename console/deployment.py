@@ -48,6 +48,22 @@ def no_profiles_hint(profiles_dir: Path) -> str:
             f"  To see the console first, on simulated pods: pod-console demo")
 
 
+def apply_current_pod(settings: Settings) -> None:
+    """The pod ``up`` last brought up wins over the config file's pod id."""
+    from .config_file import read_current_pod
+
+    cur = read_current_pod(settings.state_dir)
+    if not cur:
+        return
+    settings.pod.runpod_id = cur["runpod_id"]
+    if "host" in cur:
+        settings.pod.host = cur["host"]
+    if "port_map" in cur:
+        settings.pod.port_map = cur["port_map"]
+    if "profile" in cur:
+        settings.profile = cur["profile"]
+
+
 def open_deployment(settings: Settings) -> Deployment:
     from pod_agent.profiles import ProfileError
 

@@ -138,8 +138,7 @@ class Member:
 
 
 def _load(config: Path | None, name: str | None) -> Member:
-    from .commands.pod_cmd import apply_current_pod
-    from .deployment import DeploymentError, open_deployment
+    from .deployment import DeploymentError, apply_current_pod, open_deployment
     from .settings import ConfigError, load_settings
 
     m = Member(name or "default")

@@ -43,6 +43,7 @@ from typing import Any
 from ..collect.exposition import Exposition, parse
 from ..collect.figures import SpecFigures, compute
 from ..collect.http import HttpClient, HttpError
+from ..collect.vllm import FAMILIES
 from .prompts import TASKS, prompt_for
 
 Progress = Callable[[str, float | None, str], None]
@@ -454,7 +455,10 @@ class Bench:
             return None, f"/metrics: {exc.describe()}"
         if r.status_code != 200:
             return None, f"/metrics: HTTP {r.status_code}"
-        return parse(r.text), ""
+        # off the event loop, and only what the figures read: a console runs this (key B)
+        # while it keeps polling and painting
+        return await asyncio.to_thread(parse, r.text, FAMILIES,
+                                       self.plan.served_model_name), ""
 
     def window(self, before: Exposition | None, after: Exposition | None, seconds: float,
                finished: int, why: str) -> Window:

@@ -77,17 +77,11 @@ def current_pod_file(settings: Settings) -> Path:
 
 
 def apply_current_pod(settings: Settings) -> None:
-    """The pod ``up`` last brought up wins over the config file's pod id."""
-    cur = config_file.read_current_pod(settings.state_dir)
-    if not cur:
-        return
-    settings.pod.runpod_id = cur["runpod_id"]
-    if "host" in cur:
-        settings.pod.host = cur["host"]
-    if "port_map" in cur:
-        settings.pod.port_map = cur["port_map"]
-    if "profile" in cur:
-        settings.profile = cur["profile"]
+    """``deployment.apply_current_pod``, imported when used: the CLI loads this module
+    before the console's first frame, which must not wait for the settings' imports."""
+    from ..deployment import apply_current_pod as apply
+
+    apply(settings)
 
 
 def _log(msg: str) -> None:
