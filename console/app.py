@@ -533,9 +533,10 @@ class PodConsoleApp(App):
         self._watch_fleet()
 
     def _watch_fleet(self) -> None:
-        """Poll the fleet now and then every few refreshes while its screen is open."""
+        """Poll the fleet now and then every refresh while its screen is open (a cycle
+        still running skips the tick: polls never overlap)."""
         if self._fleet_timer is None:
-            every = max(5.0, self.view.refresh_s * 2)
+            every = getattr(self, "refresh_s", self.view.refresh_s)
             self._fleet_timer = self.set_interval(every, self._poll_fleet)
         self._poll_fleet()
 

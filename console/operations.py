@@ -182,8 +182,14 @@ def build_registry(audit: AuditLog, read_only: bool, *, agent: AgentClient,
         if not slot:
             return Outcome(False, "no slot named", state="failed")
         from .benchmark.record import lines
+        from .benchmark.runner import RecordNotKept
 
-        rec, path = await bench(str(slot), progress)
+        try:
+            rec, path = await bench(str(slot), progress)
+        except RecordNotKept as exc:  # measured, not kept: show it rather than lose it
+            for line in lines(exc.record):
+                progress("", None, line)
+            return Outcome(False, f"measured, but {exc}", state="failed")
         for line in lines(rec):  # the table and the bars, in the dialog and the log
             progress("", None, line)
         data = {"record": str(path)}

@@ -18,6 +18,15 @@ class BenchError(Exception):
     """A benchmark that cannot start (an unknown slot, a bad override)."""
 
 
+class RecordNotKept(Exception):
+    """The run finished but its record could not be written (a full disk): the
+    measurements are in ``record``, for the caller to show rather than lose."""
+
+    def __init__(self, record: dict[str, Any], why: str) -> None:
+        super().__init__(f"the record could not be written: {why}")
+        self.record = record
+
+
 def plans_for(profile_name: str, profile: Any, targets: Sequence[Any], settings: Any,
               slots: Sequence[str] = (), **override: Any) -> list[BenchPlan]:
     """One plan per slot asked for (every slot when none is named), through the gateway
@@ -80,5 +89,8 @@ async def bench_and_record(plan: BenchPlan, client: HttpClient, facts: PodFacts,
     rec = build_record(res, facts)
     history, _bad = await asyncio.to_thread(load_history, state_dir, plan.profile, plan.slot)
     rec["comparison"] = compare(rec, history, baseline, limit_pct)
-    path = await asyncio.to_thread(save, state_dir, rec)
+    try:
+        path = await asyncio.to_thread(save, state_dir, rec)
+    except OSError as exc:
+        raise RecordNotKept(rec, exc.strerror or str(exc)) from None
     return rec, path

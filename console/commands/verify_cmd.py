@@ -139,7 +139,7 @@ async def _pod_facts(settings):  # type: ignore[no-untyped-def]
 async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
     from ..actions.audit import audit_log_for
     from ..benchmark.record import lines
-    from ..benchmark.runner import baseline_of, bench_and_record, plans_for
+    from ..benchmark.runner import RecordNotKept, baseline_of, bench_and_record, plans_for
     from ..collect.http import HttpClient
     from ..deployment import open_deployment
     from .pod_cmd import _audit, _interruptible
@@ -152,6 +152,7 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
                       tasks=args.tasks)
     audit = audit_log_for(settings)
     records: list[dict] = []
+    unkept: list[str] = []
 
     async def main() -> int:
         facts = await _pod_facts(settings)
@@ -170,6 +171,13 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
                 except asyncio.CancelledError:
                     _audit(audit, "bench", what, "cancelled", message="nothing kept")
                     raise
+                except RecordNotKept as exc:  # measured, not kept: printed, never lost
+                    records.append(exc.record)
+                    unkept.append(str(exc))
+                    _audit(audit, "bench", what, "failed", message=str(exc))
+                    print("\n".join([*lines(exc.record), f"  NOT KEPT: {exc}"]),
+                          file=sys.stderr if args.json else sys.stdout, flush=True)
+                    continue
                 records.append(rec)
                 regs = rec["comparison"]["regressions"]
                 state = "failed" if rec["failed_requests"] else "ok"
@@ -179,7 +187,7 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
                     print("\n".join([*lines(rec), f"  kept: {path}"]), flush=True)
         finally:
             await client.aclose()
-        if any(r["failed_requests"] for r in records):
+        if unkept or any(r["failed_requests"] for r in records):
             return EXIT_FAILED
         return EXIT_REGRESSION if any(r["comparison"]["regressions"] for r in records) else 0
 

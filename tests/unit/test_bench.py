@@ -455,3 +455,32 @@ def test_the_settings_name_every_task_set_in_order() -> None:
 
     assert BenchSettings().tasks == list(TASKS)
     assert all(len(p) == 2 for p in TASKS.values())
+
+
+async def test_a_record_that_cannot_be_written_is_shown_not_lost(server, tmp_path: Path
+                                                                  ) -> None:
+    from console.actions.audit import AuditLog
+    from console.benchmark.runner import RecordNotKept
+    from console.operations import build_registry
+
+    _, url = server
+    (tmp_path / "bench").write_text("a file where the records' directory goes")
+    client = HttpClient()
+    try:
+        with pytest.raises(RecordNotKept) as e:
+            await bench_and_record(_plan(url, runs=1, warmup=0, concurrency=(1,), tasks=()),
+                                   client, PodFacts(), tmp_path, {}, 10.0)
+    finally:
+        await client.aclose()
+    assert str(e.value).startswith("the record could not be written: ")
+    assert e.value.record["configs"][0]["summary"]["tok_s"]["mean"] > 0
+
+    async def bench(slot, progress):
+        raise e.value
+
+    shown: list[str] = []
+    reg = build_registry(AuditLog(tmp_path / "audit.jsonl"), False, agent=None,  # type: ignore[arg-type]
+                         refresh=lambda: None, bench=bench)
+    out = await reg.invoke("bench", {"slot": "S"}, lambda s, f, m: shown.append(m))
+    assert out.state == "failed" and out.message.startswith("measured, but the record could")
+    assert any("tok/s by configuration" in m for m in shown)  # the numbers, on screen
