@@ -1,8 +1,10 @@
 """A minimal keep-alive HTTP server answering like N vLLM slots, for benchmarks.
 
-Serves a fixed exposition file on ``/metrics``, 200 on ``/health`` and a model
-list on ``/v1/models`` on each of N consecutive ports. Runs in its own process
-so its CPU is not counted against the console.
+Serves an exposition file on ``/metrics``, 200 on ``/health`` and a model list on
+``/v1/models`` on each of N consecutive ports. Like a busy server, every scrape's
+counters, buckets and sums have grown since the last one (by the scrape's number), so
+no scrape repeats an earlier one. Runs in its own process so its CPU is not counted
+against the console.
 """
 
 from __future__ import annotations
@@ -18,6 +20,29 @@ def response(body: bytes, ctype: bytes) -> bytes:
             + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
+class Growing:
+    """The exposition with its cumulative series (``_total``, ``_bucket``, ``_count``,
+    ``_sum``) raised by n at the n-th scrape; gauges and ``_created`` stay."""
+
+    def __init__(self, text: bytes) -> None:
+        self.n = 0
+        self.parts: list[tuple[bytes, float | None]] = []
+        for line in text.split(b"\n"):
+            head, sep, value = line.rpartition(b" ")
+            name = head.split(b"{", 1)[0]
+            if sep and not line.startswith(b"#") and name.endswith(
+                    (b"_total", b"_bucket", b"_count", b"_sum")):
+                self.parts.append((head + b" ", float(value)))
+            else:
+                self.parts.append((line, None))
+
+    def next(self) -> bytes:
+        self.n += 1
+        n = self.n
+        return b"\n".join(line if v is None else line + repr(v + n).encode()
+                          for line, v in self.parts)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base-port", type=int, required=True)
@@ -29,8 +54,8 @@ async def main() -> None:
     def handler_for(i: int):
         models = json.dumps({"object": "list", "data": [{"id": f"slot-{i}"}]}).encode()
         metrics = text.replace(b'model_name="tiny-main"', f'model_name="slot-{i}"'.encode())
+        growing = Growing(metrics)
         answers = {
-            b"/metrics": response(metrics, b"text/plain; version=1.0.0; charset=utf-8"),
             b"/health": response(b"", b"application/json"),
             b"/v1/models": response(models, b"application/json"),
         }
@@ -41,7 +66,11 @@ async def main() -> None:
                 while True:
                     head = await reader.readuntil(b"\r\n\r\n")
                     path = head.split(b" ", 2)[1].split(b"?", 1)[0]
-                    writer.write(answers.get(path, missing))
+                    if path == b"/metrics":
+                        writer.write(response(growing.next(),
+                                              b"text/plain; version=1.0.0; charset=utf-8"))
+                    else:
+                        writer.write(answers.get(path, missing))
                     await writer.drain()
             except (asyncio.IncompleteReadError, ConnectionError, IndexError):
                 pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 
 NAN = float("nan")
 
@@ -79,7 +80,7 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
         return -math.inf
     if q > 1:
         return math.inf
-    bs = sorted(buckets, key=lambda b: b[0])
+    bs = sorted(buckets, key=itemgetter(0))
     if len(bs) < 2 or not math.isinf(bs[-1][0]) or bs[-1][0] < 0:
         return NAN
     # Coalesce equal bounds (e.g. "1" and "1.0" from two sources) by summing.

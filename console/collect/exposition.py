@@ -8,6 +8,7 @@ a scrape error, we report as a warning).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ class Exposition:
     _sums: dict[tuple[str, str, str | None], dict[str, float]] = field(
         default_factory=dict, compare=False, repr=False)
     """Per-model sums already computed (``figures._View.by_model``)."""
+    _created: dict[tuple[str, str], dict[Labels, float]] = field(
+        default_factory=dict, compare=False, repr=False)
+    """Per-model ``*_created`` series already read (``figures._family_reset``)."""
 
     def series(self, name: str) -> dict[Labels, float]:
         return self.samples.get(name, {})
@@ -155,8 +159,58 @@ def _escaped(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+class ParseMemo:
+    """What each line's head (the text before its value) meant in an earlier scrape.
+
+    A target exports the same series every scrape; only the values move. A slot's
+    poll keeps one of these, so a line seen before costs a split, a lookup and a
+    ``float``, not a parse. It is only consulted for one (families, model) pair,
+    the one it was filled for; a head is remembered only when the head alone decides
+    what the line is (a sample with one value and no timestamp, or a line skipped on
+    its name), so a remembered line reads exactly as the long way would read it.
+    Emptied when it holds ``limit`` heads or ``max_chars`` characters of them: bounded
+    whatever a target sends."""
+
+    def __init__(self, limit: int = 8192, max_chars: int = 2 * 1024 * 1024) -> None:
+        self.limit = limit
+        self.max_chars = max_chars
+        self.chars = 0
+        self.heads: dict[str, _Meant | None] = {}
+        self.key: tuple[frozenset[str] | None, str | None] | None = None
+
+    def for_(self, families: frozenset[str], model: str | None) -> dict[str, _Meant | None]:
+        key = (families, model)
+        if key != self.key or len(self.heads) >= self.limit or self.chars >= self.max_chars:
+            self.heads = {}
+            self.chars = 0
+            self.key = key
+        return self.heads
+
+
+LARGE_TEXT = 256 * 1024
+"""Past this size (vLLM's exposition is ~55 KB) the parse does no extra passes over the
+text to save work on its lines: the passes would cost more than they save."""
+
+
+@functools.lru_cache(maxsize=16)
+def _common_prefix(families: frozenset[str]) -> str:
+    """What every name of ``families`` starts with ("" when nothing is shared)."""
+    if not families:
+        return ""
+    lo, hi = min(families), max(families)  # what these two share, all between share
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[:n]
+
+
+_Meant = tuple[str, Labels, str | None]
+"""A sample line's name, labels and ``model_name`` (None: the series has none)."""
+_MISS: _Meant = ("", (), None)
+
+
 def parse(text: str, families: frozenset[str] | None = None,
-          model: str | None = None) -> Exposition:
+          model: str | None = None, memo: ParseMemo | None = None) -> Exposition:
     """Parse exposition text; never raises.
 
     ``families`` keeps only those sample names (a slot's poll needs the catalog's, not
@@ -164,19 +218,41 @@ def parse(text: str, families: frozenset[str] | None = None,
     one (series without the label are kept). A line left out is skipped on its name or a
     substring test, before its labels are read: an exposition with 100k series of other
     models costs a scan, not a parse. Lines left out are not checked either: the error
-    count covers the lines kept."""
+    count covers the lines kept. ``memo`` (with ``families``) reads lines seen in an
+    earlier scrape of the same target from what they meant then."""
     samples: dict[str, dict[Labels, float]] = {}
     types: dict[str, str] = {}
     errors: list[str] = []
     error_count = 0
     n_lines = text.count("\n") + 1
     tag = None if model is None else f'model_name="{_escaped(model)}"'
-    lines = text.split("\n")
-    if tag is not None:
+    # Every line that can be kept holds the families' common prefix ("vllm:"): the lines
+    # before the first one that does and after the last are left out unread (~120 of
+    # vLLM's 661: the process, Python and HTTP families), by two searches of the text.
+    # (A large text is not copied for it: the model filter below thins those.)
+    offset = 0
+    prefix = _common_prefix(families) if families is not None else ""
+    region = text
+    if prefix and len(text) <= LARGE_TEXT:
+        first = text.find(prefix)
+        if first < 0:
+            region = ""
+        else:
+            start = text.rfind("\n", 0, first) + 1
+            end = text.find("\n", text.rfind(prefix))
+            region = text[start:] if end < 0 else text[start:end]
+            offset = text.count("\n", 0, start)
+    lines = region.split("\n")
+    filtered = False
+    if tag is not None and (len(region) > LARGE_TEXT
+                            or region.count('model_name="') != region.count(tag)):
         # other models' series go in one comprehension: ~0.1 µs a line, where the loop
-        # below spends several (100k foreign series: 10 ms, not 100)
+        # below spends several (100k foreign series: 10 ms, not 100). Equal counts mean
+        # every model_name is this one (each tag holds one), and there is none to drop;
+        # a large text is not counted first (two more passes), just filtered.
         lines = [ln for ln in lines if tag in ln or 'model_name="' not in ln]
-    filtered = tag is not None
+        filtered = True
+    heads = memo.for_(families, model) if memo is not None and families is not None else None
 
     def bad(lineno: int, why: str) -> None:
         nonlocal error_count
@@ -184,14 +260,75 @@ def parse(text: str, families: frozenset[str] | None = None,
         if len(errors) < MAX_ERRORS_KEPT:
             if filtered:  # numbered in the filtered list: find it in the text
                 at = text.find(lines[lineno - 1])
-                lineno = text.count("\n", 0, at) + 1 if at >= 0 else lineno
+                lineno = text.count("\n", 0, at) + 1 if at >= 0 else lineno + offset
+            else:
+                lineno += offset
             errors.append(f"line {lineno}: {why}")
 
+    # with a memo, the series are also grouped by model_name as they are read (what
+    # figures ask first of each family), from what the memo remembers of each head
+    by_model: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = {}
+
+    def keep(name: str, labels: Labels, value: float, mv: str | None, lineno: int) -> None:
+        fam = samples.get(name)
+        if fam is None:
+            fam = samples[name] = {}
+        if fam.setdefault(labels, value) is not value:  # the first one stays
+            bad(lineno, f"duplicate series {name}")
+            return
+        if heads is not None:
+            idx = by_model.get((name, "model_name"))
+            if idx is None:
+                idx = by_model[(name, "model_name")] = {}
+            group = idx.get(mv)
+            if group is None:
+                group = idx[mv] = []
+            group.append((labels, value))
+
+    head = ""
+    learnt = 0
+    # where the last remembered line went: its family's samples and model index
+    # (lines of one family come together, so this is looked up once a family)
+    at_name: str | None = None
+    at_fam: dict[Labels, float] = {}
+    at_idx: dict[str | None, list[tuple[Labels, float]]] = {}
     for lineno, line in enumerate(lines, 1):
+        if heads is not None:
+            head, _, tail = line.rpartition(" ")
+            hit = heads.get(head, _MISS)
+            if hit is None:
+                continue
+            if hit is not _MISS:
+                try:
+                    value = float(tail)
+                except ValueError:
+                    pass  # the long way says what is wrong with it
+                else:
+                    name, labels, mv = hit
+                    if name != at_name:
+                        if name not in samples:
+                            samples[name] = {}
+                            by_model[(name, "model_name")] = {}
+                        at_name, at_fam = name, samples[name]
+                        at_idx = by_model[(name, "model_name")]
+                    if at_fam.setdefault(labels, value) is not value:
+                        bad(lineno, f"duplicate series {name}")
+                        continue
+                    group = at_idx.get(mv)
+                    if group is None:
+                        group = at_idx[mv] = []
+                    group.append((labels, value))
+                    continue
+            # a head decides alone only when it holds the name: not blank, not indented
+            if not head or head[0].isspace():
+                head = ""
         if not line or line.isspace():
             continue
         if line[0] == "#":
             if families is not None:
+                if head:
+                    heads[head] = None  # type: ignore[index]
+                    learnt += len(head)
                 continue  # the types are for people reading a whole exposition
             parts = line.split(None, 3)
             if len(parts) >= 4 and parts[1] == "TYPE":
@@ -203,8 +340,11 @@ def parse(text: str, families: frozenset[str] | None = None,
             continue
         brace = line.find("{")
         if families is not None:
-            head = line[:brace] if brace >= 0 else line.split(None, 1)[0]
-            if head.strip() not in families:
+            fname = line[:brace] if brace >= 0 else line.split(None, 1)[0]
+            if fname.strip() not in families:
+                if head and (len(fname) <= len(head)):
+                    heads[head] = None  # type: ignore[index]
+                    learnt += len(head)
                 continue
         try:
             if brace >= 0:
@@ -234,13 +374,15 @@ def parse(text: str, families: frozenset[str] | None = None,
         if not name:
             bad(lineno, "missing metric name")
             continue
-        fam = samples.setdefault(name, {})
-        if labels in fam:
-            bad(lineno, f"duplicate series {name}")
-            continue
-        fam[labels] = value
+        mv = label(labels, "model_name") if heads is not None else None
+        keep(name, labels, value, mv, lineno)
+        if head and len(rest) == 1 and len(head) + 1 + len(rest[0]) == len(line):
+            heads[head] = (name, labels, mv)  # type: ignore[index]
+            learnt += len(head)
+    if memo is not None and heads is not None:
+        memo.chars += learnt
     return Exposition(samples=samples, types=types, errors=tuple(errors),
-                      error_count=error_count, lines=n_lines)
+                      error_count=error_count, lines=n_lines, _index=by_model)
 
 
 def label(labels: Labels, key: str) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..catalog import BY_KEY, MODEL_FIGURES, SPEC_PER_POS, Gauge, Increase, Quantile, Ratio, Source
 from ..numbers import counter_delta, histogram_quantile, safe_ratio
-from .exposition import Exposition, finite, label
+from .exposition import Exposition, Labels, finite, label
 
 
 @dataclass(frozen=True)
@@ -157,12 +157,6 @@ class _View:
         return any(name.startswith("vllm:") and model in self.exp.by_label(name, "model_name")
                    for name in self.exp.samples)
 
-    def first_present(self, names: tuple[str, ...]) -> str | None:
-        for n in names:
-            if n in self.exp:
-                return n
-        return None
-
     def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
         """Sum of ``name`` over all series of ``model``, grouped by label ``group``.
 
@@ -173,13 +167,19 @@ class _View:
         hit = cache.get(k)
         if hit is not None:
             return hit
-        out: dict[str, float] = defaultdict(float)
-        for labels, v in self.exp.by_label(name, "model_name").get(model, ()):
-            key = label(labels, group) if group else ""
-            if key is None:
-                continue
-            out[key] += v
-        cache[k] = res = dict(out)
+        series = self.exp.by_label(name, "model_name").get(model, ())
+        res: dict[str, float]
+        if not group:
+            res = {"": sum(v for _, v in series)} if series else {}
+        else:
+            out: dict[str, float] = defaultdict(float)
+            for labels, v in series:
+                for lk, lv in labels:  # label(), inlined: a poll asks this ~200 times
+                    if lk == group:
+                        out[lv] += v
+                        break
+            res = dict(out)
+        cache[k] = res
         return res
 
     def total(self, name: str, model: str) -> float | None:
@@ -205,9 +205,23 @@ def _family_reset(before: Exposition, after: Exposition, family: str, model: str
         if base.endswith(suffix):
             base = base[:-len(suffix)]
     created = base + "_created"
-    a = dict(before.by_label(created, "model_name").get(model, ()))
-    b = dict(after.by_label(created, "model_name").get(model, ()))
-    return any(lab in a and b[lab] != a[lab] for lab in b)
+    a = _created(before, created, model)
+    b = _created(after, created, model)
+    return a != b and any(lab in a and b[lab] != a[lab] for lab in b)
+
+
+def _created(exp: Exposition, created: str, model: str) -> dict[Labels, float]:
+    """``created``'s series of ``model``, kept on the scrape (asked again as the earlier
+    end of later windows)."""
+    hit = exp._created.get((created, model))
+    if hit is None:
+        hit = exp._created[(created, model)] = dict(
+            exp.by_label(created, "model_name").get(model, ()))
+    return hit
+
+
+_LE: dict[str, float] = {}
+"""``le`` label values read as numbers."""
 
 
 class _Window:
@@ -217,29 +231,46 @@ class _Window:
         self.now = _View(later)
         self.before = _View(earlier) if earlier is not None else None
         self.model = model
+        self._counters: dict[tuple[str, str | None], dict[str, float]] = {}
+        self._buckets: dict[str, list[tuple[float, float]] | None] = {}
 
     def counter(self, name: str, group: str | None = None) -> dict[str, float]:
+        """Reset-aware increases of ``name`` by ``group`` (callers never change it);
+        asked once per window, however many figures read the family."""
+        k = (name, group)
+        hit = self._counters.get(k)
+        if hit is not None:
+            return hit
         b = self.now.by_model(name, self.model, group)
-        if self.before is None:
-            return b
-        a = self.before.by_model(name, self.model, group)
-        reset = _family_reset(self.before.exp, self.now.exp, name, self.model)
-        return _delta_map(a, b, reset)
+        if self.before is not None:
+            a = self.before.by_model(name, self.model, group)
+            reset = _family_reset(self.before.exp, self.now.exp, name, self.model)
+            b = _delta_map(a, b, reset)
+        self._counters[k] = b
+        return b
 
     def counter_total(self, name: str) -> float | None:
         vals = self.counter(name)
         return finite(vals.get("")) if vals else None
 
     def buckets(self, hist: str) -> list[tuple[float, float]] | None:
+        if hist in self._buckets:
+            return self._buckets[hist]
         b = self.counter(hist + "_bucket", "le")
-        if not b:
-            return None
-        out = []
-        for le, v in b.items():
-            try:
-                out.append((float(le), v))
-            except ValueError:
-                continue
+        out: list[tuple[float, float]] | None = None
+        if b:
+            out = []
+            for le, v in b.items():
+                bound = _LE.get(le)
+                if bound is None:
+                    try:
+                        bound = float(le)
+                    except ValueError:
+                        continue
+                    if len(_LE) < 4096:  # bounds are few and the same every scrape
+                        _LE[le] = bound
+                out.append((bound, v))
+        self._buckets[hist] = out
         return out
 
     def quantile(self, q: float, hist: str) -> float | None:
@@ -259,8 +290,11 @@ def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
 
 def _first(view: _View, names: tuple[str, ...], suffix: str = "") -> str | None:
     """The first family present (current name first, then the older ones)."""
-    found = view.first_present(tuple(n + suffix for n in names))
-    return None if found is None else found[:len(found) - len(suffix)]
+    samples = view.exp.samples
+    for n in names:
+        if n + suffix in samples:
+            return n
+    return None
 
 
 def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None:

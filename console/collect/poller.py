@@ -153,7 +153,8 @@ class DeploymentPoller:
         kv99: dict[str, float | None] = {}
         use_prom = bool(self.prometheus_url)
         probes_task = asyncio.gather(*(
-            probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom)
+            probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom,
+                       memo=self._windows[t.slot].memo)
             for t in self.targets))
         if use_prom and prefetched is not None:
             if isinstance(prefetched, PromError):
@@ -171,7 +172,8 @@ class DeploymentPoller:
         if use_prom and prom_figs is None:
             # Prometheus is down: fall back to scraping the slots in this same cycle.
             probes = await asyncio.gather(*(
-                probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=True)
+                probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=True,
+                           memo=self._windows[t.slot].memo)
                 for t in self.targets))
         slots = []
         for probe in probes:

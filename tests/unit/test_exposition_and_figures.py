@@ -240,3 +240,82 @@ def test_remembered_label_sets_stay_bounded(monkeypatch) -> None:
     assert 0 < len(exposition._label_cache) <= 100
     again = parse(text)  # the same values from remembered and fresh label sets alike
     assert again.samples == exp.samples
+
+
+# A small exposition grammar for the memo: every shape the long way tells apart, so a
+# line read from what its head meant last scrape must read exactly as the long way reads it.
+_KEPT = frozenset({"vllm:a_total", "vllm:b_bucket", "vllm:c"})
+_NAMES = [*sorted(_KEPT), "vllm:other", "python_gc", "process_x_total"]
+_line = st.one_of(
+    st.tuples(st.sampled_from(_NAMES),
+              st.sampled_from(['', '{model_name="m"}', '{engine="0",model_name="m"}',
+                               '{le="+Inf",model_name="m"}', '{model_name="x"}',
+                               '{le="0.5"}', '{a="q\\"t",model_name="m"}', '{bad',
+                               '{a="}",model_name="m"}', ' {model_name="m"}']),
+              st.sampled_from([" ", "  ", "\t", " "]),
+              st.sampled_from(["1", "2.5", "NaN", "+Inf", "x", "", "1 17", "3 ", "4}",
+                               "7\r"]),
+              st.sampled_from(["", " ", "\t"]))
+    .map(lambda t: t[4] + t[0] + t[1] + t[2] + t[3]),
+    st.sampled_from(["# HELP vllm:c help text", "# TYPE vllm:c gauge", "", "   ",
+                     "vllm:c", "#", "vllm:c{model_name=\"m\"}"]),
+)
+
+
+def _canon(samples: dict) -> dict:
+    return {n: {k: repr(v) for k, v in fam.items()} for n, fam in samples.items()}  # NaN
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_line, max_size=14), st.lists(_line, max_size=14),
+       st.lists(st.integers(0, 13), max_size=4), st.sampled_from(["m", None]))
+def test_a_memo_reads_every_scrape_as_the_long_way(first, extra, swaps, model) -> None:
+    """Two scrapes share a memo, the second one the first with lines added, moved and
+    values changed: the second reads exactly as it reads with no memo, errors and
+    line numbers included, and its model index is the one built from its samples."""
+    from console.collect.exposition import ParseMemo
+
+    second = list(first) + list(extra)
+    for i in swaps:
+        if second:
+            j = i % len(second)
+            second[0], second[j] = second[j], second[0]
+    second = [ln.replace("2.5", "3.75") for ln in second]
+    memo = ParseMemo()
+    for lines in (first, second, second):
+        text = "\n".join(lines) + "\n"
+        long_way = parse(text, _KEPT, model)
+        got = parse(text, _KEPT, model, memo)
+        assert _canon(got.samples) == _canon(long_way.samples)
+        assert (got.errors, got.error_count, got.lines) == (
+            long_way.errors, long_way.error_count, long_way.lines)
+        for name, fam in got.samples.items():
+            want: dict = {}
+            for labels, v in fam.items():
+                want.setdefault(dict(labels).get("model_name"), []).append((labels, v))
+            assert {k: sorted(map(repr, v)) for k, v in got.by_label(
+                name, "model_name").items()} == {k: sorted(map(repr, v)) for k, v in want.items()}
+
+
+def test_a_memo_stays_bounded_and_follows_its_families_and_model() -> None:
+    from console.collect.exposition import ParseMemo
+    from console.collect.vllm import FAMILIES
+
+    memo = ParseMemo(limit=50)
+    text = NGRAM_LOAD.read_text()
+    for _ in range(3):  # 661 lines against a 50-head memo: emptied, refilled, still right
+        assert parse(text, FAMILIES, "tiny-main", memo).samples == parse(
+            text, FAMILIES, "tiny-main").samples
+        assert len(memo.heads) <= 50 + len(text.split("\n"))
+    big = ParseMemo(max_chars=1000)  # and so do its characters, however long a line
+    for i in range(5):
+        long_line = f'vllm:c{{model_name="m",pad="{"x" * 3000}{i}"}} 1\n'
+        assert parse(long_line, _KEPT, "m", big).samples == parse(long_line, _KEPT, "m").samples
+        assert len(big.heads) <= 1
+    # asked for another model, it forgets what the lines meant for the first one
+    other = text.replace('model_name="tiny-main"', 'model_name="other"')
+    assert parse(other, FAMILIES, "other", memo).samples == parse(
+        other, FAMILIES, "other").samples
+    back = parse(text, FAMILIES, "other", memo)
+    assert back.samples == parse(text, FAMILIES, "other").samples
+    assert set(back.samples) == {"vllm:cache_config_info"}  # the one family without a model

@@ -323,10 +323,16 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
 
     monkeypatch.setattr(vllm, "parse", recording)
 
+    # a large one (here the capture and 20k series of other models, ~1.4 MB) goes to a
+    # thread; vLLM's own, as a slot asks for it (~22 KB), is parsed where it arrives
+    big = FIX.read_bytes() + b"".join(
+        b'vllm:num_requests_running{model_name="other-%d"} 1\n' % i for i in range(20000))
+    small = FIX.read_bytes()[:vllm.INLINE_PARSE_CHARS // 2]
+    body = big
+
     class Metrics(RawServer):
         def handle(self, conn) -> None:
             while conn.recv(65536):
-                body = FIX.read_bytes()
                 conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s"
                              % (len(body), body))
 
@@ -335,11 +341,16 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
     try:
         target = SlotTarget("MAIN", "tiny-main", srv.port, f"http://127.0.0.1:{srv.port}")
         probe = await vllm.probe_slot(client, target, 5.0)
+        assert len(big) > vllm.INLINE_PARSE_CHARS
+        body = small
+        probe_small = await vllm.probe_slot(client, target, 5.0)
     finally:
         await client.aclose()
         srv.close()
-    assert probe.exposition is not None and seen
+    assert probe.exposition is not None and probe_small.exposition is not None
+    assert len(seen) == 2
     assert seen[0] != threading.main_thread().name
+    assert seen[1] == threading.main_thread().name
 
 
 async def test_a_wall_on_a_full_disk_still_refuses_without_crashing(tmp_path: Path) -> None:
