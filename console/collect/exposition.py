@@ -287,11 +287,6 @@ def parse(text: str, families: frozenset[str] | None = None,
 
     head = ""
     learnt = 0
-    # where the last remembered line went: its family's samples and model index
-    # (lines of one family come together, so this is looked up once a family)
-    at_name: str | None = None
-    at_fam: dict[Labels, float] = {}
-    at_idx: dict[str | None, list[tuple[Labels, float]]] = {}
     for lineno, line in enumerate(lines, 1):
         if heads is not None:
             head, _, tail = line.rpartition(" ")
@@ -301,23 +296,10 @@ def parse(text: str, families: frozenset[str] | None = None,
             if hit is not _MISS:
                 try:
                     value = float(tail)
-                except ValueError:
-                    pass  # the long way says what is wrong with it
-                else:
-                    name, labels, mv = hit
-                    if name != at_name:
-                        if name not in samples:
-                            samples[name] = {}
-                            by_model[(name, "model_name")] = {}
-                        at_name, at_fam = name, samples[name]
-                        at_idx = by_model[(name, "model_name")]
-                    if at_fam.setdefault(labels, value) is not value:
-                        bad(lineno, f"duplicate series {name}")
-                        continue
-                    group = at_idx.get(mv)
-                    if group is None:
-                        group = at_idx[mv] = []
-                    group.append((labels, value))
+                except ValueError:  # not a number: the long way below says what it is
+                    hit = _MISS
+                if hit is not _MISS:
+                    keep(hit[0], hit[1], value, hit[2], lineno)
                     continue
             # a head decides alone only when it holds the name: not blank, not indented
             if not head or head[0].isspace():

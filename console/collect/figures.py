@@ -220,10 +220,6 @@ def _created(exp: Exposition, created: str, model: str) -> dict[Labels, float]:
     return hit
 
 
-_LE: dict[str, float] = {}
-"""``le`` label values read as numbers."""
-
-
 class _Window:
     """Counters and histograms as lifetime values (one scrape) or increases (two)."""
 
@@ -261,15 +257,10 @@ class _Window:
         if b:
             out = []
             for le, v in b.items():
-                bound = _LE.get(le)
-                if bound is None:
-                    try:
-                        bound = float(le)
-                    except ValueError:
-                        continue
-                    if len(_LE) < 4096:  # bounds are few and the same every scrape
-                        _LE[le] = bound
-                out.append((bound, v))
+                try:
+                    out.append((float(le), v))
+                except ValueError:  # an unreadable bound is no bucket
+                    continue
         self._buckets[hist] = out
         return out
 
