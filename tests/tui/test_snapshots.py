@@ -28,7 +28,11 @@ def _pin_colors(monkeypatch):
 
 
 async def _settle(pilot) -> None:
-    await pilot.pause(0.5)
+    # the first poll (slots and pod) must have landed: on a loaded machine half a second
+    # was not always enough, and the pod line was captured still blank
+    from tests.tui.conftest import wait_for
+
+    assert await wait_for(pilot, lambda: pilot.app.polls >= 1 and pilot.app.pod is not None)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause(0.2)
 
