@@ -178,7 +178,7 @@ async def test_a_removed_alias_fails_its_checks(stack) -> None:
     assert got["aliases listed"] == (False, "missing from /v1/models: tiny-gone")
     assert got["aliases answer"][0] is False and "tiny-gone: HTTP 400" in \
         got["aliases answer"][1]
-    assert got["chat"][0] is True and got["targets up"][0] is True
+    assert got["chat"][0] is True and got["targets up"][0] is True, got
 
 
 # -- the benchmark through the same gateway --------------------------------------------------

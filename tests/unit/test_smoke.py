@@ -25,6 +25,10 @@ class Behaviour:
     unknown_status = 404
     unknown_hang_s = 0.0
     models: list[str] = ["tiny", "tiny-latest"]
+    empty_answers = 0
+    """How many of the next plain chat answers come back 200 and empty."""
+    empty_streams = 0
+    """How many of the next streamed answers come back 200 and empty."""
 
 
 def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
@@ -50,14 +54,19 @@ def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
                 self._send(b.chat_status, b'{"error": {"message": "upstream down"}}')
                 return
             if req.get("stream"):
-                chunks = [{"choices": [{"delta": {"content": b.stream_content}}]}]
+                empty = b.empty_streams > 0
+                b.empty_streams -= empty
+                content = "" if empty else b.stream_content
+                chunks = [{"choices": [{"delta": {"content": content}}]}]
                 body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks)
                 if b.stream_done:
                     body += "data: [DONE]\n\n"
                 self._send(200, body.encode(), "text/event-stream")
                 return
+            empty = b.empty_answers > 0
+            b.empty_answers -= empty
             self._send(200, b.chat_body or json.dumps(
-                {"choices": [{"message": {"content": "OK"}}]}).encode())
+                {"choices": [{"message": {"content": "" if empty else "OK"}}]}).encode())
 
         def log_message(self, *a) -> None:
             """Quiet."""
@@ -135,7 +144,27 @@ async def test_garbage_and_a_stream_without_done(gateway) -> None:
     assert got["streaming"][0] is False and "never said [DONE]" in got["streaming"][1]
     b.stream_done, b.stream_content = True, ""
     got = await _run(_plan(url))
-    assert got["streaming"] == (False, "tiny: 1 chunks, no content")
+    assert got["streaming"] == (False, "tiny: 1 chunks, no content (twice)")
+
+
+async def test_one_empty_answer_is_asked_again_and_two_fail(gateway) -> None:
+    """A sampled answer may end at its first token; the check asks once more, and says so.
+    An answer empty twice in a row fails."""
+    b, url = gateway
+    b.empty_answers = 1
+    got = await _run(_plan(url, aliases={}))
+    assert got["chat"] == (True, "tiny: 'OK' (asked again: the first was empty)")
+    assert got["streaming"] == (True, "tiny: 1 chunks, 'OK'")
+    b.empty_streams = 1
+    got = await _run(_plan(url, aliases={}))
+    assert got["chat"] == (True, "tiny: 'OK'")
+    assert got["streaming"] == (True, "tiny: 1 chunks, 'OK' (asked again: the first was empty)")
+    b.empty_answers = 2
+    asked = len(b.users)
+    got = await _run(_plan(url, aliases={}))
+    assert got["chat"] == (False, "tiny: no content in choices[0].message (twice)")
+    assert got["streaming"][0] is True
+    assert len(b.users) - asked == 2 + 1 + 1  # chat twice, streaming once, unknown model
 
 
 async def test_a_removed_alias_fails_both_alias_checks(gateway) -> None:
