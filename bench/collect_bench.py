@@ -4,8 +4,8 @@ Run:  python bench/collect_bench.py  [--cycles 30]
 
 Prints, for the real ~55 KB vLLM 0.32.0 exposition:
   * parse (whole, and as a slot's poll parses it: the catalog's families of its own
-    ``model_name`` only, with the slot's memo of earlier scrapes) and figure computation
-    per scrape (CPU µs);
+    ``model_name`` only, with the slot's memo of earlier scrapes, so by its layout) and
+    window figure computation per scrape (CPU µs);
   * one scrape that also carries 100k series of other models: the slot's parse and
     figures (CPU ms). Target: <= 50 ms;
   * for 2, 16 and 64 slots: CPU seconds of one full refresh cycle of the console's

@@ -74,15 +74,16 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
     bucket, or no observations. A rank that falls in the ``+Inf`` bucket
     returns the highest finite bound; the first bucket starts at 0.
     """
-    if math.isnan(q):
-        return NAN
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+    return bucket_quantile(q, cumulative_buckets(buckets))
+
+
+def cumulative_buckets(buckets: Iterable[tuple[float, float]]) -> list[list[float]] | None:
+    """Classic buckets as ``bucket_quantile`` reads them: sorted by bound, equal bounds
+    summed, counts made monotonic. None where every quantile is NaN (fewer than two
+    buckets, no ``+Inf`` bucket). Several quantiles of one histogram share one."""
     bs = sorted(buckets, key=itemgetter(0))
     if len(bs) < 2 or not math.isinf(bs[-1][0]) or bs[-1][0] < 0:
-        return NAN
+        return None
     # Coalesce equal bounds (e.g. "1" and "1.0" from two sources) by summing.
     merged: list[list[float]] = []
     for ub, c in bs:
@@ -97,7 +98,19 @@ def histogram_quantile(q: float, buckets: Iterable[tuple[float, float]]) -> floa
             top = b[1]
         else:
             b[1] = top
-    if len(merged) < 2:
+    return merged if len(merged) >= 2 else None
+
+
+def bucket_quantile(q: float, merged: list[list[float]] | None) -> float:
+    """The ``q`` quantile of buckets prepared by ``cumulative_buckets`` (Prometheus's
+    ``bucketQuantile`` from there on); it does not change them."""
+    if math.isnan(q):
+        return NAN
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if merged is None:
         return NAN
     observations = merged[-1][1]
     if observations == 0 or math.isnan(observations):

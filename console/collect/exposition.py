@@ -19,26 +19,66 @@ Labels = tuple[tuple[str, str], ...]
 MAX_ERRORS_KEPT = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Exposition:
-    """Samples of one scrape: ``samples[name][labels] = value``."""
+    """Samples of one scrape: ``samples[name][labels] = value``.
 
-    samples: dict[str, dict[Labels, float]]
+    A scrape read by a layout (``ParseMemo``) holds its values in the layout's order,
+    and builds ``samples`` only when something asks for them all: a slot's figures
+    ask its families one at a time (``series``, ``by_label``, ``in``), through the
+    layout, and a dict per family of every poll of every slot would cost more than
+    the rest of its reading."""
+
+    _samples: dict[str, dict[Labels, float]] | None = field(default=None, repr=False)
     types: dict[str, str] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     error_count: int = 0
-    lines: int = 0
     _index: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = field(
-        default_factory=dict, compare=False, repr=False)
+        default_factory=dict, repr=False)
     _sums: dict[tuple[str, str, str | None], dict[str, float]] = field(
-        default_factory=dict, compare=False, repr=False)
+        default_factory=dict, repr=False)
     """Per-model sums already computed (``figures._View.by_model``)."""
     _created: dict[tuple[str, str], dict[Labels, float]] = field(
-        default_factory=dict, compare=False, repr=False)
+        default_factory=dict, repr=False)
     """Per-model ``*_created`` series already read (``figures._family_reset``)."""
+    _layout: Layout | None = field(default=None, repr=False)
+    """The layout this scrape was read by, if it was (``ParseMemo``)."""
+    _values: list[float] | None = field(default=None, repr=False)
+    """With ``_layout``: the samples' values in its order."""
+
+    @property
+    def samples(self) -> dict[str, dict[Labels, float]]:
+        if self._samples is None:
+            lay, values = self._layout, self._values
+            built = {} if lay is None or values is None else {
+                name: dict(zip(labels, [values[i] for i in ix], strict=True))
+                for name, (labels, ix) in lay.families.items()}
+            object.__setattr__(self, "_samples", built)  # frozen: filled once, then kept
+            return built
+        return self._samples
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Exposition):
+            return NotImplemented
+        return (self.samples, self.types, self.errors, self.error_count) == (
+            other.samples, other.types, other.errors, other.error_count)
+
+    __hash__ = None  # type: ignore[assignment]  # it holds dicts
 
     def series(self, name: str) -> dict[Labels, float]:
+        lay, values = self._layout, self._values
+        if self._samples is None and lay is not None and values is not None:
+            got = lay.families.get(name)
+            if got is None:
+                return {}
+            return dict(zip(got[0], [values[i] for i in got[1]], strict=True))
         return self.samples.get(name, {})
+
+    def names(self) -> list[str]:
+        """The families present."""
+        if self._samples is None and self._layout is not None:
+            return list(self._layout.families)
+        return list(self.samples)
 
     def by_label(self, name: str, key: str) -> dict[str | None, list[tuple[Labels, float]]]:
         """Series of ``name`` grouped by the value of label ``key``, built once per family.
@@ -49,13 +89,23 @@ class Exposition:
         k = (name, key)
         idx = self._index.get(k)
         if idx is None:
-            idx = {}
-            for labels, v in self.samples.get(name, {}).items():
-                idx.setdefault(label(labels, key), []).append((labels, v))
+            lay, values = self._layout, self._values
+            if key == "model_name" and lay is not None and values is not None:
+                get = values.__getitem__  # the layout knows which series are whose
+                idx = {}
+                for mv in lay.models.get(name, ()):
+                    labels, at = lay.by_model[(name, mv)]
+                    idx[mv] = list(zip(labels, map(get, at), strict=True))
+            else:
+                idx = {}
+                for labels, v in self.series(name).items():
+                    idx.setdefault(label(labels, key), []).append((labels, v))
             self._index[k] = idx
         return idx
 
     def __contains__(self, name: str) -> bool:
+        if self._samples is None and self._layout is not None:
+            return name in self._layout.families
         return name in self.samples
 
 
@@ -160,10 +210,12 @@ def _escaped(value: str) -> str:
 
 
 class ParseMemo:
-    """What each line's head (the text before its value) meant in an earlier scrape.
+    """What each line's head (the text before its value) meant in an earlier scrape,
+    and the layout of the last scrape read without an error.
 
     A target exports the same series every scrape; only the values move. A slot's
-    poll keeps one of these, so a line seen before costs a split, a lookup and a
+    poll keeps one of these: a scrape with its last one's layout is read from it
+    (``Layout``), and in another one a line seen before costs a split, a lookup and a
     ``float``, not a parse. It is only consulted for one (families, model) pair,
     the one it was filled for; a head is remembered only when the head alone decides
     what the line is (a sample with one value and no timestamp, or a line skipped on
@@ -177,6 +229,9 @@ class ParseMemo:
         self.chars = 0
         self.heads: dict[str, _Meant | None] = {}
         self.key: tuple[frozenset[str] | None, str | None] | None = None
+        self.layout: Layout | None = None
+        self.layout_reads = 0
+        """Scrapes read whole from the layout (what a test and the bench look at)."""
 
     def for_(self, families: frozenset[str], model: str | None) -> dict[str, _Meant | None]:
         key = (families, model)
@@ -184,7 +239,106 @@ class ParseMemo:
             self.heads = {}
             self.chars = 0
             self.key = key
+            self.layout = None  # it stands on what the heads meant
         return self.heads
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What each line of a scrape was, for reading the next ones: a server's next scrape
+    almost always has the same lines in the same order, only other values.
+
+    Each line has a prefix that decides alone what the line is: a sample's head and
+    the space before its value; ``#`` for a comment; the name and the ``{`` (or space)
+    after it for a sample of a family left out. A scrape whose every line starts with
+    its prefix holds exactly the samples the layout says, at the values after the
+    prefixes of the kept lines: it is read by one pass of ``startswith`` and a
+    ``float`` per kept line, with no look at any line's meaning.
+
+    Its ``Exposition`` keeps the values in the layout's order and the layout, so what
+    is asked of every such scrape (a family's series of one model, grouped by a label)
+    is worked out once per layout, in ``derived``, not once per scrape."""
+
+    prefixes: list[str]
+    cuts: tuple[tuple[int, int], ...]
+    """(line index, prefix length) of each sample, in order: sample i's value is the
+    text of line cuts[i][0] after its first cuts[i][1] characters."""
+    families: dict[str, tuple[tuple[Labels, ...], tuple[int, ...]]]
+    """name → (label sets, sample indices), in the order the families first appear."""
+    by_model: dict[tuple[str, str | None], tuple[tuple[Labels, ...], tuple[int, ...]]]
+    """(name, model_name) → that family's series of that model: label sets, indices."""
+    models: dict[str, tuple[str | None, ...]]
+    """name → the ``model_name`` values of its series (None: without the label)."""
+    derived: dict[object, object] = field(default_factory=dict, compare=False)
+    """What readers work out from the layout alone, kept for its next scrapes (the
+    figures' groupings: one per family and label the catalog asks, so bounded)."""
+
+    def values_of(self, samples: dict[str, dict[Labels, float]]) -> list[float]:
+        """The values of a scrape this layout was learnt on, in its order."""
+        out = [0.0] * len(self.cuts)
+        for name, (labels, ix) in self.families.items():
+            fam = samples[name]
+            for ls, i in zip(labels, ix, strict=True):
+                out[i] = fam[ls]
+        return out
+
+
+def _skip_prefix(line: str) -> str | None:
+    """The prefix that keeps a line of a family left out just that: its name, exactly,
+    and what ends the name. None when the name has no such clean end."""
+    brace = line.find("{")
+    name = line[:brace] if brace >= 0 else line.split(None, 1)[0]
+    end = "{" if brace >= 0 else " "
+    if name != name.strip() or not line.startswith(name + end):
+        return None
+    return name + end
+
+
+def _learn_layout(lines: list[str], heads: dict[str, _Meant | None]) -> Layout | None:
+    """The layout of a scrape that the long way read without an error, or None when a
+    line's head does not decide alone what it is (a blank line, a timestamp, ...)."""
+    prefixes: list[str] = []
+    cuts: list[tuple[int, int]] = []
+    fams: dict[str, tuple[list[Labels], list[int]]] = {}
+    models: dict[tuple[str, str | None], tuple[list[Labels], list[int]]] = {}
+    for i, line in enumerate(lines):
+        head = line.rpartition(" ")[0]
+        meant = heads.get(head, _MISS)
+        if meant is _MISS:
+            return None
+        if meant is None:
+            prefix = "#" if line[0] == "#" else _skip_prefix(line)
+            if prefix is None:
+                return None
+            prefixes.append(prefix)
+            continue
+        name, labels, mv = meant
+        for got in (fams.setdefault(name, ([], [])), models.setdefault((name, mv), ([], []))):
+            got[0].append(labels)
+            got[1].append(len(cuts))
+        prefixes.append(head + " ")
+        cuts.append((i, len(head) + 1))
+    names: dict[str, list[str | None]] = {}
+    for name, mv in models:
+        names.setdefault(name, []).append(mv)
+    return Layout(prefixes, tuple(cuts),
+                  {n: (tuple(ls), tuple(ix)) for n, (ls, ix) in fams.items()},
+                  {k: (tuple(ls), tuple(ix)) for k, (ls, ix) in models.items()},
+                  {n: tuple(mvs) for n, mvs in names.items()})
+
+
+def _read_by_layout(lines: list[str], layout: Layout) -> list[float] | None:
+    """The values, in the layout's order, of a scrape whose lines start
+    with the layout's prefixes; None when they do not, or a value does not read as a
+    number (the long way says what it is). ``float`` reads a value as ``split()``
+    would cut it: surrounding whitespace is dropped, and whitespace inside fails."""
+    if len(lines) != len(layout.prefixes) or not all(
+            map(str.startswith, lines, layout.prefixes)):
+        return None
+    try:
+        return [float(lines[i][n:]) for i, n in layout.cuts]
+    except ValueError:
+        return None
 
 
 LARGE_TEXT = 256 * 1024
@@ -224,13 +378,12 @@ def parse(text: str, families: frozenset[str] | None = None,
     types: dict[str, str] = {}
     errors: list[str] = []
     error_count = 0
-    n_lines = text.count("\n") + 1
     tag = None if model is None else f'model_name="{_escaped(model)}"'
     # Every line that can be kept holds the families' common prefix ("vllm:"): the lines
     # before the first one that does and after the last are left out unread (~120 of
     # vLLM's 661: the process, Python and HTTP families), by two searches of the text.
     # (A large text is not copied for it: the model filter below thins those.)
-    offset = 0
+    start = 0  # where the region read begins in the text
     prefix = _common_prefix(families) if families is not None else ""
     region = text
     if prefix and len(text) <= LARGE_TEXT:
@@ -241,23 +394,33 @@ def parse(text: str, families: frozenset[str] | None = None,
             start = text.rfind("\n", 0, first) + 1
             end = text.find("\n", text.rfind(prefix))
             region = text[start:] if end < 0 else text[start:end]
-            offset = text.count("\n", 0, start)
     lines = region.split("\n")
+    heads = memo.for_(families, model) if memo is not None and families is not None else None
+    layout = memo.layout if memo is not None and heads is not None else None
+    # The layout is tried before the model filter (and the two counts that decide it):
+    # a scrape with the layout's heads holds no line the filter would drop that the
+    # layout keeps (a kept line's value is a number, so its head decides the filter)
+    read = _read_by_layout(lines, layout) if layout is not None else None
     filtered = False
-    if tag is not None and (len(region) > LARGE_TEXT
-                            or region.count('model_name="') != region.count(tag)):
+    if read is None and tag is not None and (
+            len(region) > LARGE_TEXT or region.count('model_name="') != region.count(tag)):
         # other models' series go in one comprehension: ~0.1 µs a line, where the loop
         # below spends several (100k foreign series: 10 ms, not 100). Equal counts mean
         # every model_name is this one (each tag holds one), and there is none to drop;
         # a large text is not counted first (two more passes), just filtered.
         lines = [ln for ln in lines if tag in ln or 'model_name="' not in ln]
         filtered = True
-    heads = memo.for_(families, model) if memo is not None and families is not None else None
+        if layout is not None:  # a layout learnt on a scrape that had others' lines
+            read = _read_by_layout(lines, layout)
+    if read is not None and memo is not None:
+        memo.layout_reads += 1
+        return Exposition(types={}, _values=read, _layout=layout)
 
     def bad(lineno: int, why: str) -> None:
         nonlocal error_count
         error_count += 1
         if len(errors) < MAX_ERRORS_KEPT:
+            offset = text.count("\n", 0, start)  # the lines before the region read
             if filtered:  # numbered in the filtered list: find it in the text
                 at = text.find(lines[lineno - 1])
                 lineno = text.count("\n", 0, at) + 1 if at >= 0 else lineno + offset
@@ -363,8 +526,15 @@ def parse(text: str, families: frozenset[str] | None = None,
             learnt += len(head)
     if memo is not None and heads is not None:
         memo.chars += learnt
-    return Exposition(samples=samples, types=types, errors=tuple(errors),
-                      error_count=error_count, lines=n_lines, _index=by_model)
+        # a scrape read without an error, its every head remembered, is the layout the
+        # next ones are read by (a duplicate series is an error: none in a layout)
+        memo.layout = (_learn_layout(lines, heads)
+                       if error_count == 0 and len(lines) <= memo.limit else None)
+        if memo.layout is not None:  # this scrape is read by it too (a window's far end)
+            return Exposition(_samples=samples, types=types, _index=by_model,
+                              _layout=memo.layout, _values=memo.layout.values_of(samples))
+    return Exposition(_samples=samples, types=types, errors=tuple(errors),
+                      error_count=error_count, _index=by_model)
 
 
 def label(labels: Labels, key: str) -> str | None:

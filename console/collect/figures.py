@@ -9,13 +9,18 @@ on scrapes, ``console/collect/promql.py`` turns the same sources into PromQL.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..catalog import BY_KEY, MODEL_FIGURES, SPEC_PER_POS, Gauge, Increase, Quantile, Ratio, Source
-from ..numbers import counter_delta, histogram_quantile, safe_ratio
-from .exposition import Exposition, Labels, finite, label
+from ..numbers import (
+    bucket_quantile,
+    counter_delta,
+    cumulative_buckets,
+    safe_ratio,
+)
+from .exposition import Exposition, Labels, Layout, finite, label
 
 
 @dataclass(frozen=True)
@@ -155,36 +160,85 @@ class _View:
         """Whether any ``vllm:`` family has a series of ``model`` (through the per-family
         index: no scan of every series when a slot asks for its own model)."""
         return any(name.startswith("vllm:") and model in self.exp.by_label(name, "model_name")
-                   for name in self.exp.samples)
+                   for name in self.exp.names())
 
     def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
         """Sum of ``name`` over all series of ``model``, grouped by label ``group``.
 
         Kept on the exposition: a scrape is read again as the earlier end of later
-        windows, and asked the same sums each time. Callers never change the dict."""
+        windows, and asked the same sums each time. Callers never change the dict.
+        Which series each sum takes is worked out once per layout for the scrapes read
+        by one (``exposition.Layout``), and per scrape for the others."""
         cache = self.exp._sums
         k = (name, model, group)
         hit = cache.get(k)
         if hit is not None:
             return hit
-        series = self.exp.by_label(name, "model_name").get(model, ())
-        res: dict[str, float]
-        if not group:
-            res = {"": sum(v for _, v in series)} if series else {}
+        lay, values = self.exp._layout, self.exp._values
+        if lay is not None and values is not None:
+            g = _layout_grouping(lay, name, model, group)
         else:
-            out: dict[str, float] = defaultdict(float)
-            for labels, v in series:
-                for lk, lv in labels:  # label(), inlined: a poll asks this ~200 times
-                    if lk == group:
-                        out[lv] += v
-                        break
-            res = dict(out)
-        cache[k] = res
+            series = self.exp.by_label(name, "model_name").get(model, ())
+            values = [v for _, v in series]
+            g = _grouping([ls for ls, _ in series], range(len(series)), group)
+        res = cache[k] = _sums(g, values)
         return res
 
     def total(self, name: str, model: str) -> float | None:
         vals = self.by_model(name, model)
         return vals.get("") if vals else None
+
+
+_Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
+"""The groups in the order they first appear, the values each one sums, and, when
+every group has one value (one engine: the usual case), those values' indices."""
+
+
+def _grouping(labels: Sequence[Labels], at: Sequence[int], group: str | None) -> _Grouping:
+    """Which values each group sums: series i, with label sets ``labels[i]``, has its
+    value at ``at[i]``. Without ``group``, one group ("") of every series; with it, one
+    per value of that label, and a series without the label is in none."""
+    out: dict[str, list[int]] = {}
+    if not group:
+        if labels:
+            out[""] = list(at)
+    else:
+        for ls, i in zip(labels, at, strict=True):
+            for lk, lv in ls:
+                if lk == group:
+                    out.setdefault(lv, []).append(i)
+                    break
+    ixs = tuple(tuple(ix) for ix in out.values())
+    singles = tuple(ix[0] for ix in ixs) if all(len(ix) == 1 for ix in ixs) else None
+    return tuple(out), ixs, singles
+
+
+def _layout_grouping(lay: Layout, name: str, model: str, group: str | None) -> _Grouping:
+    """``_grouping`` of a family's series of ``model`` in a layout, worked out once."""
+    k = (name, model, group)
+    g = lay.derived.get(k)
+    if g is None:
+        labels, at = lay.by_model.get((name, model), ((), ()))
+        g = lay.derived[k] = _grouping(labels, at, group)
+    return g  # type: ignore[return-value]
+
+
+def _created_at(lay: Layout, model: str) -> tuple[int, ...]:
+    """Where a layout's ``*_created`` series of ``model`` sit among its values."""
+    k = ("created", model)
+    ix = lay.derived.get(k)
+    if ix is None:
+        ix = lay.derived[k] = tuple(i for (name, mv), (_, at) in lay.by_model.items()
+                                    if mv == model and name.endswith("_created") for i in at)
+    return ix  # type: ignore[return-value]
+
+
+def _sums(g: _Grouping, values: Sequence[float]) -> dict[str, float]:
+    """Each group's sum: a group of one series is its value."""
+    keys, ixs, singles = g
+    if singles is not None:
+        return {k: values[i] for k, i in zip(keys, singles)}  # noqa: B905 (made together)
+    return {k: sum(map(values.__getitem__, ix)) for k, ix in zip(keys, ixs)}  # noqa: B905
 
 
 def _delta_map(a: dict[str, float], b: dict[str, float], reset: bool) -> dict[str, float]:
@@ -228,7 +282,25 @@ class _Window:
         self.before = _View(earlier) if earlier is not None else None
         self.model = model
         self._counters: dict[tuple[str, str | None], dict[str, float]] = {}
-        self._buckets: dict[str, list[tuple[float, float]] | None] = {}
+        self._buckets: dict[str, list[list[float]] | None] = {}
+        # Both ends read by one layout (the usual window): each series sits at the same
+        # index in both, so an increase is read pairwise from the two ends' values.
+        lay = later._layout
+        self._pair: tuple[Layout, list[float], list[float]] | None = None
+        if (earlier is not None and lay is not None and earlier._layout is lay
+                and later._values is not None and earlier._values is not None):
+            self._pair = (lay, earlier._values, later._values)
+        self._restarts: bool | None = None
+
+    def _any_created_moved(self) -> bool:
+        """Whether any ``*_created`` value of the model differs between the paired ends:
+        when none does, no family restarted, and none needs ``_family_reset``."""
+        if self._restarts is None:
+            assert self._pair is not None
+            lay, before, now = self._pair
+            ix = _created_at(lay, self.model)
+            self._restarts = [before[i] for i in ix] != [now[i] for i in ix]
+        return self._restarts
 
     def counter(self, name: str, group: str | None = None) -> dict[str, float]:
         """Reset-aware increases of ``name`` by ``group`` (callers never change it);
@@ -237,6 +309,18 @@ class _Window:
         hit = self._counters.get(k)
         if hit is not None:
             return hit
+        if self._pair is not None and self.before is not None:
+            lay, before, now = self._pair
+            keys, _, singles = _layout_grouping(lay, name, self.model, group)
+            if singles is not None:  # each group one series: the sums are the values
+                pairs = zip(keys, singles)  # noqa: B905 (one _grouping made both)
+                if self._any_created_moved() and _family_reset(
+                        self.before.exp, self.now.exp, name, self.model):
+                    b = {key: now[i] for key, i in pairs}
+                else:  # what _delta_map makes of the two ends' sums
+                    b = {key: counter_delta(before[i], now[i]) for key, i in pairs}
+                self._counters[k] = b
+                return b
         b = self.now.by_model(name, self.model, group)
         if self.before is not None:
             a = self.before.by_model(name, self.model, group)
@@ -249,26 +333,34 @@ class _Window:
         vals = self.counter(name)
         return finite(vals.get("")) if vals else None
 
-    def buckets(self, hist: str) -> list[tuple[float, float]] | None:
+    def buckets(self, hist: str) -> list[list[float]] | None:
+        """The window's bucket increases of ``hist``, prepared once for all its
+        quantiles (``numbers.cumulative_buckets``); None when there are none to read."""
         if hist in self._buckets:
             return self._buckets[hist]
         b = self.counter(hist + "_bucket", "le")
-        out: list[tuple[float, float]] | None = None
+        out: list[list[float]] | None = None
         if b:
-            out = []
-            for le, v in b.items():
-                try:
-                    out.append((float(le), v))
-                except ValueError:  # an unreadable bound is no bucket
-                    continue
+            vals = list(b.values())
+            out = cumulative_buckets([(bound, vals[i]) for i, bound in _bounds(tuple(b))])
         self._buckets[hist] = out
         return out
 
     def quantile(self, q: float, hist: str) -> float | None:
-        bs = self.buckets(hist)
-        if bs is None:
-            return None
-        return finite(histogram_quantile(q, bs))
+        return finite(bucket_quantile(q, self.buckets(hist)))
+
+
+@functools.lru_cache(maxsize=256)
+def _bounds(les: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+    """(index, bound) of each ``le`` that reads as a number: an unreadable bound is no
+    bucket. A histogram has the same bounds every scrape: read once, not per window."""
+    out = []
+    for i, le in enumerate(les):
+        try:
+            out.append((i, float(le)))
+        except ValueError:
+            continue
+    return tuple(out)
 
 
 def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
@@ -281,9 +373,9 @@ def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
 
 def _first(view: _View, names: tuple[str, ...], suffix: str = "") -> str | None:
     """The first family present (current name first, then the older ones)."""
-    samples = view.exp.samples
+    exp = view.exp
     for n in names:
-        if n + suffix in samples:
+        if n + suffix in exp:
             return n
     return None
 

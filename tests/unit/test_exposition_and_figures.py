@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -194,7 +195,6 @@ def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> No
     _same(compute(full_l, full_e, window, only="tiny-main")["tiny-main"],
           compute(part_l, part_e, window, only="tiny-main")["tiny-main"])
     assert len(part_l.samples) < len(full_l.samples)  # process_*, python_* … are not read
-    assert part_l.lines == full_l.lines
 
 
 def test_other_models_and_families_are_skipped_unread() -> None:
@@ -270,10 +270,13 @@ def _canon(samples: dict) -> dict:
 @given(st.lists(_line, max_size=14), st.lists(_line, max_size=14),
        st.lists(st.integers(0, 13), max_size=4), st.sampled_from(["m", None]))
 def test_a_memo_reads_every_scrape_as_the_long_way(first, extra, swaps, model) -> None:
-    """Two scrapes share a memo, the second one the first with lines added, moved and
-    values changed: the second reads exactly as it reads with no memo, errors and
-    line numbers included, and its model index is the one built from its samples."""
+    """Scrapes share a memo, the second one the first with lines added, moved and
+    values changed, the next ones the second with only values changed (read by its
+    layout when it has one), then one with a value that does not read: each reads
+    exactly as it reads with no memo, errors and line numbers included, and its model
+    index is the one built from its samples."""
     from console.collect.exposition import ParseMemo
+    from console.collect.figures import _View
 
     second = list(first) + list(extra)
     for i in swaps:
@@ -281,20 +284,99 @@ def test_a_memo_reads_every_scrape_as_the_long_way(first, extra, swaps, model) -
             j = i % len(second)
             second[0], second[j] = second[j], second[0]
     second = [ln.replace("2.5", "3.75") for ln in second]
+    third = [ln.replace("3.75", "6") for ln in second]
+    fourth = [ln.replace("NaN", "y") for ln in third]
     memo = ParseMemo()
-    for lines in (first, second, second):
+    for lines in (first, second, second, third, fourth, third):
         text = "\n".join(lines) + "\n"
         long_way = parse(text, _KEPT, model)
         got = parse(text, _KEPT, model, memo)
         assert _canon(got.samples) == _canon(long_way.samples)
-        assert (got.errors, got.error_count, got.lines) == (
-            long_way.errors, long_way.error_count, long_way.lines)
+        assert (got.errors, got.error_count) == (long_way.errors, long_way.error_count)
+        for name in _KEPT:  # the figures' sums, read by a layout or not
+            for group in (None, "le", "engine", "a"):
+                assert repr(_View(got).by_model(name, "m", group)) == repr(
+                    _View(long_way).by_model(name, "m", group))
         for name, fam in got.samples.items():
             want: dict = {}
             for labels, v in fam.items():
                 want.setdefault(dict(labels).get("model_name"), []).append((labels, v))
             assert {k: sorted(map(repr, v)) for k, v in got.by_label(
                 name, "model_name").items()} == {k: sorted(map(repr, v)) for k, v in want.items()}
+
+
+def test_a_scrape_with_the_last_ones_heads_is_read_by_its_layout() -> None:
+    """vLLM's next scrape has the same lines with other values: it is read by the layout
+    (and reads as the long way does); one line more, or a value that is not a number,
+    and it goes the long way again, and says what is wrong."""
+    from console.collect.exposition import ParseMemo
+    from console.collect.vllm import FAMILIES
+
+    text = NGRAM_LOAD.read_text()
+    later = re.sub(r"_(total|bucket|count)\{([^}]*)\} (\d+)\.0$",
+                   lambda m: f"_{m[1]}{{{m[2]}}} {int(m[3]) + 5}.0", text, flags=re.M)
+    assert later != text
+    memo = ParseMemo()
+    parse(text, FAMILIES, "tiny-main", memo)
+    assert memo.layout is not None and memo.layout_reads == 0
+    for scrape in (later, text, later):
+        got = parse(scrape, FAMILIES, "tiny-main", memo)
+        want = parse(scrape, FAMILIES, "tiny-main")
+        assert got == want and got.error_count == 0
+        assert {n: got.by_label(n, "model_name") for n in got.samples} == {
+            n: want.by_label(n, "model_name") for n in want.samples}
+    assert memo.layout_reads == 3
+    # a window between two scrapes read by the layout: the figures the long way gives
+    ends = [parse(x, FAMILIES, "tiny-main", memo) for x in (text, later)]
+    assert ends[1]._layout is not None and memo.layout_reads == 5
+    long_ends = [parse(x, FAMILIES, "tiny-main") for x in (text, later)]
+    got_f = compute(ends[1], ends[0], 10.0, only="tiny-main")["tiny-main"]
+    want_f = compute(long_ends[1], long_ends[0], 10.0, only="tiny-main")["tiny-main"]
+    assert repr(got_f) == repr(want_f) and got_f.ttft_p95_s is not None
+    # a restart of one family between the ends (its counter lower, its *_created later):
+    # read by the layout too, and what the long way makes of it
+    restarted = later.replace(
+        'vllm:prompt_tokens_total{engine="0",model_name="tiny-main"} 616.0',
+        'vllm:prompt_tokens_total{engine="0",model_name="tiny-main"} 7.0').replace(
+        "prompt_tokens_created{engine=\"0\",model_name=\"tiny-main\"} 1.7959417587544973e+09",
+        "prompt_tokens_created{engine=\"0\",model_name=\"tiny-main\"} 1.7959418e+09")
+    assert restarted.count("7.0\n") > later.count("7.0\n") and "1.7959418e+09" in restarted
+    for e_text, l_text, want_prompt, want_gen in ((text, restarted, 7.0, 5.0),
+                                                  (restarted, later, 616.0, 0.0)):
+        pair = [parse(x, FAMILIES, "tiny-main", memo) for x in (e_text, l_text)]
+        assert pair[0]._layout is pair[1]._layout is not None
+        longs = [parse(x, FAMILIES, "tiny-main") for x in (e_text, l_text)]
+        f = compute(pair[1], pair[0], 10.0, only="tiny-main")["tiny-main"]
+        assert repr(f) == repr(compute(longs[1], longs[0], 10.0, only="tiny-main")["tiny-main"])
+        assert f.prompt_tokens == want_prompt  # the whole count since the restart
+        assert f.generation_tokens == want_gen  # a family that did not restart: its increase
+    # figures ask families one at a time: the scrape's dict of every family is never built
+    assert ends[1]._samples is None
+    for name in long_ends[1].samples:
+        assert ends[1].series(name) == long_ends[1].series(name) and name in ends[1]
+    assert ends[1].names() == list(long_ends[1].samples) and "vllm:nothing" not in ends[1]
+    assert ends[1].series("vllm:nothing") == {} and ends[1]._samples is None
+    assert got_f.value("prompt_tps") == 0.5
+    running = 'vllm:num_requests_running{engine="0",model_name="tiny-main"} '
+    assert running in text
+    odd = re.sub(re.escape(running) + r"\S+", running + "many", text)
+    reads = memo.layout_reads
+    got = parse(odd, FAMILIES, "tiny-main", memo)
+    assert got == parse(odd, FAMILIES, "tiny-main") and got.error_count == 1
+    assert got.errors[0].endswith("unreadable value") and memo.layout_reads == reads
+    assert memo.layout is None  # a scrape with an error is no layout
+    parse(text, FAMILIES, "tiny-main", memo)
+    more = text.replace(running, running + "1\n" + running.replace('"0"', '"1"'), 1)
+    got = parse(more, FAMILIES, "tiny-main", memo)
+    assert got == parse(more, FAMILIES, "tiny-main") and memo.layout_reads == reads
+    assert len(got.samples["vllm:num_requests_running"]) == 2
+    # a target that also exports other models every scrape: the layout is the one of
+    # the lines kept, and the next scrape is read by it after the others are dropped
+    other = 'vllm:num_requests_running{engine="0",model_name="other"} 4\n'
+    for scrape in (text + other, later + other, text + other):
+        got = parse(scrape, FAMILIES, "tiny-main", memo)
+        assert got == parse(scrape, FAMILIES, "tiny-main")
+    assert memo.layout_reads == reads + 2
 
 
 def test_a_memo_stays_bounded_and_follows_its_families_and_model() -> None:
