@@ -51,8 +51,7 @@ class Exposition:
         if self._samples is None:
             lay, values = self._layout, self._values
             built = {} if lay is None or values is None else {
-                name: dict(zip(labels, [values[i] for i in ix], strict=True))
-                for name, (labels, ix) in lay.families.items()}
+                name: lay.series(name, values) for name in lay.families}
             object.__setattr__(self, "_samples", built)  # frozen: filled once, then kept
             return built
         return self._samples
@@ -68,10 +67,7 @@ class Exposition:
     def series(self, name: str) -> dict[Labels, float]:
         lay, values = self._layout, self._values
         if self._samples is None and lay is not None and values is not None:
-            got = lay.families.get(name)
-            if got is None:
-                return {}
-            return dict(zip(got[0], [values[i] for i in got[1]], strict=True))
+            return lay.series(name, values)
         return self.samples.get(name, {})
 
     def names(self) -> list[str]:
@@ -273,6 +269,13 @@ class Layout:
     """What readers work out from the layout alone, kept for its next scrapes (the
     figures' groupings: one per family and label the catalog asks, so bounded)."""
 
+    def series(self, name: str, values: list[float]) -> dict[Labels, float]:
+        """Family ``name`` of a scrape read by this layout, with its ``values``."""
+        got = self.families.get(name)
+        if got is None:
+            return {}
+        return dict(zip(got[0], [values[i] for i in got[1]], strict=True))
+
     def values_of(self, samples: dict[str, dict[Labels, float]]) -> list[float]:
         """The values of a scrape this layout was learnt on, in its order."""
         out = [0.0] * len(self.cuts)
@@ -428,25 +431,12 @@ def parse(text: str, families: frozenset[str] | None = None,
                 lineno += offset
             errors.append(f"line {lineno}: {why}")
 
-    # with a memo, the series are also grouped by model_name as they are read (what
-    # figures ask first of each family), from what the memo remembers of each head
-    by_model: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = {}
-
-    def keep(name: str, labels: Labels, value: float, mv: str | None, lineno: int) -> None:
+    def keep(name: str, labels: Labels, value: float, lineno: int) -> None:
         fam = samples.get(name)
         if fam is None:
             fam = samples[name] = {}
         if fam.setdefault(labels, value) is not value:  # the first one stays
             bad(lineno, f"duplicate series {name}")
-            return
-        if heads is not None:
-            idx = by_model.get((name, "model_name"))
-            if idx is None:
-                idx = by_model[(name, "model_name")] = {}
-            group = idx.get(mv)
-            if group is None:
-                group = idx[mv] = []
-            group.append((labels, value))
 
     head = ""
     learnt = 0
@@ -462,7 +452,7 @@ def parse(text: str, families: frozenset[str] | None = None,
                 except ValueError:  # not a number: the long way below says what it is
                     hit = _MISS
                 if hit is not _MISS:
-                    keep(hit[0], hit[1], value, hit[2], lineno)
+                    keep(hit[0], hit[1], value, lineno)
                     continue
             # a head decides alone only when it holds the name: not blank, not indented
             if not head or head[0].isspace():
@@ -519,10 +509,9 @@ def parse(text: str, families: frozenset[str] | None = None,
         if not name:
             bad(lineno, "missing metric name")
             continue
-        mv = label(labels, "model_name") if heads is not None else None
-        keep(name, labels, value, mv, lineno)
+        keep(name, labels, value, lineno)
         if head and len(rest) == 1 and len(head) + 1 + len(rest[0]) == len(line):
-            heads[head] = (name, labels, mv)  # type: ignore[index]
+            heads[head] = (name, labels, label(labels, "model_name"))  # type: ignore[index]
             learnt += len(head)
     if memo is not None and heads is not None:
         memo.chars += learnt
@@ -531,10 +520,10 @@ def parse(text: str, families: frozenset[str] | None = None,
         memo.layout = (_learn_layout(lines, heads)
                        if error_count == 0 and len(lines) <= memo.limit else None)
         if memo.layout is not None:  # this scrape is read by it too (a window's far end)
-            return Exposition(_samples=samples, types=types, _index=by_model,
-                              _layout=memo.layout, _values=memo.layout.values_of(samples))
+            return Exposition(_samples=samples, types=types, _layout=memo.layout,
+                              _values=memo.layout.values_of(samples))
     return Exposition(_samples=samples, types=types, errors=tuple(errors),
-                      error_count=error_count, _index=by_model)
+                      error_count=error_count)
 
 
 def label(labels: Labels, key: str) -> str | None:
