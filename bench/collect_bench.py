@@ -14,7 +14,7 @@ Prints, for the real ~55 KB vLLM 0.32.0 exposition:
     read, nothing else), each the median of ``--cycles``, and the median of their ratio
     over back-to-back pairs. Target: ratio <= 2 at 64 slots.
   * the same floor through httpx, the general-purpose client the collectors used before
-    ``console/collect/http.py`` replaced it on the hot path (for the record: that change
+    ``console/sources/collect/http.py`` replaced it on the hot path (for the record: that change
     cut the console's own cycle ~3x, and left parsing as most of what remains).
 
 CPU is this process's ``time.process_time()``; the slot server runs in another process,
@@ -39,13 +39,13 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from console.collect.exposition import ParseMemo, parse  # noqa: E402
-from console.collect.figures import compute  # noqa: E402
-from console.collect.http import HttpClient  # noqa: E402
-from console.collect.poller import DeploymentPoller  # noqa: E402
-from console.collect.targets import SlotTarget  # noqa: E402
-from console.collect.vllm import FAMILIES  # noqa: E402
-from console.history import History  # noqa: E402
+from console.model.history import History  # noqa: E402
+from console.sources.collect.exposition import ParseMemo, parse  # noqa: E402
+from console.sources.collect.figures import compute  # noqa: E402
+from console.sources.collect.http import HttpClient  # noqa: E402
+from console.sources.collect.poller import DeploymentPoller  # noqa: E402
+from console.sources.collect.targets import SlotTarget  # noqa: E402
+from console.sources.collect.vllm import FAMILIES  # noqa: E402
 
 EXPOSITION = ROOT / "tests/fixtures/vllm-0.32.0-cpu/ngram/metrics-specdecode-after-basic-load.txt"
 

@@ -42,8 +42,8 @@ def rss_kib() -> int:
 
 async def soak(hours: float, refresh_s: float, warmup_h: float, trace: bool = False
                ) -> dict[str, object]:
-    from console.app import make_app
     from console.commands.tui_cmd import build_demo
+    from console.ui.app import make_app
 
     demo, ctx = build_demo(seed=5, refresh_s=refresh_s, startup_s=1.0)
     clock = Clock()

@@ -54,9 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from console import catalog  # noqa: E402
-from console.collect.exposition import parse  # noqa: E402
-from console.collect.figures import compute  # noqa: E402
 from console.demo.deployment import DEMO_KEY, DemoDeployment  # noqa: E402
+from console.sources.collect.exposition import parse  # noqa: E402
+from console.sources.collect.figures import compute  # noqa: E402
 
 COLS, ROWS = 160, 48
 ROW = re.compile(r"^\s*(?P<slot>\S+)\s+(?P<model>\S+)\s+(?P<port>\d{4,5})\s.*?\bUP\s+"

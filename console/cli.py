@@ -8,8 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__
-from .commands import (
+from console import __version__
+from console.commands import (
     catalog_cmd,
     fleet_cmd,
     metrics_cmd,
@@ -20,7 +20,7 @@ from .commands import (
     tui_cmd,
     verify_cmd,
 )
-from .config_file import CONTEXT_ENV
+from console.config.config_file import CONTEXT_ENV
 
 CONSOLE_COMMANDS = ("watch", "wall", "demo")
 """Commands that open the console (garbage collection is off while it starts)."""

@@ -1,6 +1,6 @@
 """Record what NVML answers on a real GPU host, call by call, for an NVML stand-in.
 
-Run on a GPU machine:  python tools/nvml_capture.py OUT_DIR [--load SECONDS]
+Run on a GPU machine:  python tools/nvml_capture.py OUT_DIR [--load SECONDS] [--memory]
 
 Writes OUT_DIR/nvml-<phase>.json for each phase (``idle``; with ``--load``, ``load``
 while a PyTorch matrix-product loop runs on every GPU): every NVML query the pod
@@ -10,6 +10,16 @@ is recorded as such, not skipped. Also ``nvidia-smi.csv`` (the fallback's query)
 ``nvidia-smi-q.txt``, ``timing.json`` (the cost of one telemetry sample per GPU) and
 ``events.json`` (which event types the GPUs accept for registration, and what a 1 s
 wait returned).
+
+With ``--memory``, ``memory-<phase>.json`` for phases ``idle`` (no program on the GPU),
+``context`` (one process holding a CUDA context), ``alloc`` (that process holding a few
+odd-sized buffers too), ``two-contexts`` (a second process's context besides) and
+``load`` (a matrix-product loop): NVML's v1 and v2 memory
+answers, ``nvidia-smi --query-gpu=SMI_MEMORY`` (bare and with units), the FB section of
+``nvidia-smi -q -d MEMORY``, and the pod agent's own reading and exposition lines, all
+at one instant. The NVML answers are read before and after nvidia-smi; ``steady`` says
+they were equal, so nvidia-smi saw the same memory the NVML answers say (tried up to
+five times per phase).
 """
 
 from __future__ import annotations
@@ -196,6 +206,94 @@ def events(outdir: Path) -> None:
     (outdir / "events.json").write_text(json.dumps(out, indent=1))
 
 
+SMI_MEMORY = "memory.used,memory.reserved,memory.free,memory.total"
+
+
+def memory_answers() -> dict[str, Any]:
+    """v1 and v2 memory of every GPU, as recorded calls."""
+    out: dict[str, Any] = {}
+    for i in range(N.nvmlDeviceGetCount()):
+        h = N.nvmlDeviceGetHandleByIndex(i)
+        HANDLE_INDEX[id(h)] = i
+        call(out, "nvmlDeviceGetMemoryInfo", h)
+        call(out, "nvmlDeviceGetMemoryInfo", h, N.nvmlMemory_v2)
+    return out
+
+
+def smi(*args: str) -> str:
+    r = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60)
+    return r.stdout + r.stderr
+
+
+def memory_instant(phase: str, outdir: Path) -> None:
+    """NVML's memory answers, nvidia-smi's and the agent's at one instant."""
+    from pod_agent.exporter import Collector
+    from pod_agent.gpus import GpuTelemetry, NvmlSource
+
+    source = NvmlSource(N)
+    doc: dict[str, Any] = {"phase": phase, "smi_query": SMI_MEMORY}
+    for attempt in range(5):
+        before = memory_answers()
+        bare = smi(f"--query-gpu={SMI_MEMORY}", "--format=csv,noheader,nounits")
+        units = smi(f"--query-gpu={SMI_MEMORY}", "--format=csv,noheader")
+        agent = [source.read(i) for i in range(source.count)]
+        after = memory_answers()
+        doc.update(attempt=attempt, time=time.time(), before=before, after=after,
+                   steady=before == after, smi_csv=bare, smi_csv_units=units,
+                   agent=[{k: v for k, v in r.to_json().items() if k.startswith("mem_")}
+                          for r in agent])
+        if doc["steady"]:
+            break
+        time.sleep(0.5)
+    q = smi("-q", "-d", "MEMORY")
+    doc["smi_q_memory"] = q
+    doc["after_q_steady"] = memory_answers() == doc["after"]
+    tel = GpuTelemetry(agent, "nvml", t=time.time())
+    coll = Collector(lambda: tel, None, "capture")
+    doc["exposition"] = [f"{s.name}{{gpu=\"{s.labels['gpu']}\"}} {s.value}"
+                         for fam in coll.collect() for s in fam.samples
+                         if s.name.startswith("DCGM_FI_DEV_FB_")]
+    (outdir / f"memory-{phase}.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def hold_memory(outdir: Path, load_s: float) -> None:
+    """The ``context``, ``alloc`` and ``load`` phases, in this process (a CUDA context
+    on every GPU, then buffers of odd sizes, then a matrix-product loop)."""
+    import torch
+
+    n = torch.cuda.device_count()
+    keep = [torch.ones(1, device=f"cuda:{d}") for d in range(n)]
+    torch.cuda.synchronize()
+    memory_instant("context", outdir)
+    for d in range(n):  # sizes that are no whole MiB, nor whole 2 MiB pages
+        for mib in (1000.3, 37.7, 5.1):
+            keep.append(torch.empty(int(mib * (1 << 20)), dtype=torch.uint8,
+                                    device=f"cuda:{d}"))
+    torch.cuda.synchronize()
+    memory_instant("alloc", outdir)
+    # a second process's context: another odd amount, so the captured figures do not
+    # all share one fraction of a MiB
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys, torch\n"
+         "[torch.ones(1, device=f'cuda:{d}') for d in range(torch.cuda.device_count())]\n"
+         "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdin is not None
+    if other.stdout.readline().strip() == "ready":
+        memory_instant("two-contexts", outdir)
+    other.stdin.close()
+    other.wait(60)
+    if load_s:
+        stop = threading.Event()
+        t = threading.Thread(target=load, args=(load_s, stop))
+        t.start()
+        time.sleep(min(load_s / 2, 10))
+        memory_instant("load", outdir)
+        stop.set()
+        t.join()
+    del keep
+
+
 def load(seconds: float, stop: threading.Event) -> None:
     import torch
 
@@ -221,6 +319,13 @@ def main() -> int:
     outdir.mkdir(parents=True, exist_ok=True)
     load_s = float(sys.argv[sys.argv.index("--load") + 1]) if "--load" in sys.argv else 0
     N.nvmlInit()
+    if "--memory" in sys.argv:
+        try:
+            memory_instant("idle", outdir)
+            hold_memory(outdir, load_s)
+        finally:
+            N.nvmlShutdown()
+        return 0
     try:
         capture("idle", outdir)
         timing(outdir)

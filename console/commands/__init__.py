@@ -1,6 +1,6 @@
 """Headless subcommands of ``pod-console``; each module registers its own parser."""
 
-from ..fmt import aligned
+from console.model.fmt import aligned
 
 __all__ = ["aligned", "examples"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import examples
+from console.commands import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def rows(window_s: float) -> list[dict[str, object]]:
     from dataclasses import asdict
 
-    from ..catalog import CATALOG
-    from ..collect.promql import source_query
+    from console.model.catalog import CATALOG
+    from console.sources.collect.promql import source_query
 
     out: list[dict[str, object]] = []
     for fig in CATALOG:

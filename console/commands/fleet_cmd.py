@@ -1,4 +1,4 @@
-"""``pod-console fleet``: every context's pod on one line (``console/fleet.py``)."""
+"""``pod-console fleet``: every context's pod on one line (``console/session/fleet.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from . import examples
+from console.commands import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def _fleet(config: Path | None):  # type: ignore[no-untyped-def]
-    from ..fleet import FleetCollector
+    from console.session.fleet import FleetCollector
 
     fleet = FleetCollector(config)
     try:

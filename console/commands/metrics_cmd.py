@@ -7,9 +7,9 @@ import json
 import sys
 import time
 
-from ..collect.exposition import parse
-from ..collect.figures import compute
-from . import aligned, examples
+from console.commands import aligned, examples
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
 
 MAX_BYTES = 16 * 1024 * 1024
 
@@ -46,7 +46,7 @@ def read_source(src: str, timeout: float) -> tuple[str, float]:
     if src.startswith(("http://", "https://")):
         import asyncio
 
-        from ..collect.http import HttpClient, HttpError
+        from console.sources.collect.http import HttpClient, HttpError
 
         async def fetch() -> tuple[int, bytes]:
             client = HttpClient()
@@ -119,7 +119,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def figures_table(figures: dict, window: float | None) -> str:
     """Every model figure of the catalog, one row each, one column per model, formatted as
     the console shows it."""
-    from ..catalog import MODEL_FIGURES
+    from console.model.catalog import MODEL_FIGURES
 
     models = sorted(figures)
     head = f"figures over {window:.0f} s" if window else "lifetime figures (one capture)"

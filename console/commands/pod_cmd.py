@@ -30,13 +30,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import config_file
-from . import examples
+from console.commands import examples
+from console.config import config_file
 
 if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
-    from ..provider.base import Provider
-    from ..remote import AgentTransport
-    from ..settings import Settings
+    from console.config.settings import Settings
+    from console.sources.provider.base import Provider
+    from console.sources.remote import AgentTransport
 
 # ``provision.EXIT_*``, without importing the provisioner to parse argv
 EXIT_FATAL, EXIT_INTERRUPTED, EXIT_LEAKED = 3, 6, 7
@@ -79,7 +79,7 @@ def current_pod_file(settings: Settings) -> Path:
 def apply_current_pod(settings: Settings) -> None:
     """``deployment.apply_current_pod``, imported when used: the CLI loads this module
     before the console's first frame, which must not wait for the settings' imports."""
-    from ..deployment import apply_current_pod as apply
+    from console.session.deployment import apply_current_pod as apply
 
     apply(settings)
 
@@ -116,7 +116,7 @@ def _exclusive(state_dir: Path) -> Iterator[None]:
 
 def _audit(audit, action: str, args: dict, result: str, **extra) -> bool:
     """Write one audit record; a full disk is said on stderr, never a traceback."""
-    from ..actions.audit import AuditError
+    from console.operations.audit import AuditError
 
     try:
         audit.append(action, args, result, **extra)
@@ -152,8 +152,8 @@ async def _interruptible(main: Callable[[], Awaitable[int]]) -> int:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Settings, Provider]:
-    from ..provider import make_provider
-    from ..settings import ConfigError, load_settings
+    from console.config.settings import ConfigError, load_settings
+    from console.sources.provider import make_provider
 
     settings = load_settings(args.config)
     apply_current_pod(settings)
@@ -175,11 +175,16 @@ async def _up(args: argparse.Namespace) -> int:
 
 async def _up_locked(args: argparse.Namespace, settings: Settings,
                      client: Provider) -> int:
-    from ..actions.audit import AuditError, audit_log_for
-    from ..alerts import Alert, notify
-    from ..deployment import open_deployment
-    from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
-    from ..remote import AgentEndpoint, AgentTransport
+    from console.model.alerts import Alert, notify
+    from console.operations.audit import AuditError, audit_log_for
+    from console.operations.provision import (
+        EXIT_LEAKED,
+        ProvisionConfig,
+        Provisioner,
+        ProvisionFailed,
+    )
+    from console.session.deployment import open_deployment
+    from console.sources.remote import AgentEndpoint, AgentTransport
 
     dep = open_deployment(settings)
     cfg = ProvisionConfig(rounds=args.rounds, round_wait_s=args.round_wait,
@@ -237,9 +242,9 @@ async def _smoke_after_up(settings: Settings, audit, pod_id: str) -> int:
     """``up``'s last step: the smoke test through the path users take. The pod stays up
     either way (it is healthy as far as the agent can tell); a failure is exit 5 naming
     the failing check, for cron to report."""
-    from ..deployment import DeploymentError
-    from ..provision import EXIT_UNHEALTHY
-    from .verify_cmd import smoke_for_settings
+    from console.commands.verify_cmd import smoke_for_settings
+    from console.operations.provision import EXIT_UNHEALTHY
+    from console.session.deployment import DeploymentError
 
     apply_current_pod(settings)  # the pod just brought up, at its address
     try:
@@ -281,9 +286,9 @@ async def _extension_holds(settings: Settings) -> str | None:
     """What keeps the pod up, as its agent says (None: nothing, or no agent to ask).
     The pod's own clock judges the extension: a laptop whose clock is off must not
     stop a pod its user extended, nor keep one whose extension ended."""
-    from ..agent_client import AgentClient
-    from ..context import ssh_transport
-    from ..remote import AgentError
+    from console.session.context import ssh_transport
+    from console.sources.agent_client import AgentClient
+    from console.sources.remote import AgentError
 
     transport = ssh_transport(settings)
     if transport is None:
@@ -313,8 +318,13 @@ async def _extension_holds(settings: Settings) -> str | None:
 
 
 async def _down_locked(settings: Settings, client: Provider, force: bool = False) -> int:
-    from ..actions.audit import audit_log_for
-    from ..provision import EXIT_LEAKED, ProvisionConfig, Provisioner, ProvisionFailed
+    from console.operations.audit import audit_log_for
+    from console.operations.provision import (
+        EXIT_LEAKED,
+        ProvisionConfig,
+        Provisioner,
+        ProvisionFailed,
+    )
 
     prov = Provisioner(client, [], lambda *a: None,
                        ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir)),
@@ -344,8 +354,8 @@ async def _down_locked(settings: Settings, client: Provider, force: bool = False
 
 
 def _run(name: str, main: Callable[[], Awaitable[int]]) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
+    from console.config.settings import ConfigError
+    from console.session.deployment import DeploymentError
 
     try:
         return asyncio.run(_interruptible(main))

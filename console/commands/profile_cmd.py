@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import examples
+from console.commands import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,9 +56,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from console.config.render import PodAddress, render_all, write_all
     from pod_agent.profiles import check_file, profile_name
-
-    from ..render import PodAddress, render_all, write_all
 
     path = Path(args.profile)
     profile, problems = check_file(path)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import examples
+from console.commands import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,9 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from ..context import make_context
-    from ..settings import load_settings
-    from .pod_cmd import apply_current_pod
+    from console.commands.pod_cmd import apply_current_pod
+    from console.config.settings import load_settings
+    from console.session.context import make_context
 
     settings = load_settings(args.config)
     apply_current_pod(settings)
@@ -83,8 +83,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def cmd_rebalance(args: argparse.Namespace) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
+    from console.config.settings import ConfigError
+    from console.session.deployment import DeploymentError
 
     try:
         return asyncio.run(_run(args))

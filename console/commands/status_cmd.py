@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import aligned, examples
+from console.commands import aligned, examples
 
 if TYPE_CHECKING:
-    from ..snapshot import PodSnapshot
+    from console.model.snapshot import PodSnapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,15 +38,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
-    from ..agent_client import AgentClient
-    from ..alerts import evaluate
-    from ..collect.gpu_metrics import from_settings as gpu_metrics_from_settings
-    from ..collect.pod import PodCollector
-    from ..context import ssh_transport
-    from ..deployment import open_deployment
-    from ..provider import make_provider
-    from ..settings import load_settings
-    from ..spend import SpendBook
+    from console.config.settings import load_settings
+    from console.model.alerts import evaluate
+    from console.session.context import ssh_transport
+    from console.session.deployment import open_deployment
+    from console.session.spend import SpendBook
+    from console.sources.agent_client import AgentClient
+    from console.sources.collect.gpu_metrics import from_settings as gpu_metrics_from_settings
+    from console.sources.collect.pod import PodCollector
+    from console.sources.provider import make_provider
 
     settings = load_settings(args.config)
     dep = open_deployment(settings)
@@ -110,8 +110,8 @@ def stop_json(pod: PodSnapshot, now: float) -> dict[str, object] | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
+    from console.config.settings import ConfigError
+    from console.session.deployment import DeploymentError
 
     try:
         out = asyncio.run(_snapshot(args))
@@ -127,7 +127,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def slots_table(snap: dict) -> str:
     """One line per slot with the table's columns (catalog), then each slot's error."""
-    from ..catalog import BY_KEY, columns
+    from console.model.catalog import BY_KEY, columns
 
     cols = columns()
     rows = [("SLOT", "HEALTH", *(c.header for _, c in cols))]
@@ -159,7 +159,7 @@ def slots_table(snap: dict) -> str:
 
 
 def pod_lines(pod: dict | None) -> list[str]:
-    from .. import fmt
+    from console.model import fmt
 
     if not pod or (pod["pod_id"] is None and pod["status"] is None):
         return []  # no pod configured: nothing to say about it

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import examples
+from console.commands import examples
 
 if TYPE_CHECKING:
-    from ..boot import BootPlan
-    from ..session import ConsoleContext, StagedStart
-    from ..settings import Settings
+    from console.config.settings import Settings
+    from console.session.boot import BootPlan
+    from console.session.view import ConsoleContext, StagedStart
 
 
 
@@ -86,8 +86,8 @@ def _web_flags(p: argparse.ArgumentParser) -> None:
 def cmd_watch(args: argparse.Namespace) -> int:
     if getattr(args, "web", None):
         return cmd_web_wall(args)
-    from ..app import make_app
-    from ..boot import plan
+    from console.session.boot import plan
+    from console.ui.app import make_app
 
     boot = plan(args.config, args.refresh)
     if boot is None:  # the fast reading was not sure: validate first, then open
@@ -101,7 +101,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         app = make_app(staged_start(boot, args.config, args.refresh, args.wall,
                                     getattr(args, "rotate", 15.0)), wall=args.wall)
     app.run()
-    from ..session import SwitchRequest
+    from console.session.view import SwitchRequest
 
     if isinstance(app.return_value, SwitchRequest):
         reopen_on(app.return_value.context)  # does not return
@@ -137,7 +137,7 @@ def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
                  before_serving: Callable[[], None] | None = None) -> int:
     """Check the web flags, then serve; ``before_serving`` runs once they are known good
     (the demo starts its deployment there, not for a command line that is refused)."""
-    from .. import web_wall
+    from console.ui import web_wall
 
     try:
         host, port = web_wall.parse_listen(args.web)
@@ -162,9 +162,9 @@ def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
 
 
 def full_context(config: Path | None, refresh: float | None, wall: bool) -> ConsoleContext | None:
-    from ..context import make_context
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError
+    from console.config.settings import ConfigError
+    from console.session.context import make_context
+    from console.session.deployment import DeploymentError
 
     try:
         ctx = make_context(load_validated(config, refresh), read_only=wall)
@@ -176,8 +176,8 @@ def full_context(config: Path | None, refresh: float | None, wall: bool) -> Cons
 
 
 def load_validated(config: Path | None, refresh: float | None) -> Settings:
-    from ..settings import load_settings
-    from .pod_cmd import apply_current_pod
+    from console.commands.pod_cmd import apply_current_pod
+    from console.config.settings import load_settings
 
     settings = load_settings(config, refresh_s=refresh)
     apply_current_pod(settings)
@@ -187,9 +187,9 @@ def load_validated(config: Path | None, refresh: float | None) -> Settings:
 def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wall: bool,
                  rotate_s: float) -> StagedStart:
     """First frame from the boot plan; the validated context follows in a thread."""
-    from ..collect.poller import DeploymentPoller
-    from ..history import History
-    from ..session import ConsoleView, StagedStart
+    from console.model.history import History
+    from console.session.view import ConsoleView, StagedStart
+    from console.sources.collect.poller import DeploymentPoller
 
     history = History(boot.history_s, boot.refresh_s)
     poller = DeploymentPoller(
@@ -201,8 +201,8 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
                        plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s)
 
     def finish(poller: DeploymentPoller, history: History) -> ConsoleContext:
-        from ..context import make_context
-        from ..widgets import plot_widgets  # noqa: F401 — imported here, off the UI thread
+        from console.session.context import make_context
+        from console.ui.widgets import plot_widgets  # noqa: F401 — imported here, off the UI thread
 
         ctx = make_context(load_validated(config, refresh), read_only=wall, poller=poller,
                            history=history)
@@ -215,7 +215,7 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
 
 def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True):
     """A console context on a running demo deployment (a new one per app)."""
-    from ..context import make_context
+    from console.session.context import make_context
 
     settings = demo.settings(refresh_s)
     ctx = make_context(settings, read_only=wall, transport=demo.transport_for(demo.pod_id),
@@ -231,7 +231,7 @@ def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
                workdir: Path | None = None, startup_s: float = 4.0,
                clock_speed: float = 1.0):
     """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
-    from ..demo.deployment import DemoDeployment
+    from console.demo.deployment import DemoDeployment
 
     demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s,
                           clock_speed=clock_speed)
@@ -242,7 +242,7 @@ def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.web:
         return demo_web_wall(args)
-    from ..app import make_app
+    from console.ui.app import make_app
 
     print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
     demo, ctx = build_demo(args.seed, args.refresh, args.wall,
@@ -261,7 +261,7 @@ def demo_web_wall(args: argparse.Namespace) -> int:
     says ``demo: true`` (so the page says DEMO) — the same code as a real web wall."""
     import os
 
-    from ..demo.deployment import DemoDeployment
+    from console.demo.deployment import DemoDeployment
 
     demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed)
     config: list[Path] = []

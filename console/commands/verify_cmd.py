@@ -1,6 +1,6 @@
 """Proving a deployment: ``pod-console smoke`` (it answers the way its users reach it,
-``console/smoke.py``) and ``pod-console bench`` (how fast, and how well speculative
-decoding pays, ``console/benchmark``).
+``console/operations/smoke.py``) and ``pod-console bench`` (how fast, and how well speculative
+decoding pays, ``console/operations/benchmark``).
 
 smoke: exit 0 when every check passes (skips allowed), 1 when one fails, 3 on a
 configuration that cannot be read.
@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import aligned, examples
+from console.commands import aligned, examples
 
 EXIT_FAILED, EXIT_CONFIG, EXIT_REGRESSION, EXIT_INTERRUPTED = 1, 3, 4, 130
 
@@ -76,9 +76,9 @@ def _words(text: str) -> list[str]:
 
 async def smoke_for_settings(settings, on_check=None):  # type: ignore[no-untyped-def]
     """The smoke test of the settings' deployment (today's profile, the pod's address)."""
-    from ..collect.http import HttpClient
-    from ..deployment import open_deployment
-    from ..smoke import plan_for, run_smoke
+    from console.operations.smoke import plan_for, run_smoke
+    from console.session.deployment import open_deployment
+    from console.sources.collect.http import HttpClient
 
     dep = open_deployment(settings)
     client = HttpClient()
@@ -90,12 +90,12 @@ async def smoke_for_settings(settings, on_check=None):  # type: ignore[no-untype
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError, load_settings
+    from console.config.settings import ConfigError, load_settings
+    from console.session.deployment import DeploymentError
 
     try:
         settings = load_settings(args.config)
-        from .pod_cmd import apply_current_pod
+        from console.commands.pod_cmd import apply_current_pod
 
         apply_current_pod(settings)
         report = asyncio.run(smoke_for_settings(settings))
@@ -118,11 +118,11 @@ def _progress_line(step: str, fraction: float | None, message: str) -> None:
 async def _pod_facts(settings):  # type: ignore[no-untyped-def]
     """Where the benchmark runs, as the provider and the agent say (unknown when neither
     answers in time: a record is still worth keeping)."""
-    from ..agent_client import AgentClient
-    from ..benchmark.measure import PodFacts
-    from ..collect.pod import PodCollector
-    from ..context import ssh_transport
-    from ..provider import make_provider
+    from console.operations.benchmark.measure import PodFacts
+    from console.session.context import ssh_transport
+    from console.sources.agent_client import AgentClient
+    from console.sources.collect.pod import PodCollector
+    from console.sources.provider import make_provider
 
     client = make_provider(settings)
     transport = ssh_transport(settings)
@@ -137,12 +137,17 @@ async def _pod_facts(settings):  # type: ignore[no-untyped-def]
 
 
 async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
-    from ..actions.audit import audit_log_for
-    from ..benchmark.record import lines
-    from ..benchmark.runner import RecordNotKept, baseline_of, bench_and_record, plans_for
-    from ..collect.http import HttpClient
-    from ..deployment import open_deployment
-    from .pod_cmd import _audit, _interruptible
+    from console.commands.pod_cmd import _audit, _interruptible
+    from console.operations.audit import audit_log_for
+    from console.operations.benchmark.record import lines
+    from console.operations.benchmark.runner import (
+        RecordNotKept,
+        baseline_of,
+        bench_and_record,
+        plans_for,
+    )
+    from console.session.deployment import open_deployment
+    from console.sources.collect.http import HttpClient
 
     dep = open_deployment(settings)
     plans = plans_for(dep.today.name, dep.today.profile, dep.targets, settings, args.slots,
@@ -202,7 +207,7 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
 
 
 def _history(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
-    from ..benchmark.record import load_history
+    from console.operations.benchmark.record import load_history
 
     recs, bad = load_history(settings.state_dir)
     if args.slots:
@@ -231,13 +236,13 @@ def _history(args: argparse.Namespace, settings) -> int:  # type: ignore[no-unty
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..benchmark.runner import BenchError
-    from ..deployment import DeploymentError
-    from ..settings import ConfigError, load_settings
+    from console.config.settings import ConfigError, load_settings
+    from console.operations.benchmark.runner import BenchError
+    from console.session.deployment import DeploymentError
 
     try:
         settings = load_settings(args.config)
-        from .pod_cmd import apply_current_pod
+        from console.commands.pod_cmd import apply_current_pod
 
         apply_current_pod(settings)
         if args.history:

@@ -27,12 +27,11 @@ from typing import Any
 
 import yaml
 
+from console.config.settings import AlertTiming, PodSettings, Settings, SlotThresholds
+from console.operations.provision import ProvisionConfig
+from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
+from console.sources.remote import LocalAgentTransport
 from pod_agent.profiles import LoadedProfile, load_profiles
-
-from ..provider.emulator import EmulatorServer, EmulatorState, HostInfo
-from ..provision import ProvisionConfig
-from ..remote import LocalAgentTransport
-from ..settings import AlertTiming, PodSettings, Settings, SlotThresholds
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -268,7 +267,7 @@ class DemoDeployment:
         env = os.environ.get("POD_CONSOLE_STATE_DIR")
         if env:
             return Path(env)
-        from ..config_file import default_state_dir
+        from console.config.config_file import default_state_dir
 
         return default_state_dir() / "demo"
 

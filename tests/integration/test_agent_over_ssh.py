@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from console.agent_client import AgentClient
-from console.remote import AgentEndpoint, AgentError, AgentTransport
+from console.sources.agent_client import AgentClient
+from console.sources.remote import AgentEndpoint, AgentError, AgentTransport
 from tests.conftest import REPO
 from tests.support import vllm_server
 from tests.support.procs import free_port
@@ -172,8 +172,8 @@ async def test_crashed_slot_is_restarted_with_backoff(pod) -> None:
 def _kv_point(port: int) -> tuple[float, int]:
     import httpx
 
-    from console.collect.exposition import parse
-    from console.collect.figures import compute
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.figures import compute
     figs = compute(parse(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text))
     cache = figs["tiny-agent"].cache
     assert cache is not None and cache.kv_tokens
@@ -182,9 +182,9 @@ def _kv_point(port: int) -> tuple[float, int]:
 
 async def test_console_rebalance_rolls_back_and_keeps_the_profile(pod, tmp_path) -> None:
     """The console's registry → agent primitive → real vLLM refusing to start → rollback."""
-    from console.actions.audit import AuditLog
-    from console.operations import build_registry
-    from console.profile_file import write_split
+    from console.config.profile_file import write_split
+    from console.operations.audit import AuditLog
+    from console.operations.build import build_registry
 
     laptop_profile = tmp_path / "10-cpu.yaml"
     laptop_profile.write_text(pod["profile"].read_text())
@@ -253,7 +253,7 @@ async def test_rebalance_survives_a_dropped_connection_and_is_idempotent(pod) ->
 def test_capacity_model_from_two_real_points_predicts_the_failed_start(pod) -> None:
     """KV tokens at two gpu_util settings of the real server fix the line; the model then
     says 0.02 cannot hold one max_model_len request — which is what the real server did."""
-    from console.capacity import model_for, need_for_one_request
+    from console.operations.capacity import model_for, need_for_one_request
     from pod_agent.profiles import load_profile
 
     (u1, t1), (u2, t2) = sorted(pod["kv_points"])

@@ -17,14 +17,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from console.collect.http import HttpClient
-from console.collect.promql import (
+from console.config.render import PodAddress, render_targets
+from console.sources.collect.http import HttpClient
+from console.sources.collect.promql import (
     PromClient,
     fetch_figures,
     fetch_fleet,
     figure_queries,
 )
-from console.render import PodAddress, render_targets
 from pod_agent.profiles import load_profile
 from tests.conftest import REPO
 from tests.support import procs, prometheus_server

@@ -106,10 +106,10 @@ def test_three_pods_one_fleet_and_an_operation_on_one(world: World, tmp_path: Pa
 
 
 async def _console(cfg: Path, env: dict, pods: dict[str, str]) -> None:
-    from console.app import make_app
     from console.commands.tui_cmd import full_context
-    from console.screens.fleet import FleetScreen
-    from console.session import SwitchRequest
+    from console.session.view import SwitchRequest
+    from console.ui.app import make_app
+    from console.ui.screens.fleet import FleetScreen
     from tests.tui.conftest import live, wait_for
 
     saved = dict(os.environ)

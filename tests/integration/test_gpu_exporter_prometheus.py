@@ -70,9 +70,9 @@ def test_the_console_reads_the_same_gpus_directly_and_through_prometheus(tmp_pat
     NVML reading through ``pod-agent gpus --json``."""
     import asyncio
 
-    from console.collect.gpu_metrics import GpuMetrics
-    from console.collect.http import HttpClient
-    from console.gpu_state import parse
+    from console.model.gpu_state import parse
+    from console.sources.collect.gpu_metrics import GpuMetrics
+    from console.sources.collect.http import HttpClient
 
     if not prometheus_server.available():
         if os.environ.get("CI"):

@@ -23,12 +23,12 @@ import time
 import httpx
 import pytest
 
-from console.catalog import MODEL_FIGURES
-from console.collect.exposition import parse
-from console.collect.figures import compute
-from console.collect.http import HttpClient
-from console.collect.promql import PromClient, fetch_figures
-from console.numbers import extrapolated_increase, histogram_quantile
+from console.model.catalog import MODEL_FIGURES
+from console.model.numbers import extrapolated_increase, histogram_quantile
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.http import HttpClient
+from console.sources.collect.promql import PromClient, fetch_figures
 from tests.support.vllm_server import load
 
 pytestmark = [pytest.mark.vllm, pytest.mark.prometheus]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from console.provision import (
+from console.operations.provision import (
     EXIT_FATAL,
     EXIT_HOST_CHECKS,
     EXIT_NO_CAPACITY,

@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import pytest
 from pydantic import SecretStr
 
-from console.collect.http import HttpClient
-from console.collect.targets import targets_for
-from console.render import PodAddress, render_litellm, render_targets
-from console.smoke import SmokePlan, plan_for, run_smoke
+from console.config.render import PodAddress, render_litellm, render_targets
+from console.operations.smoke import SmokePlan, plan_for, run_smoke
+from console.sources.collect.http import HttpClient
+from console.sources.collect.targets import targets_for
 from pod_agent.profiles import load_profile
 from tests.conftest import REPO
 from tests.support import litellm_proxy, prometheus_server
@@ -190,8 +190,8 @@ BENCH_ARGS = ["--runs", "2", "--max-tokens", "24", "--long-tokens", "300",
 def _spec_counters(url: str) -> dict[str, float]:
     import httpx
 
-    from console.collect.exposition import parse
-    from console.collect.figures import compute
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.figures import compute
 
     f = compute(parse(httpx.get(url + "/metrics", timeout=30).text), only="tiny")["tiny"]
     return {"drafts": f.value("spec_drafts"), "draft_tokens": f.value("spec_draft_tokens"),

@@ -32,10 +32,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.agent_client import AgentClient
-from console.collect.pod import PodCollector
-from console.provider.emulator import EmulatorServer, EmulatorState
-from console.remote import AgentEndpoint, AgentTransport
+from console.sources.agent_client import AgentClient
+from console.sources.collect.pod import PodCollector
+from console.sources.provider.emulator import EmulatorServer, EmulatorState
+from console.sources.remote import AgentEndpoint, AgentTransport
 from pod_agent import clock
 from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server

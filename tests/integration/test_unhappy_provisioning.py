@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from console.actions.ledger import Ledger
-from console.provision import (
+from console.operations.ledger import Ledger
+from console.operations.provision import (
     EXIT_FATAL,
     EXIT_INTERRUPTED,
     EXIT_LEAKED,

@@ -10,11 +10,11 @@ import sys
 import httpx
 import pytest
 
-from console.collect.exposition import parse
-from console.collect.figures import compute
-from console.collect.poller import DeploymentPoller
-from console.collect.targets import SlotTarget
-from console.history import History
+from console.model.history import History
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.poller import DeploymentPoller
+from console.sources.collect.targets import SlotTarget
 from tests.support.procs import free_port
 from tests.support.vllm_server import load
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from console.provider.emulator import EmulatorServer, EmulatorState, HostInfo
-from console.provider.runpod import RunPodClient
-from console.provision import ProvisionConfig, Provisioner
-from console.remote import AgentEndpoint, AgentTransport
+from console.operations.provision import ProvisionConfig, Provisioner
+from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
+from console.sources.provider.runpod import RunPodClient
+from console.sources.remote import AgentEndpoint, AgentTransport
 from pod_agent.profiles import load_profiles
 from tests.conftest import REPO
 

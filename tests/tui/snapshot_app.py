@@ -9,16 +9,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from console.actions.audit import AuditLog
-from console.agent_client import AgentClient
-from console.app import ConsoleContext, make_app
-from console.collect.exposition import parse
-from console.collect.figures import compute
-from console.collect.targets import SlotTarget, targets_for
-from console.history import History
-from console.operations import build_registry
-from console.settings import AlertTiming, Settings
-from console.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
+from console.config.settings import AlertTiming, Settings
+from console.model.history import History
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
+from console.operations.audit import AuditLog
+from console.operations.build import build_registry
+from console.sources.agent_client import AgentClient
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.targets import SlotTarget, targets_for
+from console.ui.app import ConsoleContext, make_app
 from pod_agent.profiles import load_profile
 from tests.conftest import FIXTURES, PROFILES
 
@@ -98,7 +98,7 @@ def snapshot_gpus():
     (the stand-in's answers), one slot on each."""
     import json
 
-    from console.gpu_state import parse
+    from console.model.gpu_state import parse
     from tests.conftest import FIXTURES
 
     doc = json.loads((FIXTURES / "nvml-h200x2" / "gpus-load.json").read_text())

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from console.history import History
-from console.widgets.plot_widgets import SeriesPlot
+from console.model.history import History
+from console.ui.widgets.plot_widgets import SeriesPlot
 from tests.support import prometheus_server
 from tests.tui.conftest import wait_for
 
@@ -63,9 +63,9 @@ def prom_over_demo(demo, tmp_path):
 
 async def test_the_wall_starts_with_prometheus_history(demo, prom_over_demo, tmp_path,
                                                        monkeypatch) -> None:
-    from console.app import make_app
     from console.commands.tui_cmd import full_context
     from console.demo.deployment import DEMO_KEY
+    from console.ui.app import make_app
 
     # history the console never polled: two of its backfill steps (7.5 s) and more
     prom_over_demo.wait_scrapes(20)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
-from console.screens.modals import ConfirmScreen, ProgressScreen
-from console.settings import BenchSettings
+from console.config.settings import BenchSettings
+from console.ui.app import make_app
+from console.ui.screens.modals import ConfirmScreen, ProgressScreen
 from tests.tui.conftest import live, wait_for
 
 
@@ -31,7 +31,7 @@ async def test_B_benchmarks_the_slot_under_the_cursor(demo) -> None:
         app.ctx.settings.bench = BenchSettings(runs=1, warmup=0, concurrency=[1],
                                                lengths=["short"], tasks=["json"],
                                                max_tokens=64, task_max_tokens=32)
-        from console.widgets.slots import SlotsTable
+        from console.ui.widgets.slots import SlotsTable
 
         slot = app.screen.query_one(SlotsTable).selected_slot()
         await pilot.press("B")

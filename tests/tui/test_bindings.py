@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
-from console.screens.detail import SlotDetailScreen
-from console.screens.main import MainScreen
-from console.screens.modals import (
+from console.ui.app import make_app
+from console.ui.screens.detail import SlotDetailScreen
+from console.ui.screens.main import MainScreen
+from console.ui.screens.modals import (
     ConfirmScreen,
     HelpScreen,
     ProgressScreen,
     RebalanceScreen,
     WatchdogScreen,
 )
-from console.screens.wall import WallScreen
-from console.widgets.header import PodHeader
-from console.widgets.slots import SlotsTable
+from console.ui.screens.wall import WallScreen
+from console.ui.widgets.header import PodHeader
+from console.ui.widgets.slots import SlotsTable
 from tests.tui.conftest import live, wait_for
 
 DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog", "bench"}
@@ -62,7 +62,7 @@ async def test_every_main_binding(demo) -> None:
         assert isinstance(app.screen, MainScreen)
         # dangerous keys ask first; "n" runs nothing
         # r on a RUNNING pod: said at once, nothing asked
-        from console.widgets.panels import ActionLog
+        from console.ui.widgets.panels import ActionLog
 
         await pilot.press("r")
         log = app.screen.query_one(ActionLog)

@@ -5,9 +5,9 @@ Runs in file order on one demo deployment; each test leaves it running.
 
 from __future__ import annotations
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
-from console.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
+from console.ui.app import make_app
+from console.ui.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
 from tests.tui.conftest import live, wait_for
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import time
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
-from console.screens.gpus import GpuScreen
-from console.widgets.gpu_strip import GpuStrip
+from console.ui.app import make_app
+from console.ui.screens.gpus import GpuScreen
+from console.ui.widgets.gpu_strip import GpuStrip
 from tests.tui.conftest import PATIENCE, live, wait_for
 
 

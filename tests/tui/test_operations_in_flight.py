@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from console.actions.audit import AuditLog
-from console.actions.registry import ActionRegistry, Outcome
-from console.actions.specs import SPECS
-from console.screens.main import OPERATION_BINDINGS
-from console.widgets.header import PodHeader
+from console.operations.audit import AuditLog
+from console.operations.registry import ActionRegistry, Outcome
+from console.operations.specs import SPECS
+from console.ui.screens.main import OPERATION_BINDINGS
+from console.ui.widgets.header import PodHeader
 from tests.tui.conftest import wait_for
 from tests.tui.snapshot_app import build
 
@@ -65,7 +65,7 @@ async def test_the_operation_in_flight_is_in_the_header(tmp_path: Path) -> None:
 
 
 async def test_pods_an_interrupted_run_left_are_an_alert_from_the_start(tmp_path: Path) -> None:
-    from console.actions.ledger import Ledger
+    from console.operations.ledger import Ledger
 
     Ledger(tmp_path / "pods.jsonl").record("create-requested", name="pod-console-x-abc123")
     Ledger(tmp_path / "pods.jsonl").record("created", name="pod-console-x-abc123",

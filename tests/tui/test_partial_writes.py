@@ -13,8 +13,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-from console.widgets import partial_writes
-from console.widgets.lines import LinesView, changed_span
+from console.ui.widgets import partial_writes
+from console.ui.widgets.lines import LinesView, changed_span
 
 from .conftest import wait_for
 
@@ -79,7 +79,7 @@ async def test_one_changed_number_writes_only_its_cells() -> None:
 def test_a_cut_line_keeps_every_cell() -> None:
     from rich.console import Console
 
-    from console.widgets.lines import cut, strip_of
+    from console.ui.widgets.lines import cut, strip_of
 
     con = Console(width=40)
     strip = strip_of(Text("FLASH  2.31s  470 tok/s"), con, 30)

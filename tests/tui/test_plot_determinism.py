@@ -10,14 +10,14 @@ import os
 import subprocess
 import sys
 
-from console.widgets.plot_widgets import X_LABEL_ROOM, fit_ticks, time_ticks
+from console.ui.widgets.plot_widgets import X_LABEL_ROOM, fit_ticks, time_ticks
 from tests.conftest import REPO
 
 SCRIPT = r"""
 import asyncio, math
 from textual.app import App
-from console.history import History
-from console.widgets.plot_widgets import PositionBars, SeriesPlot
+from console.model.history import History
+from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
 
 class A(App):
     def compose(self):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from textual.widgets import Button, Static
 
-from console.screens.modals import ConfirmScreen, HelpScreen, WatchdogScreen
+from console.ui.screens.modals import ConfirmScreen, HelpScreen, WatchdogScreen
 from tests.tui.conftest import wait_for
 from tests.tui.snapshot_app import build
 
@@ -40,8 +40,8 @@ async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:
 def test_remote_text_with_brackets_is_not_markup(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from console.screens.detail import figures_table
-    from console.snapshot import SlotSnapshot
+    from console.model.snapshot import SlotSnapshot
+    from console.ui.screens.detail import figures_table
 
     snap = SlotSnapshot(slot="S", served_model_name="m[/]x", port=1, url="u", health="down",
                         health_detail="HTTP 502 [bold]bad gateway[/bold] [/]",
@@ -53,9 +53,9 @@ def test_remote_text_with_brackets_is_not_markup(tmp_path: Path) -> None:
 
 
 async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -> None:
-    from console.screens.alerts import AlertHistoryScreen
-    from console.screens.main import MainScreen
-    from console.screens.modals import ProgressScreen
+    from console.ui.screens.alerts import AlertHistoryScreen
+    from console.ui.screens.main import MainScreen
+    from console.ui.screens.modals import ProgressScreen
 
     app = build(tmp_path, down_slot=True)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -95,7 +95,7 @@ async def test_failed_operation_is_an_event_and_ack_is_audited(tmp_path: Path) -
 
 
 async def test_preflight_says_why_before_asking(tmp_path: Path) -> None:
-    from console.widgets.panels import ActionLog
+    from console.ui.widgets.panels import ActionLog
 
     app = build(tmp_path)  # the pod is RUNNING; no agent is configured
     async with app.run_test(size=(160, 48)) as pilot:
@@ -111,7 +111,7 @@ async def test_preflight_says_why_before_asking(tmp_path: Path) -> None:
 
 async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
         tmp_path: Path) -> None:
-    from console import catalog
+    from console.model import catalog
 
     app = build(tmp_path)  # refresh_s 5
     async with app.run_test(size=(160, 48)) as pilot:
@@ -140,7 +140,7 @@ def _fill_of(svg: str, word: str) -> str:
 
 
 async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
-    from console.widgets.slots import SlotsTable
+    from console.ui.widgets.slots import SlotsTable
 
     app = build(tmp_path, down_slot=True)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -158,7 +158,7 @@ async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
 
 
 def test_plot_ticks_are_round_and_labelled_with_the_digits_they_need() -> None:
-    from console.widgets.plot_widgets import nice_ticks, tick_label
+    from console.ui.widgets.plot_widgets import nice_ticks, tick_label
 
     for lo, hi in ((0.8, 1.0), (0.0, 3.5), (54.0, 66.0), (0.98751, 0.98758), (5.0, 5.0)):
         ticks = nice_ticks(lo, hi)
@@ -171,8 +171,8 @@ def test_plot_ticks_are_round_and_labelled_with_the_digits_they_need() -> None:
 async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None:
     import time as _time
 
-    from console.history import History
-    from console.widgets.plot_widgets import SeriesPlot
+    from console.model.history import History
+    from console.ui.widgets.plot_widgets import SeriesPlot
 
     app = build(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -200,8 +200,8 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
 async def test_full_action_log_scrolls_and_filters(tmp_path: Path) -> None:
     from textual.widgets import Input, RichLog
 
-    from console.screens.log import LogScreen
-    from console.screens.main import MainScreen
+    from console.ui.screens.log import LogScreen
+    from console.ui.screens.main import MainScreen
 
     app = build(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -227,7 +227,7 @@ async def test_full_action_log_scrolls_and_filters(tmp_path: Path) -> None:
 
 
 def test_operation_arguments_read_as_sentences() -> None:
-    from console.app import PodConsoleApp
+    from console.ui.app import PodConsoleApp
 
     assert PodConsoleApp._args_text({"set": {"FLASH": 0.7, "Q27": 0.25}}) == (
         "FLASH → 0.70, Q27 → 0.25")
@@ -239,8 +239,8 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
         tmp_path: Path) -> None:
     from textual.widgets import Digits
 
-    from console.widgets.board import Metric, PodCard, SlotCard
-    from console.widgets.panels import AlertsPanel
+    from console.ui.widgets.board import Metric, PodCard, SlotCard
+    from console.ui.widgets.panels import AlertsPanel
 
     for size in ((80, 24), (220, 60)):
         app = build(tmp_path / f"{size[0]}", wall=True, down_slot=True)
@@ -266,8 +266,8 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
 async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) -> None:
     """A threshold set for one slot in config.yaml colours that slot's cell on the main
     screen (not only its alert): FLASH's limit is raised past its TTFT, Q27 keeps 0.5 s."""
-    from console.settings import SlotThresholds
-    from console.widgets.slots import SlotsTable
+    from console.config.settings import SlotThresholds
+    from console.ui.widgets.slots import SlotsTable
 
     app = build(tmp_path, thresholds={"FLASH": SlotThresholds(ttft_p95_s=60.0),
                                       "default": SlotThresholds(ttft_p95_s=0.5)})
@@ -278,7 +278,7 @@ async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) ->
         styles = {}
         for slot in ("FLASH", "Q27"):
             cells = table._last_rows[slot]
-            from console.widgets.slots import COLUMNS
+            from console.ui.widgets.slots import COLUMNS
 
             by_key = {k: c for (k, _, _), c in zip(COLUMNS, cells, strict=True)}
             styles[slot] = str(by_key["ttft_p95_s"].style)
@@ -288,7 +288,7 @@ async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) ->
 
 async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
     """htop's keys: > and < choose the sort column, I inverts it; / filters (k9s)."""
-    from console.widgets.slots import SlotsTable
+    from console.ui.widgets.slots import SlotsTable
 
     app = build(tmp_path, down_slot=True)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -330,7 +330,7 @@ async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
         assert "/q27" not in table._header.plain and app.focused is table
         # the help lists the keys
         await pilot.press("question_mark")
-        from console.screens.modals import HelpScreen
+        from console.ui.screens.modals import HelpScreen
 
         assert await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = " ".join(str(w.render()) for w in app.screen.query("*"))
@@ -342,7 +342,7 @@ async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None
     import re
     from dataclasses import replace
 
-    from console.widgets.header import PodHeader
+    from console.ui.widgets.header import PodHeader
 
     app = build(tmp_path)
     async with app.run_test(size=(200, 40)) as pilot:
@@ -374,7 +374,7 @@ async def test_wall_board_follows_the_slots_polled_now(tmp_path: Path) -> None:
     card for a slot that is no longer there."""
     from dataclasses import replace
 
-    from console.widgets.board import SlotCard
+    from console.ui.widgets.board import SlotCard
 
     app = build(tmp_path, wall=True)
     async with app.run_test(size=(160, 48)) as pilot:

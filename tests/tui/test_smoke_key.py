@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
-from console.screens.modals import ProgressScreen
+from console.ui.app import make_app
+from console.ui.screens.modals import ProgressScreen
 from tests.tui.conftest import live, wait_for
 
 

@@ -49,7 +49,7 @@ async def _detail(pilot) -> None:
 async def _action(pilot) -> None:
     """An operation in progress: the dialog as an operation drives it (step, fraction,
     lines, elapsed time from the app's fixed clock)."""
-    from console.screens.modals import ProgressScreen
+    from console.ui.screens.modals import ProgressScreen
     from tests.tui.snapshot_app import NOW
 
     await _settle(pilot)

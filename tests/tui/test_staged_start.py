@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from console.boot import plan
 from console.commands.tui_cmd import staged_start
 from console.demo.deployment import DEMO_KEY
-from console.widgets.plots import PlotGrid
+from console.session.boot import plan
+from console.ui.widgets.plots import PlotGrid
 from tests.conftest import PROFILES, REPO
 from tests.tui.conftest import wait_for
 
@@ -53,7 +53,7 @@ def _slow(start, gate: threading.Event):
 
 
 async def test_first_frame_before_the_context_then_the_context(demo, demo_env) -> None:
-    from console.app import make_app
+    from console.ui.app import make_app
 
     boot = plan(demo_env, 1.0)
     assert boot is not None and [t.slot for t in boot.targets] == ["FLASH", "Q27"]
@@ -83,7 +83,7 @@ async def test_first_frame_before_the_context_then_the_context(demo, demo_env) -
 
 
 async def test_a_key_pressed_while_loading_runs_once_loaded(demo, demo_env) -> None:
-    from console.app import make_app
+    from console.ui.app import make_app
 
     boot = plan(demo_env, 1.0)
     gate = threading.Event()
@@ -100,7 +100,7 @@ async def test_a_key_pressed_while_loading_runs_once_loaded(demo, demo_env) -> N
 
 
 async def test_wall_staged_is_read_only_before_and_after(demo, demo_env) -> None:
-    from console.app import make_app
+    from console.ui.app import make_app
 
     boot = plan(demo_env, 1.0)
     app = make_app(staged_start(boot, demo_env, 1.0, True, 0), wall=True)
@@ -123,7 +123,7 @@ def _broken_profiles(tmp_path: Path) -> tuple[Path, int]:
 
 async def test_a_profile_that_does_not_validate_stops_with_file_line_field(tmp_path,
                                                                           monkeypatch) -> None:
-    from console.app import make_app
+    from console.ui.app import make_app
 
     prof, line = _broken_profiles(tmp_path)
     cfg = tmp_path / "c.yaml"

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from console.app import make_app
 from console.commands.tui_cmd import build_demo
-from console.screens.modals import ConfirmScreen, WatchdogScreen
-from console.widgets.header import stop_text
+from console.ui.app import make_app
+from console.ui.screens.modals import ConfirmScreen, WatchdogScreen
+from console.ui.widgets.header import stop_text
 from tests.tui.conftest import PATIENCE, live, wait_for
 
 SPEED = 30.0  # the idle limit (30 min) is a minute here

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from console.app import make_app
 from console.commands.tui_cmd import demo_context
 from console.demo.deployment import DemoDeployment
-from console.screens.modals import ConfirmScreen, ProgressScreen
+from console.ui.app import make_app
+from console.ui.screens.modals import ConfirmScreen, ProgressScreen
 from tests.tui.conftest import live, wait_for
 
 

@@ -207,7 +207,7 @@ def test_behind_a_proxy_prefix_the_page_asks_for_the_prefixed_paths(tmp_path) ->
 
 def _operation_keys() -> list[str]:
     """Every key bound to an operation anywhere, in Playwright's spelling."""
-    from console.screens.main import OPERATION_BINDINGS
+    from console.ui.screens.main import OPERATION_BINDINGS
 
     names = {"ctrl": "Control", "shift": "Shift"}
     keys = []

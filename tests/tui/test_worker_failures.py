@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console.widgets.header import PodHeader
+from console.ui.widgets.header import PodHeader
 from tests.tui.conftest import wait_for
 from tests.tui.snapshot_app import build
 

@@ -3,9 +3,9 @@ START is not DOWN; acknowledgements and one-off failures are history, not standi
 
 from __future__ import annotations
 
-from console.alerts import AlertBook, AlertEvent, Condition, evaluate
-from console.settings import AlertTiming, Settings
-from console.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
+from console.config.settings import AlertTiming, Settings
+from console.model.alerts import AlertBook, AlertEvent, Condition, evaluate
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
 from pod_agent.profiles import load_profiles
 from tests.conftest import PROFILES
 
@@ -96,8 +96,8 @@ def test_a_stopped_pod_is_one_info_line_not_a_crit_per_slot() -> None:
 def test_stale_figures_of_a_down_slot_raise_no_figure_alert() -> None:
     from dataclasses import replace
 
-    from console.collect.exposition import parse
-    from console.collect.figures import compute
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.figures import compute
     from tests.conftest import FIXTURES
 
     text = (FIXTURES / "vllm-0.32.0-cpu" / "plain" / "metrics-after-load.txt").read_text()

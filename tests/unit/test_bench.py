@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from console.benchmark.measure import (
+from console.operations.benchmark.measure import (
     BenchPlan,
     PodFacts,
     RequestResult,
     RunResult,
     run_bench,
 )
-from console.benchmark.record import (
+from console.operations.benchmark.record import (
     P2P_HINT,
     build_record,
     compare,
@@ -29,10 +29,10 @@ from console.benchmark.record import (
     load_history,
     save,
 )
-from console.benchmark.runner import BenchError, baseline_of, bench_and_record, plans_for
-from console.collect.exposition import parse
-from console.collect.figures import compute
-from console.collect.http import HttpClient
+from console.operations.benchmark.runner import BenchError, baseline_of, bench_and_record, plans_for
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.http import HttpClient
 
 MODEL = "m"
 
@@ -228,7 +228,7 @@ async def test_other_traffic_in_the_window_is_counted_and_said(server) -> None:
     s, url = server
     client = HttpClient()
     try:
-        from console.benchmark.measure import Bench
+        from console.operations.benchmark.measure import Bench
 
         bench = Bench(_plan(url), client)
         before, _ = await bench.scrape()
@@ -309,7 +309,7 @@ def _req(start: float, first: float, last: float, end: float, n: int) -> Request
 
 def _record(tok_s: float, ttft_s: float, ts: float, gpu: str = "H200", p2p: str = "ok",
             **knobs) -> dict:
-    from console.benchmark.measure import BenchResult, ConfigResult, Window
+    from console.operations.benchmark.measure import BenchResult, ConfigResult, Window
 
     # one run of one request whose tok/s and TTFT are the ones asked for
     e2e = 100 / tok_s
@@ -407,8 +407,8 @@ def test_plans_name_the_path_and_refuse_unknowns() -> None:
 
     from pydantic import SecretStr
 
-    from console.collect.targets import SlotTarget
-    from console.settings import BenchSettings
+    from console.config.settings import BenchSettings
+    from console.sources.collect.targets import SlotTarget
 
     targets = [SlotTarget("A", "a", 8000, "http://pod:8000"),
                SlotTarget("B", "b", 8001, "http://pod:8001")]
@@ -432,8 +432,8 @@ def test_plans_name_the_path_and_refuse_unknowns() -> None:
 
 
 def test_read_only_refuses_the_benchmark_at_the_sender(tmp_path: Path) -> None:
-    from console.actions.audit import AuditLog
-    from console.operations import build_registry
+    from console.operations.audit import AuditLog
+    from console.operations.build import build_registry
 
     ran: list[str] = []
 
@@ -450,8 +450,8 @@ def test_read_only_refuses_the_benchmark_at_the_sender(tmp_path: Path) -> None:
 
 
 def test_the_settings_name_every_task_set_in_order() -> None:
-    from console.benchmark.prompts import TASKS
-    from console.settings import BenchSettings
+    from console.config.settings import BenchSettings
+    from console.operations.benchmark.prompts import TASKS
 
     assert BenchSettings().tasks == list(TASKS)
     assert all(len(p) == 2 for p in TASKS.values())
@@ -459,9 +459,9 @@ def test_the_settings_name_every_task_set_in_order() -> None:
 
 async def test_a_record_that_cannot_be_written_is_shown_not_lost(server, tmp_path: Path
                                                                   ) -> None:
-    from console.actions.audit import AuditLog
-    from console.benchmark.runner import RecordNotKept
-    from console.operations import build_registry
+    from console.operations.audit import AuditLog
+    from console.operations.benchmark.runner import RecordNotKept
+    from console.operations.build import build_registry
 
     _, url = server
     (tmp_path / "bench").write_text("a file where the records' directory goes")

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from console import boot, settings
-from console.collect.poller import DeploymentPoller
 from console.commands.pod_cmd import apply_current_pod
-from console.deployment import open_deployment
-from console.settings import load_settings
+from console.config import settings
+from console.config.settings import load_settings
+from console.session import boot
+from console.session.deployment import open_deployment
+from console.sources.collect.poller import DeploymentPoller
 from tests.conftest import PROFILES
 
 
@@ -124,8 +125,9 @@ def test_first_frame_path_imports_nothing_heavy() -> None:
     import sys
 
     code = ("import sys\n"
-            "import console.cli, console.commands.tui_cmd, console.app, console.boot\n"
-            "import console.collect.poller, console.screens.main, console.widgets.plots\n"
+            "import console.cli, console.commands.tui_cmd, console.ui.app, console.session.boot\n"
+            "import console.sources.collect.poller, console.ui.screens.main\n"
+            "import console.ui.widgets.plots\n"
             "heavy = ('pydantic', 'pydantic_settings', 'httpx', 'plotext', 'textual_plotext',"
             " 'asyncssh', 'pod_agent.profile')\n"
             "print(sorted(m for m in heavy if m in sys.modules))\n")
@@ -147,6 +149,6 @@ def test_console_command_restores_garbage_collection_on_early_exit(tmp_path, cap
 
 def test_exit_codes_agree_with_the_provisioner() -> None:
     from console.commands import pod_cmd
-    from console.provision import EXIT_FATAL
+    from console.operations.provision import EXIT_FATAL
 
     assert pod_cmd.EXIT_FATAL == EXIT_FATAL

@@ -15,15 +15,15 @@ from dataclasses import replace
 
 from rich.text import Text
 
-from console import catalog
-from console.collect.exposition import parse
-from console.collect.figures import compute
-from console.collect.poller import PLOTTED, plotted_values
-from console.collect.promql import figure_queries, history_queries, source_query
-from console.screens.detail import figures_table
-from console.settings import SlotThresholds
-from console.snapshot import SlotSnapshot
-from console.widgets.slots import COLUMNS, fit_columns, row
+from console.config.settings import SlotThresholds
+from console.model import catalog
+from console.model.snapshot import SlotSnapshot
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.poller import PLOTTED, plotted_values
+from console.sources.collect.promql import figure_queries, history_queries, source_query
+from console.ui.screens.detail import figures_table
+from console.ui.widgets.slots import COLUMNS, fit_columns, row
 from tests.conftest import FIXTURES
 
 CAP = FIXTURES / "vllm-0.32.0-cpu"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.actions.audit import AuditLog, audit_log_for
-from console.settings import ConfigError, load_settings
+from console.config.settings import ConfigError, load_settings
+from console.operations.audit import AuditLog, audit_log_for
 from tests.conftest import REPO
 
 CONFIG = """\

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from console.commands import pod_cmd
-from console.remote import AgentError, AgentResult
-from console.snapshot import PodSnapshot, StopPlan
+from console.model.snapshot import PodSnapshot, StopPlan
+from console.sources.remote import AgentError, AgentResult
 
 SKEW = 7200.0  # the pod's clock is two hours ahead of this laptop's
 
@@ -39,8 +39,8 @@ def agent(monkeypatch):
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr("console.agent_client.AgentClient", Client)
-    monkeypatch.setattr("console.context.ssh_transport", lambda s: Transport())
+    monkeypatch.setattr("console.sources.agent_client.AgentClient", Client)
+    monkeypatch.setattr("console.session.context.ssh_transport", lambda s: Transport())
     return answer
 
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.collect.exposition import parse
-from console.collect.figures import compute
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
 from tests.conftest import FIXTURES
 
 CAP = FIXTURES / "vllm-0.32.0-cpu"
@@ -183,7 +183,7 @@ def _same(a, b) -> None:
 def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> None:
     """A slot's poll parses the catalog's families of its own model only: the figures are
     those of the whole parse, to the bit."""
-    from console.collect.vllm import FAMILIES
+    from console.sources.collect.vllm import FAMILIES
 
     def both(path):
         text = path.read_text()
@@ -198,7 +198,7 @@ def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> No
 
 
 def test_other_models_and_families_are_skipped_unread() -> None:
-    from console.collect.vllm import FAMILIES
+    from console.sources.collect.vllm import FAMILIES
 
     text = NGRAM_LOAD.read_text()
     foreign = "".join(f'vllm:num_requests_running{{engine="0",model_name="tiny-main-{i}"}} 7\n'
@@ -224,13 +224,13 @@ def test_other_models_and_families_are_skipped_unread() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet='ab_1= ",\\\t{}x', max_size=40))
 def test_the_label_fast_path_reads_as_the_long_way(body: str) -> None:
-    from console.collect.exposition import _parse_labels, _parse_labels_slow
+    from console.sources.collect.exposition import _parse_labels, _parse_labels_slow
 
     assert _parse_labels(body) == _parse_labels_slow(body)
 
 
 def test_remembered_label_sets_stay_bounded(monkeypatch) -> None:
-    from console.collect import exposition
+    from console.sources.collect import exposition
 
     monkeypatch.setattr(exposition, "LABEL_CACHE_MAX", 100)
     monkeypatch.setattr(exposition, "_label_cache", {})
@@ -275,8 +275,8 @@ def test_a_memo_reads_every_scrape_as_the_long_way(first, extra, swaps, model) -
     layout when it has one), then one with a value that does not read: each reads
     exactly as it reads with no memo, errors and line numbers included, and its model
     index is the one built from its samples."""
-    from console.collect.exposition import ParseMemo
-    from console.collect.figures import _View
+    from console.sources.collect.exposition import ParseMemo
+    from console.sources.collect.figures import _View
 
     second = list(first) + list(extra)
     for i in swaps:
@@ -309,8 +309,8 @@ def test_a_scrape_with_the_last_ones_heads_is_read_by_its_layout() -> None:
     """vLLM's next scrape has the same lines with other values: it is read by the layout
     (and reads as the long way does); one line more, or a value that is not a number,
     and it goes the long way again, and says what is wrong."""
-    from console.collect.exposition import ParseMemo
-    from console.collect.vllm import FAMILIES
+    from console.sources.collect.exposition import ParseMemo
+    from console.sources.collect.vllm import FAMILIES
 
     text = NGRAM_LOAD.read_text()
     later = re.sub(r"_(total|bucket|count)\{([^}]*)\} (\d+)\.0$",
@@ -380,8 +380,8 @@ def test_a_scrape_with_the_last_ones_heads_is_read_by_its_layout() -> None:
 
 
 def test_a_memo_stays_bounded_and_follows_its_families_and_model() -> None:
-    from console.collect.exposition import ParseMemo
-    from console.collect.vllm import FAMILIES
+    from console.sources.collect.exposition import ParseMemo
+    from console.sources.collect.vllm import FAMILIES
 
     memo = ParseMemo(limit=50)
     text = NGRAM_LOAD.read_text()

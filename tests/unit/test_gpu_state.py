@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from console.gpu_state import UNOWNED_MIN_BYTES, XID_RECENT_S, GpuProcess, conditions, parse
-from console.widgets.gpu_strip import gpu_line
+from console.model.gpu_state import UNOWNED_MIN_BYTES, XID_RECENT_S, GpuProcess, conditions, parse
+from console.ui.widgets.gpu_strip import gpu_line
 from tests.conftest import FIXTURES
 
 NOW = 1_800_000_000.0

@@ -341,8 +341,8 @@ async def test_serve_starts_the_exporter_on_the_profiles_port(fake, tmp_path,
         text = await scrape_until('pod_agent_gpu_telemetry_up{source="nvml"} 1.0')
         # the stop plan rides along, for the wall: the console reads it back
         assert 'pod_agent_stop_in_seconds{reason="schedule"}' in text
-        from console.collect.gpu_metrics import GpuMetrics
-        from console.collect.http import HttpClient
+        from console.sources.collect.gpu_metrics import GpuMetrics
+        from console.sources.collect.http import HttpClient
 
         client = HttpClient()
         try:
@@ -392,7 +392,7 @@ def test_agent_samples_cross_the_socket_unchanged(fake) -> None:
     (74, "crit", "NVLink"), (999, "warn", "Xid 999")])
 def test_each_xid_class_becomes_its_alert(fake, tmp_path, code, severity, words) -> None:
     """Through the agent's monitor (NVML events, audited) to the console's alert."""
-    from console.gpu_state import conditions, parse
+    from console.model.gpu_state import conditions, parse
     from pod_agent.gpu_monitor import GpuMonitor
 
     audited: list[dict] = []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from console.history import History, quantile_over_time
-from console.settings import ConfigError, Settings, load_settings
+from console.config.settings import ConfigError, Settings, load_settings
+from console.model.history import History, quantile_over_time
 
 
 def test_history_is_bounded_by_count_and_time() -> None:

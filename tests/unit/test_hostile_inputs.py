@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from console.actions import audit as audit_mod
-from console.actions.audit import AuditError, AuditLog
-from console.actions.registry import ActionRegistry, ActionSpec, Outcome
-from console.alerts import Alert, notify
-from console.collect import exposition, figures
-from console.remote import agent_command
+from console.model.alerts import Alert, notify
+from console.operations import audit as audit_mod
+from console.operations.audit import AuditError, AuditLog
+from console.operations.registry import ActionRegistry, ActionSpec, Outcome
+from console.sources.collect import exposition, figures
+from console.sources.remote import agent_command
 from pod_agent.actions import read_recorded, valid_action_id
 from tests.conftest import PROFILES, REPO
 from tests.support.rawtcp import RawServer
@@ -310,9 +310,9 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
     # 100k series took seconds to parse on the UI thread: keys and paints froze
     import threading
 
-    from console.collect import vllm
-    from console.collect.http import HttpClient
-    from console.collect.targets import SlotTarget
+    from console.sources.collect import vllm
+    from console.sources.collect.http import HttpClient
+    from console.sources.collect.targets import SlotTarget
 
     seen: list[str] = []
     real_parse = vllm.parse

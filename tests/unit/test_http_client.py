@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from console.collect.http import HttpClient, HttpError
+from console.sources.collect.http import HttpClient, HttpError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, list[bytes]], Awaitable[None]]
 

@@ -1,7 +1,7 @@
 """Rate and quantile against references written from Prometheus's documented algorithm.
 
 The references below are deliberately written differently from
-``console.numbers`` (bisect over arrays, explicit reset lists) so that a
+``console.model.numbers`` (bisect over arrays, explicit reset lists) so that a
 shared mistake is unlikely.
 """
 
@@ -13,7 +13,7 @@ import math
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from console.numbers import (
+from console.model.numbers import (
     counter_delta,
     extrapolated_increase,
     histogram_quantile,

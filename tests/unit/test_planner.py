@@ -7,9 +7,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from console.capacity import PointStore, model_for, need_for_one_request
-from console.planner import SlotInput, plan
-from console.profile_file import write_split
+from console.config.profile_file import write_split
+from console.operations.capacity import PointStore, model_for, need_for_one_request
+from console.operations.planner import SlotInput, plan
 from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
 from pod_agent.profiles import load_profile
 from tests.conftest import PROFILES

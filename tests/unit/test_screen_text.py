@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console import fmt
+from console.model import fmt
 from tests.conftest import REPO
 
 
@@ -46,7 +46,7 @@ def test_a_newcomer_without_config_is_told_where_it_goes_and_about_the_demo(
 
 
 def test_the_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:
-    from console.settings import load_settings
+    from console.config.settings import load_settings
 
     text = (REPO / "README.md").read_text()
     block = text.split("### The console", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from console.collect.http import HttpClient
-from console.smoke import UNKNOWN_MODEL, SmokePlan, run_smoke
+from console.operations.smoke import UNKNOWN_MODEL, SmokePlan, run_smoke
+from console.sources.collect.http import HttpClient
 
 
 class Behaviour:
@@ -243,7 +243,7 @@ def _langfuse(lf: Langfuse) -> http.server.ThreadingHTTPServer:
 
 async def _traced(url: str, lf_url: str, keys: tuple[str, str], wait_s: float
                   ) -> tuple[bool | None, str]:
-    from console.smoke import langfuse_check
+    from console.operations.smoke import langfuse_check
 
     client = HttpClient()
     try:

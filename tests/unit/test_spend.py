@@ -7,8 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from console.snapshot import PodSnapshot
-from console.spend import SpendBook
+from console.model.snapshot import PodSnapshot
+from console.session.spend import SpendBook
 
 UTC = dt.UTC
 DAY = dt.datetime(2026, 11, 30, tzinfo=UTC).timestamp()  # local midnight (UTC here)

@@ -46,6 +46,9 @@ NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_TIMEOUT = 10
 NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+nvmlMemory_v2 = 0x02000028  # the binding's version word for c_nvmlMemory_v2_t
 nvmlEventTypeXidCriticalError = 0x8
 THERMAL = 0x20 | 0x40
 
@@ -57,7 +60,8 @@ class NVMLError(Exception):
         super().__init__(value)
         self.value = value
         self.text = text or {2: "Invalid Argument", 3: "Not Supported",
-                             10: "Timeout", 1: "Uninitialized"}.get(value, "Unknown Error")
+                             10: "Timeout", 1: "Uninitialized", 13: "Function Not Found",
+                             25: "Argument Version Mismatch"}.get(value, "Unknown Error")
 
     def __str__(self) -> str:
         return self.text
@@ -180,19 +184,49 @@ def nvmlDeviceGetUtilizationRates(h: _Handle) -> _Obj:
 
 
 def nvmlDeviceGetMemoryInfo(h: _Handle, version: Any = None) -> _Obj:
-    d = dict(_answer("nvmlDeviceGetMemoryInfo", h))
+    """v1 (no ``version``): ``used`` counts the driver's reservation. v2
+    (``version=nvmlMemory_v2``): ``used`` leaves it out and ``reserved`` says it; a
+    capture from a driver without the v2 call raises Function Not Found, as the binding
+    does there."""
+    if version is not None and version != nvmlMemory_v2:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    if version is None:
+        d = dict(_answer("nvmlDeviceGetMemoryInfo", h))
+    else:
+        try:
+            d = dict(_answer("nvmlDeviceGetMemoryInfo", h, nvmlMemory_v2))
+        except NVMLError as exc:
+            if exc.value == NVML_ERROR_NOT_SUPPORTED:  # not in the capture: no v2 there
+                raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND) from None
+            raise
     mib = os.environ.get("FAKE_NVIDIA_SMI_MIB")
     if mib:  # the demo's GPU kind has another size
         d["total"] = int(mib) << 20
     engines = _engines(h)
     if engines is not None:  # the demo's engines hold what they asked for
-        d["used"] = BASELINE + sum(used for _, used in engines)
-    d["free"] = max(0, d["total"] - d["used"])
+        held, reserved = sum(used for _, used in engines), _reserved(h)
+        if version is None:
+            d["used"] = reserved + held
+        else:
+            d["used"], d["reserved"] = held, reserved
+    if mib or engines is not None:  # else the recorded free, exactly
+        # v1's used holds the reservation; v2's does not, and says it apart
+        d["free"] = max(0, d["total"] - d["used"] - int(d.get("reserved", 0)))
     return _Obj(**d)
 
 
+def _reserved(h: _Handle) -> int:
+    """The driver's reservation on this GPU: the capture's v2 figure, else the idle
+    baseline."""
+    try:
+        return int(_answer("nvmlDeviceGetMemoryInfo", h, nvmlMemory_v2)["reserved"])
+    except (NVMLError, KeyError, TypeError, ValueError):
+        return BASELINE
+
+
 BASELINE = 512 << 20
-"""What a GPU holds with no program on it (driver, contexts)."""
+"""What a GPU holds with no program on it (driver, contexts) when the capture does not
+say (a v1-only capture)."""
 
 
 def _engines(h: _Handle) -> list[tuple[int, int]] | None:

@@ -1,1 +1,0 @@
-"""The one registry of operations the console can run, and its audit log."""

@@ -1,0 +1,280 @@
+"""Typed settings for a real deployment: YAML file + ``POD_CONSOLE_*`` environment.
+
+Precedence (highest first): command-line flags (applied by the CLI), environment
+variables (``POD_CONSOLE_REFRESH_S=5``, nested with ``__``: ``POD_CONSOLE_POD__SSH_HOST``),
+the config file (``--config PATH``, else ``$XDG_CONFIG_HOME/pod-console/config.yaml``),
+then defaults. Secrets are ``SecretStr``: their repr is ``'**********'``.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from console.config import defaults
+from console.config.config_file import (
+    ContextError,
+    config_path,
+    default_state_dir,
+    read_config,
+    select_context,
+)
+
+REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
+
+
+class PodSettings(BaseModel):
+    """How to reach the pod."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    runpod_id: str | None = None
+    """RunPod pod id (``RUNPOD_POD_ID`` on the pod)."""
+    host: str = "127.0.0.1"
+    """Address the slots' ports are reached at (direct TCP or an SSH tunnel)."""
+    port_map: dict[int, int] = Field(default_factory=dict)
+    """Pod port → public port, for RunPod's direct TCP mappings."""
+    ssh_host: str | None = None
+    """SSH host of the pod agent; unset means no agent (read-only figures only)."""
+    ssh_port: int = 22
+    ssh_user: str = "root"
+    ssh_key: Path | None = None
+    """Private key file for the agent (never needed in wall mode)."""
+    agent_dir: str = "/workspace/pod-agent"
+    """Where the agent lives on the pod (on the volume, so it survives a stop)."""
+
+
+class SlotThresholds(BaseModel):
+    """Alert thresholds for one slot (defaults are the field's)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    ttft_p95_s: float = Field(default=2.0, gt=0)
+    """TTFT p95 above this raises an alert."""
+    kv_p99: float = Field(default=0.60, gt=0, le=1)
+    """KV usage p99 above this is the field's trigger to revisit KV offload."""
+    acceptance_baseline: float | None = Field(default=None, gt=0, le=1)
+    """Expected speculative acceptance rate; alert when far below it."""
+
+
+class AlertTiming(BaseModel):
+    """When a condition becomes an alert and when an alert clears (Prometheus's ``for`` and
+    ``keep_firing_for``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    down_for_s: float = Field(default=6.0, ge=0, le=3600)
+    """A slot down, an agent or API unreachable, this long before it fires (a blip of
+    one poll is not an outage)."""
+    for_s: float = Field(default=30.0, ge=0, le=3600)
+    """A figure past its threshold this long before it fires."""
+    hold_s: float = Field(default=30.0, ge=0, le=3600)
+    """A firing alert clears once its condition has been gone this long."""
+
+
+class BenchSettings(BaseModel):
+    """``pod-console bench``: the field's protocol by default (``console/operations/benchmark``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    runs: int = Field(default=3, ge=1, le=20)
+    """Measured runs per configuration."""
+    warmup: int = Field(default=1, ge=0, le=5)
+    """Unmeasured runs before them (JIT compilation, cold caches)."""
+    concurrency: list[int] = Field(default_factory=lambda: [1, 4], min_length=1)
+    """Concurrent requests per run, one configuration each."""
+    lengths: list[Literal["short", "long"]] = Field(
+        default_factory=lambda: ["short", "long"], min_length=1)
+    """Inputs: ``short`` (a question, ~21 tokens) and ``long`` (a document to summarise)."""
+    tasks: list[Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
+                        "tool_call"]] = Field(default_factory=lambda: [
+                            "json", "code", "summarisation", "ko_qa", "en_qa",
+                            "translation", "tool_call"])
+    """Task-type prompt sets for acceptance by type (empty: none)."""
+    long_tokens: int = Field(default=3000, ge=100, le=200_000)
+    """Size of the long input (a document to summarise), in tokens, about."""
+    max_tokens: int = Field(default=1024, ge=1, le=32768)
+    """Output tokens per request at most (the field used 1,024)."""
+    task_max_tokens: int = Field(default=768, ge=1, le=32768)
+    """Output tokens per task-type request at most (the field used 768)."""
+    timeout_s: float = Field(default=600.0, gt=0, le=3600)
+    """One request gives up after this long."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature; unset: the server's own (as the field measured). 0 makes each
+    run send and get the same text, which steadies acceptance between runs."""
+    regression_pct: float = Field(default=10.0, gt=0, le=90)
+    """tok/s this many % below the previous run or the baseline (or TTFT this many %
+    above) is flagged as a regression."""
+
+    @field_validator("concurrency")
+    @classmethod
+    def _conc(cls, v: list[int]) -> list[int]:
+        if any(c < 1 or c > 64 for c in v) or len(set(v)) != len(v):
+            raise ValueError("each concurrency is 1..64, each once")
+        return v
+
+
+class Settings(BaseSettings):
+    """pod-console configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="POD_CONSOLE_", env_nested_delimiter="__", extra="forbid",
+        use_attribute_docstrings=True)
+
+    prometheus_url: str | None = None
+    """Prometheus base URL (``http://127.0.0.1:9090``); without it slots are scraped directly."""
+    profiles_dir: Path = Path(defaults.PROFILES_DIR)
+    """Directory of ordered profile YAML files."""
+    profile: str | None = None
+    """Name of today's profile; default: the first in order."""
+    pod: PodSettings = Field(default_factory=PodSettings)
+    refresh_s: float = defaults.REFRESH_S
+    """Refresh interval in seconds (floor 1 s)."""
+    window_s: float = Field(default=defaults.WINDOW_S, ge=30)
+    """Window for rates, quantiles and p99s."""
+    plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
+    """Plots redraw at most this often. A redraw of the plots is tens of KB of terminal
+    output; their time axis ends at the drawing's clock time, so a plot says how old it is.
+    Lower it on a fast link."""
+    history_s: float = Field(default=defaults.HISTORY_S, ge=60, le=86400)
+    """How much history the plots keep in memory (ring buffers)."""
+    thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
+    """Per-slot alert thresholds keyed by slot name; ``default`` applies to all others."""
+    alerts: AlertTiming = Field(default_factory=AlertTiming)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
+    webhook_url: SecretStr | None = None
+    """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    gpu_metrics_url: str | None = None
+    """``pod-agent exporter``'s ``/metrics`` URL. The console reads GPUs from the agent
+    over SSH; a wall (no SSH key) reads them here, or through ``prometheus_url``."""
+    gpu_metrics_token: SecretStr | None = Field(default=None,
+                                                validation_alias="GPU_METRICS_TOKEN")
+    """The exporter's bearer token, from ``GPU_METRICS_TOKEN`` only."""
+    demo: bool = False
+    """The deployment is ``pod-console demo``'s simulation: every screen says DEMO. Set by
+    ``pod-console demo --web`` in the config its browser sessions read."""
+    provider: Literal["runpod"] = "runpod"
+    """The GPU cloud (``console/sources/provider/``): provisioning and pod state go through it."""
+    runpod_api_key: SecretStr | None = Field(default=None, validation_alias="RUNPOD_API_KEY")
+    """RunPod API key, from ``RUNPOD_API_KEY`` only."""
+    vllm_api_key: SecretStr | None = Field(default=None, validation_alias="VLLM_API_KEY")
+    """The slots' API key for completion probes, from ``VLLM_API_KEY`` only."""
+    gateway_url: str | None = None
+    """The gateway users call (the LiteLLM proxy on ``litellm.yaml``, e.g.
+    ``http://127.0.0.1:4000``): the smoke test goes through it; without it, to each slot."""
+    gateway_key: SecretStr | None = Field(default=None,
+                                          validation_alias="LITELLM_MASTER_KEY")
+    """The gateway's key, from ``LITELLM_MASTER_KEY`` only."""
+    smoke_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    """Each smoke check's requests give up after this long (a hang is a failed check)."""
+    trace_url: str | None = None
+    """The trace sink behind the gateway: Langfuse's base URL (``http://127.0.0.1:3000``).
+    The smoke test's last check looks its request up there."""
+    trace_public_key: SecretStr | None = Field(default=None,
+                                               validation_alias="LANGFUSE_PUBLIC_KEY")
+    """Langfuse project key pair, from ``LANGFUSE_PUBLIC_KEY`` and ``LANGFUSE_SECRET_KEY``."""
+    trace_secret_key: SecretStr | None = Field(default=None,
+                                               validation_alias="LANGFUSE_SECRET_KEY")
+    trace_wait_s: float = Field(default=30.0, gt=0, le=600)
+    """How long the smoke test waits for its trace to be listed (ingestion is batched)."""
+    bench: BenchSettings = Field(default_factory=BenchSettings)
+    context: str | None = None
+    """The deployment these settings describe, among the config's ``contexts``
+    (``--context NAME``, ``POD_CONSOLE_CONTEXT``, else ``current_context``); None: the
+    file's top level, the one deployment of a config without contexts."""
+    context_names: list[str] = Field(default_factory=list)
+    """Every context the config defines, in its order (the fleet and ``:ctx`` list)."""
+
+    @field_validator("refresh_s")
+    @classmethod
+    def _floor(cls, v: float) -> float:
+        return max(v, REFRESH_FLOOR_S)
+
+    def thresholds_for(self, slot: str) -> SlotThresholds:
+        return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+
+    @property
+    def request_timeout_s(self) -> float:
+        """Every request finishes (or fails) well inside one refresh interval."""
+        return defaults.request_timeout_s(self.refresh_s)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # highest first; nested sections merge key by key, so POD_CONSOLE_POD__SSH_KEY
+        # overrides one key of the file's ``pod:`` and keeps the others
+        return (init_settings, env_settings, _FileSource(settings_cls), file_secret_settings)
+
+
+_FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("pod_console_file_data",
+                                                       default=None)
+"""The config file's data for the source below, set by ``load_settings`` for one call
+(a context variable: settings may be loaded from a worker thread)."""
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The YAML config file as a settings source below the environment."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE_DATA.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_DATA.get() or {})
+
+
+class ConfigError(Exception):
+    """The config file is unreadable or invalid; the message names file, line and key."""
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Read the YAML config (if any), then the environment, then ``overrides``."""
+    from pydantic import ValidationError
+
+    from pod_agent.sourcemap import SourceError
+
+    path, explicit = config_path(path)
+    try:
+        doc = read_config(path, explicit)
+    except SourceError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ConfigError(f"{where}: {exc.message}") from None
+    raw = dict(doc.data) if doc is not None else {}
+    try:
+        data, ctx = select_context(raw, overrides.pop("context", None))
+    except ContextError as exc:
+        line = doc.line_of(exc.where) if doc is not None and exc.where else 0
+        raise ConfigError(f"{path}:{line}: {exc.message}" if line else
+                          f"{path}: {exc.message}") from None
+    mine = (raw.get("contexts") or {}).get(ctx) or {} if ctx else {}
+    names = list(raw.get("contexts") or {}) if isinstance(raw.get("contexts"), dict) else []
+    token = _FILE_DATA.set(data)
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None},
+                            context=ctx, context_names=names)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors(include_url=False):
+            loc = tuple(err["loc"])
+            # a key the context sets is reported where the context sets it
+            in_ctx = bool(loc) and loc[0] in mine
+            line = (doc.line_of(("contexts", ctx, *loc) if in_ctx else loc)
+                    if doc is not None else 0)
+            dotted = ".".join(str(p) for p in (("contexts", ctx, *loc) if in_ctx else loc))
+            where = f"{path}:{line}" if line else str(path)
+            lines.append(f"{where}: {dotted}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+    finally:
+        _FILE_DATA.reset(token)
+    if ctx is not None and "state_dir" not in mine:
+        # each pod's state apart: its current pod, ledger, spend, audit and bench records
+        settings.state_dir = settings.state_dir / "contexts" / ctx
+    return settings

@@ -1,0 +1,275 @@
+"""Alert rules from the field's own triggers, with Prometheus's timing semantics.
+
+``evaluate`` turns the latest snapshots into the set of conditions true now. Each
+carries a ``for`` duration and a hold time, as a Prometheus rule's ``for`` and
+``keep_firing_for``: ``AlertBook`` keeps a new condition *pending* until it has held for
+``for_s``, then *fires* it; a firing alert clears only once its condition has been gone
+for ``hold_s``, so a figure hovering at its threshold does not flap. Changes (fired,
+resolved, acknowledged) are kept in a bounded history and are what the webhook sends,
+never every poll. A failed operation is an event of that history, not a standing alert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+from console.model import catalog
+from console.model.gpu_state import conditions as gpu_conditions
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+
+if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
+    from console.config.settings import Settings
+    from pod_agent.profile import Profile
+
+Severity = Literal["crit", "warn", "info"]
+State = Literal["pending", "firing"]
+SEVERITY_ORDER = {"crit": 0, "warn": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Condition:
+    key: str
+    severity: Severity
+    title: str
+    detail: str = ""
+    for_s: float = 0.0
+    """How long it must hold before the alert fires (0: at once)."""
+    hold_s: float = 0.0
+    """How long it must be gone before a firing alert clears."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    key: str
+    severity: Severity
+    title: str
+    detail: str
+    since: float
+    """When the condition became true (pending from then on)."""
+    state: State = "firing"
+    fired_at: float | None = None
+    last_true: float | None = None
+    """The last evaluation that found the condition true (a firing alert past it holds)."""
+    acked_by: str | None = None
+    acked_at: float | None = None
+    gone_since: float | None = None
+    """Firing, but its condition is gone since then: it clears when the hold has passed."""
+
+    def resolving(self, now: float) -> bool:
+        return self.state == "firing" and self.gone_since is not None
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    t: float
+    kind: Literal["firing", "resolved", "acknowledged", "failed"]
+    severity: Severity
+    title: str
+    detail: str = ""
+
+
+@dataclass
+class AlertBook:
+    active: dict[str, Alert] = field(default_factory=dict)
+    history: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=500))
+    """Newest last; bounded, for a wall that runs for weeks (the audit log keeps acks)."""
+    _conds: dict[str, Condition] = field(default_factory=dict)
+
+    def update(self, conditions: Iterable[Condition], now: float
+               ) -> tuple[list[Alert], list[Alert]]:
+        """Apply the conditions true now; return (fired, cleared) by this evaluation."""
+        seen: dict[str, Condition] = {c.key: c for c in conditions}
+        raised, cleared = [], []
+        for key, cond in seen.items():
+            self._conds[key] = cond
+            old = self.active.get(key)
+            a = (Alert(key, cond.severity, cond.title, cond.detail, now, "pending",
+                       last_true=now) if old is None else
+                 replace(old, severity=cond.severity, title=cond.title, detail=cond.detail,
+                         last_true=now, gone_since=None))
+            if a.state == "pending" and now - a.since >= cond.for_s:
+                a = replace(a, state="firing", fired_at=now)
+                raised.append(a)
+                self.history.append(AlertEvent(now, "firing", a.severity, a.title, a.detail))
+            self.active[key] = a
+        for key in [k for k in self.active if k not in seen]:
+            a = self.active[key]
+            hold = self._conds[key].hold_s if key in self._conds else 0.0
+            if a.state == "pending":
+                del self.active[key]  # never fired: nothing to clear
+            elif now - (a.gone_since if a.gone_since is not None else now) >= hold:
+                # the hold counts from the first evaluation that found it gone, as
+                # Prometheus's keep_firing_for does
+                del self.active[key]
+                cleared.append(a)
+                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
+            else:
+                if a.gone_since is None:
+                    self.active[key] = replace(a, gone_since=now)
+                continue
+            self._conds.pop(key, None)
+        return raised, cleared
+
+    def acknowledge(self, who: str, now: float) -> list[Alert]:
+        """Mark every firing, unacknowledged alert as seen by ``who``; returns them.
+
+        An acknowledged alert stays on screen (dimmed) until it clears; it is not sent
+        again. A new alert after it is not covered."""
+        done = []
+        for key, a in self.active.items():
+            if a.state == "firing" and a.acked_by is None:
+                self.active[key] = replace(a, acked_by=who, acked_at=now)
+                done.append(self.active[key])
+                self.history.append(AlertEvent(now, "acknowledged", a.severity, a.title,
+                                               f"by {who}"))
+        return done
+
+    def event(self, ev: AlertEvent) -> None:
+        """Record something that happened once (a failed operation)."""
+        self.history.append(ev)
+
+    def sorted(self) -> list[Alert]:
+        """Firing before pending, unacknowledged before acknowledged, then by severity
+        and age."""
+        return sorted(self.active.values(), key=lambda a: (
+            a.state != "firing", a.acked_by is not None, SEVERITY_ORDER[a.severity], a.since))
+
+    def firing(self) -> list[Alert]:
+        return [a for a in self.sorted() if a.state == "firing"]
+
+
+def _working_hours(profile: Profile, now: float) -> bool:
+    from zoneinfo import ZoneInfo
+
+    s = profile.schedule
+    local = dt.datetime.fromtimestamp(now, ZoneInfo(s.timezone))
+    day = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")[local.weekday()]
+    hm = (local.hour, local.minute)
+    start = tuple(int(x) for x in s.start.split(":"))
+    stop = tuple(int(x) for x in s.stop.split(":"))
+    return day in s.days and start <= hm < stop
+
+
+def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: Profile,
+             settings: Settings, now: float, failures: Iterable[Condition] = ()
+             ) -> list[Condition]:
+    from pod_agent.gpuinfo import version_tuple
+    from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
+
+    out: list[Condition] = list(failures)
+    timing = settings.alerts
+    stopped = pod is not None and pod.status in ("EXITED", "TERMINATED")
+    if stopped:
+        # a stopped pod takes its slots with it: one line says so, not one CRIT per slot
+        out.append(Condition("stopped", "info", f"pod {pod.status}: its slots are down with "
+                             "it", "r resumes it"))
+    if snap is not None and not stopped:
+        for s in snap.slots:
+            th = settings.thresholds_for(s.slot)
+            agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
+                           if pod is not None else None)
+            if s.health != "up" and (s.health == "starting" or agent_state == "starting"):
+                # the agent is bringing it up: expected, not an outage
+                out.append(Condition(f"starting:{s.slot}", "info", f"{s.slot} starting",
+                                     f"agent: {agent_state or 'starting'}"))
+            elif s.health != "up":
+                out.append(Condition(f"down:{s.slot}", "crit", f"{s.slot} down",
+                                     s.error or s.health_detail, timing.down_for_s,
+                                     timing.hold_s))
+            elif s.probe_ok is False:
+                out.append(Condition(f"probe:{s.slot}", "crit",
+                                     f"{s.slot} up but completions fail", s.probe_detail))
+            if s.figures is None or s.health != "up":
+                continue  # a slot that is not up has no live figures to judge
+            for fig, rule in catalog.thresholds():
+                value = s.figure(fig.key)
+                if value is not None and rule.breached(value, th):
+                    out.append(Condition(f"{rule.alert}:{s.slot}", "warn",
+                                         rule.title(s.slot, value, th), rule.hint,
+                                         timing.for_s, timing.hold_s))
+    per_gpu: dict[int, float] = {}
+    for name, slot in profile.slots.items():
+        util = slot.gpu_util
+        if pod is not None and name in pod.agent_slots:
+            util = float(pod.agent_slots[name].get("gpu_util", util))
+        for g in slot.gpus:
+            per_gpu[g] = per_gpu.get(g, 0.0) + util
+    for g, total in sorted(per_gpu.items()):
+        if total > max_per_gpu + 1e-9:
+            out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util {total:.2f} > 0.95"))
+    if pod is not None:
+        if pod.p2p_disabled:
+            out.append(Condition("p2p", "info", "P2P disabled on this host",
+                                 "NCCL_P2P_DISABLE=1 + --disable-custom-all-reduce (slower TP)"))
+        if pod.host_cuda and profile.min_cuda and (
+                version_tuple(pod.host_cuda) < version_tuple(profile.min_cuda)):
+            out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
+                                 f"{profile.min_cuda}"))
+        if pod.status == "RUNNING" and not _working_hours(profile, now):
+            rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""
+            out.append(Condition("hours", "warn", f"pod running outside working hours{rate}"))
+        plan = pod.stop_plan
+        if plan is not None and pod.watchdog_armed is not False and (
+                plan.warning or plan.grace_until):
+            left = pod.stop_in_s(now)
+            mins = f"{max(0, round((left or 0) / 60))} min"
+            title = (f"pod stop held {mins}: requests running" if plan.grace_until else
+                     f"pod stops in {mins} ({plan.next_reason}) — w extends")
+            out.append(Condition("stop-soon", "warn", title, "press w: +1h, +2h or until "
+                                 "a time; the pod's watchdog and `down` both honour it"))
+        if plan is not None and plan.memory_warning:
+            out.append(Condition("memory-guard", "warn", "memory guard about to stop a slot",
+                                 plan.memory_warning))
+        if plan is not None and plan.skew_s is not None and abs(plan.skew_s) > 120:
+            out.append(Condition("pod-clock", "warn", f"pod clock {plan.skew_s:+.0f} s off "
+                                 "this machine's", "the pod's clock decides when it stops; "
+                                 "times shown are the pod's"))
+        if pod.last_watchdog_result and "FAILED" in pod.last_watchdog_result:
+            out.append(Condition("watchdog", "crit", "watchdog stop FAILED",
+                                 pod.last_watchdog_result))
+        # a source that fails once is a blip; one that keeps failing is an alert
+        if pod.agent_error:
+            out.append(Condition("agent", "warn", "pod agent unreachable", pod.agent_error,
+                                 timing.down_for_s))
+        if pod.provider_error:
+            out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
+                                 timing.down_for_s))
+        if not stopped:
+            out += gpu_conditions(pod.gpus, set(profile.slots), now, timing.for_s,
+                                  timing.hold_s)
+    if snap is not None and snap.prometheus_error:
+        out.append(Condition("prometheus", "info", "Prometheus unreachable: scraping slots "
+                             "directly", snap.prometheus_error, timing.down_for_s))
+    return out
+
+
+async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: str,
+                 timeout_s: float = 5.0) -> str | None:
+    """POST a Slack-compatible message about changes; return an error text or None."""
+    if not raised and not cleared:
+        return None
+    icon = {"crit": ":red_circle:", "warn": ":large_orange_circle:", "info": ":information_source:"}
+    lines = [f"{icon[a.severity]} {a.title}" + (f" — {a.detail}" if a.detail else "")
+             for a in raised]
+    lines += [f":white_check_mark: cleared: {a.title}" for a in cleared]
+    payload = {"text": f"[{source}]\n" + "\n".join(lines)}
+    import httpx  # here, not at the top: the console's first frame does not wait for it
+
+    try:
+        # httpx's timeout is per read: a server dripping a byte a second never trips
+        # it. One deadline covers the whole exchange.
+        async with asyncio.timeout(timeout_s):
+            async with httpx.AsyncClient(timeout=timeout_s, trust_env=False) as c:
+                r = await c.post(url, content=json.dumps(payload),
+                                 headers={"Content-Type": "application/json"})
+        return None if r.status_code < 400 else f"webhook HTTP {r.status_code}"
+    except TimeoutError:
+        return f"webhook failed: no answer within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        return f"webhook failed: {type(exc).__name__}"

@@ -1,0 +1,129 @@
+"""What the console shows for one model: the figures' values, as immutable records.
+
+They are computed by the collectors (``console/sources/collect/figures.py`` from scrapes,
+``promql.py`` from Prometheus) and read by the snapshot, the alerts and the screens; the
+types live here, in the model layer, so that nothing below the sources needs a collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from console.model.catalog import BY_KEY, MODEL_FIGURES
+
+
+@dataclass(frozen=True)
+class SpecFigures:
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    acceptance_rate: float | None
+    """Δaccepted / Δdraft_tokens."""
+    mean_acceptance_length: float | None
+    """1 + Δaccepted / Δdrafts (includes the bonus token)."""
+    per_position: tuple[float | None, ...]
+    """Δaccepted_per_pos[i] / Δdrafts, position 0 first."""
+    drafts_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    num_gpu_blocks: int | None
+    block_size: int | None
+    gpu_memory_utilization: float | None
+    kv_cache_size_tokens: int | None = None
+
+    @classmethod
+    def from_labels(cls, labels: dict[str, str]) -> CacheConfig:
+        """Read the applied cache config from ``vllm:cache_config_info``'s labels."""
+        def num(key: str) -> float | None:
+            try:
+                return float(labels[key])
+            except (KeyError, ValueError):
+                return None
+
+        def whole(key: str) -> int | None:
+            v = num(key)
+            return None if v is None else int(v)
+
+        return cls(num_gpu_blocks=whole("num_gpu_blocks"), block_size=whole("block_size"),
+                   gpu_memory_utilization=num("gpu_memory_utilization"),
+                   kv_cache_size_tokens=whole("kv_cache_size_tokens"))
+
+    @property
+    def kv_tokens(self) -> int | None:
+        if self.kv_cache_size_tokens is not None:
+            return self.kv_cache_size_tokens
+        if self.num_gpu_blocks is not None and self.block_size is not None:
+            return self.num_gpu_blocks * self.block_size
+        return None
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """Everything the console shows for one ``model_name``; None means undefined.
+
+    ``values`` holds one number per model figure of the catalog, under its key;
+    ``f.ttft_p95_s`` reads ``values["ttft_p95_s"]``."""
+
+    model_name: str
+    window_s: float | None
+    """Seconds between the two scrapes; None for lifetime figures."""
+    values: Mapping[str, float | None]
+    requests_by_reason: dict[str, float] = field(default_factory=dict)
+    per_position: tuple[float | None, ...] = ()
+    """Δaccepted_per_pos[i] / Δdrafts, position 0 first."""
+    spec: bool = False
+    """The model exports speculative-decoding counters."""
+    cache: CacheConfig | None = None
+
+    def __getattr__(self, key: str) -> float | None:
+        # only reached for names that are not fields: the catalog's figures
+        if key in BY_KEY and not key.startswith("__"):
+            return self.values.get(key)
+        raise AttributeError(key)
+
+    def value(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    @property
+    def spec_decode(self) -> SpecFigures | None:
+        if not self.spec:
+            return None
+        v = self.values
+        return SpecFigures(
+            drafts=v.get("spec_drafts") or 0.0, draft_tokens=v.get("spec_draft_tokens") or 0.0,
+            accepted_tokens=v.get("spec_accepted") or 0.0,
+            acceptance_rate=v.get("acceptance_rate"),
+            mean_acceptance_length=v.get("mean_acceptance_length"),
+            per_position=self.per_position, drafts_per_s=v.get("spec_drafts_per_s"))
+
+    @property
+    def preemption_rate(self) -> float | None:
+        if self.preemptions is None or not self.window_s:
+            return None
+        return self.preemptions / self.window_s
+
+    @property
+    def request_rate(self) -> float | None:
+        if not self.requests_by_reason or not self.window_s:
+            return None
+        return sum(self.requests_by_reason.values()) / self.window_s
+
+    def contract_dict(self) -> dict[str, object]:
+        """The exact JSON object of ``pod-console metrics --json`` for this model, in
+        catalog order; the speculative figures nest under ``spec_decode``."""
+        out: dict[str, object] = {}
+        for fig in MODEL_FIGURES:
+            if fig.json == "top":
+                out[fig.key] = self.values.get(fig.key)
+            elif fig.json == "spec" and "spec_decode" not in out:
+                s = self.spec_decode
+                out["spec_decode"] = None if s is None else {
+                    "drafts": s.drafts, "draft_tokens": s.draft_tokens,
+                    "accepted_tokens": s.accepted_tokens,
+                    "acceptance_rate": s.acceptance_rate,
+                    "mean_acceptance_length": s.mean_acceptance_length,
+                    "per_position": list(s.per_position)}
+        return out

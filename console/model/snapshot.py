@@ -1,0 +1,222 @@
+"""Immutable snapshots handed from collectors to widgets. Nothing here does I/O."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from console.model.gpu_state import GpuReport
+from console.model.model_figures import ModelFigures
+
+Health = Literal["up", "down", "starting", "unknown"]
+
+
+@dataclass(frozen=True)
+class StopPlan:
+    """The pod agent's stop policy as it last reported it (``status`` → ``watchdog``).
+    Durations are the pod's own (its clock decides when it stops); ``read_at`` is when
+    the console received them, ``skew_s`` how far the pod's clock is from ours."""
+
+    next_reason: str | None = None
+    """``schedule``, ``idle``, ``extension ends`` (or, held by running requests, the
+    reason of the stop they hold back)."""
+    in_s: float | None = None
+    idle_s: float | None = None
+    idle_after_s: float | None = None
+    idle_in_hours: bool = True
+    warning: bool = False
+    grace_until: str | None = None
+    extension_until: str | None = None
+    extension_by: str | None = None
+    extension_reason: str | None = None
+    last_stop_reason: str | None = None
+    memory_warning: str | None = None
+    clock_speed: float = 1.0
+    skew_s: float | None = None
+    read_at: float = 0.0
+
+    @classmethod
+    def parse(cls, wd: dict[str, Any], read_at: float) -> StopPlan:
+        def num(k: str) -> float | None:
+            v = wd.get(k)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+                else None
+
+        ext = wd.get("extension") if isinstance(wd.get("extension"), dict) else {}
+        speed = num("clock_speed") or 1.0
+        now = num("now")
+        return cls(
+            next_reason=wd.get("next_stop_reason") if isinstance(
+                wd.get("next_stop_reason"), str) else None,
+            in_s=num("stop_in_s"), idle_s=num("idle_s"), idle_after_s=num("idle_stop_after_s"),
+            idle_in_hours=wd.get("idle_stop_in_hours") is not False,
+            warning=wd.get("warning") is True,
+            grace_until=wd.get("grace_until") if isinstance(wd.get("grace_until"), str)
+            else None,
+            extension_until=str(ext.get("until_iso")) if ext.get("until_iso") else None,
+            extension_by=str(ext.get("by")) if ext.get("by") else None,
+            extension_reason=str(ext.get("reason")) if ext.get("reason") else None,
+            last_stop_reason=wd.get("last_stop_reason") if isinstance(
+                wd.get("last_stop_reason"), str) else None,
+            memory_warning=wd.get("memory_warning") if isinstance(
+                wd.get("memory_warning"), str) else None,
+            clock_speed=speed,
+            # a simulated pod clock (the demo's, the tests') has no meaningful skew
+            skew_s=None if now is None or speed != 1.0 or wd.get("clock_simulated") is True
+            else now - read_at,
+            read_at=read_at)
+
+    def elapsed(self, now: float) -> float:
+        """Pod-clock seconds since the report."""
+        return max(0.0, now - self.read_at) * self.clock_speed
+
+    def stop_in(self, now: float) -> float | None:
+        return None if self.in_s is None else self.in_s - self.elapsed(now)
+
+    def idle(self, now: float) -> float | None:
+        return None if self.idle_s is None else self.idle_s + self.elapsed(now)
+
+
+@dataclass(frozen=True)
+class SlotSnapshot:
+    """One slot as last seen."""
+
+    slot: str
+    served_model_name: str
+    port: int
+    url: str
+    health: Health = "unknown"
+    health_detail: str = ""
+    served_models: tuple[str, ...] = ()
+    figures: ModelFigures | None = None
+    kv_p99: float | None = None
+    """KV usage p99 over the window (quantile_over_time semantics)."""
+    probe_ok: bool | None = None
+    """Last real chat completion probe: True, False, or None when not probed yet."""
+    probe_detail: str = ""
+    probe_at: float | None = None
+    source: Literal["prometheus", "direct", "none"] = "none"
+    fetched_at: float = 0.0
+    error: str | None = None
+    stale_since: float | None = None
+    """When the last good data was fetched, if this snapshot failed."""
+
+    def figure(self, key: str) -> float | None:
+        """A catalog figure of this slot: its model's, or its own (KV p99)."""
+        if key == "kv_p99":
+            return self.kv_p99
+        return self.figures.value(key) if self.figures is not None else None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "slot": self.slot, "served_model_name": self.served_model_name, "port": self.port,
+            "url": self.url, "health": self.health, "health_detail": self.health_detail,
+            "served_models": list(self.served_models), "kv_p99": self.kv_p99,
+            "source": self.source, "fetched_at": self.fetched_at, "error": self.error,
+            "probe_ok": self.probe_ok, "probe_detail": self.probe_detail,
+            "probe_at": self.probe_at,
+            "stale_since": self.stale_since,
+            "figures": self.figures.contract_dict() if self.figures else None,
+            "rates": None if self.figures is None else {
+                "window_s": self.figures.window_s,
+                "prompt_tps": self.figures.prompt_tps,
+                "generation_tps": self.figures.generation_tps,
+                "preemptions_per_s": self.figures.preemption_rate,
+                "requests_per_s": self.figures.request_rate,
+                "requests_by_reason": self.figures.requests_by_reason,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class DeploymentSnapshot:
+    """All slots of today's profile, stamped with when and how they were fetched."""
+
+    profile: str
+    slots: tuple[SlotSnapshot, ...]
+    fetched_at: float = field(default_factory=time.time)
+    prometheus_url: str | None = None
+    prometheus_error: str | None = None
+    cycle_s: float = 0.0
+    """How long the poll took (to spot a slow source)."""
+
+    def slot(self, name: str) -> SlotSnapshot | None:
+        for s in self.slots:
+            if s.slot == name:
+                return s
+        return None
+
+    def to_json(self) -> dict[str, object]:
+        return {"profile": self.profile, "fetched_at": self.fetched_at,
+                "prometheus_url": self.prometheus_url,
+                "prometheus_error": self.prometheus_error, "cycle_s": self.cycle_s,
+                "slots": [s.to_json() for s in self.slots]}
+
+
+@dataclass(frozen=True)
+class PodSnapshot:
+    """The pod as RunPod and the agent last described it (header, alerts)."""
+
+    pod_id: str | None = None
+    status: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    cost_per_hr: float | None = None
+    started_at: float | None = None
+    host_cuda: str | None = None
+    p2p_disabled: bool | None = None
+    watchdog_armed: bool | None = None
+    next_stop: str | None = None
+    agent_slots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    agent_actions: tuple[dict[str, Any], ...] = ()
+    last_watchdog_result: str | None = None
+    provider_error: str | None = None
+    agent_error: str | None = None
+    fetched_at: float = 0.0
+    spent_earlier_today: float | None = None
+    """$ of today's earlier runs of this pod (``console.session.spend``), None when not known."""
+    gpus: GpuReport | None = None
+    """The GPUs as the agent sampled them (NVML), None from an agent that does not say."""
+    stop_plan: StopPlan | None = None
+    """The agent's stop policy (None: no agent, or one that does not say)."""
+
+    def uptime_s(self, now: float) -> float | None:
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def spend_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
+        """$ since local midnight: the current run's part (since midnight or since it
+        started, whichever is later) plus today's earlier runs, when those are known."""
+        running = (self.cost_per_hr is not None and self.started_at is not None
+                   and self.status == "RUNNING")
+        if not running:
+            return self.spent_earlier_today
+        local_now = dt.datetime.fromtimestamp(now, tz)
+        midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        hours = max(0.0, now - max(midnight, self.started_at)) / 3600  # type: ignore[arg-type]
+        return hours * self.cost_per_hr + (self.spent_earlier_today or 0.0)  # type: ignore[operator]
+
+    def projected_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
+        """Today's spend if the pod runs until its next stop (or midnight, if that is
+        first or nothing will stop it): an extension moves it."""
+        spent = self.spend_today(now, tz)
+        if spent is None or self.status != "RUNNING" or self.cost_per_hr is None:
+            return spent
+        local_now = dt.datetime.fromtimestamp(now, tz)
+        midnight = (local_now.replace(hour=0, minute=0, second=0, microsecond=0)
+                    + dt.timedelta(days=1)).timestamp()
+        left = self.stop_in_s(now)
+        until = midnight if left is None or self.watchdog_armed is False else \
+            min(midnight, now + max(0.0, left))
+        return spent + (until - now) / 3600 * self.cost_per_hr
+
+    def stop_in_s(self, now: float) -> float | None:
+        if self.stop_plan is not None and self.stop_plan.in_s is not None:
+            return self.stop_plan.stop_in(now)  # the pod's clock decides
+        if not self.next_stop:
+            return None
+        try:
+            return dt.datetime.fromisoformat(self.next_stop).timestamp() - now
+        except ValueError:
+            return None

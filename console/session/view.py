@@ -1,0 +1,154 @@
+"""What a console runs on, without Textual: the context, the view and the staged start.
+
+The headless commands (``status``, ``rebalance``, ``up``, ``down``) build the same
+context as the TUI; keeping these types here, below the app, means building it
+never loads Textual (import contracts in ``pyproject.toml`` hold that line).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.model.history import History
+from console.sources.collect.poller import DeploymentPoller
+from console.sources.collect.targets import SlotTarget
+
+if TYPE_CHECKING:
+    from console.config.settings import Settings
+    from console.model.alerts import Alert
+    from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+    from console.operations.registry import ActionRegistry
+    from console.sources.agent_client import AgentClient
+    from console.sources.collect.pod import PodCollector
+    from pod_agent.profile import Profile
+
+
+@dataclass
+class ConsoleContext:
+    """Everything a console needs, built by ``make_context`` (CLI) or the demo."""
+
+    settings: Settings
+    profile_name: str
+    profile: Profile
+    poller: DeploymentPoller
+    registry: ActionRegistry
+    history: History
+    pod_collector: PodCollector | None = None
+    transport: Any | None = None
+    demo: Any | None = None
+    clock: Callable[[], float] = time.time
+    rotate_s: float = 15.0
+    planner: Any | None = None
+    on_exit: list[Callable[[], Any]] = field(default_factory=list)
+    agent: AgentClient | None = None
+    """The pod agent (every agent command goes through it); unconfigured in wall mode."""
+    config: Path | None = None
+    """The config file it was built from (``--config``): the fleet reads every context
+    of it."""
+    pod_rotate_s: float = 0.0
+    """Wall: seconds on each context's pod before the next one (0: stay)."""
+
+
+@dataclass(frozen=True)
+class SwitchRequest:
+    """What the console exits with to be reopened on another context's pod."""
+
+    context: str
+
+
+@dataclass(frozen=True)
+class ConsoleView:
+    """What the screens show about the deployment itself: known before the context is."""
+
+    profile_name: str
+    targets: tuple[SlotTarget, ...]
+    read_only: bool
+    demo: bool
+    refresh_s: float
+    plot_refresh_s: float
+    rotate_s: float = 15.0
+    context: str | None = None
+    """The config's context this console shows (None: a config without contexts)."""
+    contexts: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        """The header's name for what is shown: the context first, when there are some."""
+        return f"{self.context} · {self.profile_name}" if self.context else self.profile_name
+
+
+@dataclass
+class StagedStart:
+    """A first frame from the boot plan; ``finish`` builds the context (in a thread)."""
+
+    view: ConsoleView
+    poller: DeploymentPoller
+    history: History
+    finish: Callable[[DeploymentPoller, History], ConsoleContext]
+    """Typed settings + validated profiles → context. It reuses the poller and history it
+    is given when they match what the validated settings would build."""
+
+
+@dataclass(frozen=True)
+class ConsoleState:
+    """Everything a screen shows, from one poll: the app builds one after each poll and
+    hands it to every open screen, which render it and never read the app back."""
+
+    view: ConsoleView
+    ready: bool
+    """The full context has loaded (plots, pod state, alerts and operations exist)."""
+    now: float
+    snapshot: DeploymentSnapshot | None
+    pod: PodSnapshot | None
+    alerts: tuple[Alert, ...]
+    """Active alerts, most severe and oldest first."""
+    stale: str | None
+    """Why the numbers are not fresh (a failed poll, a stale slot), or None."""
+    history: History
+    """The plots' bounded ring buffers (read-only for screens)."""
+    allowed: frozenset[str]
+    """Operation ids the registry would run (none in read-only mode)."""
+    gpus: dict[str, str] = field(default_factory=dict)
+    """Slot → its GPUs as shown (``0,1``)."""
+    utils: dict[str, float] = field(default_factory=dict)
+    """Slot → gpu_util in effect: the agent's when it reports one, else the profile's."""
+    states: dict[str, str] = field(default_factory=dict)
+    """Slot → the agent's state for it (``ready``, ``starting``…), empty when unknown."""
+    operation: str | None = None
+    """The dangerous operation running now (its title), shown until it ends."""
+    alert_history: tuple[Any, ...] = ()
+    """Alert events (fired, resolved, acknowledged, failed operations), oldest first."""
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    """Slot → its ``SlotThresholds`` (cell colours); empty until the settings have loaded."""
+    fleet: Any = None
+    """Every context's pod (``console.session.fleet.FleetSnapshot``) while the fleet is shown."""
+
+
+def slot_columns(view: ConsoleView, pod: PodSnapshot | None
+                 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+    """GPUs, effective gpu_util and agent state per slot: one place computes them."""
+    agent = pod.agent_slots if pod else {}
+    gpus = {t.slot: ",".join(map(str, t.gpus)) for t in view.targets}
+    utils = {t.slot: float(agent.get(t.slot, {}).get("gpu_util", t.gpu_util))
+             for t in view.targets}
+    states = {t.slot: str(agent.get(t.slot, {}).get("state", "")) for t in view.targets}
+    return gpus, utils, states
+
+
+def view_of(ctx: ConsoleContext) -> ConsoleView:
+    return ConsoleView(profile_name=ctx.profile_name, targets=ctx.poller.targets,
+                       read_only=ctx.registry.read_only,
+                       demo=ctx.demo is not None or ctx.settings.demo,
+                       refresh_s=ctx.settings.refresh_s,
+                       plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s,
+                       context=ctx.settings.context,
+                       contexts=tuple(ctx.settings.context_names))
+
+
+def state_path(settings: Settings, name: str) -> Path:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return settings.state_dir / name

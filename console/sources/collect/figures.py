@@ -1,0 +1,331 @@
+"""Per-model figures from one or two vLLM scrapes, with the formulas in one place.
+
+With one scrape the figures are lifetime values (counters as they stand);
+with two, counters and histogram buckets become increases over the window
+between them (reset-aware) and gauges come from the later scrape. What each figure
+is comes from the catalog (``console/model/catalog.py``); this module evaluates its sources
+on scrapes, ``console/sources/collect/promql.py`` turns the same sources into PromQL.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from console.model.catalog import (
+    MODEL_FIGURES,
+    SPEC_PER_POS,
+    Gauge,
+    Increase,
+    Quantile,
+    Ratio,
+    Source,
+)
+from console.model.model_figures import CacheConfig, ModelFigures
+from console.model.numbers import (
+    bucket_quantile,
+    counter_delta,
+    cumulative_buckets,
+    safe_ratio,
+)
+from console.sources.collect.exposition import Exposition, Labels, Layout, finite, label
+
+
+class _View:
+    """Per-model access to one scrape (summing over ``engine`` for data parallelism)."""
+
+    def __init__(self, exp: Exposition) -> None:
+        self.exp = exp
+        self.restarted_families: set[str] = set()
+
+    def models(self) -> set[str]:
+        out: set[str] = set()
+        for name, fam in self.exp.samples.items():
+            if name.startswith("vllm:"):
+                for labels in fam:
+                    m = label(labels, "model_name")
+                    if m is not None:
+                        out.add(m)
+        return out
+
+    def has_model(self, model: str) -> bool:
+        """Whether any ``vllm:`` family has a series of ``model`` (through the per-family
+        index: no scan of every series when a slot asks for its own model)."""
+        return any(name.startswith("vllm:") and model in self.exp.by_label(name, "model_name")
+                   for name in self.exp.names())
+
+    def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
+        """Sum of ``name`` over all series of ``model``, grouped by label ``group``.
+
+        Kept on the exposition: a scrape is read again as the earlier end of later
+        windows, and asked the same sums each time. Callers never change the dict.
+        Which series each sum takes is worked out once per layout for the scrapes read
+        by one (``exposition.Layout``), and per scrape for the others."""
+        cache = self.exp._sums
+        k = (name, model, group)
+        hit = cache.get(k)
+        if hit is not None:
+            return hit
+        lay, values = self.exp._layout, self.exp._values
+        if lay is not None and values is not None:
+            g = _layout_grouping(lay, name, model, group)
+        else:
+            series = self.exp.by_label(name, "model_name").get(model, ())
+            values = [v for _, v in series]
+            g = _grouping([ls for ls, _ in series], range(len(series)), group)
+        res = cache[k] = _sums(g, values)
+        return res
+
+    def total(self, name: str, model: str) -> float | None:
+        vals = self.by_model(name, model)
+        return vals.get("") if vals else None
+
+
+_Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
+"""The groups in the order they first appear, the values each one sums, and, when
+every group has one value (one engine: the usual case), those values' indices."""
+
+
+def _grouping(labels: Sequence[Labels], at: Sequence[int], group: str | None) -> _Grouping:
+    """Which values each group sums: series i, with label sets ``labels[i]``, has its
+    value at ``at[i]``. Without ``group``, one group ("") of every series; with it, one
+    per value of that label, and a series without the label is in none."""
+    out: dict[str, list[int]] = {}
+    if not group:
+        if labels:
+            out[""] = list(at)
+    else:
+        for ls, i in zip(labels, at, strict=True):
+            for lk, lv in ls:
+                if lk == group:
+                    out.setdefault(lv, []).append(i)
+                    break
+    ixs = tuple(tuple(ix) for ix in out.values())
+    singles = tuple(ix[0] for ix in ixs) if all(len(ix) == 1 for ix in ixs) else None
+    return tuple(out), ixs, singles
+
+
+def _layout_grouping(lay: Layout, name: str, model: str, group: str | None) -> _Grouping:
+    """``_grouping`` of a family's series of ``model`` in a layout, worked out once."""
+    k = (name, model, group)
+    g = lay.derived.get(k)
+    if g is None:
+        labels, at = lay.by_model.get((name, model), ((), ()))
+        g = lay.derived[k] = _grouping(labels, at, group)
+    return g  # type: ignore[return-value]
+
+
+def _created_at(lay: Layout, model: str) -> tuple[int, ...]:
+    """Where a layout's ``*_created`` series of ``model`` sit among its values."""
+    k = ("created", model)
+    ix = lay.derived.get(k)
+    if ix is None:
+        ix = lay.derived[k] = tuple(i for (name, mv), (_, at) in lay.by_model.items()
+                                    if mv == model and name.endswith("_created") for i in at)
+    return ix  # type: ignore[return-value]
+
+
+def _sums(g: _Grouping, values: Sequence[float]) -> dict[str, float]:
+    """Each group's sum: a group of one series is its value."""
+    keys, ixs, singles = g
+    if singles is not None:
+        return {k: values[i] for k, i in zip(keys, singles)}  # noqa: B905 (made together)
+    return {k: sum(map(values.__getitem__, ix)) for k, ix in zip(keys, ixs)}  # noqa: B905
+
+
+def _delta_map(a: dict[str, float], b: dict[str, float], reset: bool) -> dict[str, float]:
+    if reset:
+        return dict(b)
+    return {k: counter_delta(a.get(k, 0.0), v) for k, v in b.items()}
+
+
+def _family_reset(before: Exposition, after: Exposition, family: str, model: str) -> bool:
+    """True when a counter family was re-created (the server restarted) between scrapes.
+
+    Prometheus only sees a reset on series whose value dropped; a bucket that
+    refilled past its old count after a restart would be under-counted. vLLM
+    exports ``*_created`` timestamps, so we can tell a restart for certain.
+    """
+    base = family
+    for suffix in ("_total", "_bucket"):
+        if base.endswith(suffix):
+            base = base[:-len(suffix)]
+    created = base + "_created"
+    a = _created(before, created, model)
+    b = _created(after, created, model)
+    return a != b and any(lab in a and b[lab] != a[lab] for lab in b)
+
+
+def _created(exp: Exposition, created: str, model: str) -> dict[Labels, float]:
+    """``created``'s series of ``model``, kept on the scrape (asked again as the earlier
+    end of later windows)."""
+    hit = exp._created.get((created, model))
+    if hit is None:
+        hit = exp._created[(created, model)] = dict(
+            exp.by_label(created, "model_name").get(model, ()))
+    return hit
+
+
+class _Window:
+    """Counters and histograms as lifetime values (one scrape) or increases (two)."""
+
+    def __init__(self, later: Exposition, earlier: Exposition | None, model: str) -> None:
+        self.now = _View(later)
+        self.before = _View(earlier) if earlier is not None else None
+        self.model = model
+        self._counters: dict[tuple[str, str | None], dict[str, float]] = {}
+        self._buckets: dict[str, list[list[float]] | None] = {}
+        # Both ends read by one layout (the usual window): each series sits at the same
+        # index in both, so an increase is read pairwise from the two ends' values.
+        lay = later._layout
+        self._pair: tuple[Layout, list[float], list[float]] | None = None
+        if (earlier is not None and lay is not None and earlier._layout is lay
+                and later._values is not None and earlier._values is not None):
+            self._pair = (lay, earlier._values, later._values)
+        self._restarts: bool | None = None
+
+    def _any_created_moved(self) -> bool:
+        """Whether any ``*_created`` value of the model differs between the paired ends:
+        when none does, no family restarted, and none needs ``_family_reset``."""
+        if self._restarts is None:
+            assert self._pair is not None
+            lay, before, now = self._pair
+            ix = _created_at(lay, self.model)
+            self._restarts = [before[i] for i in ix] != [now[i] for i in ix]
+        return self._restarts
+
+    def counter(self, name: str, group: str | None = None) -> dict[str, float]:
+        """Reset-aware increases of ``name`` by ``group`` (callers never change it);
+        asked once per window, however many figures read the family."""
+        k = (name, group)
+        hit = self._counters.get(k)
+        if hit is not None:
+            return hit
+        if self._pair is not None and self.before is not None:
+            lay, before, now = self._pair
+            keys, _, singles = _layout_grouping(lay, name, self.model, group)
+            if singles is not None:  # each group one series: the sums are the values
+                pairs = zip(keys, singles)  # noqa: B905 (one _grouping made both)
+                if self._any_created_moved() and _family_reset(
+                        self.before.exp, self.now.exp, name, self.model):
+                    b = {key: now[i] for key, i in pairs}
+                else:  # what _delta_map makes of the two ends' sums
+                    b = {key: counter_delta(before[i], now[i]) for key, i in pairs}
+                self._counters[k] = b
+                return b
+        b = self.now.by_model(name, self.model, group)
+        if self.before is not None:
+            a = self.before.by_model(name, self.model, group)
+            reset = _family_reset(self.before.exp, self.now.exp, name, self.model)
+            b = _delta_map(a, b, reset)
+        self._counters[k] = b
+        return b
+
+    def counter_total(self, name: str) -> float | None:
+        vals = self.counter(name)
+        return finite(vals.get("")) if vals else None
+
+    def buckets(self, hist: str) -> list[list[float]] | None:
+        """The window's bucket increases of ``hist``, prepared once for all its
+        quantiles (``numbers.cumulative_buckets``); None when there are none to read."""
+        if hist in self._buckets:
+            return self._buckets[hist]
+        b = self.counter(hist + "_bucket", "le")
+        out: list[list[float]] | None = None
+        if b:
+            vals = list(b.values())
+            out = cumulative_buckets([(bound, vals[i]) for i, bound in _bounds(tuple(b))])
+        self._buckets[hist] = out
+        return out
+
+    def quantile(self, q: float, hist: str) -> float | None:
+        return finite(bucket_quantile(q, self.buckets(hist)))
+
+
+@functools.lru_cache(maxsize=256)
+def _bounds(les: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+    """(index, bound) of each ``le`` that reads as a number: an unreadable bound is no
+    bucket. A histogram has the same bounds every scrape: read once, not per window."""
+    out = []
+    for i, le in enumerate(les):
+        try:
+            out.append((i, float(le)))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
+    for labels in exp.series("vllm:cache_config_info"):
+        d = dict(labels)
+        if d.get("model_name", model) == model:
+            return CacheConfig.from_labels(d)
+    return None
+
+
+def _first(view: _View, names: tuple[str, ...], suffix: str = "") -> str | None:
+    """The first family present (current name first, then the older ones)."""
+    exp = view.exp
+    for n in names:
+        if n + suffix in exp:
+            return n
+    return None
+
+
+def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None:
+    """One catalog source over one scrape (lifetime) or two (window)."""
+    if isinstance(source, Gauge):
+        name = _first(w.now, source.names)
+        if name is None:
+            return None
+        if source.where is None:
+            return finite(w.now.total(name, w.model))
+        lab, want = source.where
+        return finite(w.now.by_model(name, w.model, lab).get(want))
+    if isinstance(source, Increase):
+        name = _first(w.now, source.names)
+        value = w.counter_total(name) if name else None
+        if not source.per_second:
+            return value
+        return finite(safe_ratio(value, window_s)) if window_s else None
+    if isinstance(source, Quantile):
+        name = _first(w.now, source.names, "_bucket")
+        return w.quantile(source.q, name) if name else None
+    if isinstance(source, Ratio):
+        num, den = _first(w.now, source.num), _first(w.now, source.den)
+        r = safe_ratio(w.counter_total(num) if num else None,
+                       w.counter_total(den) if den else None)
+        return None if r is None else finite(source.plus + r)
+    raise TypeError(f"not a model figure source: {source!r}")
+
+
+def compute(later: Exposition, earlier: Exposition | None = None,
+            window_s: float | None = None, only: str | None = None
+            ) -> dict[str, ModelFigures]:
+    """Figures per ``model_name`` from one scrape (lifetime) or two (window).
+
+    ``only`` computes one model's figures (a slot polls its own ``model_name``; the
+    other models in the exposition cost nothing beyond being parsed). A NaN or ±Inf
+    sample never reaches a figure: it is undefined (None), like a missing one."""
+    view = _View(later)
+    out: dict[str, ModelFigures] = {}
+    models = (view.models() if only is None else
+              {only} if view.has_model(only) else set())
+    window = window_s if earlier is not None else None
+    for model in sorted(models):
+        w = _Window(later, earlier, model)
+        values = {fig.key: evaluate(fig.source, w, window) for fig in MODEL_FIGURES}
+        spec = values["spec_drafts"] is not None or values["spec_draft_tokens"] is not None
+        per_pos: tuple[float | None, ...] = ()
+        if spec:
+            per = w.counter(SPEC_PER_POS, "position")
+            positions = sorted(per, key=lambda p: int(p) if p.isdigit() else 1 << 30)
+            per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
+                            for p in positions)
+        out[model] = ModelFigures(
+            model_name=model, window_s=window, values=values,
+            requests_by_reason={k: v for k, v in w.counter(
+                "vllm:request_success_total", "finished_reason").items()
+                if finite(v) is not None},
+            per_position=per_pos, spec=spec, cache=_cache_config(later, model))
+    return out

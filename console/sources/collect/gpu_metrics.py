@@ -1,0 +1,166 @@
+"""The GPUs without the agent: from ``pod-agent exporter``'s dcgm-exporter-named metrics,
+scraped directly or read back through Prometheus (the wall has no SSH key) — and, from
+the same endpoint, the pod's stop plan (``pod_agent_*`` gauges).
+
+Both paths end in the same :func:`report`, so a figure reads the same whichever way it
+came. Prometheus is asked once per poll for every ``DCGM_FI_DEV_*`` series of the pod
+(one query, grouped by the ``gpu`` label here)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from console.model.gpu_state import Gpu, GpuReport, XidRecord
+from console.model.snapshot import StopPlan
+from console.sources.collect.exposition import parse
+from console.sources.collect.http import HttpClient, HttpError
+from console.sources.collect.promql import PromClient, PromError
+from pod_agent.gpus import BENIGN_THROTTLE, THROTTLE_REASONS
+
+MIB = 1 << 20
+FIELDS: dict[str, tuple[str, Any]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("util_pct", float),
+    "DCGM_FI_DEV_FB_USED": ("mem_used", lambda v: int(v * MIB)),
+    "DCGM_FI_DEV_FB_TOTAL": ("mem_total", lambda v: int(v * MIB)),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", float),
+    "DCGM_FI_DEV_SLOWDOWN_TEMP": ("temp_slowdown_c", float),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", float),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", float),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", int),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("throttled", lambda v: tuple(
+        n for b, n in THROTTLE_REASONS.items() if int(v) & b & ~BENIGN_THROTTLE)),
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_sbe_volatile", int),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_dbe_volatile", int),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_uncorrectable", int),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": ("remap_pending", bool),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remap_failed", bool),
+    "DCGM_FI_DEV_RETIRED_PENDING": ("retired_pending", bool),
+    "DCGM_FI_DEV_NVLINK_LINKS_UP": ("nvlink_up", int),
+}
+
+
+def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
+           t: float) -> GpuReport:
+    """(metric name, labels, value) of the DCGM-named series → the GPUs."""
+    from pod_agent.gpus import xid_meaning
+
+    by_gpu: dict[int, dict[str, Any]] = {}
+    xids: list[XidRecord] = []
+    for name, labels, value in samples:
+        try:
+            gpu = int(labels.get("gpu", ""))
+        except ValueError:
+            continue
+        g = by_gpu.setdefault(gpu, {"index": gpu, "name": labels.get("modelName", ""),
+                                    "uuid": labels.get("UUID", "")})
+        if name == "DCGM_FI_DEV_XID_ERRORS":
+            if value:  # the last Xid seen since the exporter started (DCGM's meaning)
+                sev, meaning, advice = xid_meaning(int(value))
+                xids.append(XidRecord(t, gpu, int(value), sev, meaning, advice))
+            continue
+        field = FIELDS.get(name)
+        if field is not None and value == value:  # NaN: not reported
+            g[field[0]] = field[1](value)
+    gpus = tuple(Gpu(**g) for _, g in sorted(by_gpu.items()))
+    return GpuReport(gpus, source, None if gpus else "no DCGM_FI_DEV_* series", t,
+                     tuple(xids))
+
+
+def stop_plan(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: float
+              ) -> tuple[StopPlan | None, bool | None]:
+    """The exporter's ``pod_agent_*`` gauges → the stop plan and whether the watchdog is
+    armed; (None, None) from an exporter that does not say (run by hand, or older)."""
+    wd: dict[str, Any] = {}
+    armed: bool | None = None
+    for name, labels, value in samples:
+        if value != value:  # NaN
+            continue
+        if name == "pod_agent_watchdog_armed":
+            armed = value == 1.0
+        elif name == "pod_agent_stop_in_seconds":
+            wd["stop_in_s"], wd["next_stop_reason"] = value, labels.get("reason") or None
+        elif name == "pod_agent_stop_warning":
+            wd["warning"] = value == 1.0
+        elif name == "pod_agent_idle_seconds":
+            wd["idle_s"] = value
+        elif name == "pod_agent_idle_stop_after_seconds":
+            wd["idle_stop_after_s"] = value
+        elif name == "pod_agent_extension_seconds" and value > 0:
+            wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by")}
+        elif name == "pod_agent_clock_speed":
+            wd["clock_speed"] = value
+    if armed is None:
+        return None, None
+    return StopPlan.parse(wd, read_at), armed
+
+
+class GpuMetrics:
+    """Where the console reads GPUs when the agent cannot tell it: the exporter's URL
+    (``gpu_metrics_url``, with its bearer token) or Prometheus."""
+
+    def __init__(self, client: HttpClient, timeout_s: float, url: str | None = None,
+                 token: str | None = None, prometheus_url: str | None = None,
+                 selector: str = "") -> None:
+        self.client = client
+        self.timeout_s = timeout_s
+        self.url = url
+        self.token = token
+        self.prometheus_url = prometheus_url
+        self.selector = selector
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url or self.prometheus_url)
+
+    async def fetch(self) -> GpuReport:
+        return (await self.fetch_pod())[0]
+
+    async def fetch_pod(self) -> tuple[GpuReport, StopPlan | None, bool | None]:
+        """The GPUs, the stop plan and whether the watchdog is armed, from one read."""
+        now = time.time()
+        none = (None, None)
+        if self.url:
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+            try:
+                r = await self.client.get(self.url, timeout=self.timeout_s, headers=headers)
+            except HttpError as exc:
+                return (GpuReport(source="exporter", error=exc.describe()[:200],
+                                  sampled_at=now), *none)
+            if r.status_code != 200:
+                return (GpuReport(source="exporter", error=f"HTTP {r.status_code}",
+                                  sampled_at=now), *none)
+            exp = parse(r.text)
+            out = [(n, dict(lbl), v) for n in exp.samples
+                   if n.startswith(("DCGM_", "pod_agent_"))
+                   for lbl, v in exp.samples[n].items()]
+            return (report(out, "exporter", now), *stop_plan(out, now))
+        assert self.prometheus_url
+        prom = PromClient(self.prometheus_url, self.client, self.timeout_s)
+        sel = self.selector.strip("{}")
+        expr = '{__name__=~"DCGM_FI_DEV_.*|pod_agent_.*"' + (f",{sel}" if sel else "") + "}"
+        try:
+            res = await prom.query(expr)
+        except PromError as exc:
+            return GpuReport(source="prometheus", error=str(exc), sampled_at=now), *none
+        out = []
+        for item in res:
+            m = item.get("metric") or {}
+            try:
+                out.append((m.get("__name__", ""), m, float(item["value"][1])))
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+        return (report(out, "prometheus", now), *stop_plan(out, now))
+
+
+def from_settings(settings: Any, client: HttpClient) -> GpuMetrics | None:
+    """The GPU metrics source the settings name, if any (``gpu_metrics_url`` first)."""
+    from console.config.defaults import prom_selector
+
+    url, prom = settings.gpu_metrics_url, settings.prometheus_url
+    if not url and not prom:
+        return None
+    token = settings.gpu_metrics_token.get_secret_value() if settings.gpu_metrics_token else None
+    return GpuMetrics(client, max(2.0, settings.request_timeout_s * 2), url=url, token=token,
+                      prometheus_url=prom, selector=prom_selector(settings.pod.runpod_id))

@@ -1,0 +1,84 @@
+"""Pod state for the header: the provider (status, GPU, cost) plus the agent (P2P, slots,
+watchdog).
+
+Both sources are optional; a missing or failing one leaves its fields None and
+its error set. Nothing here raises into the UI.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from console.model import gpu_state
+from console.model.snapshot import PodSnapshot, StopPlan
+from console.sources.agent_client import AgentClient
+from console.sources.collect.gpu_metrics import GpuMetrics
+from console.sources.provider.base import Provider, ProviderError
+from console.sources.remote import AgentError
+
+__all__ = ["PodCollector", "PodSnapshot"]
+
+
+def _iso_ts(s: str | None) -> float | None:
+    if not s:
+        return None
+    try:
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class PodCollector:
+    def __init__(self, pod_id: str | None, client: Provider | None,
+                 agent: AgentClient | None, timeout_s: float = 5.0,
+                 gpu_metrics: GpuMetrics | None = None) -> None:
+        self.pod_id = pod_id
+        self.client = client
+        self.agent = agent
+        self.timeout_s = timeout_s
+        self.gpu_metrics = gpu_metrics
+        """Where GPUs are read when the agent does not say (a wall: no SSH)."""
+
+    async def poll(self) -> PodSnapshot:
+        import asyncio
+
+        fields: dict[str, Any] = {"pod_id": self.pod_id, "fetched_at": time.time()}
+        if self.client is not None and self.pod_id:
+            try:
+                m = await asyncio.wait_for(self.client.get(self.pod_id), self.timeout_s)
+                fields.update(status=m.status, cost_per_hr=m.cost_per_hr, gpu_name=m.gpu_type,
+                              gpu_count=m.gpu_count or None, host_cuda=m.cuda,
+                              started_at=_iso_ts(m.started_at))
+            except (ProviderError, TimeoutError) as exc:
+                fields["provider_error"] = getattr(exc, "message", None) or "timed out"
+        if self.agent is not None and self.agent.configured:
+            try:
+                r = await self.agent.status(timeout_s=self.timeout_s)
+                st = r.final or {}
+                if r.ok:
+                    wd = st.get("watchdog") or {}
+                    fields.update(p2p_disabled=st.get("p2p_disabled"),
+                                  watchdog_armed=wd.get("armed"), next_stop=wd.get("next_stop"),
+                                  last_watchdog_result=wd.get("last_result"),
+                                  agent_slots=st.get("slots") or {},
+                                  agent_actions=tuple(st.get("actions") or ()),
+                                  gpus=gpu_state.parse(st.get("gpus")),
+                                  stop_plan=StopPlan.parse(wd, time.time())
+                                  if isinstance(wd, dict) else None)
+                else:
+                    fields["agent_error"] = r.message
+            except AgentError as exc:
+                fields["agent_error"] = str(exc)
+        if fields.get("gpus") is None and self.gpu_metrics is not None \
+                and self.gpu_metrics.configured:
+            try:
+                gpus, plan, armed = await asyncio.wait_for(self.gpu_metrics.fetch_pod(),
+                                                           self.timeout_s)
+                fields["gpus"] = gpus
+                if fields.get("stop_plan") is None and plan is not None:
+                    fields.update(stop_plan=plan, watchdog_armed=armed)
+            except TimeoutError:
+                fields["gpus"] = gpu_state.GpuReport(error="GPU metrics: timed out")
+        return PodSnapshot(**fields)

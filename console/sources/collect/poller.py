@@ -1,0 +1,217 @@
+"""One poll of the whole deployment: slots directly, figures from Prometheus or scrapes.
+
+Polls never overlap: a poll started while one is in flight returns the last
+snapshot at once. Failures never raise; they become ``error``/``stale_since``
+on the slot, with the last good figures kept so a panel never blanks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import replace
+
+from console.model.catalog import plots
+from console.model.history import History
+from console.model.model_figures import ModelFigures
+from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
+from console.sources.collect.http import HttpClient
+from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
+from console.sources.collect.targets import SlotTarget
+from console.sources.collect.vllm import ScrapeWindow, probe_completion, probe_slot
+
+PLOTTED = tuple(f.key for f, _ in plots())
+"""History keys: the catalog's plotted figures."""
+
+
+def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
+    if f is None:
+        return dict.fromkeys(PLOTTED)
+    return {key: f.value(key) for key in PLOTTED}
+
+
+
+Prefetched = tuple[dict[str, ModelFigures], dict[str, float | None]] | PromError
+"""A pod's figures and KV p99 by model from the fleet's queries, or why there are none."""
+
+class DeploymentPoller:
+    """Owns the HTTP client, the scrape windows and the history of one deployment."""
+
+    def __init__(self, profile: str, targets: tuple[SlotTarget, ...], *,
+                 prometheus_url: str | None = None, window_s: float = 300.0,
+                 timeout_s: float = 1.5, api_key: str | None = None,
+                 history: History | None = None, prom_selector: str = "",
+                 probe_interval_s: float = 300.0, clock=time.time) -> None:
+        self.profile = profile
+        self.targets = targets
+        self.prometheus_url = prometheus_url
+        self.window_s = window_s
+        self.timeout_s = timeout_s
+        self._api_key = api_key
+        self.history = history or History()
+        self.prom_selector = prom_selector
+        self.clock = clock
+        self._client: HttpClient | None = None
+        self._lock = asyncio.Lock()
+        self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
+        self._good: dict[str, SlotSnapshot] = {}
+        self.last: DeploymentSnapshot | None = None
+        self.skipped = 0
+        self.probe_interval_s = probe_interval_s
+        self._probes: dict[str, tuple[float, bool, str]] = {}
+        self._probe_task: asyncio.Task[None] | None = None
+
+    def retargeted(self, profile: str, targets: tuple[SlotTarget, ...]) -> DeploymentPoller:
+        """The same poller settings (Prometheus, selector, key, window, timeouts) aimed at
+        other slots, sharing this one's history: after fallback moves to a new pod."""
+        return DeploymentPoller(profile, targets, prometheus_url=self.prometheus_url,
+                                window_s=self.window_s, timeout_s=self.timeout_s,
+                                api_key=self._api_key, history=self.history,
+                                prom_selector=self.prom_selector,
+                                probe_interval_s=self.probe_interval_s, clock=self.clock)
+
+    def config_key(self) -> tuple[object, ...]:
+        """Everything that decides what a poll asks, where and how: equal keys, equal polls."""
+        return (self.profile, self.targets, self.prometheus_url, self.window_s,
+                self.timeout_s, self._api_key, self.prom_selector)
+
+    @property
+    def client(self) -> HttpClient:
+        if self._client is None:
+            self._client = HttpClient()  # keep-alive saves a handshake per request per poll
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._probe_task is not None and not self._probe_task.done():
+            self._probe_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe_task
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def backfill(self, step_s: float = 15.0) -> int:
+        """Fill the plots' history from Prometheus range queries; returns points added."""
+        if not self.prometheus_url:
+            return 0
+        prom = PromClient(self.prometheus_url, self.client, self.timeout_s * 2)
+        try:
+            data = await fetch_history(prom, self.history.window_s, step_s, self.window_s,
+                                       self.prom_selector)
+        except PromError:
+            return 0
+        by_model = {t.served_model_name: t.slot for t in self.targets}
+        n = 0
+        for (model, metric), pts in data.items():
+            slot = by_model.get(model)
+            if slot:
+                self.history.backfill(slot, metric, pts)
+                n += len(pts)
+        return n
+
+    async def poll(self, prefetched: Prefetched | None = None) -> DeploymentSnapshot:
+        """One cycle. ``prefetched``: this pod's figures as the fleet's one set of
+        Prometheus queries read them (``fetch_fleet``) — the poll then asks Prometheus
+        nothing itself; a ``PromError`` there is this poll's Prometheus error."""
+        if self._lock.locked():
+            self.skipped += 1
+            return self.last or DeploymentSnapshot(self.profile, ())
+        async with self._lock:
+            snap = await self._poll(prefetched)
+            self.last = snap
+            return snap
+
+    def _start_completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
+        """Every ``probe_interval_s`` per slot at most, never on a slot that is down.
+
+        They run beside the polls, not inside one: a real completion can take a second,
+        and the figures must not wait for it. Results appear in the next snapshot."""
+        if self._probe_task is not None and not self._probe_task.done():
+            return
+        due = [t for t in targets if now - self._probes.get(t.slot, (-1e18, True, ""))[0]
+               >= self.probe_interval_s]
+        if due:
+            self._probe_task = asyncio.get_running_loop().create_task(self._probe(now, due))
+
+    async def _probe(self, now: float, due: list[SlotTarget]) -> None:
+        results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
+                                                          self._api_key) for t in due))
+        for t, (ok, detail) in zip(due, results, strict=True):
+            self._probes[t.slot] = (now, ok, detail)
+
+    async def probes_done(self) -> None:
+        """Wait for the completion probes in flight (one-shot commands and tests)."""
+        if self._probe_task is not None:
+            await asyncio.shield(self._probe_task)
+
+    async def _poll(self, prefetched: Prefetched | None = None) -> DeploymentSnapshot:
+        t0 = time.perf_counter()
+        now = self.clock()
+        prom_err = None
+        prom_figs: dict[str, ModelFigures] | None = None
+        kv99: dict[str, float | None] = {}
+        use_prom = bool(self.prometheus_url)
+        probes_task = asyncio.gather(*(
+            probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom,
+                       memo=self._windows[t.slot].memo)
+            for t in self.targets))
+        if use_prom and prefetched is not None:
+            if isinstance(prefetched, PromError):
+                prom_err = str(prefetched)
+            else:
+                prom_figs, kv99 = prefetched
+        elif use_prom:
+            prom = PromClient(self.prometheus_url or "", self.client, self.timeout_s)
+            try:
+                prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector)
+            except PromError as exc:
+                prom_err = str(exc)
+        probes = await probes_task
+        self._start_completion_probes(now, [p.target for p in probes if p.health == "up"])
+        if use_prom and prom_figs is None:
+            # Prometheus is down: fall back to scraping the slots in this same cycle.
+            probes = await asyncio.gather(*(
+                probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=True,
+                           memo=self._windows[t.slot].memo)
+                for t in self.targets))
+        slots = []
+        for probe in probes:
+            tgt = probe.target
+            model = tgt.served_model_name
+            figs: ModelFigures | None = None
+            kv_p99 = None
+            source = "none"
+            if prom_figs is not None:
+                figs, kv_p99, source = prom_figs.get(model), kv99.get(model), "prometheus"
+            elif probe.exposition is not None:
+                win = self._windows[tgt.slot]
+                win.add(probe.t, probe.exposition, model)
+                figs, kv_p99, source = (win.figures(probe.t, probe.exposition, model),
+                                        win.kv_p99(), "direct")
+            error = probe.error
+            if figs is None and error is None and probe.health == "up":
+                error = f"no metrics for model_name={model}"
+            pr = self._probes.get(tgt.slot)
+            snap = SlotSnapshot(
+                slot=tgt.slot, served_model_name=model, port=tgt.port, url=tgt.base_url,
+                health=probe.health,  # type: ignore[arg-type]
+                health_detail=probe.health_detail, served_models=probe.served_models,
+                figures=figs, kv_p99=kv_p99, source=source,  # type: ignore[arg-type]
+                fetched_at=now, error=error,
+                probe_ok=pr[1] if pr else None, probe_detail=pr[2] if pr else "",
+                probe_at=pr[0] if pr else None)
+            if figs is not None:
+                self._good[tgt.slot] = snap
+                for metric, value in plotted_values(figs).items():
+                    self.history.add(tgt.slot, metric, now, value)
+            else:
+                good = self._good.get(tgt.slot)
+                if good is not None:
+                    snap = replace(snap, figures=good.figures, kv_p99=good.kv_p99,
+                                   source=good.source, stale_since=good.fetched_at)
+            slots.append(snap)
+        return DeploymentSnapshot(
+            profile=self.profile, slots=tuple(slots), fetched_at=now,
+            prometheus_url=self.prometheus_url, prometheus_error=prom_err,
+            cycle_s=time.perf_counter() - t0)

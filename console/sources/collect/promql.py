@@ -1,0 +1,271 @@
+"""The PromQL twin of the catalog's sources, and a small async API client.
+
+Each figure of ``console/model/catalog.py`` becomes one query that returns every model at
+once (``by (model_name)``), so a refresh costs a fixed number of queries whatever the
+number of slots; grouped ``by (pod, slot, model_name)`` it returns every slot of every
+pod at once (``fetch_fleet``), the same number of queries for one pod or fifty. Older
+vLLM names join the current one with ``or``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from console.model.catalog import (
+    CATALOG,
+    MODEL_FIGURES,
+    SPEC_PER_POS,
+    Gauge,
+    Increase,
+    OverTime,
+    Quantile,
+    Ratio,
+    Source,
+)
+from console.model.model_figures import CacheConfig, ModelFigures
+from console.model.numbers import safe_ratio
+from console.sources.collect.exposition import finite
+from console.sources.collect.http import HttpClient, HttpError
+
+
+def _w(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
+
+
+def _selector(sel: str, where: tuple[str, str] | None) -> str:
+    """``{pod="abc"}`` plus ``reason="capacity"``: one selector with both matchers."""
+    if where is None:
+        return sel
+    matcher = f'{where[0]}="{where[1]}"'
+    return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
+
+
+MODEL_BY = ("model_name",)
+FLEET_BY = ("pod", "slot", "model_name")
+"""The labels ``profile render`` gives each slot's target (pod, slot) and vLLM gives
+each series (model_name): one series per slot of every pod."""
+
+
+def quantile_query(q: float, hist: str, window_s: float, sel: str = "",
+                   by: tuple[str, ...] = MODEL_BY) -> str:
+    return (f"histogram_quantile({q}, sum by ({', '.join(by)}, le) "
+            f"(rate({hist}_bucket{sel}[{_w(window_s)}])))")
+
+
+def _either(exprs: list[str]) -> str:
+    return exprs[0] if len(exprs) == 1 else "(" + " or ".join(exprs) + ")"
+
+
+def source_query(source: Source, window_s: float, sel: str = "",
+                 by: tuple[str, ...] = MODEL_BY) -> str:
+    """PromQL for one catalog source, every model (or every slot: ``by``) at once."""
+    w = _w(window_s)
+    g = ", ".join(by)
+    if isinstance(source, Gauge):
+        return _either([f"sum by ({g}) ({n}{_selector(sel, source.where)})"
+                        for n in source.names])
+    if isinstance(source, Increase):
+        fn = "rate" if source.per_second else "increase"
+        return _either([f"sum by ({g}) ({fn}({n}{sel}[{w}]))" for n in source.names])
+    if isinstance(source, Quantile):
+        return _either([quantile_query(source.q, n, window_s, sel, by) for n in source.names])
+    if isinstance(source, Ratio):
+        num = source_query(Increase(source.num), window_s, sel, by)
+        den = source_query(Increase(source.den), window_s, sel, by)
+        # a zero denominator gives NaN or ±Inf, which read back as undefined
+        expr = f"{num} / {den}"
+        return f"{source.plus:g} + {expr}" if source.plus else expr
+    if isinstance(source, OverTime):
+        og = source.of
+        return _either([f"max by ({g}) (quantile_over_time({source.q}, "
+                        f"{n}{_selector(sel, og.where)}[{w}]))" for n in og.names])
+    raise TypeError(f"no PromQL for {source!r}")
+
+
+def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_BY
+                   ) -> dict[str, str]:
+    """Query name → PromQL: one per catalog figure (by its key), plus the vectors."""
+    out = {fig.key: source_query(fig.source, window_s, sel, by) for fig in CATALOG}
+    w = _w(window_s)
+    g = ", ".join(by)
+    out["requests"] = (f"sum by ({g}, finished_reason) "
+                       f"(increase(vllm:request_success_total{sel}[{w}]))")
+    out["spec_per_pos"] = (f"sum by ({g}, position) "
+                           f"(increase({SPEC_PER_POS}{sel}[{w}]))")
+    out["cache_config"] = f"vllm:cache_config_info{sel}"
+    return out
+
+
+class PromError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PromClient:
+    """Minimal Prometheus HTTP API client (instant and range queries)."""
+
+    base_url: str
+    client: HttpClient
+    timeout: float = 2.0
+
+    async def _get(self, path: str, params: dict[str, str]) -> Any:
+        try:
+            r = await self.client.get(self.base_url.rstrip("/") + path, params=params,
+                                      timeout=self.timeout)
+        except HttpError as exc:
+            raise PromError(exc.describe()[:200]) from None
+        try:
+            body = r.json()
+        except ValueError:
+            raise PromError(f"HTTP {r.status_code}: not JSON") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            err = body.get("error") if isinstance(body, dict) else None
+            raise PromError(f"HTTP {r.status_code}: {err or 'bad answer'}"[:200])
+        data = body.get("data")
+        if not isinstance(data, dict) or "result" not in data:
+            raise PromError("answer without data.result")
+        return data
+
+    async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = await self._get("/api/v1/query", params)
+        res = data["result"]
+        return res if isinstance(res, list) else []
+
+    async def query_range(self, expr: str, start: float, end: float,
+                          step: float) -> list[dict[str, Any]]:
+        data = await self._get("/api/v1/query_range", {
+            "query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+        res = data["result"]
+        return res if isinstance(res, list) else []
+
+
+def _value(item: dict[str, Any]) -> float | None:
+    try:
+        return finite(float(item["value"][1]))
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | None = None
+             ) -> dict[tuple[str, ...], dict[str, float | None]]:
+    out: dict[tuple[str, ...], dict[str, float | None]] = {}
+    for item in result:
+        metric = item.get("metric") or {}
+        key = tuple(metric.get(b) for b in by)
+        if any(k is None for k in key):
+            continue
+        sub = metric.get(extra, "") if extra else ""
+        out.setdefault(key, {})[sub] = _value(item)  # type: ignore[index]
+    return out
+
+
+async def _fetch(prom: PromClient, window_s: float, sel: str, at: float | None,
+                 by: tuple[str, ...]) -> tuple[dict[tuple[str, ...], ModelFigures],
+                                               dict[tuple[str, ...], float | None]]:
+    """Every figure per group (``by``'s label values) from one query per figure."""
+    queries = figure_queries(window_s, sel, by)
+    names = list(queries)
+    results = await asyncio.gather(*(prom.query(queries[n], at) for n in names))
+    r = dict(zip(names, results, strict=True))
+    keys: set[tuple[str, ...]] = set()
+    for res in results:
+        keys.update(_grouped(res, by))
+    scalars = {fig.key: _grouped(r[fig.key], by) for fig in MODEL_FIGURES}
+    per_pos_all = _grouped(r["spec_per_pos"], by, "position")
+    requests = _grouped(r["requests"], by, "finished_reason")
+    model_at = by.index("model_name")
+
+    figures: dict[tuple[str, ...], ModelFigures] = {}
+    for key in sorted(keys):
+        values = {k: v.get(key, {}).get("") for k, v in scalars.items()}
+        spec = key in scalars["spec_drafts"] or key in scalars["spec_draft_tokens"]
+        per = per_pos_all.get(key, {})
+        per_pos = tuple(safe_ratio(per[p], values["spec_drafts"])
+                        for p in sorted(per, key=lambda x: int(x) if x.isdigit()
+                                        else math.inf)) if spec else ()
+        cache = None
+        for item in r["cache_config"]:
+            labels = item.get("metric") or {}
+            if all(labels.get(b, k) == k for b, k in zip(by, key, strict=True)):
+                cache = CacheConfig.from_labels(labels)
+                break
+        reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
+        figures[key] = ModelFigures(
+            model_name=key[model_at], window_s=window_s, values=values,
+            requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache)
+    kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
+    return figures, kv_p99
+
+
+async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
+                        at: float | None = None) -> tuple[dict[str, ModelFigures],
+                                                          dict[str, float | None]]:
+    """All figures per model from Prometheus, plus KV p99 per model."""
+    figs, kv = await _fetch(prom, window_s, sel, at, MODEL_BY)
+    return {k[0]: f for k, f in figs.items()}, {k[0]: v for k, v in kv.items()}
+
+
+def pods_selector(pods: list[str] | tuple[str, ...] | None) -> str:
+    """``{pod=~"a|b"}`` for those pods (regex-quoted), ``{pod!=""}`` for every pod."""
+    if not pods:
+        return '{pod!=""}'
+    import re
+
+    alts = "|".join(re.escape(p).replace("\\", "\\\\").replace('"', '\\"')
+                    for p in pods)
+    return '{pod=~"' + alts + '"}'
+
+
+async def fetch_fleet(prom: PromClient, window_s: float,
+                      pods: list[str] | tuple[str, ...] | None = None,
+                      at: float | None = None
+                      ) -> tuple[dict[tuple[str, str], ModelFigures],
+                                 dict[tuple[str, str], float | None]]:
+    """Every slot of every pod (or of ``pods``), keyed ``(pod, slot)``: the same fixed
+    number of queries as one pod's refresh, grouped by the labels the rendered targets
+    carry. Through a global Prometheus federating per-site ones it reads the same."""
+    figs, kv = await _fetch(prom, window_s, pods_selector(pods), at, FLEET_BY)
+    return ({(k[0], k[1]): f for k, f in figs.items()},
+            {(k[0], k[1]): v for k, v in kv.items()})
+
+
+def history_queries(rate_window_s: float, sel: str = "") -> dict[str, str]:
+    """The plotted figures as range queries (by catalog key), to backfill the plots;
+    ``sel`` narrows them to this pod's series, as the live queries are."""
+    return {fig.key: source_query(fig.source, rate_window_s, sel)
+            for fig in CATALOG if fig.plot is not None}
+
+
+async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float,
+                        sel: str = "") -> dict[tuple[str, str], list[tuple[float, float]]]:
+    end = time.time()
+    start = end - span_s
+    queries = history_queries(rate_window_s, sel)
+    names = list(queries)
+    results = await asyncio.gather(
+        *(prom.query_range(queries[n], start, end, step_s) for n in names),
+        return_exceptions=True)
+    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for name, res in zip(names, results, strict=True):
+        if isinstance(res, BaseException):
+            continue
+        for item in res:
+            model = (item.get("metric") or {}).get("model_name")
+            pts = []
+            for pair in item.get("values") or []:
+                try:
+                    v = finite(float(pair[1]))
+                    if v is not None:
+                        pts.append((float(pair[0]), v))
+                except (TypeError, ValueError, IndexError):
+                    continue
+            if model:
+                out[(model, name)] = pts
+    return out

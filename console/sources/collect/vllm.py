@@ -1,0 +1,176 @@
+"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each vLLM server.
+
+All requests of one poll run concurrently with per-request timeouts shorter
+than the refresh interval. Earlier scrapes are kept (bounded) so figures can
+be computed over a window from two scrapes when no Prometheus is available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from console.model.catalog import KV, exposition_families
+from console.model.history import quantile_over_time
+from console.model.model_figures import ModelFigures
+from console.sources.collect.exposition import Exposition, ParseMemo, parse
+from console.sources.collect.figures import compute
+from console.sources.collect.http import HttpClient, HttpError, Response
+from console.sources.collect.targets import SlotTarget
+
+MIN_WINDOW_S = 1.0
+"""The shortest span between two scrapes that figures are computed over (the console
+polls at least a second apart; ``status --json`` without ``--sample`` polls twice at once)."""
+MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
+"""vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
+FAMILIES = exposition_families()
+"""What a slot's poll parses of its exposition (``parse`` skips the rest unread)."""
+INLINE_PARSE_CHARS = 128 * 1024
+"""An exposition this small parses on the event loop: vLLM's (~55 KB) takes about half
+a millisecond once the slot's memo knows its lines, less than a hand-off to a thread and
+back costs the loop (and a thread parses under the same GIL anyway). Anything larger, up
+to 8 MB from a misconfigured target, goes to a thread, so keys and paints go on."""
+
+
+@dataclass(frozen=True)
+class SlotProbe:
+    """Raw result of polling one slot once."""
+
+    target: SlotTarget
+    t: float
+    health: str
+    health_detail: str
+    served_models: tuple[str, ...]
+    exposition: Exposition | None
+    error: str | None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, HttpError):
+        return exc.describe()[:200]
+    return f"{type(exc).__name__}: {exc}"[:200]
+
+
+async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
+                     api_key: str | None = None, metrics: bool = True,
+                     memo: ParseMemo | None = None) -> SlotProbe:
+    """Poll one slot; never raises (failures are data). ``memo``: the slot's own, kept
+    from one poll to the next (its lines are read from what they meant last time)."""
+    t = time.time()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def get(path: str, hdrs: dict[str, str] | None = None,
+                  max_bytes: int = 1024 * 1024) -> Response:
+        return await client.get(target.base_url + path, timeout=timeout, headers=hdrs,
+                                max_bytes=max_bytes)
+
+    calls = [get("/health"), get("/v1/models", headers)]
+    if metrics:
+        calls.append(get("/metrics", max_bytes=MAX_EXPOSITION_BYTES))
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    health_r, models_r = results[0], results[1]
+    metrics_r = results[2] if metrics else None
+    errors: list[str] = []
+    if isinstance(health_r, BaseException):
+        health, detail = "down", _describe(health_r)
+    elif health_r.status_code == 200:
+        health, detail = "up", "200"
+    elif health_r.status_code == 503:
+        health, detail = "down", "503 engine dead"
+    else:
+        health, detail = "down", f"HTTP {health_r.status_code}"
+    served: tuple[str, ...] = ()
+    if isinstance(models_r, Response) and models_r.status_code == 200:
+        try:
+            served = tuple(sorted(str(m.get("id")) for m in models_r.json().get("data", [])
+                                  if isinstance(m, dict)))
+        except (ValueError, AttributeError):
+            errors.append("/v1/models: unreadable JSON")
+    elif isinstance(models_r, Response) and models_r.status_code == 401:
+        errors.append("/v1/models: 401 (API key?)")
+    exp = None
+    if metrics:
+        if isinstance(metrics_r, HttpError) and metrics_r.kind == "too_large":
+            errors.append("/metrics: exposition too large")
+        elif isinstance(metrics_r, BaseException):
+            errors.append(f"/metrics: {_describe(metrics_r)}")
+        elif metrics_r is not None and metrics_r.status_code != 200:
+            errors.append(f"/metrics: HTTP {metrics_r.status_code}")
+        elif metrics_r is not None:
+            text = metrics_r.text
+            if len(text) <= INLINE_PARSE_CHARS:
+                exp = parse(text, FAMILIES, target.served_model_name, memo)
+            else:  # up to 8 MB: parsed off the event loop so keys and paints go on
+                exp = await asyncio.to_thread(parse, text, FAMILIES,
+                                              target.served_model_name, memo)
+            if exp.error_count:
+                errors.append(f"/metrics: {exp.error_count} unreadable lines")
+    if health == "down" and not errors:
+        errors.append(detail)
+    return SlotProbe(target=target, t=t, health=health, health_detail=detail,
+                     served_models=served, exposition=exp,
+                     error="; ".join(errors) if errors else None)
+
+
+class ScrapeWindow:
+    """Earlier scrapes of one slot, kept sparse and bounded, for windowed figures."""
+
+    def __init__(self, window_s: float, keep: int = 32) -> None:
+        self.window_s = window_s
+        self.min_gap = window_s / (keep - 2)
+        self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
+        self.kv: deque[tuple[float, float]] = deque(maxlen=4096)
+        self.memo = ParseMemo()
+
+    def add(self, t: float, exp: Exposition, model: str) -> None:
+        if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
+            self.scrapes.append((t, exp))
+        for name in KV.names:
+            vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
+            if vals:
+                kv = sum(vals)
+                if math.isfinite(kv):
+                    self.kv.append((t, kv))
+                break
+        while self.scrapes and self.scrapes[0][0] < t - self.window_s:
+            self.scrapes.popleft()
+        while self.kv and self.kv[0][0] < t - self.window_s:
+            self.kv.popleft()
+
+    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
+        earlier = None
+        window = None
+        for t0, e0 in self.scrapes:
+            # two scrapes milliseconds apart are not a window: a rate over 9 ms reads
+            # 0 tok/s on a busy server. Lifetime figures (rates undefined) until one is.
+            if t - t0 >= MIN_WINDOW_S:
+                earlier, window = e0, t - t0
+                break
+        figs = compute(exp, earlier, window, only=model)
+        return figs.get(model)
+
+    def kv_p99(self) -> float | None:
+        return quantile_over_time(0.99, [v for _, v in self.kv])
+
+
+async def probe_completion(client: HttpClient, target: SlotTarget, timeout: float,
+                           api_key: str | None = None) -> tuple[bool, str]:
+    """POST one tiny chat completion: catches "process up, inference broken"."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": target.served_model_name, "max_tokens": 4, "temperature": 0,
+            "messages": [{"role": "user", "content": "Reply with the single word OK."}]}
+    try:
+        r = await client.post_json(target.base_url + "/v1/chat/completions", body,
+                                   headers=headers, timeout=timeout)
+    except HttpError as exc:
+        return False, _describe(exc)
+    if r.status_code != 200:
+        return False, f"HTTP {r.status_code}"
+    try:
+        content = r.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False, "answer without choices[0].message.content"
+    return content is not None, "ok" if content is not None else "empty content"

@@ -1,0 +1,107 @@
+"""Slot detail: every figure of one slot, its plots, and its recent log lines (via the agent)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, RichLog, Static
+
+from console.model import catalog, fmt
+from console.model.snapshot import SlotSnapshot
+from console.session.view import ConsoleState
+from console.ui.screens.base import ConsoleScreen
+from console.ui.widgets.header import PodHeader
+from console.ui.widgets.plots import PlotGrid
+
+
+def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
+    """Every catalog figure of the slot, ``per_row`` to a row, then what is not one
+    number."""
+    f = s.figures
+    t = Table.grid(padding=(0, 2))
+    for _ in range(per_row):
+        t.add_column(style="dim")
+        t.add_column()
+    sd = f.spec_decode if f else None
+    c = f.cache if f else None
+    window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
+    cells: list[tuple[str, str]] = [
+        ("health", f"{s.health} ({s.health_detail})"),
+        ("source", f"{s.source} · {window}"),
+        ("served", ", ".join(s.served_models) or fmt.DASH),
+        ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
+    ]
+    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in catalog.CATALOG if fig.detail]
+    cells += [
+        ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
+        ("requests/s", fmt.num(f.request_rate if f else None, 2)),
+        ("by reason", ", ".join(f"{k} {v:g}" for k, v in (f.requests_by_reason.items()
+                                                          if f else ()) if v) or fmt.DASH),
+        ("per position", " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ()))
+         or fmt.DASH),
+        ("KV blocks", f"{fmt.num(c.num_gpu_blocks if c else None)} × "
+                      f"{fmt.num(c.block_size if c else None)}"),
+        ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2)),
+        ("KV tokens", fmt.num(c.kv_tokens if c else None)),
+    ]
+    cells += [("", "")] * (-len(cells) % per_row)
+    for i in range(0, len(cells), per_row):
+        # Text, not str: a server's error or a model name is shown as written, never
+        # read as Rich markup ("[y]" vanishing, "[/]" raising)
+        t.add_row(*(Text(x) for pair in cells[i:i + per_row] for x in pair))
+    if s.stale_since is not None:
+        t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",
+                                style="bold red"), *[""] * (2 * per_row - 2))
+    return t
+
+
+class SlotDetailScreen(ConsoleScreen):
+    BINDINGS = [Binding("escape,backspace", "app.pop_screen", "back", id="back"),
+                Binding("l", "reload_logs", "reload logs", id="logs"),
+                Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
+                Binding("question_mark", "app.help", "help", id="help"),
+                Binding("q", "app.quit", "quit", id="quit")]
+
+    def __init__(self, state: ConsoleState, slot: str) -> None:
+        super().__init__(state)
+        self.slot = slot
+
+    def compose(self) -> ComposeResult:
+        view = self.state.view
+        yield PodHeader(view.title, view.demo, view.read_only)
+        yield Static(id="dfig")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
+        yield RichLog(max_lines=400, wrap=False, id="dlog")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#dfig", Static).border_title = f"slot {self.slot}"
+        self.query_one("#dlog", RichLog).border_title = "recent log lines (agent)"
+        self.set_class(self.app.size.height < 34, "short")
+        self.render_state(self.state)
+        self.action_reload_logs()
+
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
+        self.render_state(self.state)
+
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        snap = state.snapshot.slot(self.slot) if state.snapshot else None
+        if snap is None:
+            self.query_one("#dfig", Static).update("no data yet")
+            return
+        self.query_one("#dfig", Static).update(figures_table(snap, now))
+        self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now)
+
+    def action_reload_logs(self) -> None:
+        self.post_message(self.WantLogs(self.slot, self._show_logs))
+
+    def _show_logs(self, lines: list[str]) -> None:
+        log = self.query_one("#dlog", RichLog)
+        log.clear()
+        for line in lines:
+            log.write(Text(line))

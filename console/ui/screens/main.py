@@ -1,0 +1,140 @@
+"""The main screen: header, slots table, plots, alerts and the action log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Footer
+
+from console.operations.specs import SPECS
+from console.session.view import ConsoleState
+from console.ui.screens.base import ConsoleScreen
+from console.ui.widgets.gpu_strip import GpuStrip
+from console.ui.widgets.header import PodHeader
+from console.ui.widgets.panels import ActionLog, AlertsPanel
+from console.ui.widgets.plots import PlotGrid
+from console.ui.widgets.slots import SlotsTable
+
+if TYPE_CHECKING:
+    from console.ui.screens.filter_prompt import FilterPrompt
+
+OPERATION_BINDINGS = [Binding(spec.key, f"op({spec.id!r})", spec.label or spec.title,
+                              id=spec.id)
+                      for spec in SPECS.values() if spec.dangerous or spec.audited]
+"""One binding per operation, from the registry's specs: a key is written once."""
+FIRST_BINDINGS = [
+    Binding("question_mark", "app.help", "help", id="help"),
+    Binding("q", "app.quit", "quit", id="quit"),
+]
+"""First in the footer: on a phone's 80 columns the footer is cut from the right, and
+help and quit must never be what is cut."""
+COMMON_BINDINGS = [
+    *FIRST_BINDINGS,
+    Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
+    Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
+    Binding("g", "app.gpus", "GPUs: readings, programs, Xid, plots", id="gpus", show=False),
+    Binding("F", "app.fleet", "fleet: every context's pod, enter switches", id="fleet",
+            show=False),
+    Binding("L", "app.full_log", "full action log (/ searches)", id="full_log", show=False),
+    Binding("plus,equals_sign", "app.refresh_rate(1)", "refresh faster", id="faster",
+            show=False),
+    Binding("minus", "app.refresh_rate(-1)", "refresh slower", id="slower", show=False),
+]
+
+
+class MainScreen(ConsoleScreen):
+    BINDINGS = [*FIRST_BINDINGS, *OPERATION_BINDINGS,
+                Binding("enter", "detail", "detail", id="detail"), *COMMON_BINDINGS[2:],
+                Binding("slash", "filter", "filter slots", id="filter", show=False)]
+
+    def __init__(self, state: ConsoleState,
+                 log: tuple[tuple[float, str, str], ...] = ()) -> None:
+        super().__init__(state)
+        self._earlier_log = log
+        """What happened before this screen opened."""
+
+    def compose(self) -> ComposeResult:
+        view = self.state.view
+        yield PodHeader(view.title, view.demo, view.read_only)
+        yield GpuStrip()
+        yield SlotsTable(id="slots")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="plots")
+        with Vertical(id="bottom", classes="bottom"):
+            yield AlertsPanel(id="alerts")
+            yield ActionLog(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(SlotsTable).focus()
+        self.on_resize()
+        log = self.query_one(ActionLog)
+        for t, text, style in self._earlier_log:
+            log.add(t, text, style)
+        self._earlier_log = ()
+        self.render_state(self.state)
+
+    def on_resize(self, event: object = None) -> None:
+        w, h = self.app.size
+        self.set_class(w < 100, "narrow")
+        self.set_class(h < 34, "short")
+
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
+        snap = state.snapshot
+        if snap is not None:
+            self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
+                                            state.thresholds)
+            self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
+                                          now)
+        self.query_one(AlertsPanel).show(list(state.alerts), now)
+
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
+        self.refresh_bindings()
+
+    def log_line(self, t: float, text: str, style: str = "") -> None:
+        self.query_one(ActionLog).add(t, text, style)
+
+    async def action_filter(self) -> None:
+        """``/``: a prompt under the table (k9s-like); enter applies, escape clears."""
+        from console.ui.screens.filter_prompt import FilterPrompt
+
+        table = self.query_one(SlotsTable)
+        prompts = self.query(FilterPrompt)
+        prompt = prompts.first() if prompts else None
+        if prompt is None:  # built on first use: the first frame does not pay for Input
+            prompt = FilterPrompt(id="filter")
+            await self.mount(prompt, after=table)
+        prompt.value = table.filter
+        prompt.display = True
+        prompt.focus()
+
+    def on_filter_prompt_done(self, event: FilterPrompt.Done) -> None:
+        table = self.query_one(SlotsTable)
+        table.set_order(filter=event.value)
+        event.prompt.display = False
+        table.focus()
+
+    def action_op(self, action_id: str) -> None:
+        spec = SPECS.get(action_id)
+        args = {}
+        if spec is not None and spec.per_slot:
+            slot = self.query_one(SlotsTable).selected_slot()
+            if slot is None:
+                return
+            args["slot"] = slot
+        self.post_message(self.Operation(action_id, args))
+
+    def action_detail(self) -> None:
+        slot = self.query_one(SlotsTable).selected_slot()
+        if slot:
+            self.post_message(self.OpenDetail(slot))
+
+    def on_slots_table_selected(self, event: SlotsTable.Selected) -> None:
+        event.stop()
+        self.post_message(self.OpenDetail(event.slot))

@@ -1,0 +1,138 @@
+"""Wall mode: read-only, fills a big screen, rotates between the overview and each slot.
+
+It has no operation bindings at all (the registry's sender would refuse them
+anyway), needs no SSH key, and shows stale data with its time instead of
+blanking.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+
+from console.model import catalog
+from console.model.snapshot import SlotSnapshot
+from console.session.view import ConsoleState
+from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.detail import figures_table
+from console.ui.screens.main import COMMON_BINDINGS
+from console.ui.widgets.board import WallBoard
+from console.ui.widgets.gpu_strip import GpuStrip
+from console.ui.widgets.header import PodHeader
+from console.ui.widgets.lines import TableLines
+from console.ui.widgets.panels import AlertsPanel
+from console.ui.widgets.plots import PlotGrid
+
+
+def overview_table(slots: tuple[SlotSnapshot, ...]) -> Table:
+    """Every slot's table figures side by side (the catalog's columns, in their order)."""
+    t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
+    t.add_column("slot")
+    t.add_column("health")
+    cols = catalog.columns()
+    for _fig, col in cols:
+        t.add_column(col.header, justify="right")
+    for s in slots:
+        cells = [Text(s.slot, style="bold"), Text(s.health)]
+        for fig, col in cols:
+            text = (col.show or fig.show)(s.figure(fig.key))
+            if col.joins:
+                text += "/" + catalog.BY_KEY[col.joins].show(s.figure(col.joins))
+            cells.append(Text(text))
+        t.add_row(*cells)
+    return t
+
+
+class WallScreen(ConsoleScreen):
+    BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
+
+    def __init__(self, state: ConsoleState, rotate_s: float = 15.0) -> None:
+        super().__init__(state)
+        self.rotate_s = rotate_s
+        self.view = 0  # 0 = overview, i = slot i-1
+
+    def compose(self) -> ComposeResult:
+        view = self.state.view
+        yield PodHeader(view.title, view.demo, True)
+        yield GpuStrip()
+        yield Static(id="wview")
+        yield WallBoard(tuple(t.slot for t in view.targets), id="wboard")
+        yield TableLines(id="wfocus")
+        # before the plots: whatever the height, the alerts are never pushed off
+        yield AlertsPanel(id="walerts")
+        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.app.size.height < 34, "short")
+        if self.rotate_s > 0:
+            self.set_interval(self.rotate_s, self.action_next)
+        self.render_state(self.state)
+
+    def on_resize(self, event: object = None) -> None:
+        self.set_class(self.app.size.height < 34, "short")
+
+    def action_next(self) -> None:
+        n = len(self.state.view.targets)
+        self.view = (self.view + 1) % (n + 1)
+        self.render_state(self.state)
+
+    async def when_ready(self) -> None:
+        await self.query_one(PlotGrid).mount_plots()
+        self.render_state(self.state)
+
+    def render_state(self, state: ConsoleState) -> None:
+        now = state.now
+        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
+        snap = state.snapshot
+        names = [t.slot for t in state.view.targets]
+        focus = names[self.view - 1] if 0 < self.view <= len(names) else None
+        label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
+                f"every {self.rotate_s:g}s  ·  READ-ONLY"
+        if label != getattr(self, "_label", None):  # an update repaints the whole line
+            self._label = label
+            self.query_one("#wview", Static).update(Text(label, style="bold"))
+        box = self.query_one("#wfocus", TableLines)
+        if snap is not None:
+            self.query_one(WallBoard).show(state.pod, {s.slot: s for s in snap.slots},
+                                           state.thresholds, state.states, now)
+            short = self.has_class("short")
+            # a slot's own view on a short screen: its figures in place of the board
+            self.query_one(WallBoard).display = not (focus and short)
+            self._focus_box(box, snap.slots, focus, short, now)
+            # the plots keep every slot whatever the view (each line is labelled): a
+            # rotation that redrew them for one slot cost ~150 KB of output and a build
+            # of every plot per view, four times a minute, on a screen nobody touches
+            self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
+                                          now)
+        self.query_one(AlertsPanel).show(list(state.alerts), now)
+
+    def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],
+                   focus: str | None, short: bool, now: float) -> None:
+        """The focused slot's every figure, or (overview) every slot's table figures.
+
+        On a tall screen the box is always there at one fixed height, whatever the view:
+        a box that came and went, or grew, at each rotation moved the plots below it,
+        and moved plots are repainted whole (~150 KB of output, four times a minute).
+        Drawn line by line: a poll costs the digits that moved."""
+        by_slot = {s.slot: s for s in slots}
+        per_row = max(2, min(4, self.size.width // 40))  # a wall is wide: fewer rows
+        if short:  # no plots below: the box only in a slot's view, sized to it
+            box.display = focus in by_slot
+            if focus in by_slot:
+                table = figures_table(by_slot[focus], now, per_row)
+                box.border_title = f"slot {focus}"
+                box.show_renderable(table, table.row_count)
+            return
+        tables = {s.slot: figures_table(s, now, per_row) for s in slots}
+        overview = overview_table(slots)
+        rows = max([overview.row_count + 1, *(t.row_count for t in tables.values())])
+        box.display = True
+        title = f"slot {focus}" if focus in by_slot else "all slots"
+        if box.border_title != title:
+            box.border_title = title
+        box.show_renderable(tables[focus] if focus in by_slot else overview, rows)

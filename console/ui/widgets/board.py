@@ -1,0 +1,161 @@
+"""The wall's board: big numbers an on-looker reads from across the room.
+
+One card for the pod (state, $/hour, time to the scheduled stop) and one per slot
+(health, TTFT p95, KV usage, speculative acceptance), each number in Textual's
+``Digits`` with its unit beside it, in the warning colour past its configured threshold.
+Only renders what it is handed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Digits, Label
+
+from console.model import catalog, fmt
+from console.model.snapshot import PodSnapshot, SlotSnapshot
+
+BOARD_FIGURES = ("ttft_p95_s", "kv_cache_usage", "acceptance_rate")
+"""The figures an on-looker needs, per slot (the field's panels)."""
+
+
+def big_value(key: str, value: float | None) -> tuple[str, str]:
+    """(what the digits show, the unit beside them); Digits draws 0-9 . - $ : only."""
+    if value is None:
+        return "-", {"ttft_p95_s": "TTFT p95", "kv_cache_usage": "% KV",
+                     "acceptance_rate": "% accept"}.get(key, "")
+    if key == "ttft_p95_s":
+        if value < 1:
+            return f"{value * 1000:.0f}", "ms TTFT p95"
+        return (f"{value:.1f}" if value < 9.95 else f"{value:.0f}"), "s TTFT p95"
+    if key == "kv_cache_usage":
+        return f"{value * 100:.1f}", "% KV"
+    if key == "acceptance_rate":
+        return f"{value * 100:.0f}", "% accept"
+    return f"{value:g}", ""
+
+
+def set_label(label: Label, text: Text) -> None:
+    """Update only on a change: an update repaints the label's whole line each poll."""
+    if getattr(label, "_shown", None) != text:
+        label._shown = text  # type: ignore[attr-defined]
+        label.update(text)
+
+
+class Metric(Horizontal):
+    DEFAULT_CSS = """
+    Metric { height: 3; width: 100%; }
+    Metric > Digits { width: auto; }
+    Metric > Label { padding: 1 0 0 1; color: $text-muted; }
+    Metric.warn > Digits { color: $warning; text-style: bold; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Digits("-")
+        yield Label("")
+
+    def set(self, digits: str, unit: str, warn: bool = False) -> None:
+        d = self.query_one(Digits)
+        if d.value != digits:
+            d.update(digits)
+        lab = self.query_one(Label)
+        if str(lab.content) != unit:
+            lab.update(Text(unit))
+        self.set_class(warn, "warn")
+
+
+class Card(Vertical):
+    DEFAULT_CSS = """
+    Card { width: 1fr; height: auto; border: round $primary; padding: 0 1; }
+    Card > .title { width: 100%; text-style: bold; }
+    """
+
+
+class SlotCard(Card):
+    def __init__(self, slot: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.slot = slot
+
+    def compose(self) -> ComposeResult:
+        yield Label(classes="title")
+        for key in BOARD_FIGURES:
+            yield Metric(classes=f"m-{key}")
+
+    def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None) -> None:
+        health = s.health if s is not None else "unknown"
+        if health != "up" and agent_state in ("starting", "backoff"):
+            health = "starting"
+        glyph, word, style = fmt.HEALTH_GLYPH.get(health, fmt.HEALTH_GLYPH["unknown"])
+        title = Text.assemble((self.slot, "bold"), "  ", (f"{glyph} {word}", style),
+                              no_wrap=True, overflow="ellipsis")
+        if s is not None and s.stale_since is not None:
+            title.append(f"  since {fmt.clock(s.stale_since)}", "bold red")
+        set_label(self.query_one(".title", Label), title)
+        for key in BOARD_FIGURES:
+            # a slot that is not up shows no live-looking numbers
+            value = s.figure(key) if s is not None and health == "up" else None
+            rule = catalog.BY_KEY[key].threshold
+            warn = rule is not None and rule.breached(value, thresholds)
+            digits, unit = big_value(key, value)
+            self.query_one(f".m-{key}", Metric).set(digits, unit, warn)
+
+
+class PodCard(Card):
+    def compose(self) -> ComposeResult:
+        yield Label(classes="title")
+        yield Metric(classes="m-cost")
+        yield Metric(classes="m-stop")
+
+    def show(self, pod: PodSnapshot | None, now: float) -> None:
+        p = pod or PodSnapshot()
+        status = p.status or "?"
+        style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
+                 "ERROR": "bold red"}.get(status, "white")
+        set_label(self.query_one(".title", Label), Text.assemble(
+            ("pod ", "dim"), (p.pod_id or fmt.DASH, "bold"), "  ", (status, style)))
+        cost = "-" if p.cost_per_hr is None else f"${p.cost_per_hr:.2f}"
+        self.query_one(".m-cost", Metric).set(cost, "per hour")
+        left = p.stop_in_s(now)
+        if left is None:
+            self.query_one(".m-stop", Metric).set("-", "to the stop")
+        elif left < 0:
+            self.query_one(".m-stop", Metric).set("0:00", "overdue", warn=True)
+        else:
+            h, m = divmod(int(left) // 60, 60)
+            disarmed = p.watchdog_armed is False
+            self.query_one(".m-stop", Metric).set(
+                f"{h}:{m:02d}", "to the stop" + (" (watchdog disarmed)" if disarmed else ""),
+                warn=disarmed)
+
+
+class WallBoard(Horizontal):
+    DEFAULT_CSS = "WallBoard { height: auto; }"
+
+    def __init__(self, slots: tuple[str, ...], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.slots = slots
+
+    def compose(self) -> ComposeResult:
+        yield PodCard()
+        for slot in self.slots:
+            yield SlotCard(slot)
+
+    def show(self, pod: PodSnapshot | None, snaps: Mapping[str, SlotSnapshot],
+             thresholds: Mapping[str, Any], agent_states: Mapping[str, str], now: float
+             ) -> None:
+        self.query_one(PodCard).show(pod, now)
+        if snaps and tuple(snaps) != self.slots:
+            # another profile's slots (a fallback brought up a different pod): one card
+            # per slot polled now, never a card for a slot that is not there
+            self.slots = tuple(snaps)
+            for card in self.query(SlotCard):
+                card.remove()
+            self.mount_all([SlotCard(slot) for slot in self.slots])
+            self.call_after_refresh(self.show, pod, snaps, thresholds, agent_states, now)
+            return
+        for card in self.query(SlotCard):
+            card.show(snaps.get(card.slot), thresholds.get(card.slot),
+                      agent_states.get(card.slot))

@@ -1,0 +1,121 @@
+"""The pod header: state of the pod, today's profile, money and time left, on one line.
+
+What does not fit a narrow terminal is left out by priority (the pod's state, an
+operation running and staleness always stay; then cost and the stop; then the rest)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from console.model import fmt
+from console.model.snapshot import PodSnapshot
+
+
+class PodHeader(Static):
+    """Renders a PodSnapshot; knows nothing about where it came from."""
+
+    DEFAULT_CSS = "PodHeader { height: 1; padding: 0 1; background: $boost; }"
+
+    def __init__(self, profile: str, demo: bool, read_only: bool, **kw) -> None:
+        super().__init__(**kw)
+        self.profile = profile
+        self.demo = demo
+        self.read_only = read_only
+
+    def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
+             operation: str | None = None) -> None:
+        self._args = (pod, now, stale, operation)
+        width = (self.size.width or self.app.size.width) - 2  # padding
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for i, part in enumerate(fit(self.segments(pod, now, stale, operation), width)):
+            if i:
+                t.append(" │ ", "dim")
+            t.append_text(part)
+        if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
+            self._last = t
+            self.update(t)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_args", None) is not None:
+            self.show(*self._args)
+
+    def segments(self, pod: PodSnapshot | None, now: float, stale: str | None,
+                 operation: str | None) -> list[tuple[int, Text]]:
+        """(priority, text) in display order; 0 is always shown, then 1, 2…"""
+        out: list[tuple[int, Text]] = []
+        if self.demo:
+            out.append((0, Text(" DEMO ", "bold black on yellow")))
+        if self.read_only:
+            out.append((0, Text(" READ-ONLY ", "bold white on blue")))
+        p = pod or PodSnapshot()
+        status = p.status or "?"
+        style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
+                 "ERROR": "bold red"}.get(status, "white")
+        out.append((0, Text.assemble(("pod ", "dim"), (f"{p.pod_id or fmt.DASH} ", "bold"),
+                                     (status, style))))
+        if operation:
+            out.append((0, Text(f"▶ {operation} running", "bold magenta")))
+        if stale:
+            out.append((0, Text(stale, "bold red")))
+        out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
+        out.append((1, stop_text(p, now)))
+        plan = p.stop_plan
+        if plan is not None and plan.extension_until:
+            out.append((1, Text.assemble(("extended → ", "dim"), (
+                f"{fmt.wall_time(plan.extension_until)} {plan.extension_by or ''}".rstrip(),
+                "bold cyan"))))
+        if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None:
+            idle = plan.idle(now) or 0.0
+            out.append((2, Text.assemble(("idle ", "dim"), (
+                f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
+                "yellow" if idle >= 0.75 * plan.idle_after_s else ""))))
+        # dimes: the spend changes ~every 90 s, not every poll
+        spent, proj = p.spend_today(now), p.projected_today(now)
+        out.append((2, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
+            (("→", "dim"), fmt.money(proj, 1)) if proj is not None and spent is not None
+            and proj - spent >= 0.05 else ()))))
+        out.append((2, Text.assemble(("profile ", "dim"), (self.profile, "bold"))))
+        if p.gpu_name:
+            name = p.gpu_name.removeprefix("NVIDIA ")
+            out.append((3, Text(f"{p.gpu_count}× {name}")))
+        p2p = (Text(fmt.DASH) if p.p2p_disabled is None else
+               Text("OFF", "bold yellow") if p.p2p_disabled else Text("on", "green"))
+        out.append((3, Text.assemble(("P2P ", "dim"), p2p)))
+        out.append((4, Text.assemble(("CUDA ", "dim"), p.host_cuda or fmt.DASH)))
+        out.append((4, Text.assemble(("up ", "dim"),
+                                     fmt.duration(p.uptime_s(now), seconds=False))))
+        return out
+
+
+def fit(segments: list[tuple[int, Text]], width: int) -> list[Text]:
+    """The segments that fit one line of ``width``, most important first, in order."""
+    sep = 3
+    chosen: set[int] = set()
+    used = 0
+    for i in sorted(range(len(segments)), key=lambda i: (segments[i][0], i)):
+        need = segments[i][1].cell_len + (sep if chosen else 0)
+        if segments[i][0] == 0 or used + need <= width:
+            chosen.add(i)
+            used += need
+    return [segments[i][1] for i in sorted(chosen)]
+
+
+def stop_text(p: PodSnapshot, now: float) -> Text:
+    """"stop in 2h10m (schedule)", "stop in 4m (idle)", "held 6m: requests running",
+    "watchdog DISARMED", "stop overdue"."""
+    plan = p.stop_plan
+    if p.watchdog_armed is False:
+        return Text("watchdog DISARMED", "bold yellow")
+    left = p.stop_in_s(now)
+    if plan is not None and plan.grace_until:
+        return Text.assemble(("stop held ", "dim"), (
+            f"{fmt.duration(left, False)}: requests running", "yellow"))
+    if left is not None and left < 0:
+        return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
+    why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
+    if plan is not None and plan.clock_speed != 1.0:
+        why += f" pod clock ×{plan.clock_speed:g}"
+    soon = plan is not None and plan.warning
+    return Text.assemble(("stop in ", "dim"), (f"{fmt.duration(left, False)}{why}",
+                                               "bold yellow" if soon else ""))

@@ -1,0 +1,227 @@
+"""The plot widgets (plotext): TTFT p95, KV usage and acceptance over time; per-position bars.
+
+Imported only once the console has loaded (``PlotGrid.mount_plots``): plotext and
+textual-plotext cost ~60 ms of start-up that the first frame should not wait for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import RenderResult
+from textual_plotext import PlotextPlot
+
+from console.model.history import History
+
+PLOT_EVERY_S = 300.0
+"""Default for ``Settings.plot_refresh_s``: a full redraw is several KB of terminal output,
+and a plot of the last hour gains nothing from being repainted every refresh."""
+
+
+SPAN_S = 15 * 60
+YOUNG_S = 60.0
+"""A plot first drawn over less history than this (a console just started, with no
+Prometheus to fill it) is drawn once more when that much has gathered: one extra
+drawing, so a fresh wall does not show a few seconds of data for five minutes."""
+"""The time axis: the last 15 minutes, whatever the data (an axis that stretches to the
+data would show 8 s as wide as an hour)."""
+MARKERS_NO_COLOR = ("braille", "•", "×", "+", "o", "*")
+"""Without colour (NO_COLOR) each series needs its own glyph to be told apart."""
+
+
+def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
+    """About ``n`` round tick values covering [lo, hi] (1, 2 or 5 times a power of ten)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi - lo < 1e-12:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    return [round(first + i * step, 12) for i in range(math.ceil((hi - first) / step) + 1)]
+
+
+PLOT_CHROME_ROWS = 4
+"""Rows of a plot that are not data: title, top frame, x axis and its labels."""
+
+
+def fit_ticks(ticks: list[float], rows: int) -> list[float]:
+    """At most one labelled tick every other row. plotext, given more ticks than rows,
+    keeps one per row in an order that changes from process to process (string hashing),
+    so the same data would be labelled differently on each run."""
+    room = max(2, (rows + 1) // 2)
+    last = len(ticks) - 1
+    for step in range(1, max(1, last) + 1):  # the ends always labelled
+        if last % step == 0 and last // step + 1 <= room:
+            return ticks[::step]
+    return [ticks[0], ticks[-1]] if ticks else []
+
+
+X_LABEL_ROOM = 14
+"""Columns between time labels (the last, HH:MM:SS, is 8 wide): closer labels collide,
+and plotext settles a collision differently from process to process."""
+
+
+def time_ticks(width: int) -> list[float]:
+    """Offsets from now for the time axis: four labels where they fit, else three, two."""
+    data = max(1, width - 6)  # y labels and frame
+    for n in (4, 3):
+        if data / (n - 1) >= X_LABEL_ROOM:
+            return [-SPAN_S + i * SPAN_S / (n - 1) for i in range(n - 1)] + [0.0]
+    return [-SPAN_S, 0.0]
+
+
+def tick_label(v: float, step: float) -> str:
+    """As many decimals as the tick step needs: 0.98, not 0.987500000000000044."""
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{v:.{min(decimals, 6)}f}"
+
+
+class FreshPlot(PlotextPlot):
+    """A plot whose figure is built anew, from what it was last shown, at every render.
+
+    plotext's figure keeps state from the sizes it was built at before (textual-plotext
+    notes resizing "doesn't work right"): a plot first drawn during a layout change and
+    then at its final size can place its ticks differently from one drawn at that size
+    directly. Building from scratch at each render makes the picture a function of the
+    data and the size alone. Renders happen on a new drawing or a resize, not per poll."""
+
+    _draw: Callable[[Any, int], None] | None = None
+
+    def paint(self, draw: Callable[[Any, int], None]) -> None:
+        """``draw(plt, rows)`` builds the figure; ``rows`` is the height of its data area."""
+        self._draw = draw
+        self.refresh()
+
+    def render(self) -> RenderResult:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if self._draw is not None:
+            self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
+        return super().render()
+
+
+def sentence(plt: Any, text: str) -> None:
+    """A plot with nothing to draw says so: no frame, no axes running −1…1 around
+    nothing."""
+    plt.frame(False)
+    plt.xaxes(False, False)
+    plt.yaxes(False, False)
+    plt.xticks([])
+    plt.yticks([])
+    plt.text(text, x=0, y=0, alignment="center")
+
+
+class SeriesPlot(FreshPlot):
+    """One figure for every slot over the last ``SPAN_S`` seconds, against clock time.
+
+    The right end of the time axis is the clock time of the drawing, not "now": a plot
+    redrawn every two minutes says how old it is."""
+
+    DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
+    _drawn_at: float = -1e18
+    _drawn_key: tuple = ()
+    _drawn_span: float = 0.0
+
+    def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
+                 every_s: float = PLOT_EVERY_S, **kw) -> None:
+        super().__init__(**kw)
+        self.every_s = every_s
+        self.title = title
+        self.metric = metric
+        self.scale = scale
+        self.unit = unit
+
+    def show(self, history: History, slots: list[str], now: float, force: bool = False
+             ) -> None:
+        counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
+        key = (tuple(slots), counts, history.backfills)
+        span = self._span(history, slots, now)
+        grown = self._drawn_span < YOUNG_S <= span
+        if not force and not grown and key == self._drawn_key \
+                and now - self._drawn_at < self.every_s:
+            return
+        self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
+        series = []
+        for slot in slots:
+            pts = [(t, v * self.scale) for t, v in history.series(slot, self.metric).points
+                   if t >= now - SPAN_S]
+            if len(pts) >= 2:
+                series.append((slot, pts))
+        no_color = bool(os.environ.get("NO_COLOR"))
+        title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
+
+        def draw(plt: Any, rows: int) -> None:
+            plt.title(title)
+            if not series:
+                sentence(plt, "waiting for data")
+                return
+            for i, (slot, pts) in enumerate(series):
+                marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
+                plt.plot([t - now for t, _ in pts], [v for _, v in pts], label=slot,
+                         marker=marker)
+            plt.xlim(-SPAN_S, 0)
+            xs = time_ticks(self.size.width)
+            plt.xticks(xs, [time.strftime("%H:%M", time.localtime(now + x)) for x in xs[:-1]]
+                       + [time.strftime("%H:%M:%S", time.localtime(now))])
+            ys = [v for _, pts in series for _, v in pts]
+            lo, hi = min(ys), max(ys)
+            ticks = nice_ticks(min(lo, 0.0) if lo >= 0 and hi > 0 and lo < hi * 0.2 else lo,
+                               hi)
+            if len(ticks) >= 2:
+                plt.ylim(ticks[0], ticks[-1])
+                shown = fit_ticks(ticks, rows)
+                plt.yticks(shown, [tick_label(v, ticks[1] - ticks[0]) for v in shown])
+
+        self.paint(draw)
+
+    def _span(self, history: History, slots: list[str], now: float) -> float:
+        """How far back the plotted data reaches (within the plot's window)."""
+        oldest = [pts[0][0] for s in slots if (pts := history.series(s, self.metric).points)]
+        return min(SPAN_S, now - min(oldest)) if oldest else 0.0
+
+
+class PositionBars(FreshPlot):
+    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
+
+    DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
+    _last: tuple = ()
+    _drawn_at: float = -1e18
+
+    def __init__(self, every_s: float = PLOT_EVERY_S, **kw) -> None:
+        super().__init__(**kw)
+        self.every_s = every_s
+
+    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
+        # whole percent is what the bars can show; redraw when that changes, at most
+        # every plot_refresh_s unless a slot gains or loses data
+        key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
+                    for s, vals in per_slot.items())
+        shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
+        old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
+        if key == self._last or (shape == old_shape and now - self._drawn_at < self.every_s):
+            return
+        self._last, self._drawn_at = key, now
+        slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
+        n = max((len(per_slot[s]) for s in slots), default=0)
+        labels = [f"pos {i}" for i in range(n)]
+        data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
+                 for i in range(n)] for s in slots]
+
+        def draw(plt: Any, rows: int) -> None:
+            plt.title("acceptance by draft position (%)")
+            if not slots:
+                sentence(plt, "no speculative decoding data")
+                return
+            plt.multiple_bar(labels, data, labels=slots)
+            plt.ylim(0, 100)
+            ticks = fit_ticks([0, 25, 50, 75, 100], rows)
+            plt.yticks(ticks, [str(t) for t in ticks])
+
+        self.paint(draw)

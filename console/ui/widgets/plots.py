@@ -1,0 +1,85 @@
+"""The grid of four plots every screen shows, mounted once the console has loaded.
+
+The plot widgets live in ``plot_widgets`` (plotext); this module stays light so the
+first frame with live numbers does not wait for them. Until ``mount_plots`` runs the
+grid shows one line saying the plots are loading.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.containers import Grid
+from textual.widgets import Static
+
+from console.model import catalog
+from console.model.history import History
+
+
+class PlotGrid(Grid):
+    """The catalog's plotted figures over time, then acceptance by draft position:
+    two rows, as many columns as they need."""
+
+    DEFAULT_CSS = """
+    PlotGrid { height: 1fr; min-height: 12; }
+    PlotGrid > .plots-loading { color: $text-muted; }
+    """
+
+    def __init__(self, ready: bool, plot_refresh_s: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        # one cell per plotted figure plus the position bars, on two rows
+        self.styles.grid_size_columns = -(-(len(catalog.plots()) + 1) // 2)
+        self.styles.grid_size_rows = 2
+        self.ready = ready
+        """Plots mount now (the console has loaded) or on ``mount_plots``."""
+        self.plot_refresh_s = plot_refresh_s
+
+    def compose(self):
+        if self.ready:
+            yield from self._plots()
+        else:
+            loading = Static("plots: loading…", classes="plots-loading")
+            loading.styles.column_span = self.styles.grid_size_columns
+            loading.styles.row_span = 2
+            yield loading
+
+    def _plots(self) -> list[Any]:
+        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+
+        every = self.plot_refresh_s
+        out: list[Any] = []
+        for fig, p in catalog.plots():
+            out.append(SeriesPlot(p.title, fig.key, scale=p.scale, unit=p.unit, every_s=every,
+                                  classes=f"p-{fig.key}"))
+        bars = PositionBars(every_s=every, classes="p-pos")
+        if len(out) % 2 == 0:  # an odd number of cells: the bars take the last two
+            bars.styles.column_span = 2
+        out.append(bars)
+        return out
+
+    async def mount_plots(self) -> None:
+        """Replace the placeholder with the plots (the app calls this when it is ready)."""
+        if self.query(".plots-loading"):
+            await self.query(".plots-loading").remove()
+            await self.mount_all(self._plots())
+
+    def force_redraw(self) -> None:
+        """The next ``show`` draws every plot, whatever their refresh interval says."""
+        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+
+        for plot in self.query(SeriesPlot):
+            plot._drawn_key = ()
+        for bars in self.query(PositionBars):
+            bars._last = ()
+
+    def show(self, history: History, snap, slots: list[str], now: float) -> None:
+        if not self.display or snap is None or self.query(".plots-loading"):
+            return
+        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+
+        for plot in self.query(SeriesPlot):
+            plot.show(history, slots, now)
+        self.query_one(PositionBars).show({
+            s.slot: (s.figures.spec_decode.per_position
+                     if s.figures and s.figures.spec_decode else ())
+            for s in snap.slots if s.slot in slots}, now)
