@@ -103,6 +103,11 @@ class SmokePlan:
     timeout_s: float = 60.0
 
 
+def _squash(text: str) -> str:
+    """A body as one line of evidence (servers answer with indented JSON or HTML)."""
+    return " ".join(text.split())
+
+
 def _content(body: Any) -> str | None:
     try:
         return body["choices"][0]["message"]["content"]
@@ -141,6 +146,9 @@ class Smoke:
         self.client = client
         self.marker = f"pod-console-smoke-{uuid.uuid4().hex[:12]}"
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
+        self.refused: dict[str, str] = {}
+        """base URL → the 401/403 it gave: checks whose premise is an accepted key are
+        then "not run", never passed on the refusal's 4xx."""
 
     def _body(self, model: str, stream: bool = False) -> dict[str, Any]:
         # ``user`` carries the marker the trace check looks for (LiteLLM also reads
@@ -156,35 +164,76 @@ class Smoke:
                                 "trace_name": "pod-console-smoke"}
         return body
 
-    async def _listed(self) -> dict[str, set[str]]:
-        """base URL → the model ids its ``/v1/models`` lists."""
-        out: dict[str, set[str]] = {}
+    def _who(self, model: str) -> str:
+        """How evidence names a model: with its slot when the check went straight to it
+        (direct mode: two slots, two servers, and the reader must know which failed)."""
+        if self.plan.gateway_url:
+            return model
+        slot = next((s for s, m in self.plan.slots.items() if m == model), None)
+        return f"{slot} ({model})" if slot else model
+
+    def _base_name(self, base: str) -> str:
+        if base == self.plan.gateway_url:
+            return "gateway"
+        names = sorted(self._who(m) for m, b in self.plan.served.items() if b == base)
+        return ", ".join(names) or base
+
+    def _note_refusal(self, base: str, status: int, text: str) -> None:
+        if status in (401, 403):
+            self.refused.setdefault(base, f"HTTP {status} {_squash(text)[:120]}".rstrip())
+
+    async def _listed(self) -> dict[str, set[str] | str]:
+        """base URL → the model ids its ``/v1/models`` lists, or why it listed none (the
+        status and body the server gave, or why it could not be reached)."""
+        out: dict[str, set[str] | str] = {}
         for base in sorted(set(self.plan.served.values())):
-            r = await self.client.get(base + "/v1/models", timeout=self.plan.timeout_s,
-                                      headers=self.headers)
+            try:
+                r = await self.client.get(base + "/v1/models", timeout=self.plan.timeout_s,
+                                          headers=self.headers)
+            except HttpError as exc:
+                out[base] = exc.describe()[:160]
+                continue
             if r.status_code != 200:
-                out[base] = set()
+                self._note_refusal(base, r.status_code, r.text)
+                out[base] = f"HTTP {r.status_code} {_squash(r.text)[:120]}".rstrip()
                 continue
             try:
                 out[base] = {str(m.get("id")) for m in r.json().get("data") or ()
                              if isinstance(m, dict)}
             except (ValueError, AttributeError):
-                out[base] = set()
+                out[base] = "HTTP 200 but not a models list"
         return out
 
+    def _missing(self, listed: dict[str, set[str] | str], wanted: Mapping[str, str]
+                 ) -> list[str]:
+        problems = []
+        for base in sorted(set(wanted.values())):
+            got = listed.get(base, set())
+            names = sorted(n for n, b in wanted.items() if b == base)
+            if isinstance(got, str):
+                problems.append(f"{self._base_name(base)}: /v1/models answered {got}")
+                continue
+            gone = [self._who(n) for n in names if n not in got]
+            if gone:
+                problems.append(f"missing from /v1/models: {', '.join(gone)}")
+        return problems
+
     async def models_listed(self) -> tuple[bool, str]:
-        listed = await self._listed()
-        missing = [n for n, base in self.plan.served.items() if n not in listed.get(base, ())]
-        if missing:
-            return False, f"missing from /v1/models: {', '.join(sorted(missing))}"
-        return True, f"{len(self.plan.served)} listed: {', '.join(sorted(self.plan.served))}"
+        problems = self._missing(await self._listed(), self.plan.served)
+        if problems:
+            return False, "; ".join(problems)
+        return True, (f"{len(self.plan.served)} listed: "
+                      f"{', '.join(self._who(n) for n in sorted(self.plan.served))}")
 
     async def aliases_listed(self) -> tuple[bool | None, str]:
         if not self.plan.aliases:
             return None, "the profile has no aliases"
         if not self.plan.gateway_url:
             return None, "aliases live in the gateway; no gateway_url is configured"
-        listed = (await self._listed()).get(self.plan.gateway_url, set())
+        gw = self.plan.gateway_url
+        listed = (await self._listed()).get(gw, set())
+        if isinstance(listed, str):
+            return False, f"gateway: /v1/models answered {listed}"
         missing = sorted(a for a in self.plan.aliases if a not in listed)
         if missing:
             return False, f"missing from /v1/models: {', '.join(missing)}"
@@ -192,26 +241,34 @@ class Smoke:
 
     async def _chat_once(self, model: str, base: str) -> tuple[bool, str, bool]:
         """(passed, evidence, answered empty)."""
+        who = self._who(model)
         r = await self.client.post_json(base + "/v1/chat/completions", self._body(model),
                                         timeout=self.plan.timeout_s, headers=self.headers)
         if r.status_code != 200:
-            return False, f"{model}: HTTP {r.status_code} {r.text[:120]}".rstrip(), False
+            self._note_refusal(base, r.status_code, r.text)
+            return False, f"{who}: HTTP {r.status_code} {_squash(r.text)[:120]}".rstrip(), False
         try:
             content = _content(r.json())
         except ValueError:
-            return False, f"{model}: HTTP 200 but not JSON", False
+            return False, f"{who}: HTTP 200 but not JSON", False
         if not content:
-            return False, f"{model}: no content in choices[0].message", True
-        return True, f"{model}: {content.strip()[:30]!r}", False
+            return False, f"{who}: no content in choices[0].message", True
+        return True, f"{who}: {content.strip()[:30]!r}", False
 
     async def _chat(self, model: str, base: str) -> tuple[bool, str]:
         return await _again_if_empty(self._chat_once, model, base)
 
-    @staticmethod
-    async def _each(check: Callable[[str, str], Awaitable[tuple[bool, str]]],
+    async def _each(self, check: Callable[[str, str], Awaitable[tuple[bool, str]]],
                     models: list[tuple[str, str]]) -> tuple[bool, str]:
-        """One check per (model, base URL), in order; passes when every one does."""
-        results = [await check(m, b) for m, b in models]
+        """One check per (model, base URL), in order; passes when every one does. A
+        server that cannot be reached fails its own model's check, named, and the others
+        are still checked (one dead slot must not hide the state of the live one)."""
+        results = []
+        for m, b in models:
+            try:
+                results.append(await check(m, b))
+            except HttpError as exc:
+                results.append((False, f"{self._who(m)}: {exc.describe()[:160]}"))
         return all(ok for ok, _ in results), "; ".join(e for _, e in results)
 
     async def chat(self) -> tuple[bool, str]:
@@ -222,10 +279,12 @@ class Smoke:
         r = await self.client.post_json(base + "/v1/chat/completions",
                                         self._body(model, stream=True),
                                         timeout=self.plan.timeout_s, headers=self.headers)
+        who = self._who(model)
         if r.status_code != 200:
-            return False, f"{model}: HTTP {r.status_code}", False
+            self._note_refusal(base, r.status_code, r.text)
+            return False, f"{who}: HTTP {r.status_code} {_squash(r.text)[:120]}".rstrip(), False
         if "text/event-stream" not in r.headers.get("content-type", ""):
-            return False, f"{model}: not a stream ({r.headers.get('content-type', '?')})", False
+            return False, f"{who}: not a stream ({r.headers.get('content-type', '?')})", False
         text, chunks, done = [], 0, False
         for line in r.text.splitlines():
             if not line.startswith("data:"):
@@ -242,10 +301,10 @@ class Smoke:
             text.append(delta.get("content") or "")
         joined = "".join(text).strip()
         if not done:
-            return False, f"{model}: the stream never said [DONE] ({chunks} chunks)", False
+            return False, f"{who}: the stream never said [DONE] ({chunks} chunks)", False
         if not joined:
-            return False, f"{model}: {chunks} chunks, no content", True
-        return True, f"{model}: {chunks} chunks, {joined[:30]!r}", False
+            return False, f"{who}: {chunks} chunks, no content", True
+        return True, f"{who}: {chunks} chunks, {joined[:30]!r}", False
 
     async def _stream(self, model: str, base: str) -> tuple[bool, str]:
         return await _again_if_empty(self._stream_once, model, base)
@@ -261,8 +320,20 @@ class Smoke:
         gw = self.plan.gateway_url
         return await self._each(self._chat, [(a, gw) for a in sorted(self.plan.aliases)])
 
-    async def unknown_model(self) -> tuple[bool, str]:
-        base = self.plan.gateway_url or sorted(self.plan.served.values())[0]
+    async def unknown_model(self) -> tuple[bool | None, str]:
+        bases = ([self.plan.gateway_url] if self.plan.gateway_url
+                 else sorted(set(self.plan.served.values())))
+        results = [await self._unknown_at(b) for b in bases]
+        if all(ok is None for ok, _ in results):
+            return None, "; ".join(e for _, e in results)
+        return (all(ok is not False for ok, _ in results),
+                "; ".join(e for _, e in results))
+
+    async def _unknown_at(self, base: str) -> tuple[bool | None, str]:
+        name = self._base_name(base)
+        if base in self.refused:
+            return None, (f"{name}: not run: the key was refused ({self.refused[base]}), so "
+                          "a refusal would say nothing about the model")
         try:
             r = await self.client.post_json(base + "/v1/chat/completions",
                                             self._body(UNKNOWN_MODEL),
@@ -270,11 +341,16 @@ class Smoke:
                                             headers=self.headers)
         except HttpError as exc:
             if exc.kind == "timeout":
-                return False, "no answer: a request for an unknown model hangs"
-            raise
+                return False, f"{name}: no answer: a request for an unknown model hangs"
+            return False, f"{name}: {exc.describe()[:160]}"
+        body = _squash(r.text)[:120]
+        if r.status_code in (401, 403):
+            self._note_refusal(base, r.status_code, r.text)
+            return None, (f"{name}: not run: the key was refused (HTTP {r.status_code} "
+                          f"{body}), so a refusal would say nothing about the model")
         if 400 <= r.status_code < 500:
-            return True, f"HTTP {r.status_code}"
-        return False, f"HTTP {r.status_code} (want a 4xx) {r.text[:120]}".rstrip()
+            return True, f"{name}: HTTP {r.status_code}"
+        return False, f"{name}: HTTP {r.status_code} (want a 4xx) {body}".rstrip()
 
     async def targets_up(self) -> tuple[bool | None, str]:
         if not self.plan.prometheus_url:

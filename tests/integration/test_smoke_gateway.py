@@ -141,7 +141,7 @@ def test_the_cli_passes_through_the_rendered_gateway(stack) -> None:
                         "unknown model": "pass", "targets up": "pass",
                         "trace sink": "skipped"}, doc
     ev = {c["name"]: c["evidence"] for c in doc["checks"]}
-    assert ev["unknown model"].startswith("HTTP 4")
+    assert ev["unknown model"].startswith("gateway: HTTP 4")
     assert "chunks" in ev["streaming"] and all(c["duration_s"] >= 0 for c in doc["checks"])
     assert litellm_proxy.MASTER_KEY not in r.stdout + r.stderr  # no secret printed
     # the human form, exit 0 too
@@ -155,7 +155,8 @@ async def test_direct_to_the_slot_without_a_gateway(stack) -> None:
     got = await _smoke(plan_for(stack.good, targets, _settings(stack, gateway=False)))
     assert got["aliases listed"][0] is None and "no gateway_url" in got["aliases listed"][1]
     assert got["chat"][0] and got["streaming"][0], got
-    assert got["unknown model"] == (True, "HTTP 404")  # vLLM's own answer
+    ok, ev = got["unknown model"]  # vLLM's own answer, named by its slot
+    assert ok is True and ev.endswith(" (tiny): HTTP 404"), ev
 
 
 async def test_a_stopped_slot_fails_chat_streaming_and_its_target(stack) -> None:

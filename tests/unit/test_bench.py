@@ -48,6 +48,8 @@ class Server:
     done = True
     hang_s = 0.0
     metrics_status = 200
+    error_event: dict | None = None
+    """Sent after the first token, then the stream ends (LiteLLM's way of failing one)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -112,6 +114,12 @@ def _start(s: Server) -> http.server.ThreadingHTTPServer:
 
             time.sleep(s.ttft_s)
             ev({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+            if s.error_event is not None:
+                ev({"choices": [{"delta": {"content": "w0 "}}]})
+                with s.lock:
+                    s.served += 1  # the slot finished it; the gateway cut it off
+                ev({"error": s.error_event})
+                return
             for i in range(s.tokens):
                 if i:
                     time.sleep(s.step_s)
@@ -244,7 +252,7 @@ async def test_other_traffic_in_the_window_is_counted_and_said(server) -> None:
 async def test_a_gateway_that_500s_fails_every_request_and_says_why(server) -> None:
     s, url = server
     s.status = 500
-    res = await _bench(_plan(url))
+    res = await _bench(_plan(url, give_up_after=0))
     assert res.failed_requests == res.plan.requests
     assert res.errors() == [f"{res.plan.requests}× HTTP 500 "
                             '{"error": {"message": "upstream down"}}']
@@ -253,6 +261,37 @@ async def test_a_gateway_that_500s_fails_every_request_and_says_why(server) -> N
     rec["comparison"] = compare(rec, [], None, 10)
     text = "\n".join(lines(rec))
     assert "FAILED requests: 13× HTTP 500" in text
+
+
+async def test_a_gateway_that_never_answers_stops_the_bench_early_and_says_why(server
+                                                                              ) -> None:
+    s, url = server
+    s.status = 500
+    res = await _bench(_plan(url, give_up_after=3))
+    assert res.failed_requests == 3 < res.plan.requests
+    assert res.stopped is not None and res.stopped.startswith(
+        "stopped after 3 failed requests in a row (last: HTTP 500")
+    rec = build_record(res, PodFacts())
+    rec["comparison"] = compare(rec, [], None, 10)
+    assert any(ln.startswith("  STOPPED EARLY: stopped after 3 failed requests")
+               for ln in lines(rec))
+    # a failure in between resets the count: the run goes on
+    s.status = 200
+    res = await _bench(_plan(url, give_up_after=3))
+    assert res.stopped is None and res.failed_requests == 0
+
+
+async def test_the_gateways_error_event_is_shown_verbatim_and_not_foreign(server) -> None:
+    s, url = server
+    s.error_event = {"message": "The model is repeating the same chunk = w0 .",
+                     "type": "litellm.InternalServerError", "code": "500"}
+    res = await _bench(_plan(url, runs=1, warmup=0, concurrency=(1,), tasks=(),
+                             give_up_after=0))
+    assert res.errors() == ["1× the server's error event: litellm.InternalServerError: "
+                            "The model is repeating the same chunk = w0 ."]
+    # the slot finished the request the gateway cut off: it is the bench's own
+    spec = res.configs[0].window.spec
+    assert spec is not None and spec.foreign_requests == 0
 
 
 async def test_a_hang_is_a_failed_request_within_its_timeout(server) -> None:
@@ -354,6 +393,30 @@ def test_other_gpus_or_settings_are_not_compared() -> None:
     assert comp["previous"]["why_not"] == "different benchmark settings"
     text = "\n".join(lines({**_record(100.0, 0.8, 2000.0), "comparison": comp}))
     assert "not compared: different benchmark settings" in text
+
+
+def test_the_last_comparable_run_is_compared_not_merely_the_last() -> None:
+    full = _record(150.0, 0.8, 1000.0)
+    quick = _record(90.0, 0.8, 1500.0, runs=1)  # a quick run in between
+    failed = _record(150.0, 0.8, 1700.0)
+    for c in failed["configs"]:
+        for m in c["summary"].values():
+            m["mean"] = None  # every request failed: it measured nothing
+    comp = compare(_record(120.0, 0.8, 2000.0), [full, quick, failed], None, 10.0)
+    assert comp["previous"]["comparable"] is True
+    assert comp["previous"]["started_at"] == full["started_at"]
+    assert comp["previous"]["configs"]["short-c1"]["tok_s_pct"] == pytest.approx(-20.0)
+    assert len(comp["regressions"]) == 1
+    # only a quick run before it: named, not compared, and no delta in the table
+    cur = _record(120.0, 0.8, 2000.0)
+    comp = compare(cur, [quick], None, 10.0)
+    assert comp["previous"]["comparable"] is False and comp["previous"]["configs"] == {}
+    text = lines({**cur, "comparison": comp})
+    header = next(ln for ln in text if "vs prev" in ln)
+    row = next(ln for ln in text if ln.strip().startswith("short-c1"))
+    col = header.index("vs prev")
+    assert row[col:col + 7].strip() in ("–", "-", "")
+    assert any("not compared: different benchmark settings" in ln for ln in text)
 
 
 def test_the_profile_baseline_is_compared_and_flagged() -> None:

@@ -24,6 +24,8 @@ class Behaviour:
     stream_content = "OK"
     unknown_status = 404
     unknown_hang_s = 0.0
+    key: str | None = None
+    """The only key accepted (None: any); a wrong one gets LiteLLM's 401."""
     models: list[str] = ["tiny", "tiny-latest"]
     empty_answers = 0
     """How many of the next plain chat answers come back 200 and empty."""
@@ -40,11 +42,22 @@ def _server(b: Behaviour) -> http.server.ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(body)
 
+        def _refused(self) -> bool:
+            if b.key is None or self.headers.get("Authorization") == f"Bearer {b.key}":
+                return False
+            self._send(401, b'{"error": {"message": "Authentication Error, Invalid proxy '
+                            b'server token passed.", "type": "auth_error", "code": "401"}}')
+            return True
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             self._send(200, json.dumps({"data": [{"id": m} for m in b.models]}).encode())
 
         def do_POST(self) -> None:
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self._refused():
+                return
             b.users.append(req.get("user"))
             if req["model"] == UNKNOWN_MODEL:
                 time.sleep(b.unknown_hang_s)
@@ -122,7 +135,7 @@ async def test_a_gateway_that_500s_fails_chat_streaming_and_the_4xx_check(gatewa
     got = await _run(_plan(url))
     assert got["models listed"][0] is True
     assert got["chat"][0] is False and "HTTP 500" in got["chat"][1]
-    assert got["streaming"] == (False, "tiny: HTTP 500")
+    assert got["streaming"] == (False, 'tiny: HTTP 500 {"error": {"message": "upstream down"}}')
     assert got["unknown model"][0] is False and "want a 4xx" in got["unknown model"][1]
 
 
@@ -131,7 +144,8 @@ async def test_an_unknown_model_that_hangs_is_a_failure_not_a_hang(gateway) -> N
     b.unknown_hang_s = 4.0
     t0 = time.monotonic()
     got = await _run(_plan(url, timeout_s=1.0))
-    assert got["unknown model"] == (False, "no answer: a request for an unknown model hangs")
+    assert got["unknown model"] == (
+        False, "gateway: no answer: a request for an unknown model hangs")
     assert time.monotonic() - t0 < 20
 
 
@@ -177,8 +191,46 @@ async def test_a_removed_alias_fails_both_alias_checks(gateway) -> None:
 
 async def test_nothing_listening_fails_every_request_check() -> None:
     got = await _run(_plan("http://127.0.0.1:9", timeout_s=2.0))
-    for name in ("models listed", "chat", "streaming"):
-        assert got[name] == (False, "connection refused"), (name, got[name])
+    assert got["models listed"] == (False, "gateway: /v1/models answered connection refused")
+    for name in ("chat", "streaming"):
+        assert got[name] == (False, "tiny: connection refused"), (name, got[name])
+
+
+async def test_a_wrong_key_shows_the_401_and_the_4xx_check_is_not_run(gateway) -> None:
+    """The refusal is the evidence; the unknown-model check's premise (an accepted key)
+    failed, so it is "not run", never a pass on the 401 the auth failure caused."""
+    b, url = gateway
+    b.key = "sk-right"
+    got = await _run(_plan(url, api_key="sk-wrong"))
+    ok, ev = got["models listed"]
+    assert ok is False and ev.startswith("gateway: /v1/models answered HTTP 401 ")
+    assert "Authentication Error" in ev
+    assert got["chat"][0] is False and "HTTP 401" in got["chat"][1]
+    ok, ev = got["unknown model"]
+    assert ok is None and ev.startswith("gateway: not run: the key was refused (HTTP 401")
+    # the right key: everything passes, the 4xx check included
+    got = await _run(_plan(url, api_key="sk-right"))
+    assert got["unknown model"] == (True, "gateway: HTTP 404")
+    assert got["models listed"][0] is True
+
+
+async def test_direct_mode_names_each_slot_and_checks_the_live_one(gateway) -> None:
+    """Two slots, no gateway, the first one dead: its failure names it, and the live
+    slot is still checked (and passes on its own)."""
+    b, url = gateway
+    b.models = ["live"]
+    plan = SmokePlan(served={"dead": "http://127.0.0.1:9", "live": url},
+                     slots={"A": "dead", "B": "live"}, timeout_s=3.0)
+    got = await _run(plan)
+    ok, ev = got["models listed"]
+    assert ok is False
+    assert "A (dead): /v1/models answered connection refused" in ev
+    assert "B (live)" not in ev  # the live one lists its model
+    ok, ev = got["chat"]
+    assert ok is False
+    assert ev == "A (dead): connection refused; B (live): 'OK'"
+    ok, ev = got["unknown model"]
+    assert ok is False and "A (dead): connection refused" in ev and "B (live): HTTP 404" in ev
 
 
 # -- the trace sink: Langfuse's public API ---------------------------------------------------

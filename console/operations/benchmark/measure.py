@@ -76,6 +76,10 @@ class BenchPlan:
     """Each request gives up after this long (a hang is a failed request)."""
     temperature: float | None = None
     """None: the server's own sampling (the field's); 0: greedy, the same text each run."""
+    give_up_after: int = 5
+    """The benchmark stops after this many failed requests in a row, and says why: a
+    gateway that never answers would otherwise cost every request its whole timeout
+    (hours at the defaults)."""
 
     def knobs(self) -> dict[str, Any]:
         """What makes two records comparable (the same sizes, counts and path)."""
@@ -108,6 +112,9 @@ class RequestResult:
     first: float | None
     last: float | None
     end: float
+    sent: bool = True
+    """The request reached a server (False only when the connection was refused): the
+    slot's counters may hold it, so it is the benchmark's own, never foreign."""
 
     @property
     def ttft_s(self) -> float | None:
@@ -319,6 +326,8 @@ class BenchResult:
     configs: tuple[ConfigResult, ...]
     tasks: tuple[TaskResult, ...]
     notes: tuple[str, ...] = ()
+    stopped: str | None = None
+    """Why the benchmark stopped before its last step (None: it ran them all)."""
 
     @property
     def failed_requests(self) -> int:
@@ -350,6 +359,9 @@ class _Stream:
         self.chunks = 0
         self.usage: dict[str, Any] | None = None
         self.done = False
+        self.error: str | None = None
+        """The server's own error event (LiteLLM ends a stream with ``data: {"error":
+        {...}}``), verbatim: the reason the stream stopped is the server's, not ours."""
 
     def feed(self, data: bytes) -> None:
         now = self.clock()
@@ -369,6 +381,8 @@ class _Stream:
                 continue
             if not isinstance(ev, dict):
                 continue
+            if ev.get("error") is not None and self.error is None:
+                self.error = _error_text(ev["error"])
             if isinstance(ev.get("usage"), dict):
                 self.usage = ev["usage"]
             try:
@@ -383,6 +397,15 @@ class _Stream:
                 if self.first is None:
                     self.first = now
                 self.last = now
+
+
+def _error_text(err: Any) -> str:
+    """An error event's message as the server wrote it (its type and code when given)."""
+    if isinstance(err, dict):
+        msg = str(err.get("message") or err)
+        kind = err.get("type") or err.get("code")
+        return f"{kind}: {msg}" if kind and str(kind) not in msg else msg
+    return str(err)
 
 
 def _int(x: Any) -> int | None:
@@ -402,6 +425,16 @@ class Bench:
         self.headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
         self.slot_headers = ({"Authorization": f"Bearer {plan.slot_key}"}
                              if plan.slot_key else {})
+        self.failed_in_a_row = 0
+        self.stopped: str | None = None
+        """Why the benchmark stopped early (None: it ran every step)."""
+
+    def _count(self, res: RequestResult) -> RequestResult:
+        self.failed_in_a_row = 0 if res.ok else self.failed_in_a_row + 1
+        if self.stopped is None and self.failed_in_a_row >= self.plan.give_up_after > 0:
+            self.stopped = (f"stopped after {self.failed_in_a_row} failed requests in a row "
+                            f"(last: {res.error})")
+        return res
 
     def _step(self, step: str, message: str) -> None:
         self.done += 1
@@ -417,20 +450,22 @@ class Bench:
         stream = _Stream(self.clock)
         start = self.clock()
 
-        def fail(why: str) -> RequestResult:
+        def fail(why: str, sent: bool = True) -> RequestResult:
             return RequestResult(False, why, None, 0, "chunks", start, stream.first,
-                                 stream.last, self.clock())
+                                 stream.last, self.clock(), sent)
 
         try:
             r = await self.client.post_json(self.plan.url + "/v1/chat/completions", body,
                                             timeout=self.plan.timeout_s,
                                             headers=self.headers, on_data=stream.feed)
         except HttpError as exc:
-            return fail(exc.describe()[:160])
+            return fail(exc.describe()[:160], sent=exc.kind != "connect")
         end = self.clock()
         if r.status_code != 200:
             return fail(f"HTTP {r.status_code} {r.text[:100]}".rstrip())
         stream.feed(b"\n")  # a last line without its newline
+        if stream.error is not None:
+            return fail(f"the server's error event: {stream.error}"[:300])
         if stream.first is None:
             return fail("no content in the stream")
         if not stream.done:
@@ -445,6 +480,8 @@ class Bench:
     async def run(self, prompt: str, concurrency: int, max_tokens: int) -> RunResult:
         reqs = await asyncio.gather(*(self.request(prompt, max_tokens)
                                       for _ in range(concurrency)))
+        for r in reqs:
+            self._count(r)
         return RunResult(concurrency, tuple(reqs))
 
     async def scrape(self) -> tuple[Exposition | None, str]:
@@ -491,19 +528,25 @@ class Bench:
         name = f"{length}-c{concurrency}"
         warm = []
         for i in range(p.warmup):
+            if self.stopped is not None:
+                break
             warm.append(await self.run(prompt, concurrency, p.max_tokens))
             self._step(name, f"warm-up {i + 1}/{p.warmup}")
         before, why = await self.scrape()
         t0 = self.clock()
         runs = []
         for i in range(p.runs):
+            if self.stopped is not None:
+                break
             run = await self.run(prompt, concurrency, p.max_tokens)
             runs.append(run)
             tok = run.tok_s
             self._step(name, f"run {i + 1}/{p.runs}: "
                              + (f"{tok:.1f} tok/s" if tok else f"{len(run.good)} answered"))
         after, why2 = await self.scrape()
-        finished = sum(len(r.good) for r in runs)
+        # every request sent in the window reached the slot's counters, the failed ones
+        # too (a gateway that cut a stream off still had the slot finish or abort it)
+        finished = sum(1 for r in runs for q in r.requests if q.sent)
         return ConfigResult(length, concurrency, tuple(runs), tuple(warm),
                             self.window(before, after, self.clock() - t0, finished,
                                         why or why2))
@@ -514,10 +557,12 @@ class Bench:
         reqs = []
         prompts = TASKS[task]
         for i, prompt in enumerate(prompts):
-            reqs.append(await self.request(prompt, self.plan.task_max_tokens))
+            if self.stopped is not None:
+                break
+            reqs.append(self._count(await self.request(prompt, self.plan.task_max_tokens)))
             self._step(f"task {task}", f"{i + 1}/{len(prompts)}")
         after, why2 = await self.scrape()
-        finished = sum(1 for r in reqs if r.ok)
+        finished = sum(1 for q in reqs if q.sent)
         return TaskResult(task, tuple(reqs),
                           self.window(before, after, self.clock() - t0, finished, why or why2))
 
@@ -539,13 +584,19 @@ async def run_bench(plan: BenchPlan, client: HttpClient,
     bench = Bench(plan, client, progress)
     wall, t0 = time.time(), time.monotonic()
     version = await bench.version()
-    configs = []
+    configs: list[ConfigResult] = []
+    tasks: list[TaskResult] = []
+    # each step checks ``bench.stopped``: what ran is kept, and the record says why the
+    # rest did not
     for length in plan.lengths:
         for c in plan.concurrency:
-            configs.append(await bench.config(length, c))
-    tasks = [await bench.task(t) for t in plan.tasks]
+            if bench.stopped is None:
+                configs.append(await bench.config(length, c))
+    for t in plan.tasks:
+        if bench.stopped is None:
+            tasks.append(await bench.task(t))
     return BenchResult(plan, wall, time.monotonic() - t0, version, tuple(configs),
-                       tuple(tasks))
+                       tuple(tasks), stopped=bench.stopped)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ def build_record(res: BenchResult, facts: PodFacts) -> dict[str, Any]:
                 "p2p": facts.p2p},
         "vllm_version": res.vllm_version, "knobs": p.knobs(),
         "failed_requests": res.failed_requests, "errors": res.errors(),
+        "stopped": res.stopped,
         "configs": [c.to_json() for c in res.configs],
         "tasks": [t.to_json() for t in res.tasks],
     }
@@ -133,14 +134,10 @@ def compare(rec: dict[str, Any], history: list[dict[str, Any]],
     prev_block: dict[str, Any] | None = None
     earlier = [h for h in history if h.get("id") != rec["id"]
                and float(h["started_ts"]) < float(rec["started_ts"])]
-    if earlier:
-        prev = earlier[-1]
-        why = ""
-        if prev.get("knobs") != rec["knobs"]:
-            why = "different benchmark settings"
-        elif (prev.get("pod") or {}).get("gpu_type") != rec["pod"]["gpu_type"]:
-            why = (f"different GPU type ({(prev.get('pod') or {}).get('gpu_type')} → "
-                   f"{rec['pod']['gpu_type']})")
+    # the last COMPARABLE run, not merely the last: a quick or failed run in between
+    # must not leave a full run with nothing to compare against
+    prev = next((h for h in reversed(earlier) if not _why_not(h, rec)), None)
+    if prev is not None:
         theirs = _means(prev)
         per: dict[str, Any] = {}
         for name, m in mine.items():
@@ -149,13 +146,18 @@ def compare(rec: dict[str, Any], history: list[dict[str, Any]],
                 continue
             per[name] = {"tok_s_pct": _r1(_pct(m["tok_s"], t["tok_s"])),
                          "ttft_pct": _r1(_pct(m["ttft_s"], t["ttft_s"]))}
-            if not why:
-                for fig in ("tok_s", "ttft_s"):
-                    if m[fig] is not None and t[fig]:
-                        changes.append(Change(name, fig, m[fig], t[fig],  # type: ignore[arg-type]
-                                              f"previous run ({prev['started_at']})"))
+            for fig in ("tok_s", "ttft_s"):
+                new, old = m[fig], t[fig]
+                if new is not None and old:
+                    changes.append(Change(name, fig, new, old,
+                                          f"previous run ({prev['started_at']})"))
         prev_block = {"id": prev.get("id"), "started_at": prev.get("started_at"),
-                      "comparable": not why, "why_not": why, "configs": per}
+                      "comparable": True, "why_not": "", "configs": per}
+    elif earlier:
+        # nothing comparable: name the latest and why, and show no deltas against it
+        last = earlier[-1]
+        prev_block = {"id": last.get("id"), "started_at": last.get("started_at"),
+                      "comparable": False, "why_not": _why_not(last, rec), "configs": {}}
     base_block: dict[str, Any] | None = None
     if baseline:
         per = {}
@@ -183,6 +185,24 @@ def compare(rec: dict[str, Any], history: list[dict[str, Any]],
             regressions.append(line)
     return {"previous": prev_block, "baseline": base_block, "limit_pct": limit_pct,
             "regressions": regressions}
+
+
+def _why_not(prev: dict[str, Any], rec: dict[str, Any]) -> str:
+    """Why an earlier record is not comparable with ``rec`` ("" when it is): the same
+    protocol (knobs, path), slot, profile, model and GPU type, and a run that measured
+    something."""
+    if prev.get("knobs") != rec["knobs"]:
+        return "different benchmark settings"
+    for key, what in (("profile", "profile"), ("slot", "slot"),
+                      ("served_model_name", "model")):
+        if prev.get(key) != rec.get(key):
+            return f"different {what} ({prev.get(key)} → {rec.get(key)})"
+    g0, g1 = (prev.get("pod") or {}).get("gpu_type"), (rec.get("pod") or {}).get("gpu_type")
+    if g0 != g1:
+        return f"different GPU type ({g0} → {g1})"
+    if not any(m.get("tok_s") for m in _means(prev).values()):
+        return "it measured nothing (every request failed)"
+    return ""
 
 
 def _r1(x: float | None, nd: int = 1) -> float | None:
@@ -296,6 +316,8 @@ def lines(rec: dict[str, Any]) -> list[str]:
     p = comp.get("previous")
     if p and not p.get("comparable"):
         out.append(f"  previous run {p.get('started_at')} not compared: {p.get('why_not')}")
+    if rec.get("stopped"):
+        out.append(f"  STOPPED EARLY: {rec['stopped']}")
     for e in rec.get("errors") or ():
         out.append(f"  FAILED requests: {e}")
     for r in comp.get("regressions") or ():
