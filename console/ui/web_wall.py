@@ -6,8 +6,16 @@ what a wall on a network needs and textual-serve leaves to its user:
 
 * **Loopback unless asked.** Another address needs ``--allow-remote`` and then a token
   (``--token-file``): the page and its websocket answer 401 without it, before any app
-  process is started. The token is compared in constant time; a browser that opened the
-  page with ``?token=…`` keeps it in an HttpOnly, same-site cookie for the websocket.
+  process is started. The token is compared in constant time. A browser that opens the
+  page with ``?token=…`` gets a session cookie (a random value, never the token:
+  HttpOnly, same-site, ``Secure`` behind https) and a redirect to the same page without
+  the query, so the token stays out of the history, of every Referer (also
+  ``Referrer-Policy: no-referrer``) and of the access log, which never logs a query.
+* **Same origin only.** A websocket whose ``Origin`` is not the page's own (the served
+  host, or ``--public-url``) is refused with 403, token or not: a page of another site
+  must not read the wall or use up its sessions through a visitor's browser.
+* **Bounded input.** A resize asks for at most 400×200 cells; a message that is not
+  textual-serve's envelope is dropped.
 * **A cap on sessions** (each is a process): past it the page says so (503) and no
   process starts.
 * **Read-only whatever the browser sends**: the session command is ``pod-console wall``,
@@ -20,9 +28,13 @@ page then asks for ``/prefix/ws`` and ``/prefix/static/…``, which the proxy ma
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import json
+import secrets
 import shlex
 import sys
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +42,42 @@ from typing import Any
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 COOKIE = "pod_console_wall"
 DEFAULT_MAX_SESSIONS = 4
+MAX_COLUMNS, MAX_ROWS = 400, 200
+"""A session is a process drawing that many cells: one resize to 3000×1500 pinned a core."""
+MAX_COOKIES = 256
+"""Session cookies remembered (oldest forgotten first): a bound, not a quota."""
+
+
+def clamp_size(width: object, height: object) -> tuple[int, int]:
+    """A terminal size a browser asked for, within 1..MAX (garbage: 80×24)."""
+    def one(v: object, default: int, top: int) -> int:
+        try:
+            n = int(v)  # type: ignore[call-overload]
+        except (TypeError, ValueError, OverflowError):
+            return default
+        return max(1, min(top, n))
+    return one(width, 80, MAX_COLUMNS), one(height, 24, MAX_ROWS)
+
+
+def access_logger() -> type:
+    """aiohttp's access log class for the wall: remote, method, path, status, size. Never
+    the query (``?token=``), the Referer or a cookie."""
+    from aiohttp.abc import AbstractAccessLogger
+
+    class WallAccessLog(AbstractAccessLogger):
+        def log(self, request: Any, response: Any, time: float) -> None:
+            self.logger.info('%s "%s %s" %s %s', request.remote, request.method,
+                             request.path, response.status, response.body_length)
+
+    return WallAccessLog
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, as a browser writes it in ``Origin``."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    return f"{u.scheme}://{u.netloc}".lower()
 
 
 class WebWallError(Exception):
@@ -98,32 +146,119 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
             self.token = token
             self.max_sessions = max_sessions
             self.sessions = 0
+            self.cookies: OrderedDict[str, None] = OrderedDict()
+            self.secure = self.public_url.startswith("https")
+
+        def given_token(self, request: web.Request) -> bool:
+            given = request.query.get("token") or ""
+            return self.token is not None and hmac.compare_digest(given.encode(),
+                                                                  self.token.encode())
 
         def authorized(self, request: web.Request) -> bool:
             if self.token is None:
                 return True
-            given = request.query.get("token") or request.cookies.get(COOKIE) or ""
-            return hmac.compare_digest(given.encode(), self.token.encode())
+            cookie = request.cookies.get(COOKIE) or ""
+            return any(hmac.compare_digest(cookie.encode(), c.encode())
+                       for c in self.cookies) or self.given_token(request)
+
+        def new_cookie(self) -> str:
+            value = secrets.token_urlsafe(32)
+            self.cookies[value] = None
+            while len(self.cookies) > MAX_COOKIES:
+                self.cookies.popitem(last=False)
+            return value
+
+        def same_origin(self, request: web.Request) -> bool:
+            origin = request.headers.get("Origin")
+            if origin is None:
+                return True  # not a browser: no visitor's cookies to ride on
+            allowed = {origin_of(self.public_url),
+                       f"{'https' if self.secure else 'http'}://{request.host}".lower()}
+            return origin.lower() in allowed
+
+        def serve(self, debug: bool = False) -> None:
+            # textual-serve's own serve() with aiohttp's default access log, which writes
+            # the request line (the token in the query) and the Referer: same steps, a
+            # log line that holds neither
+            import asyncio
+            import signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError):
+                    loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port,
+                        handle_signals=False, loop=loop, print=lambda *a: None,
+                        access_log_class=access_logger())
+
+        async def _process_messages(self, websocket: Any, app_service: Any) -> None:
+            # textual-serve's loop, with every envelope checked and sizes clamped: the
+            # browser is not trusted (a malformed message used to end the session with a
+            # traceback; a huge resize pinned a core)
+            from aiohttp import WSMsgType
+
+            async for message in websocket:
+                if message.type != WSMsgType.TEXT:
+                    continue
+                try:
+                    envelope = json.loads(message.data)
+                except ValueError:
+                    continue
+                if not isinstance(envelope, list) or not envelope:
+                    continue
+                kind = envelope[0]
+                data = envelope[1] if len(envelope) > 1 else None
+                if kind == "stdin" and isinstance(data, str):
+                    await app_service.send_bytes(data.encode("utf-8"))
+                elif kind == "resize" and isinstance(data, dict):
+                    await app_service.set_terminal_size(
+                        *clamp_size(data.get("width"), data.get("height")))
+                elif kind == "ping":
+                    await websocket.send_json(["pong", data])
+                elif kind == "blur":
+                    await app_service.blur()
+                elif kind == "focus":
+                    await app_service.focus()
 
         async def _make_app(self) -> web.Application:
             app = await super()._make_app()
 
             @web.middleware
             async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+                try:
+                    response = await checked(request, handler)
+                except web.HTTPException as exc:  # a redirect, or textual-serve's 404
+                    exc.headers["Referrer-Policy"] = "no-referrer"
+                    raise
+                response.headers["Referrer-Policy"] = "no-referrer"
+                return response
+
+            async def checked(request: web.Request, handler: Handler) -> web.StreamResponse:
                 if request.path.startswith("/static/"):
                     return await handler(request)  # the page's scripts: public code
+                if not self.same_origin(request):
+                    return web.Response(status=403,
+                                        text="pod-console wall: another site's page\n")
                 if not self.authorized(request):
                     return web.Response(status=401, text="pod-console wall: token required\n")
+                if self.token is not None and "token" in request.query:
+                    # the token buys a session cookie, then the same page without it
+                    query = {k: v for k, v in request.query.items() if k != "token"}
+                    clean = request.rel_url.with_query(query)
+                    redirect = web.HTTPFound(location=str(clean))
+                    if self.given_token(request):  # a wrong one next to a good cookie: none
+                        redirect.set_cookie(COOKIE, self.new_cookie(), httponly=True,
+                                            samesite="Strict", path="/", secure=self.secure)
+                    raise redirect
                 if self.sessions >= self.max_sessions:
                     return web.Response(
                         status=503, content_type="text/html",
                         text=f"<h1>pod-console wall</h1><p>All {self.max_sessions} wall "
                              "sessions are in use. Close one, or raise --max-sessions.</p>")
-                response = await handler(request)
-                if self.token is not None and request.query.get("token"):
-                    response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict",
-                                        path="/")
-                return response
+                return await handler(request)
 
             app.middlewares.append(guard)
             return app
@@ -134,6 +269,10 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
                   + (" — token required" if self.token else ""), flush=True)
 
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+            # the first size comes in the query: clamped like every later resize
+            w, h = clamp_size(request.query.get("width", "80"), request.query.get("height", "24"))
+            request = request.clone(rel_url=request.rel_url.update_query(width=str(w),
+                                                                         height=str(h)))
             self.sessions += 1
             try:
                 return await super().handle_websocket(request)
