@@ -78,10 +78,12 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         if tel.error:
             print(f"no GPU telemetry: {tel.error}", file=sys.stderr)
         for r in tel.readings:
-            used = (r.mem_used_bytes or 0) / 2**30
-            total = (r.mem_total_bytes or 0) / 2**30
+            mib = r.memory_mib()  # as nvidia-smi prints them
+            reserved = f" (+{mib['reserved']} reserved)" if mib["reserved"] is not None \
+                else ""
             print(f"{r.index} {r.name:<14} util {r.util_gpu_pct or 0:3.0f}%  "
-                  f"mem {used:6.1f}/{total:.0f} GiB  {r.temp_c or 0:3.0f}C  "
+                  f"mem {mib['used'] or 0}/{mib['total'] or 0} MiB{reserved}  "
+                  f"{r.temp_c or 0:3.0f}C  "
                   f"{r.power_w or 0:5.0f}/{r.power_limit_w or 0:.0f} W  "
                   f"{','.join(r.throttled) or 'not throttled'}")
     return 1 if tel.error and not tel.readings else 0
@@ -149,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--profile", required=True)
     s.add_argument("--vllm", default=os.environ.get("POD_AGENT_VLLM", "vllm"))
     s.add_argument("--models-root", help="local weights: DIR/<owner>/<name> used if present")
-    s.add_argument("--watchdog-interval", type=float, default=30.0)
+    s.add_argument("--watchdog-interval", type=_interval, default=30.0,
+                   help="seconds between watchdog ticks on the pod's clock (an accelerated "
+                        "clock ticks as often in pod time: half a real second at x60)")
     s.add_argument("--no-patches", action="store_true")
     s.add_argument("--backoff", default="5,10,30,60,120",
                    help="restart delays in seconds after a crash; the last repeats")
@@ -177,13 +181,19 @@ def main(argv: list[str] | None = None) -> int:
 
     wd = sub.add_parser("watchdog", help="arm, disarm, extend, or stop the pod now")
     wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor",
-                                    "extend"))
+                                    "extend", "stopping"))
     wd.add_argument("value", nargs="?",
-                    help="GiB, for mem-floor; for extend: +1h, +90m, HH:MM (the profile's "
-                         "zone) or an ISO time")
-    wd.add_argument("--by", help="extend: who (default: this user)")
-    wd.add_argument("--reason", default="", help="extend: why, said in every warning")
+                    help="GiB, for mem-floor; for extend: +1h, +90m, HH:MM (today, the "
+                         "profile's zone; refused once past), 'tomorrow HH:MM' or an ISO "
+                         "time")
+    wd.add_argument("--by", help="extend, stop-now, stopping: who (default: this user)")
+    wd.add_argument("--reason", default="", help="extend: why, said in every warning; "
+                                                 "stopping: what stops the pod (down)")
     wd.add_argument("--clear", action="store_true", help="extend: end the extension now")
+    wd.add_argument("--replaces-next-stop", action="store_true",
+                    help="extend: its end is a stop even in working hours, in place of "
+                         "that evening's scheduled stop (default: an end in working hours "
+                         "stops nothing; the evening's stop applies)")
     wd.add_argument("--action-id", default=None, type=_action_id)
     wd.set_defaults(func=cmd_watchdog)
 
@@ -251,9 +261,27 @@ def cmd_rebalance(args: argparse.Namespace) -> int:
     return relay({"op": "rebalance", "set": new, "action_id": args.action_id or _aid("rebalance")})
 
 
+def _interval(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(v) and 0.05 <= v <= 3600):
+        raise argparse.ArgumentTypeError("seconds from 0.05 to 3600")
+    return v
+
+
 def cmd_watchdog(args: argparse.Namespace) -> int:
+    import getpass
+
     if args.cmd == "stop-now":
-        return relay({"op": "stop-now", "action_id": args.action_id or _aid("stop-now")})
+        return relay({"op": "stop-now", "action_id": args.action_id or _aid("stop-now"),
+                      "by": args.by or getpass.getuser()})
+    if args.cmd == "stopping":
+        return relay({"op": "watchdog", "cmd": "stopping", "by": args.by or getpass.getuser(),
+                      "reason": args.reason or "down"})
     if args.cmd == "status":
         return relay({"op": "status"})
     if args.cmd == "mem-floor":
@@ -266,11 +294,10 @@ def cmd_watchdog(args: argparse.Namespace) -> int:
         if not args.clear and not args.value:
             Emitter().error("extend needs +1h, +90m, HH:MM or an ISO time (or --clear)")
             return 2
-        import getpass
-
         return relay({"op": "watchdog", "cmd": "extend", "until": args.value,
                       "clear": args.clear, "by": args.by or getpass.getuser(),
-                      "reason": args.reason})
+                      "reason": args.reason,
+                      "replaces_next_stop": args.replaces_next_stop})
     return relay({"op": "watchdog", "cmd": args.cmd})
 
 

@@ -17,7 +17,12 @@ class NotRunning(Exception):
 
 
 def request(req: dict[str, Any], timeout: float | None = None) -> Iterator[dict[str, Any]]:
-    """Send one request and yield its events until ``result`` or ``error``."""
+    """Send one request and yield its events until ``result`` or ``error``. A request
+    the supervisor would refuse as malformed is refused here (``BadRequest``), by the
+    same check, before anything is sent."""
+    from .actions import check_request  # pydantic: only where requests are sent
+
+    req = check_request(req)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
@@ -52,6 +57,9 @@ def relay(req: dict[str, Any], out=None) -> int:
             final = ev.get("kind") if ev.get("kind") in ("result", "error") else final
     except NotRunning as exc:
         out.write(encode(event("error", message=str(exc), supervisor="not running")) + "\n")
+        return 2
+    except ValueError as exc:  # BadRequest: nothing was sent
+        out.write(encode(event("error", message=f"bad request: {exc}")) + "\n")
         return 2
     if final is None:
         out.write(encode(event("error", message="the supervisor closed the connection")) + "\n")

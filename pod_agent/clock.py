@@ -5,7 +5,9 @@ the real instant ``REAL_EPOCH`` and run ``SPEED`` times as fast from there. The 
 accelerated clock (a whole evening in a minute) and the tests (a Monday at 17:59:40
 whenever they run) use it; being anchored to a real instant, it survives a restart of
 the agent unchanged, as a real clock does. Everything the stop policy times (the
-schedule, idleness, grace, extensions) reads this clock and nothing else."""
+schedule, idleness, grace, extensions) reads this clock and nothing else: instants on
+``now``, durations on ``monotonic``. The watchdog's tick is on it too (``serve
+--watchdog-interval`` is in pod seconds): at x60 it looks every half real second."""
 
 from __future__ import annotations
 
@@ -32,6 +34,14 @@ def now() -> float:
         return real
     r0, p0, speed = anchor
     return p0 + (real - r0) * speed
+
+
+def monotonic() -> float:
+    """Seconds on a clock no one sets (NTP, a VM resume step the wall clock, not this
+    one), run at the agent clock's speed: the stop policy measures durations on it —
+    idleness, the busy grace — and reads instants (the schedule) on ``now``. Only
+    differences mean anything."""
+    return time.monotonic() * speed()
 
 
 def speed() -> float:

@@ -7,8 +7,15 @@ modelName, pci_bus_id, Hostname}`` …) from NVML, so those dashboards work unch
 Metrics only: one path, ``GET /metrics``; nothing here changes anything (control stays on
 the agent's Unix socket, reached over SSH), and it is its own process, so the agent
 itself still opens no port. An optional bearer token (``--token-file``) is compared in
-constant time. A scrape reads the last sample (taken every ``--interval`` seconds by one
-thread), so scrapes cost the same whatever their rate and never touch the GPU.
+constant time. The port is the pod's public one: a connection has ``HEADER_TIMEOUT_S``
+to send its request, and at most ``MAX_CONNECTIONS`` are served at once (see
+``BoundedServer``), so idle or slow connections cannot hold threads without bound.
+
+Memory is NVML's v2 figures (``used`` without the driver's reservation, ``reserved``
+apart), in whole MiB rounded down: what dcgm-exporter serves under the same names.
+
+A scrape reads the last sample (taken every ``--interval`` seconds by one thread), so
+scrapes cost the same whatever their rate and never touch the GPU.
 
 Where the samples come from: run by ``serve`` it asks the supervisor (``--from-agent``,
 the agent's Unix socket) for the sample the supervisor takes anyway, so one process on
@@ -22,10 +29,12 @@ metrics`` — a type is a hint, ``rate()`` and the dashboards read them the same
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import http.server
 import socket
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 from .gpus import GpuReading, GpuTelemetry, Sampler, Telemetry, XidWatcher
@@ -35,18 +44,26 @@ XidLookup = Callable[[int], "int | None"]
 
 MIB = 1 << 20
 
+
+def _mib(n: int | None) -> int | None:
+    """Bytes as DCGM gives its FB fields: whole MiB, rounded down (DCGM divides NVML's
+    v2 figures by 1024 * 1024 in integers; with v1 only, ``reserved`` is unknown and the
+    field is left out, as DCGM says "not supported")."""
+    return None if n is None else n // MIB
+
 # (name, type, help, value from a reading); None values are left out (not supported)
 FIELDS: List[Tuple[str, str, str, Callable[[GpuReading], float | None]]] = [
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda r: r.util_gpu_pct),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
      lambda r: r.util_mem_pct),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
-     lambda r: None if r.mem_used_bytes is None else r.mem_used_bytes / MIB),
+     lambda r: _mib(r.mem_used_bytes)),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
-     lambda r: None if r.mem_used_bytes is None or r.mem_total_bytes is None
-     else (r.mem_total_bytes - r.mem_used_bytes) / MIB),
+     lambda r: _mib(r.mem_free_bytes)),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+     lambda r: _mib(r.mem_reserved_bytes)),
     ("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
-     lambda r: None if r.mem_total_bytes is None else r.mem_total_bytes / MIB),
+     lambda r: _mib(r.mem_total_bytes)),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda r: r.temp_c),
     ("DCGM_FI_DEV_SLOWDOWN_TEMP", "gauge", "Slowdown temperature threshold (in C).",
      lambda r: r.temp_slowdown_c),
@@ -175,6 +192,100 @@ def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
                 wd.get("clock_speed") or 1.0)
 
 
+HEADER_TIMEOUT_S = 5.0
+"""A connection has this long, from its accept, to send its request line and headers: a
+scraper sends them at once; a slow sender (slowloris) is cut off here."""
+IO_TIMEOUT_S = 10.0
+"""The longest one read or write may block (a reader that stops reading the answer)."""
+MAX_CONNECTIONS = 32
+"""Connections served at once. The port is public: past this, the oldest connection
+still waiting for its headers is closed to make room, and with none to close a new
+connection is closed at once, so idle connections can neither grow the threads without
+bound nor lock a scraper out."""
+
+
+class BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, but bounded: at most ``max_connections`` at once (twice
+    that while evicted ones finish), each waiting for its headers at most
+    ``header_timeout_s``. The deadlines are enforced by the serving loop itself
+    (``service_actions``, every poll interval): no thread of its own."""
+
+    daemon_threads = True
+    block_on_close = False  # closing never waits on a client
+    request_queue_size = 128
+
+    def __init__(self, address: Tuple[str, int], handler: Any, *,
+                 max_connections: int = MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
+        self.max_connections = max_connections
+        self.header_timeout_s = header_timeout_s
+        self._conn_lock = threading.Lock()
+        self._active = 0
+        self._waiting: Dict[socket.socket, float] = {}  # accepted, no headers yet: deadline
+        self.evicted = 0
+        self.refused = 0
+        super().__init__(address, handler)
+
+    @property
+    def active(self) -> int:
+        with self._conn_lock:
+            return self._active
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            refuse = False
+            if self._active >= self.max_connections:
+                if self._waiting:  # room for it: the oldest one still without headers goes
+                    self._cut(min(self._waiting, key=self._waiting.__getitem__))
+                    self.evicted += 1
+                else:  # every one is being answered: this one waits for none of them
+                    refuse = True
+            # an evicted connection's thread counts until it has ended: a hard bound
+            refuse = refuse or self._active >= 2 * self.max_connections
+            if refuse:
+                self.refused += 1
+            else:
+                self._active += 1
+                self._waiting[request] = time.monotonic() + self.header_timeout_s
+        if refuse:
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:  # no thread could be started: the slot is given back
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def _done(self, request: Any) -> None:
+        with self._conn_lock:
+            self._active -= 1
+            self._waiting.pop(request, None)
+
+    def headers_read(self, request: Any) -> None:
+        """The request's headers arrived in time: no longer a waiting connection."""
+        with self._conn_lock:
+            self._waiting.pop(request, None)
+
+    def _cut(self, request: Any) -> None:
+        """End a waiting connection from outside its thread: shut down, not closed (its
+        thread still owns the descriptor); its blocked read returns and the thread ends."""
+        self._waiting.pop(request, None)
+        with contextlib.suppress(OSError):
+            request.shutdown(socket.SHUT_RDWR)
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._conn_lock:
+            for request in [r for r, due in self._waiting.items() if due <= now]:
+                self._cut(request)
+
+
 def make_handler(render: Callable[[], bytes], token: str | None
                  ) -> type[http.server.BaseHTTPRequestHandler]:
     from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -182,6 +293,14 @@ def make_handler(render: Callable[[], bytes], token: str | None
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "pod-agent-exporter"
         sys_version = ""
+        timeout = IO_TIMEOUT_S  # every read and write of the connection
+
+        def parse_request(self) -> bool:
+            ok = super().parse_request()
+            headers_read = getattr(self.server, "headers_read", None)
+            if headers_read is not None:
+                headers_read(self.request)
+            return ok
 
         def do_GET(self) -> None:
             if self.path.split("?", 1)[0] != "/metrics":
@@ -297,7 +416,8 @@ class Exporter:
 
     def __init__(self, host: str, port: int, interval_s: float = 1.0,
                  token: str | None = None, nvml: Any = None,
-                 from_agent: bool = False) -> None:
+                 from_agent: bool = False, max_connections: int = MAX_CONNECTIONS,
+                 header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
         from prometheus_client import CollectorRegistry
         from prometheus_client.exposition import generate_latest
 
@@ -323,7 +443,7 @@ class Exporter:
                     return ev.xid if ev else None
         self.latest = latest
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(Collector(  # type: ignore[arg-type]
+        self.registry.register(Collector(
             latest, last_xid, socket.gethostname(),
             self.feed.watchdog if self.feed is not None else None))
         self._cache: tuple[Any, bytes] = (None, b"")
@@ -343,11 +463,12 @@ class Exporter:
         self.render = render
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
-        class Server(http.server.ThreadingHTTPServer):
+        class Server(BoundedServer):
             address_family = family
-            daemon_threads = True
 
-        self.httpd = Server((host, port), make_handler(self.render, token))
+        self.httpd = Server((host, port), make_handler(self.render, token),
+                            max_connections=max_connections,
+                            header_timeout_s=header_timeout_s)
 
     @property
     def port(self) -> int:

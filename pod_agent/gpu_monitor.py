@@ -79,11 +79,13 @@ class GpuMonitor:
         owner = {pgid: slot for slot, pgid in slot_pgids.items()}
         for g in doc["gpus"]:
             for p in g["processes"]:
-                p["slot"] = owner.get(_pgid(p["pid"]))
+                pgid = _pgid(p["pid"])
+                p["slot"] = owner.get(pgid) if pgid is not None else None
         doc["xid_events"] = list(self.events)
         doc["xid_error"] = self.xids.error if self.xids is not None else (
             self.telemetry.nvml_error and "no Xid events without NVML")
-        doc["kmsg_error"] = self.kmsg.error
+        doc["kmsg_error"] = self.kmsg.status_error
+        doc["kmsg_skipped"] = {"count": self.kmsg.skipped, "last": self.kmsg.last_skipped}
         return doc
 
 

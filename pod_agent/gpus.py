@@ -53,7 +53,12 @@ class GpuReading:
     util_gpu_pct: float | None = None
     util_mem_pct: float | None = None
     mem_used_bytes: int | None = None
+    """What programs hold: NVML's v2 ``used``, which leaves out the driver's reservation
+    (what nvidia-smi and dcgm-exporter call used); v1's ``used`` where v2 is missing."""
     mem_total_bytes: int | None = None
+    mem_reserved_bytes: int | None = None
+    """The driver's own reservation (v2 only; None where only v1 answers)."""
+    mem_free_bytes: int | None = None
     temp_c: float | None = None
     temp_slowdown_c: float | None = None
     temp_shutdown_c: float | None = None
@@ -97,11 +102,18 @@ class GpuReading:
         mask = (self.throttle_mask or 0) & ~BENIGN_THROTTLE
         return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
+    def memory_mib(self) -> Dict[str, int | None]:
+        """Used, reserved, free and total memory in MiB as nvidia-smi prints them."""
+        return {"used": smi_mib(self.mem_used_bytes),
+                "reserved": smi_mib(self.mem_reserved_bytes),
+                "free": smi_mib(self.mem_free_bytes), "total": smi_mib(self.mem_total_bytes)}
+
     def to_json(self) -> Dict[str, Any]:
         d = asdict(self)
         d["processes"] = [asdict(p) for p in self.processes]
         d["throttle"] = self.throttle
         d["throttled"] = self.throttled
+        d["mem_mib"] = self.memory_mib()
         return d
 
     @classmethod
@@ -109,10 +121,17 @@ class GpuReading:
         """The inverse of ``to_json`` (the exporter reads the agent's samples this way);
         unknown keys are ignored, a missing field is None."""
         names = {f.name for f in fields(cls)} - {"processes"}
-        kw = {k: d.get(k) for k in names if k in d}
+        kw: Dict[str, Any] = {k: d.get(k) for k in names if k in d}
         procs = tuple(GpuProcess(int(p["pid"]), p.get("used_bytes"))
                       for p in d.get("processes") or () if isinstance(p, dict))
         return cls(**kw, processes=procs)
+
+
+def smi_mib(n: int | None) -> int | None:
+    """Bytes as nvidia-smi prints MiB: rounded up. Captured on an H200 (driver 580,
+    ``tests/fixtures/nvml-h200-memory``): 615.06 MiB reserved prints 616, 2298.38 MiB
+    used prints 2299, 142535.13 MiB free prints 142536. (dcgm-exporter rounds down.)"""
+    return None if n is None else -(-int(n) // (1 << 20))
 
 
 @dataclass(frozen=True)
@@ -163,6 +182,7 @@ class NvmlSource:
         self._unsupported: set[tuple[Any, ...]] = set()
         self._slow_read = -1e18
         self._slow: dict[int, tuple[int | None, int | None, int | None]] = {}
+        self._no_mem_v2: set[int] = set()  # GPUs whose driver has no v2 memory call
         self.count = nvml.nvmlDeviceGetCount()
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
         # what does not change while the agent runs: read once
@@ -216,7 +236,7 @@ class NvmlSource:
     def read(self, i: int) -> GpuReading:
         n, h, g = self.nvml, self.handles[i], self._get
         util = g(n.nvmlDeviceGetUtilizationRates, h)
-        mem = g(n.nvmlDeviceGetMemoryInfo, h)
+        mem = self._memory(i)
         power = g(n.nvmlDeviceGetPowerUsage, h)
         limit = g(n.nvmlDeviceGetEnforcedPowerLimit, h)
         reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) \
@@ -235,7 +255,8 @@ class NvmlSource:
             **self.static[i],
             util_gpu_pct=_num(getattr(util, "gpu", None)),
             util_mem_pct=_num(getattr(util, "memory", None)),
-            mem_used_bytes=getattr(mem, "used", None), mem_total_bytes=getattr(mem, "total", None),
+            mem_used_bytes=_bytes(mem, "used"), mem_total_bytes=_bytes(mem, "total"),
+            mem_reserved_bytes=_bytes(mem, "reserved"), mem_free_bytes=_bytes(mem, "free"),
             temp_c=_num(g(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)),
             power_w=power / 1000 if power is not None else None,
             power_limit_w=limit / 1000 if limit is not None else None,
@@ -261,6 +282,26 @@ class NvmlSource:
             processes=tuple(GpuProcess(int(p.pid), _used(p)) for p in procs),
         )
 
+    def _memory(self, i: int) -> Any:
+        """Memory by NVML's v2 call where the driver (R510 on) and the binding have it,
+        else v1. v1 counts the driver's reservation as used (615 MiB on an idle H200
+        that nvidia-smi shows as 0 MiB used); v2 reports it apart as ``reserved``.
+
+        A v2 that the driver or binding lacks (no such function, a version it does not
+        know, a binding without ``version=``) is given up for this GPU for good; any
+        other failure of v2 falls back to v1 for this one read."""
+        n, h = self.nvml, self.handles[i]
+        v2 = getattr(n, "nvmlMemory_v2", None)
+        if v2 is not None and i not in self._no_mem_v2:
+            try:
+                return n.nvmlDeviceGetMemoryInfo(h, version=v2)
+            except TypeError:  # a binding older than the ``version`` argument
+                self._no_mem_v2.add(i)
+            except n.NVMLError as exc:
+                if getattr(exc, "value", None) in _NO_V2:
+                    self._no_mem_v2.add(i)
+        return self._get(n.nvmlDeviceGetMemoryInfo, h)
+
     def sample(self) -> GpuTelemetry:
         now = time.monotonic()
         if now - self._slow_read >= SLOW_EVERY_S:
@@ -279,6 +320,16 @@ class NvmlSource:
             self._slow[i] = (up, self._get(n.nvmlDeviceGetTotalEnergyConsumption, h),
                              self._get(n.nvmlDeviceGetPcieReplayCounter, h))
         return self._slow[i]
+
+
+_NO_V2 = {3, 13, 25}
+"""NVML errors that say the v2 memory call is not there to have: Not Supported, Function
+Not Found (a driver before R510), Argument Version Mismatch."""
+
+
+def _bytes(mem: Any, name: str) -> int | None:
+    v = getattr(mem, name, None)
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _num(v: Any) -> float | None:
@@ -423,6 +474,8 @@ class XidWatcher:
         self.counts: Dict[int, int] = collections.Counter()
         self.on_event = on_event
         self.error: str | None = None
+        self.skipped = 0
+        self.last_skipped: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -453,12 +506,16 @@ class XidWatcher:
                 gpu = int(n.nvmlDeviceGetIndex(data.device))
             except n.NVMLError:
                 gpu = -1
-            ev = XidEvent(time.time(), gpu, self.uuids[gpu] if 0 <= gpu < len(self.uuids)
-                          else "", int(data.eventData))
-            self.events.append(ev)
-            self.counts[gpu] += 1
-            if self.on_event is not None:
-                self.on_event(ev)
+            try:
+                ev = XidEvent(time.time(), gpu, self.uuids[gpu]
+                              if 0 <= gpu < len(self.uuids) else "", int(data.eventData))
+                self.events.append(ev)
+                self.counts[gpu] += 1
+                if self.on_event is not None:
+                    self.on_event(ev)
+            except Exception as exc:  # one bad event is skipped; the watch goes on
+                self.skipped += 1
+                self.last_skipped = f"{type(exc).__name__}: {exc}"[:200]
 
     def stop(self) -> None:
         self._stop.set()
@@ -516,12 +573,36 @@ def xid_meaning(code: int) -> Tuple[str, str, str]:
 # -- Xid lines in the kernel log (where readable) ------------------------------------------
 
 KMSG_XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)")
+MAX_XID = 65535
+"""No Xid code is larger (NVIDIA's catalog ends in the hundreds); a line that says so is
+not the driver's (a forged ``/dev/kmsg`` write) and is skipped, never parsed: Python
+refuses to read an int of more than 4300 digits, and that ValueError once ended the
+reader thread silently."""
+
+
+def parse_kmsg_xid(text: str) -> Tuple[str, int] | None:
+    """``(pci_key, code)`` of a kernel-log Xid line, None for another line; ValueError
+    (with what was wrong) for an Xid line whose code is no Xid code."""
+    m = KMSG_XID.search(text)
+    if m is None:
+        return None
+    digits = m.group(2)
+    if len(digits) > len(str(MAX_XID)) or int(digits) > MAX_XID:
+        raise ValueError(f"Xid code of {len(digits)} digits ({digits[:12]}"
+                         f"{'…' if len(digits) > 12 else ''}) is out of range")
+    return pci_key(m.group(1)), int(digits)
 
 
 def pci_key(bus_id: str) -> str:
     """``0000:00:06`` (the kernel's) and ``00000000:00:06.0`` (NVML's) → ``00:06``."""
     parts = bus_id.lower().split(".")[0].split(":")
     return ":".join(parts[-2:])
+
+
+MAX_PENDING = 64 << 10
+"""A kernel-log record is at most a few KiB (/dev/kmsg hands out whole records); this
+much without a newline is read as one line as it stands, and the buffer starts afresh,
+so memory stays bounded whatever a writer sends."""
 
 
 class KmsgXids:
@@ -534,8 +615,22 @@ class KmsgXids:
         self.on_xid = on_xid
         self.path = path
         self.error: str | None = None
+        self.skipped = 0
+        """Xid lines skipped (a code out of range, a report that failed)."""
+        self.last_skipped: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._fd = -1
+        """The kernel log, open while the reader runs (-1: not open)."""
+
+    @property
+    def status_error(self) -> str | None:
+        """``error``, or that the reader thread ended while it should run: whatever
+        ends it, the watch must not look healthy."""
+        if self.error is None and self._thread is not None and \
+                not self._thread.is_alive() and not self._stop.is_set():
+            return "kernel log reader stopped unexpectedly"
+        return self.error
 
     def start(self) -> None:
         import os
@@ -551,6 +646,23 @@ class KmsgXids:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._read()
+        except Exception as exc:  # the reader's death is said, never silent
+            self.error = f"kernel log reader stopped: {type(exc).__name__}: {exc}"[:300]
+
+    def _line(self, line: bytes) -> None:
+        """One kernel-log record: an Xid reported, anything wrong with it skipped and
+        counted (the reader goes on)."""
+        try:
+            xid = parse_kmsg_xid(line.decode("utf-8", "replace"))
+            if xid is not None:
+                self.on_xid(*xid)
+        except Exception as exc:
+            self.skipped += 1
+            self.last_skipped = f"{type(exc).__name__}: {exc}"[:200]
+
+    def _read(self) -> None:
         import errno
         import os
         import select
@@ -574,10 +686,11 @@ class KmsgXids:
                 continue
             pending += chunk
             *lines, pending = pending.split(b"\n")
+            if len(pending) > MAX_PENDING:  # no newline for this long: not a record
+                lines.append(pending[:MAX_PENDING])
+                pending = b""
             for line in lines:
-                m = KMSG_XID.search(line.decode("utf-8", "replace"))
-                if m:
-                    self.on_xid(pci_key(m.group(1)), int(m.group(2)))
+                self._line(line)
 
     def stop(self) -> None:
         import os
@@ -585,7 +698,7 @@ class KmsgXids:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2)
-        if getattr(self, "_fd", None) is not None:
+        if self._fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
-            self._fd = None
+            self._fd = -1

@@ -47,13 +47,14 @@ def _timed(name: str, fn: Callable[[], Check]) -> Check:
 def check_gpus(info: gpuinfo.GpuInfo, profile: Profile | None) -> Check:
     if info.error:
         return Check("gpus", False, None, info.error)
-    value = {"count": len(info.gpus), "names": [g.name for g in info.gpus],
+    gpu_names = [g.name for g in info.gpus]
+    value = {"count": len(info.gpus), "names": gpu_names,
              "memory_mib": [g.memory_mib for g in info.gpus], "driver": info.driver,
              "cuda": info.cuda}
     if profile is not None and len(info.gpus) < profile.effective_gpu_count:
         return Check("gpus", False, value,
                      f"{len(info.gpus)} GPU(s), the profile needs {profile.effective_gpu_count}")
-    names = ", ".join(sorted(set(value["names"])))
+    names = ", ".join(sorted(set(gpu_names)))
     return Check("gpus", True, value, f"{len(info.gpus)} × {names}, driver {info.driver}")
 
 
@@ -121,7 +122,7 @@ def check_gpu_health(telemetry: Any = None) -> Check:
                       "remapped_uncorrectable": r.remapped_uncorrectable,
                       "ecc_dbe_aggregate": r.ecc_dbe_aggregate})
         bad += [f"GPU {r.index}: {f}" for f in faults]
-    throttled = [f"GPU {v['gpu']} {','.join(v['throttled'])}" for v in value if v["throttled"]]
+    throttled = [f"GPU {r.index} {','.join(r.throttled)}" for r in tel.readings if r.throttled]
     detail = "; ".join(bad) if bad else (
         f"{len(value)} GPU(s): no memory faults via {tel.source}"
         + (f"; throttled now: {'; '.join(throttled)}" if throttled else ""))
@@ -145,7 +146,7 @@ def check_pidfd() -> Check:
         try:
             pidfd = os.pidfd_open(child.pid)
         except OSError as exc:
-            return Check("pidfd", False, {"pidfd_open": errno.errorcode.get(exc.errno, "?")},
+            return Check("pidfd", False, {"pidfd_open": errno.errorcode.get(exc.errno or 0, "?")},
                          f"pidfd_open failed: {exc.strerror}")
         try:
             libc = ctypes.CDLL(None, use_errno=True)

@@ -17,6 +17,7 @@ from collections import defaultdict
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 MAX_GPU_UTIL_PER_GPU = 0.95
 """The field's rule: the slots sharing one GPU may claim at most 95 % of its memory.
@@ -288,7 +289,8 @@ def cross_checks(raw: dict[str, Any], slots: dict[str, Slot]) -> list[Problem]:
     """
     problems: list[Problem] = []
 
-    raw_slots = raw.get("slots") if isinstance(raw.get("slots"), dict) else {}
+    slots_doc = raw.get("slots")
+    raw_slots: dict[str, Any] = slots_doc if isinstance(slots_doc, dict) else {}
     for name in raw_slots:
         if not SLOT_NAME_RE.match(name):
             problems.append((("slots", name),
@@ -301,8 +303,8 @@ def cross_checks(raw: dict[str, Any], slots: dict[str, Slot]) -> list[Problem]:
             per_gpu[g].append((name, slot.gpu_util))
     # GPUs shared by the same slots (the usual TP case) are reported together.
     by_users: dict[tuple[tuple[str, float], ...], list[int]] = defaultdict(list)
-    for gpu, users in sorted(per_gpu.items()):
-        by_users[tuple(users)].append(gpu)
+    for gpu, on_gpu in sorted(per_gpu.items()):
+        by_users[tuple(on_gpu)].append(gpu)
     for users, gpus in by_users.items():
         total = round(sum(u for _, u in users), 6)
         if total > MAX_GPU_UTIL_PER_GPU:
@@ -347,6 +349,8 @@ def cross_checks(raw: dict[str, Any], slots: dict[str, Slot]) -> list[Problem]:
                              f"min_gpu_util {slot.min_gpu_util:g} is above gpu_util "
                              f"{slot.gpu_util:g}"))
 
+    problems.extend(_schedule_checks(raw.get("schedule")))
+
     metrics_port = raw.get("gpu_metrics_port")
     if isinstance(metrics_port, int) and metrics_port in seen_ports:
         problems.append((("gpu_metrics_port",),
@@ -365,6 +369,25 @@ def cross_checks(raw: dict[str, Any], slots: dict[str, Slot]) -> list[Problem]:
                 problems.append((("aliases", alias),
                                  f"alias {alias!r} shadows a served model or slot name"))
     return problems
+
+
+def _schedule_checks(sched: Any) -> list[Problem]:
+    """An idle limit within the warning's lead would warn after every request (and post
+    each to the webhook): the warning is due as soon as the pod falls silent."""
+    if not isinstance(sched, dict) or sched.get("idle_stop_after") is None:
+        return []
+    idle = sched["idle_stop_after"]
+    warn = sched.get("warn_before", Schedule.model_fields["warn_before"].default)
+    try:
+        idle_s, warn_s = duration_s(idle), duration_s(warn)
+    except ValueError:
+        return []  # the structural pass says what is wrong with it
+    if idle_s > warn_s:
+        return []
+    said = "warn_before" if "warn_before" in sched else "warn_before (by default)"
+    return [(("schedule", "idle_stop_after"),
+             f"{idle} is not longer than {said} {warn}: every request would be followed "
+             "by a warning; make idle_stop_after longer or warn_before shorter")]
 
 
 def parse_profile(raw: dict[str, Any]) -> tuple[Profile | None, list[Problem]]:
@@ -388,7 +411,7 @@ def parse_profile(raw: dict[str, Any]) -> tuple[Profile | None, list[Problem]]:
     return profile, []
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "unknown key"

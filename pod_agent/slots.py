@@ -146,6 +146,11 @@ class SlotProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
+    def running_pid(self) -> int | None:
+        """The engine's pid while it runs (its process group's id too), else None."""
+        return self.proc.pid if self.proc is not None and self.proc.returncode is None \
+            else None
+
     async def wait_healthy(self, timeout_s: float, poll_s: float = 1.0) -> bool:
         deadline = time.monotonic() + timeout_s
         loop = asyncio.get_running_loop()

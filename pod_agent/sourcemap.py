@@ -71,10 +71,44 @@ class SourceDoc:
         return 1
 
 
+MAX_DEPTH = 200
+"""Nesting deeper than this is refused; a real profile nests four or five levels."""
+
+_OPEN = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
+         yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)
+_CLOSE = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+
+
+def _check_depth(text: str) -> None:
+    """Refuse nesting past ``MAX_DEPTH`` *before* any composer sees it, with its line.
+
+    Composers recurse once per level: the pure-Python one runs out of Python stack
+    (RecursionError, no line), libyaml's C composer out of the C stack (a segfault at
+    about 100k levels; this file may hold 128k). The scanner is a loop, not a recursion,
+    so counting its tokens is safe at any depth. Skipped, as cheaply as a count, for a
+    file with too few brackets to nest that deep in flow style (block nesting needs an
+    indent per level, and 256 KiB cannot indent 200 levels deep many times)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH and text.count("\n") <= MAX_DEPTH:
+        return
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=_FAST_LOADER):
+            if isinstance(token, _OPEN):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise SourceError(f"YAML nesting deeper than {MAX_DEPTH} levels",
+                                      token.start_mark.line + 1)
+            elif isinstance(token, _CLOSE):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # a syntax error: the composer reports it, with its own line
+
+
 def _expanded_size(node: yaml.Node, memo: dict[int, int], depth: int = 0) -> int:
     """Count nodes as if every alias were copied, visiting each real node once."""
-    if depth > 200:
-        raise SourceError("YAML nesting deeper than 200 levels", node.start_mark.line + 1)
+    if depth > MAX_DEPTH:
+        raise SourceError(f"YAML nesting deeper than {MAX_DEPTH} levels",
+                          node.start_mark.line + 1)
     key = id(node)
     if key in memo:
         return memo[key]
@@ -169,6 +203,7 @@ def load_text(text: str) -> SourceDoc:
         raise SourceError(f"file larger than {MAX_BYTES // 1024} KiB")
     if not text.strip():
         raise SourceError("file is empty")
+    _check_depth(text)
     try:
         try:
             # libyaml when present: ~10x faster, and the console reads every profile

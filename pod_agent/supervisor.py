@@ -18,8 +18,8 @@ import sys
 import time
 from typing import Any
 
-from . import clock, paths, stoppolicy, traffic
-from .actions import Action, ActionBook, read_recorded, valid_action_id
+from . import clock, paths, stoppolicy, stopstate, traffic
+from .actions import Action, ActionBook, parse_request, read_recorded, valid_action_id
 from .envfile import read_env
 from .events import encode, event
 from .gpu_monitor import SAMPLE_EVERY_S, GpuMonitor, slot_pgids
@@ -29,10 +29,20 @@ from .patches import apply_patch, vllm_site_root
 from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
 from .profiles import load_profile
 from .slots import SlotProcess, group_rss_kib
-from .stoppolicy import Decision, PolicyState
+from .stoppolicy import Decision, LastStop, PolicyState
 from .watchdog import WatchdogState, post_webhook, stop_pod
 
 MEM_FLOOR_MAX_GIB = 4096.0
+
+
+def mem_floor_problem(floor: float, avail: float | None) -> str | None:
+    """Why ``floor`` would stop running slots at once: it is above what they leave free
+    (MemAvailable now). None when it is a floor the host meets, or nothing is known."""
+    if avail is None or floor <= avail:
+        return None
+    return (f"mem-floor {floor:g} GiB is above the {avail:.1f} GiB the running slots "
+            f"leave free (MemAvailable): the memory guard would stop them one by one. "
+            f"Choose at most {math.floor(avail * 10) / 10:g} GiB.")
 """No pod has more host memory than this; a larger floor is a typo that stops every slot."""
 
 TRAFFIC_TIMEOUT_S = 5.0
@@ -45,6 +55,18 @@ default pace; one sample of 8 GPUs costs ~0.3 ms of CPU (bench/gpu_telemetry_ben
 
 BACKOFF_S = (5.0, 10.0, 30.0, 60.0, 120.0)
 """Restart delays after a crash; the last repeats. A crash loop must not spin the host."""
+
+MIN_TICK_S = 0.5
+"""The shortest real wait between two watchdog ticks on an accelerated pod clock: at x60
+the default 30 pod-seconds is half a real second (each tick reads every slot's
+/metrics: faster would spin the host)."""
+
+
+def tick_wait_s(interval_s: float, speed: float) -> float:
+    """Real seconds between ticks: ``interval_s`` is on the pod's clock, so the watchdog
+    looks as often in pod time whatever its speed (the demo's ``--clock-speed``): a
+    warning ``warn_before`` ahead stays ``warn_before`` ahead, not a tick late."""
+    return max(min(interval_s, MIN_TICK_S), interval_s / max(speed, 1e-9))
 
 
 def _audit(record: dict[str, Any]) -> None:
@@ -59,7 +81,8 @@ class Supervisor:
     def __init__(self, profile_path: str, *, vllm: str = "vllm",
                  models_root: str | None = None, backoff_s: tuple = BACKOFF_S,
                  watchdog_interval_s: float = 30.0, grace_s: float = 20.0,
-                 health_poll_s: float = 1.0, apply_patches: bool = True) -> None:
+                 health_poll_s: float = 1.0, apply_patches: bool = True,
+                 pod_clock: Any = None) -> None:
         self.profile_path = os.path.abspath(profile_path)
         self.profile: Profile = load_profile(profile_path)
         self.vllm = vllm
@@ -76,9 +99,19 @@ class Supervisor:
         self.book = ActionBook()
         self.watchdog = WatchdogState(mem_floor_gib=float(
             os.environ.get("POD_AGENT_MEM_FLOOR_GIB", "12")))
-        self.policy = PolicyState(extension=stoppolicy.load_extension(self._extension_path()),
-                                  last_activity=clock.now(), started_at=clock.now())
+        self.clock = pod_clock or clock
+        """``now()`` (the wall clock, schedules) and ``monotonic()`` (durations); the
+        tests pass their own."""
+        self.run_id = stopstate.run_id()
+        self.policy = PolicyState()
+        self.policy.touch(self.clock.now(), self.clock.monotonic())
+        self._saved_state: dict[str, Any] | None = None
+        self._restore_state()
+        self.watchdog.armed = self.policy.armed
         self.decision = Decision()
+        self._mem_warned = False
+        self._guard_stopped: dict[str, float] = {}
+        """Slots the memory guard stopped → the GiB each held then (what it needs back)."""
         self.memory_warning: str | None = None
         """Said while MemAvailable is near the memory guard's floor."""
         self._traffic: dict[str, traffic.SlotTraffic | None] = {}
@@ -94,8 +127,36 @@ class Supervisor:
         self._bg: set = set()
 
     # -- configuration -------------------------------------------------------------
-    def _extension_path(self) -> str:
-        return paths.path("extension.json")
+    def _state_path(self) -> str:
+        return paths.path(stopstate.STATE_FILE)
+
+    def _restore_state(self) -> None:
+        """The watchdog's record from before this start (``stopstate``): what it still
+        means is kept; the rest is discarded and said, never acted on."""
+        now, mono = self.clock.now(), self.clock.monotonic()
+        raw, problem = stopstate.read(self._state_path())
+        notes = [{"what": "state", "why": problem}] if problem else []
+        notes += stopstate.restore(self.policy, raw, self.run_id, now, mono)
+        legacy = paths.path(stopstate.LEGACY_FILE)
+        if self.policy.extension is None and os.path.exists(legacy):
+            raw, problem = stopstate.read(legacy)
+            notes += [{"what": "extension", "why": problem}] if problem else \
+                stopstate.restore(self.policy, raw, self.run_id, now, mono, legacy=True)
+        for note in notes:
+            print(f"pod-agent: watchdog {note['what']} discarded: {note['why']}",
+                  file=sys.stderr, flush=True)
+            with contextlib.suppress(OSError):
+                _audit({"op": "watchdog-state-discarded", **note})
+        with contextlib.suppress(OSError):
+            self._save_state()
+            stopstate.remove(legacy)
+
+    def _save_state(self) -> None:
+        """Written when it changed (and fsynced: it is what a restart keeps)."""
+        rec = stopstate.record(self.policy, self.run_id, 0.0)
+        if rec != self._saved_state:
+            stopstate.save(self._state_path(), {**rec, "saved_at": self.clock.now()})
+            self._saved_state = rec
 
     def _overrides_path(self) -> str:
         return paths.path("gpu_util_overrides.json")
@@ -273,24 +334,18 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 await self.watchdog_tick()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.watchdog_interval_s)
+                await asyncio.wait_for(self._stop.wait(), tick_wait_s(
+                    self.watchdog_interval_s, clock.speed()))
 
     async def watchdog_tick(self, now: float | None = None) -> None:
         """The memory guard, then the stop policy (``stoppolicy``) on this tick's traffic;
-        ``now`` is the agent's clock (tests pass their own)."""
-        now = clock.now() if now is None else now
+        ``now`` is the agent's wall clock (tests pass their own, or a clock)."""
+        now = self.clock.now() if now is None else now
+        mono = self.clock.monotonic()
         wd = self.watchdog
         loop = asyncio.get_running_loop()
         avail = mem_available_gib()
-        if avail is not None and avail < wd.mem_floor_gib:
-            running = [n for n, p in self.procs.items() if p.running()]
-            if running:
-                biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid))
-                await self._pause(biggest)
-                self.procs[biggest].state.detail = "stopped by the memory guard"
-                wd.last_mem_action = (f"{stoppolicy.iso(now)}: MemAvailable {avail:.1f} GiB "
-                                      f"< {wd.mem_floor_gib:g}: stopped {biggest}")
-                _audit({"op": "memory-guard", "slot": biggest, "mem_available_gib": avail})
+        await self._memory_guard(avail, now)
         await self._memory_warning(avail)
         # traffic: each slot's own /metrics, in a thread (a hung slot must not hold the loop)
         ports = {n: p.port for n, p in self.procs.items()}
@@ -305,42 +360,108 @@ class Supervisor:
         loading = any(p.state.state == "starting" and p.state.restarts == 0
                       for p in self.procs.values())
         if loading or busy:
-            self.policy.last_activity = now
+            self.policy.touch(now, mono)
         self._traffic = reads
+        sched = self.profile.schedule
         pol = self.policy
         pol.armed = wd.armed
-        d = self.decision = stoppolicy.decide(self.profile.schedule, pol, now, busy)
-        if d.warn and d.next_at is not None and d.warn_key() not in pol.warned:
-            pol.warned.add(d.warn_key())
-            await self._warn(d.next_reason or "stop", d.next_at, now)
+        ext = pol.extension
+        if ext is not None and ext.until <= now and not stoppolicy.ends_with_stop(sched, ext):
+            self._set_extension(None, "ended")  # its end stops nothing: the plan resumes
+        d = self.decision = stoppolicy.decide(sched, pol, now, busy, mono)
+        if d.announce:
+            pol.note_warning(d, now)
+            with contextlib.suppress(OSError):
+                self._save_state()  # sent once, a restart included
+            await self._warn(d.next_reason or "stop", d.next_at or now, now)
         if d.stop:
             if d.reason == "idle":  # a failed stop is retried after another idle period
-                pol.last_activity = now
-            else:  # the day's scheduled stop is done (or failed: never twice a day)
-                pol.last_stop_day = stoppolicy.local_day(self.profile.schedule, now)
-            self._set_extension(None, "ended" if d.reason == "extension ended" else None)
-            ok, what = await loop.run_in_executor(None, stop_pod,
-                                                  os.environ.get("RUNPOD_POD_ID"))
-            wd.last_result = (f"{stoppolicy.iso(now)}: {'stopped' if ok else 'FAILED'} "
-                              f"({d.reason}): {what}")
-            wd.last_stop_reason = d.reason
-            _audit({"op": "watchdog-stop", "reason": d.reason, "ok": ok, "detail": what,
-                    "idle_s": round(d.idle_s), "busy": busy})
-        elif pol.extension is not None and pol.extension.until <= now \
-                and pol.extension.holds is None:
-            self._set_extension(None, "ended")
+                pol.touch(now, mono)
+            await self._stop_pod(d.reason or "stop", "watchdog", now,
+                                 {"idle_s": round(d.idle_s), "busy": busy})
+        else:
+            with contextlib.suppress(OSError):
+                self._save_state()
+
+    async def _stop_pod(self, reason: str, by: str, now: float,
+                        extra: dict[str, Any] | None = None) -> tuple[bool, str]:
+        """Any stop the agent makes: recorded (with the day's scheduled stop it carries
+        out) and the extension ended *before* the pod goes — a stopped pod's extension
+        must not come back with it — then stopped."""
+        pol = self.policy
+        day = stoppolicy.done_day(self.profile.schedule, pol, now, reason)
+        if day is not None:  # the day's scheduled stop is done (or failed: never twice)
+            pol.last_stop_day = day
+        pol.last_stop = LastStop(reason, now, by, None, "stopping", self.run_id)
+        pol.due_key = pol.due_since = pol.due_mono = None
+        with contextlib.suppress(OSError):
+            self._set_extension(None, f"ended by the stop ({reason})")
+        ok, what = await asyncio.get_running_loop().run_in_executor(
+            None, stop_pod, os.environ.get("RUNPOD_POD_ID"))
+        pol.last_stop = LastStop(reason, now, by, ok, what[:300], self.run_id)
+        with contextlib.suppress(OSError):
+            self._save_state()
+        self.watchdog.last_result = (f"{stoppolicy.iso(now)}: {'stopped' if ok else 'FAILED'} "
+                                     f"({reason}): {what}")
+        with contextlib.suppress(OSError):
+            _audit({"op": "watchdog-stop" if by == "watchdog" else "stop", "reason": reason,
+                    "by": by, "ok": ok, "detail": what, **(extra or {})})
+        return ok, what
+
+    async def _memory_guard(self, avail: float | None, now: float) -> None:
+        """Below the floor, stop the slot holding the most memory (one a tick). A slot
+        the guard stopped starts again once MemAvailable, less what it held, is back at
+        the floor (the floor lowered, or memory freed): never sooner, or it would be
+        stopped again at the next tick."""
+        wd = self.watchdog
+        for name in [n for n in self._guard_stopped
+                     if self.procs[n].running() or n in self.tasks]:
+            del self._guard_stopped[name]  # started again by someone else (restart)
+        if avail is None:
+            return
+        if avail < wd.mem_floor_gib:
+            pids = {n: p.running_pid() for n, p in self.procs.items()}
+            rss = {n: group_rss_kib(pid) for n, pid in pids.items() if pid is not None}
+            if rss:
+                biggest = max(rss, key=rss.__getitem__)
+                await self._pause(biggest)
+                held = rss[biggest] / 2**20
+                self._guard_stopped[biggest] = held
+                self.procs[biggest].state.detail = (
+                    f"stopped by the memory guard (it held {held:.1f} GiB); it starts again "
+                    f"once MemAvailable would stay at the floor ({wd.mem_floor_gib:g} GiB) "
+                    "with it back")
+                wd.last_mem_action = (f"{stoppolicy.iso(now)}: MemAvailable {avail:.1f} GiB "
+                                      f"< {wd.mem_floor_gib:g}: stopped {biggest}")
+                _audit({"op": "memory-guard", "slot": biggest, "mem_available_gib": avail,
+                        "held_gib": round(held, 2)})
+            return
+        if self._guard_stopped and not self._stop.is_set():
+            # the one that held least first: the likeliest to fit
+            name = min(self._guard_stopped, key=self._guard_stopped.__getitem__)
+            held = self._guard_stopped[name]
+            if avail - held >= wd.mem_floor_gib:
+                del self._guard_stopped[name]
+                self.procs[name].state.detail = "started again by the memory guard"
+                self._start_supervising(name)
+                wd.last_mem_action = (
+                    f"{stoppolicy.iso(now)}: MemAvailable {avail:.1f} GiB leaves "
+                    f"{avail - held:.1f} GiB once {name} is back (floor "
+                    f"{wd.mem_floor_gib:g}): restarted {name}")
+                _audit({"op": "memory-guard-restart", "slot": name,
+                        "mem_available_gib": avail, "held_gib": round(held, 2),
+                        "floor_gib": wd.mem_floor_gib})
 
     async def _memory_warning(self, avail: float | None) -> None:
         """Before the memory guard stops a slot: MemAvailable within a quarter of the
         floor. Said once until memory recovers."""
         floor = self.watchdog.mem_floor_gib
         near = avail is not None and floor > 0 and floor <= avail < floor * 1.25
-        key = "memory guard"
-        if near and key not in self.policy.warned:
-            self.policy.warned.add(key)
-            running = [n for n, p in self.procs.items() if p.running()]
-            biggest = max(running, key=lambda n: group_rss_kib(self.procs[n].proc.pid)) \
-                if running else "none"
+        if near and not self._mem_warned:
+            self._mem_warned = True
+            rss = {n: group_rss_kib(pid) for n, p in self.procs.items()
+                   if (pid := p.running_pid()) is not None}
+            biggest = max(rss, key=rss.__getitem__) if rss else "none"
             self.memory_warning = (
                 f"MemAvailable {avail:.1f} GiB is near the memory guard's floor "
                 f"({floor:g} GiB): below it the guard stops slot {biggest}. Free memory, "
@@ -349,7 +470,7 @@ class Supervisor:
                 "reason": "memory guard", "mem_available_gib": round(avail or 0, 1),
                 "floor_gib": floor, "slot": biggest}, self.memory_warning)
         elif not near:
-            self.policy.warned.discard(key)
+            self._mem_warned = False
             self.memory_warning = None
 
     async def _warn(self, reason: str, at: float, now: float) -> None:
@@ -364,7 +485,7 @@ class Supervisor:
             "`pod-agent watchdog extend +1h --reason WHY` on the pod.")
 
     async def _send_warning(self, record: dict[str, Any], text: str) -> None:
-        self.watchdog.last_warning = {**record, "text": text, "t": clock.now()}
+        self.watchdog.last_warning = {**record, "text": text, "t": self.clock.now()}
         with contextlib.suppress(OSError):
             _audit({"op": "stop-warning", **record, "text": text})
         url = os.environ.get("POD_AGENT_WEBHOOK_URL") or read_env(paths.env_file()).get(
@@ -376,22 +497,29 @@ class Supervisor:
                 _audit({"op": "webhook", "ok": ok, "detail": detail})
 
     def _set_extension(self, ext: stoppolicy.Extension | None, why: str | None) -> None:
+        """Kept on disk and audited, or OSError (then not promised: the caller says so)."""
         old = self.policy.extension
         self.policy.extension = ext
-        stoppolicy.save_extension(self._extension_path(), ext)
         if ext is not None:
             self.policy.warned.clear()  # a new plan: its warnings are new
+        self._save_state()
+        if ext is not None:
             _audit({"op": "extend", **ext.to_json(_tz(self.profile))})
         elif old is not None and why:
-            _audit({"op": "extension-" + why, "until": stoppolicy.iso(old.until),
-                    "by": old.by})
+            _audit({"op": "extension-" + why.split(" ", 1)[0], "why": why,
+                    "until": stoppolicy.iso(old.until), "by": old.by})
 
     def watchdog_json(self, now: float) -> dict[str, Any]:
         sched = self.profile.schedule
         tz = _tz(self.profile)
         d = self.decision
-        ext = self.policy.extension
+        pol = self.policy
+        ext = pol.extension
         base = self.watchdog.to_json(sched, dt.datetime.fromtimestamp(now, dt.timezone.utc))
+        ext_json = None
+        if ext is not None and ext.until > now:
+            ext_json = {**ext.to_json(tz), "stops_at_end": stoppolicy.ends_with_stop(sched, ext),
+                        "crosses_midnight": stoppolicy.crosses_midnight(sched, ext)}
         return {
             **base, "now": now, "clock_speed": clock.speed(),
             "clock_simulated": "POD_AGENT_CLOCK" in os.environ,
@@ -401,27 +529,44 @@ class Supervisor:
             "next_stop_reason": d.next_reason, "stop_in_s":
                 None if d.next_at is None else round(d.next_at - now, 1),
             "warning": d.warn, "grace_until": stoppolicy.iso(d.grace_until, tz),
-            "idle_s": round(max(0.0, now - self.policy.last_activity), 1),
+            "idle_s": round(pol.idle_s(self.clock.monotonic()), 1),
             "idle_stop_after_s": sched.seconds("idle_stop_after"),
             "idle_stop_in_hours": sched.idle_stop_in_hours,
             "busy_grace_s": sched.seconds("busy_grace"),
             "warn_before_s": sched.seconds("warn_before"),
-            "extension": None if ext is None or ext.until <= now else ext.to_json(tz),
+            "extension": ext_json,
+            "last_stop_day": pol.last_stop_day,
+            "last_stop": None if pol.last_stop is None else pol.last_stop.to_json(tz),
+            "last_stop_reason": None if pol.last_stop is None else pol.last_stop.reason,
+            "state_version": stopstate.VERSION,
             "memory_warning": self.memory_warning,
         }
 
     async def _extend(self, req: dict[str, Any], send) -> None:
-        """``{"until": "+1h" | "HH:MM" | ISO, "by": NAME, "reason": TEXT}``, or
-        ``{"clear": true}``. Kept in ``extension.json``: a restart keeps it."""
-        now = clock.now()
+        """``{"until": "+1h" | "HH:MM" | "tomorrow HH:MM" | ISO, "by": NAME, "reason":
+        TEXT, "replaces_next_stop": BOOL}``, or ``{"clear": true}``. Kept in the
+        watchdog's record: a restart keeps it."""
+        now = self.clock.now()
         if req.get("clear"):
-            self._set_extension(None, "cleared")
+            try:
+                self._set_extension(None, "cleared")
+            except OSError as exc:
+                await send(event("error", message=f"extend --clear: cannot keep it on disk: "
+                                                  f"{exc}"))
+                return
             await send(event("result", extension=None))
             return
         by = str(req.get("by") or "").strip()[:64] or "unknown"
         reason = str(req.get("reason") or "").strip()[:200]
         if not all(c.isprintable() for c in by + reason):
             await send(event("error", message="by and reason must be printable text"))
+            return
+        replaces = req.get("replaces_next_stop", False)
+        if replaces is None:
+            replaces = False
+        if not isinstance(replaces, bool):
+            await send(event("error", message="bad request: replaces_next_stop must be true "
+                                              "or false"))
             return
         try:
             until = stoppolicy.extension_until(str(req.get("until") or ""),
@@ -430,26 +575,51 @@ class Supervisor:
             await send(event("error", message=f"extend: {exc}"))
             return
         ext = stoppolicy.make_extension(self.profile.schedule, self.policy, now, until, by,
-                                        reason)
+                                        reason, replaces)
         try:
             self._set_extension(ext, None)
         except OSError as exc:  # not kept on disk, or not audited: not promised
             self.policy.extension = None
             with contextlib.suppress(OSError):  # nor left to come back after a restart
-                stoppolicy.save_extension(self._extension_path(), None)
+                self._save_state()
             await send(event("error", message=f"extend: cannot keep it on disk: {exc}"))
             return
-        self.decision = stoppolicy.decide(self.profile.schedule, self.policy, now, False)
-        await send(event("result", extension=ext.to_json(_tz(self.profile)),
-                         next_stop=stoppolicy.iso(self.decision.next_at, _tz(self.profile)),
-                         next_stop_reason=self.decision.next_reason))
+        self.decision = stoppolicy.decide(self.profile.schedule, self.policy, now, False,
+                                          self.clock.monotonic())
+        tz = _tz(self.profile)
+        await send(event("result", extension={
+            **ext.to_json(tz), "stops_at_end": stoppolicy.ends_with_stop(self.profile.schedule,
+                                                                         ext),
+            "crosses_midnight": stoppolicy.crosses_midnight(self.profile.schedule, ext)},
+            next_stop=stoppolicy.iso(self.decision.next_at, tz),
+            next_stop_reason=self.decision.next_reason))
 
-    async def stop_now(self, act: Action) -> None:
+    async def _stopping(self, req: dict[str, Any], send) -> None:
+        """``{"by": NAME, "reason": TEXT}``: someone else (the console's ``down``) is
+        about to stop this pod. The extension ends now and the stop is recorded; the
+        next start finds a record it can read, not an extension to act on."""
+        now = self.clock.now()
+        by = "".join(c for c in str(req.get("by") or "") if c.isprintable())[:64] or "unknown"
+        reason = "".join(c for c in str(req.get("reason") or "")
+                         if c.isprintable())[:80] or "down"
+        old = self.policy.extension
+        self.policy.last_stop = LastStop(reason, now, by, None, "stopped by the console",
+                                         self.run_id)
+        try:
+            self._set_extension(None, f"ended by the stop ({reason})")
+            _audit({"op": "stopping", "by": by, "reason": reason, "extension":
+                    None if old is None else old.to_json(_tz(self.profile))})
+        except OSError as exc:
+            await send(event("error", message=f"stopping: cannot keep it on disk: {exc}"))
+            return
+        await send(event("result", ended=None if old is None else old.to_json(
+            _tz(self.profile))))
+
+    async def stop_now(self, act: Action, by: str = "stop-now") -> None:
         act.progress("stop pod", 0.1, "stopping slots")
         for name in list(self.procs):
             await self._pause(name)
-        ok, what = await asyncio.get_running_loop().run_in_executor(
-            None, stop_pod, os.environ.get("RUNPOD_POD_ID"))
+        ok, what = await self._stop_pod("stop-now", by, self.clock.now())
         self.watchdog.last_result = f"stop-now: {'stopped' if ok else 'FAILED'}: {what}"
         act.finish("ok" if ok else "failed", message=what)
 
@@ -461,7 +631,7 @@ class Supervisor:
             "p2p_disabled": self.p2p_disabled(), "patches": self.patch_results,
             "slots": {n: {**p.state.to_json(), "port": p.port, "gpu_util": self.utils[n]}
                       for n, p in self.procs.items()},
-            "watchdog": self.watchdog_json(clock.now()),
+            "watchdog": self.watchdog_json(self.clock.now()),
             "mem_available_gib": mem_available_gib(),
             "actions": self.book.recent(),
             "gpus": self.gpu_status(),
@@ -480,9 +650,7 @@ class Supervisor:
 
         try:
             line = await asyncio.wait_for(reader.readline(), 10)
-            req = json.loads(line.decode() or "{}")
-            if not isinstance(req, dict):
-                raise ValueError("request must be an object")
+            req = parse_request(line)  # every field a request's op reads, type-checked
             await self.dispatch(req, send)
         except (asyncio.TimeoutError, ValueError) as exc:
             with contextlib.suppress(Exception):
@@ -490,6 +658,12 @@ class Supervisor:
         except (ConnectionError, BrokenPipeError):
             # The client went away; any action it started keeps running in the book.
             _audit({"op": "client-gone"})
+        except Exception as exc:  # a bug answers and is recorded; it never kills the agent
+            what = f"{type(exc).__name__}: {exc}"[:300]
+            with contextlib.suppress(Exception):
+                _audit({"op": "request-failed", "error": what})
+            with contextlib.suppress(Exception):
+                await send(event("error", message=f"the agent failed this request: {what}"))
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
@@ -500,7 +674,7 @@ class Supervisor:
             await send(event("result", **self.status()))
         elif op == "gpus":  # the exporter's feed: the GPUs and the stop plan alone
             await send(event("result", **self.gpu_status(),
-                             watchdog=self.watchdog_json(clock.now())))
+                             watchdog=self.watchdog_json(self.clock.now())))
         elif op == "logs":
             slot = req.get("slot")
             if slot not in self.procs:
@@ -516,13 +690,18 @@ class Supervisor:
             cmd = req.get("cmd")
             if cmd == "extend":
                 await self._extend(req, send)
+            elif cmd == "stopping":
+                await self._stopping(req, send)
             elif cmd in ("arm", "disarm"):
-                self.watchdog.armed = cmd == "arm"
+                self.watchdog.armed = self.policy.armed = cmd == "arm"
+                with contextlib.suppress(OSError):
+                    self._save_state()  # a restart keeps it (this run of the pod)
                 _audit({"op": "watchdog", "cmd": cmd})
                 await send(event("result", armed=self.watchdog.armed))
             elif cmd == "mem-floor":
                 try:
-                    floor = float(req.get("value"))  # type: ignore[arg-type]
+                    value = req.get("value")
+                    floor = float(value) if isinstance(value, (int, float, str)) else math.nan
                 except (TypeError, ValueError):
                     floor = math.nan
                 # nan would switch the guard off silently; a floor above the host's whole
@@ -533,9 +712,17 @@ class Supervisor:
                                      f"from 0 to {top:.1f} (this host's memory), got "
                                      f"{str(req.get('value'))[:40]!r}"))
                     return
+                problem = mem_floor_problem(floor, mem_available_gib())
+                if problem:  # the guard would stop slot after slot at its next ticks
+                    await send(event("error", message=problem))
+                    return
                 self.watchdog.mem_floor_gib = floor
                 _audit({"op": "watchdog", "cmd": cmd, "value": floor})
-                await send(event("result", mem_floor_gib=floor))
+                waiting = sorted(self._guard_stopped)
+                await send(event("result", mem_floor_gib=floor, guard_stopped=waiting,
+                                 message=(f"{', '.join(waiting)} (stopped by the memory "
+                                          "guard) start again once the floor allows"
+                                          if waiting else "")))
             else:
                 await send(event("error", message=f"unknown watchdog command {cmd!r}"))
         elif op == "shutdown":
@@ -604,7 +791,8 @@ class Supervisor:
                 elif op == "restart":
                     await self.restart_slot(act, str(req["slot"]))
                 elif op == "stop-now":
-                    await self.stop_now(act)
+                    by = "".join(c for c in str(req.get("by") or "") if c.isprintable())
+                    await self.stop_now(act, by[:64] or "stop-now")
             except Exception as exc:  # an action must always end with a record
                 if not act.done:
                     act.finish("failed", message=f"{type(exc).__name__}: {exc}")

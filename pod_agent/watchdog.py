@@ -28,19 +28,18 @@ DEFAULT_API_BASE = "https://api.runpod.io/v2"
 class WatchdogState:
     armed: bool = True
     mem_floor_gib: float = 12.0
-    last_stop_day: str | None = None
     last_result: str | None = None
     last_mem_action: str | None = None
-    last_stop_reason: str | None = None
     last_warning: dict | None = None
+    """The stop's own record (its day, reason, who) is the stop policy's
+    (``PolicyState.last_stop``), kept on disk with the extension."""
 
     def to_json(self, schedule: Schedule, now: dt.datetime) -> dict:
         nxt = next_stop(schedule, now)
         return {"armed": self.armed, "stop_at": schedule.stop, "timezone": schedule.timezone,
                 "days": schedule.days, "next_stop": nxt.isoformat() if nxt else None,
-                "mem_floor_gib": self.mem_floor_gib, "last_stop_day": self.last_stop_day,
-                "last_result": self.last_result, "last_mem_action": self.last_mem_action,
-                "last_stop_reason": self.last_stop_reason, "last_warning": self.last_warning}
+                "mem_floor_gib": self.mem_floor_gib, "last_result": self.last_result,
+                "last_mem_action": self.last_mem_action, "last_warning": self.last_warning}
 
 
 def _zone(schedule: Schedule):

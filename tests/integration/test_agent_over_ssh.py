@@ -184,7 +184,7 @@ async def test_console_rebalance_rolls_back_and_keeps_the_profile(pod, tmp_path)
     """The console's registry → agent primitive → real vLLM refusing to start → rollback."""
     from console.config.profile_file import write_split
     from console.operations.audit import AuditLog
-    from console.operations.build import build_registry
+    from console.operations.ops import build_registry
 
     laptop_profile = tmp_path / "10-cpu.yaml"
     laptop_profile.write_text(pod["profile"].read_text())
@@ -274,7 +274,7 @@ async def test_watchdog_memory_guard_and_stop_now(pod) -> None:
         assert (await _status(t))["watchdog"]["armed"] is False
         await t.run(["watchdog", "arm"])
         pid = (await _status(t))["slots"]["TINY"]["pid"]
-        # a floor at the host's whole memory: MemAvailable is always below it
+        # the host's whole memory: MemAvailable is always below it
         from pod_agent.hostcheck import mem_total_gib
 
         whole = f"{mem_total_gib():.2f}"
@@ -282,24 +282,44 @@ async def test_watchdog_memory_guard_and_stop_now(pod) -> None:
         assert not r.ok and "from 0 to" in r.message  # refused, nothing stopped
         r = await t.run(["watchdog", "mem-floor", "4000"])
         assert not r.ok and "this host's memory" in r.message  # above the whole host
-        r = await t.run(["watchdog", "mem-floor", whole])
+        from pod_agent.hostcheck import mem_available_gib
+
+        # under the host's memory, but above what the running slot leaves free: it would
+        # be stopped at once (issue 31)
+        between = ((mem_available_gib() or 0) + float(whole)) / 2
+        r = await t.run(["watchdog", "mem-floor", f"{between:.2f}"])
+        assert not r.ok and "leave free" in r.message, r.message
+        assert (await _status(t))["slots"]["TINY"]["pid"] == pid  # nothing stopped
+        r = await t.run(["watchdog", "mem-floor", f"{(mem_available_gib() or 2) - 1:.2f}"])
         assert r.ok
+        hog = b"\x01" * (3 << 30)  # 3 GiB the host no longer has: below the floor
         deadline = time.time() + 60
         while time.time() < deadline:
             st = await _status(t)
             if st["watchdog"]["last_mem_action"]:
                 break
             time.sleep(0.5)
+        del hog
         assert "stopped TINY" in st["watchdog"]["last_mem_action"]
         assert st["slots"]["TINY"]["state"] == "stopped"
         assert not _pgid_alive(pid)
         await t.run(["watchdog", "mem-floor", "0"])
+        # the floor allows it now: the guard starts what it stopped
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            st = await _status(t)
+            if "restarted TINY" in (st["watchdog"]["last_mem_action"] or ""):
+                break
+            time.sleep(0.5)
+        assert "restarted TINY" in st["watchdog"]["last_mem_action"]
+        assert st["slots"]["TINY"]["state"] in ("starting", "ready")
         r = await t.run(["watchdog", "stop-now", "--action-id", "stop-1"], timeout_s=120)
         assert r.ok, r.final
         assert pod["rpc_log"].read_text().strip() == "stop pod pod-test-1"
         audit = [json.loads(x) for x in (pod["home"] / "audit.jsonl").read_text().splitlines()]
         ops = [a["op"] for a in audit]
-        assert {"serve", "rebalance", "memory-guard", "stop-now", "watchdog"} <= set(ops)
+        assert {"serve", "rebalance", "memory-guard", "memory-guard-restart", "stop-now",
+                "watchdog"} <= set(ops)
     finally:
         t.close()
 

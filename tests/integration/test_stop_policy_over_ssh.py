@@ -1,13 +1,17 @@
 """The stop policy end to end: the real agent over real SSH, reading a real vLLM server's
 counters, stopping the (emulated) pod; the console's ``down`` against the emulated RunPod.
 
-The agent's clock is anchored (``POD_AGENT_CLOCK``) to a Monday afternoon whenever the
-test runs, so the scheduled stop (18:00) comes when the test needs it; everything else —
-traffic, idleness, the grace, SSH, the restart — is real time. The tests run in file
-order on one pod:
+The agent runs on its accelerated clock (``POD_AGENT_CLOCK``, the one ``pod-console demo
+--clock-speed`` uses), ``SPEED`` times as fast as real time and anchored to a Monday
+afternoon whenever the test runs: the idle limit, the warning's lead and the busy grace
+are minutes on the pod's clock and seconds of the test's. Everything else — traffic,
+SSH, vLLM starting, the restart — is real. What is asserted about time is read from the
+agent's own records (its audit, its last stop, on its own clock), not from when the test
+happened to look. The tests run in file order on one pod:
 
-1. idle stop: not while requests run (a minute of traffic, longer than the idle limit),
-   then after the limit of silence, warned first (audit and webhook);
+1. idle stop: not while the slot loads, not while requests run (longer than the idle
+   limit on the pod's clock), then after the limit of silence, warned first (audit and
+   webhook);
 2. an extension survives killing the agent and the console; ``down`` honours it and
    ``--force`` overrides; the scheduled stop passes without stopping the extended pod,
    and neither does idleness; its end with requests running stops the pod after the
@@ -42,11 +46,20 @@ from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
 
-pytestmark = [pytest.mark.vllm]
+pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.realtime]
 
 TEST_BIN = REPO / "tests" / "support" / "bin"
 KEY = "rp-test-key"
-IDLE_S, GRACE_S, WARN_S = 45, 20, 20
+SPEED = 10.0
+"""The pod's clock runs this many times as fast as the test's."""
+IDLE_S, GRACE_S, WARN_S = 60, 60, 40
+"""On the pod's clock: 6, 6 and 4 real seconds."""
+TICK_S = 1.0
+"""``serve --watchdog-interval`` (pod seconds; the agent waits at least half a real second
+between ticks)."""
+LATE_S = 5.0 * SPEED
+"""How late (pod seconds) a decision may come after its instant: ticks half a real second
+apart, each reading the slot's /metrics on two cores the slot keeps busy."""
 UTC = dt.UTC
 
 
@@ -156,11 +169,11 @@ async def _serve(pod, pod_epoch: float) -> None:
     """``serve`` in the background, its clock reading ``pod_epoch`` now."""
     t = AgentTransport(pod["ep"], pod["state"])
     real = time.time()
-    pod["anchor"] = (real, pod_epoch)  # pod clock p ↔ real time real + (p - pod_epoch)
-    spec = clock.spec_for(pod_epoch, real_epoch=real)
+    pod["anchor"] = (real, pod_epoch)  # pod clock p ↔ real time real + (p - pod_epoch)/SPEED
+    spec = clock.spec_for(pod_epoch, SPEED, real_epoch=real)
     cmd = (f"setsid nohup env POD_AGENT_CLOCK={spec} {pod['ep'].agent_cmd} serve "
            f"--profile {pod['profile']} --vllm {vllm_server.VENV / 'bin' / 'vllm'} "
-           f"--models-root {pod['models']} --backoff 1,2 --watchdog-interval 1 "
+           f"--models-root {pod['models']} --backoff 1,2 --watchdog-interval {TICK_S:g} "
            f">> {pod['root'] / 'serve.log'} 2>&1 < /dev/null &")
     r = await t.run_raw(cmd, timeout_s=30)
     t.close()
@@ -199,12 +212,21 @@ def _stops(pod) -> list[str]:
 
 
 def _audit(pod) -> list[dict]:
-    return [json.loads(x) for x in (pod["home"] / "audit.jsonl").read_text().splitlines()]
+    p = pod["home"] / "audit.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+
+def _real(pod, pod_instant: float) -> float:
+    """The real instant at which the (last started) agent's clock reads ``pod_instant``."""
+    real0, pod0 = pod["anchor"]
+    return real0 + (pod_instant - pod0) / SPEED
 
 
 class Traffic:
     """Completions through the slot, two at a time (so a tick never falls in the gap
-    between two of them), until stopped; when the last one ended."""
+    between two of them), until stopped; a slot not up yet is asked again. Counts what
+    was answered and when each request ended."""
 
     def __init__(self, port: int) -> None:
         self.url = f"http://127.0.0.1:{port}/v1/completions"
@@ -217,13 +239,19 @@ class Traffic:
     def _run(self) -> None:
         with httpx.Client(timeout=60) as c:
             while not self.stop.is_set():
-                r = c.post(self.url, json={"model": "tiny-stop", "prompt": "a b a b a b",
-                                           "max_tokens": 32, "ignore_eos": True,
-                                           "temperature": 0})
+                try:
+                    r = c.post(self.url, json={"model": "tiny-stop", "prompt": "a b a b a b",
+                                               "max_tokens": 32, "ignore_eos": True,
+                                               "temperature": 0})
+                except httpx.HTTPError:  # still loading (or restarting): ask again
+                    self.stop.wait(0.2)
+                    continue
                 if r.status_code == 200:
                     self.ok += 1
-                self.last_end = time.time()
-                self.ends.append(self.last_end)
+                    self.last_end = time.time()
+                    self.ends.append(self.last_end)
+                else:
+                    self.stop.wait(0.2)
 
     def __enter__(self) -> Traffic:
         for t in self.threads:
@@ -236,24 +264,42 @@ class Traffic:
             t.join(120)
 
 
+async def _until(cond, what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        await asyncio.sleep(0.1)
+
+
+async def _agent(pod, *args: str):
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        return await AgentClient(t).watchdog(*args[:1], extra=list(args[1:]))
+    finally:
+        t.close()
+
+
 async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
-    await _serve(pod, pod_time(17, 40))
-    st = await _wait(pod, _ready, "slot ready")
-    # loading took longer than the idle limit on these CPUs or not: loading is no idleness
-    assert _stops(pod) == [] and st["watchdog"]["idle_s"] < IDLE_S
     with Traffic(pod["port"]) as tr:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < IDLE_S + 15:  # longer than the limit, never idle
-            st = await _status(pod)
-            assert st["watchdog"]["idle_s"] < 10, st["watchdog"]
+        # requests are waiting before the slot is up: from its first answer on it is busy
+        await _serve(pod, pod_time(16, 0))
+        await _wait(pod, _ready, "slot ready")
+        # loading took a minute or more: ten times the idle limit on the pod's clock.
+        # Loading is no idleness
+        assert _stops(pod) == [], _stops(pod)
+        assert not any(a["op"] == "stop-warning" for a in _audit(pod)), _audit(pod)
+        await _until(lambda: tr.ok >= 3, "the traffic reaching the slot", 120)
+        busy_from = time.monotonic()
+        while time.monotonic() - busy_from < (IDLE_S + 20) / SPEED:  # past the idle limit
+            wd = (await _status(pod))["watchdog"]
+            assert wd["idle_s"] < IDLE_S, wd
+            assert not (wd["warning"] and wd["next_stop_reason"] == "idle"), wd
             assert _stops(pod) == []
-            await asyncio.sleep(1)
-    assert tr.ok >= 5, "the traffic never reached the slot"
+            await asyncio.sleep(0.3)
     silent_from = tr.last_end
-    st = await _wait(pod, lambda s: s["watchdog"]["next_stop_reason"] == "idle"
-                     and s["watchdog"]["warning"], "idle warning", IDLE_S + 60)
-    assert _stops(pod) == []  # warned before, not stopped yet
-    # the console reads it the same way: a pod that stops for idleness soon
+    assert _stops(pod) == [], "stopped while requests ran"
+    # the console reads the plan the way the agent has it: idleness is what stops it next
     t = AgentTransport(pod["ep"], pod["state"])
     try:
         snap = await PodCollector(None, None, AgentClient(t), timeout_s=30).poll()
@@ -261,23 +307,28 @@ async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
         t.close()
     assert snap.stop_plan is not None and snap.stop_plan.next_reason == "idle"
     assert snap.stop_plan.idle_after_s == IDLE_S
-    deadline = time.monotonic() + IDLE_S + 90
-    while not _stops(pod) and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+    await _until(lambda: _stops(pod), "the idle stop", 60 + IDLE_S / SPEED)
     stopped_at = time.time()
-    assert _stops(pod) == [f"stop pod {pod['pid']}"]
-    # after the limit of silence (pod and console clocks run alike here), not before
-    assert IDLE_S - 2 <= stopped_at - silent_from <= IDLE_S + 30, stopped_at - silent_from
-    deadline = time.monotonic() + 30  # the record follows runpodctl's answer
-    while time.monotonic() < deadline and not any(
-            a["op"] == "watchdog-stop" for a in _audit(pod)):
-        await asyncio.sleep(0.2)
-    audit = _audit(pod)
-    ops = [(a["op"], a.get("reason")) for a in audit if a["op"] in ("stop-warning",
-                                                                    "watchdog-stop")]
-    assert ops[-2:] == [("stop-warning", "idle"), ("watchdog-stop", "idle")], ops
-    assert [a for a in audit if a["op"] == "watchdog-stop"][-1]["ok"] is True
+    assert _stops(pod)[0] == f"stop pod {pod['pid']}"
+    # never before the limit of silence (the pod's clock runs SPEED times the test's)
+    assert stopped_at - silent_from >= IDLE_S / SPEED - 0.5, stopped_at - silent_from
+    # the record follows runpodctl's answer
+    await _until(lambda: any(a["op"] == "watchdog-stop" for a in _audit(pod)),
+                 "the stop's record", 30)
+    after = [a for a in _audit(pod) if a["t"] >= silent_from - 1 and a["op"] in
+             ("stop-warning", "watchdog-stop")]
+    assert len(after) >= 2, after
+    warned, stopped = after[0], after[1]
+    assert (warned["op"], warned["reason"]) == ("stop-warning", "idle"), after
+    assert (stopped["op"], stopped["reason"], stopped["ok"]) == ("watchdog-stop", "idle", True)
+    # on the agent's own clock: after the idle limit (and not much later), a warning
+    # WARN_S ahead
+    assert IDLE_S <= stopped["idle_s"] <= IDLE_S + LATE_S, stopped
+    assert (stopped["t"] - warned["t"]) * SPEED >= WARN_S - SPEED * 0.05, (warned, stopped)
     assert any("stops at" in m and "idle" in m and "press w" in m for m in Hook.got), Hook.got
+    # disarmed, nothing stops it again until the next test arms it under its extension
+    r = await _agent(pod, "disarm")
+    assert r.ok, r.message
 
 
 def _down(pod, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -290,16 +341,13 @@ def _down(pod, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -> None:
-    n_stops = len(_stops(pod))
-    t = AgentTransport(pod["ep"], pod["state"])
-    try:
-        r = await AgentClient(t).watchdog("extend", extra=["+1h", "--by=alice",
-                                                           "--reason=eval run"])
-    finally:
-        t.close()
+    r = await _agent(pod, "extend", "19:00", "--by=alice", "--reason=eval run")
     assert r.ok, r.message
     ext = r.final["extension"]  # type: ignore[index]
     assert ext["by"] == "alice" and ext["holds"] == pod_time(18, 0)  # it holds tonight's
+    n_stops = len(_stops(pod))  # disarmed since the last test: nothing was stopping it
+    r = await _agent(pod, "arm")
+    assert r.ok, r.message
     # kill the agent outright (and its slot: nothing adopts an orphaned server)
     st = await _status(pod)
     slot_pgid = st["slots"]["TINY"]["pid"]
@@ -315,6 +363,7 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
     kept = st["watchdog"]["extension"]
     assert kept is not None and (kept["by"], kept["reason"], kept["until"]) == (
         "alice", "eval run", ext["until"])
+    assert st["watchdog"]["armed"] is True
     # a new console (nothing of the old one's memory) reads it
     t = AgentTransport(pod["ep"], pod["state"])
     try:
@@ -328,53 +377,40 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
     until = dt.datetime.fromisoformat(ext["until_iso"]).strftime("%H:%M")
     assert f"kept: extended until {until} by alice: eval run" in r.stdout, r.stdout
     assert pod["emulator"].state.pods[pod["pid"]]["status"] == "RUNNING"
-    # 18:00 passes on the pod's clock, the slot loads and then idles past the limit:
+    # 18:00 passes on the pod's clock while the slot loads, then it idles past the limit:
     # neither the schedule nor idleness stops an extended pod
     st = await _wait(pod, _ready, "slot ready again")
     await _wait(pod, lambda s: s["watchdog"]["now"] >= pod_time(18, 0, 5)
-                and s["watchdog"]["idle_s"] >= IDLE_S + 5, "18:00 and idle", 300)
+                and s["watchdog"]["idle_s"] >= IDLE_S + 5, "18:00 and idle", 120)
     assert len(_stops(pod)) == n_stops
     # its end, with requests running: the grace holds the stop back, and is bounded
     with Traffic(pod["port"]) as tr:
-        await _wait(pod, lambda s: s["watchdog"]["idle_s"] < 5, "traffic seen", 60)
-        t = AgentTransport(pod["ep"], pod["state"])
-        try:
-            r = await AgentClient(t).watchdog("extend", extra=["+10s", "--by=alice",
-                                                               "--reason=wrap up"])
-        finally:
-            t.close()
+        await _until(lambda: tr.ok >= 2, "the traffic reaching the slot", 60)
+        await _wait(pod, lambda s: s["watchdog"]["idle_s"] < IDLE_S / 2, "traffic seen", 60)
+        # no shorter than warn_before: every stop is warned that long ahead
+        r = await _agent(pod, "extend", f"+{WARN_S}s", "--by=alice", "--reason=wrap up")
         assert r.ok and r.final["extension"]["holds"] == pod_time(18, 0)  # type: ignore[index]
-        real0, pod0 = pod["anchor"]
-        ends_at = real0 + (r.final["extension"]["until"] - pod0)  # type: ignore[index]
+        ends = r.final["extension"]["until"]  # type: ignore[index]
         st = await _wait(pod, lambda s: s["watchdog"]["grace_until"] is not None,
                          "held by the grace", 60)
         assert len(_stops(pod)) == n_stops
-        deadline = time.monotonic() + GRACE_S + 90
-        while len(_stops(pod)) == n_stops and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        running_after = [e for e in tr.ends if e > ends_at + 2]
+        await _until(lambda: len(_stops(pod)) > n_stops, "the stop after the grace",
+                     60 + GRACE_S / SPEED)
+        running_after = [e for e in tr.ends if e > _real(pod, ends) + GRACE_S / SPEED / 2]
     assert len(_stops(pod)) == n_stops + 1
-    assert running_after, "no request ran after the extension's end"
-    deadline = time.monotonic() + 30  # the record follows runpodctl's answer
-    while time.monotonic() < deadline and [
-            a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]["reason"] == "idle":
-        await asyncio.sleep(0.2)
-    audit = _audit(pod)
-    last = [a for a in audit if a["op"] == "watchdog-stop"][-1]
-    # the decision's own record (written just before runpodctl runs, which takes seconds
-    # on a loaded machine): never before the grace, and bounded — the grace counts from
-    # the first tick that found the stop due, and each 1 s tick waits for the slot's
-    # /metrics on two cores the slot keeps busy
-    decided = [a for a in audit if a["op"] == "extension-ended"][-1]["t"]
-    assert GRACE_S <= decided - ends_at <= GRACE_S + 30, decided - ends_at
-    assert last["reason"] == "extension ended" and last["busy"] is True
+    assert running_after, "no request ran in the grace after the extension's end"
+    # the decision, on the agent's own clock: never before the grace, and bounded — the
+    # grace counts from the first tick that found the stop due
+    st = await _wait(pod, lambda s: (s["watchdog"].get("last_stop") or {}).get("ok")
+                     is not None, "the stop's outcome", 30)
+    last = st["watchdog"]["last_stop"]
+    assert last["reason"] == "extension ended" and last["ok"] is True, last
+    assert GRACE_S <= last["at"] - ends <= GRACE_S + LATE_S, last["at"] - ends
+    stop_rec = [a for a in _audit(pod) if a["op"] == "watchdog-stop"][-1]
+    assert stop_rec["reason"] == "extension ended" and stop_rec["busy"] is True, stop_rec
     # and the laptop's --force stops the pod through the API whatever the agent says
-    t = AgentTransport(pod["ep"], pod["state"])
-    try:
-        r = await AgentClient(t).watchdog("extend", extra=["+1h", "--by=bob"])
-    finally:
-        t.close()
-    assert r.ok
+    r = await _agent(pod, "extend", "+1h", "--by=bob")
+    assert r.ok, r.message
     assert "kept" in _down(pod).stdout
     r = _down(pod, "--force")
     assert r.returncode == 0 and "stopped" in r.stdout, r.stdout + r.stderr

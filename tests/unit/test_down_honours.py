@@ -91,3 +91,47 @@ def test_an_extension_moves_todays_projected_spend() -> None:
     assert pod(0.0).projected_today(noon, dt.UTC) == pytest.approx(6.0)  # the hour so far
     assert pod(3600.0).projected_today(noon, dt.UTC) == pytest.approx(12.0)
     assert pod(20 * 3600.0).projected_today(noon, dt.UTC) == pytest.approx(6.0 * 13)  # midnight
+
+
+async def test_down_force_is_audited_as_such_naming_what_it_overrode(agent, tmp_path,
+                                                                   capsys) -> None:
+    import json
+
+    import httpx
+
+    from console.config.settings import load_settings
+    from console.sources.provider.emulator import EmulatorState, make_app
+    from console.sources.provider.runpod import RunPodClient
+
+    state = EmulatorState(api_key="k")
+    pid = state.add_stopped_pod("pod-console-a", "NVIDIA H100 80GB HBM3")
+    state.set_status(state.pods[pid], "RUNNING")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"state_dir: {tmp_path / 'state'}\npod:\n  runpod_id: {pid}\n"
+                   "  ssh_host: 127.0.0.1\n")
+    settings = load_settings(cfg)
+    pod_now = time.time()
+    agent["result"] = _status(pod_now + 3600, pod_now)
+
+    def client() -> RunPodClient:
+        return RunPodClient("k", "http://rp/v2",
+                            transport=httpx.ASGITransport(app=make_app(state)))
+
+    def audit() -> list[dict]:
+        return [json.loads(x) for x in (tmp_path / "state" / "audit.jsonl").read_text()
+                .splitlines()]
+
+    c = client()
+    assert await pod_cmd._down_locked(settings, c, force=False) == 0
+    await c.aclose()
+    assert state.pods[pid]["status"] == "RUNNING"
+    assert (audit()[-1]["result"], audit()[-1]["arguments"]) == ("kept", {"pod": pid})
+    c = client()
+    assert await pod_cmd._down_locked(settings, c, force=True) == 0
+    await c.aclose()
+    assert state.pods[pid]["status"] == "EXITED"
+    rec = audit()[-1]
+    assert rec["action"] == "down" and rec["result"] == "ok"
+    assert rec["arguments"] == {"pod": pid, "force": True}  # not a plain down's record
+    assert rec["overrode"] == "extended until 20:00 by alice: eval run"
+    assert "down --force" in capsys.readouterr().err

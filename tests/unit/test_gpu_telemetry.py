@@ -61,7 +61,9 @@ def test_readings_are_the_hosts_own(fake) -> None:
         assert r.temp_c == recorded(f"nvmlDeviceGetTemperature({h},0)")
         assert r.power_w == recorded(f"nvmlDeviceGetPowerUsage({h})") / 1000
         assert r.power_limit_w == 700.0
-        assert r.mem_used_bytes == recorded(f"nvmlDeviceGetMemoryInfo({h})")["used"]
+        # NVML's v2 memory call, as nvidia-smi: used leaves the driver's reservation out
+        v2 = recorded(f"nvmlDeviceGetMemoryInfo({h},33554472)")
+        assert (r.mem_used_bytes, r.mem_reserved_bytes) == (v2["used"], v2["reserved"])
         assert r.sm_clock_mhz == recorded(f"nvmlDeviceGetClockInfo({h},1)")
         assert (r.temp_slowdown_c, r.temp_shutdown_c) == (89, 95)
         assert (r.pcie_gen, r.pcie_width) == (5, 16)
@@ -356,7 +358,8 @@ async def test_serve_starts_the_exporter_on_the_profiles_port(fake, tmp_path,
         temp = recorded("nvmlDeviceGetTemperature(h1,0)")
         assert f'gpu="1",modelName="NVIDIA H200",pci_bus_id="00000000:00:07.0"}} ' \
                f'{float(temp)}' in text.split("DCGM_FI_DEV_GPU_TEMP{", 2)[2]
-        used = recorded("nvmlDeviceGetMemoryInfo(h0)")["used"] / 2**20
+        # dcgm's FB_USED: v2 used (no driver reservation), whole MiB rounded down
+        used = float(recorded("nvmlDeviceGetMemoryInfo(h0,33554472)")["used"] // 2**20)
         assert f'gpu="0",modelName="NVIDIA H200",pci_bus_id="00000000:00:06.0"}} ' \
                f'{used}' in text.split("DCGM_FI_DEV_FB_USED{", 2)[1]
         # the supervisor's Xid event reaches Prometheus through the exporter

@@ -1,0 +1,136 @@
+"""The agent's Unix socket against wrongly typed requests (issue 31, finding 22), through
+a real ``pod-agent serve``: each is answered ``bad request: …`` like any malformed
+request, ``serve.log`` holds no traceback, and the agent goes on answering."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pod_agent.actions import BadRequest, check_request, parse_request
+from tests.conftest import PROFILES, REPO
+
+WRONG = {
+    "logs, lines null": b'{"op": "logs", "slot": "FLASH", "lines": null}',
+    "rebalance, set a list": b'{"op": "rebalance", "set": [["FLASH", 0.5]]}',
+    "restart, slot an object": b'{"op": "restart", "slot": {"FLASH": 1}}',
+    "30k-deep list": b"[" * 30000 + b"]" * 30000,
+    "rebalance, NaN util": b'{"op": "rebalance", "set": {"FLASH": NaN}}',
+    "watchdog, clear a string": b'{"op": "watchdog", "cmd": "extend", "clear": "yes"}',
+    "attach, id a number": b'{"op": "attach", "action_id": 7}',
+    "not an object": b'"status"',
+    "not UTF-8": b'{"op": "status", "x": "\xff"}',
+}
+SAYS = {
+    "logs, lines null": "lines: Input should be a valid integer (got NoneType)",
+    "rebalance, set a list": "set: Input should be a valid dictionary (got list)",
+    "restart, slot an object": "slot: Input should be a valid string (got dict)",
+    "30k-deep list": "nested too deeply",
+    "rebalance, NaN util": "set.FLASH: Input should be a finite number",
+    "watchdog, clear a string": "clear: Input should be a valid boolean",
+    "attach, id a number": "action_id: Input should be a valid string (got int)",
+    "not an object": "request must be an object",
+    "not UTF-8": "utf-8",
+}
+
+
+def ask(sock_path: Path, line: bytes, timeout_s: float = 20.0) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(sock_path))
+        s.sendall(line + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    assert buf, f"no answer to {line[:60]!r}"
+    return json.loads(buf.split(b"\n", 1)[0])
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    root = tmp_path_factory.mktemp("agent")
+    home = root / "home"
+    home.mkdir()
+    vllm = root / "vllm"
+    vllm.write_text("#!/bin/sh\nexec sleep 300\n")
+    vllm.chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUNPOD_API_KEY", "RUNPOD_POD_ID", "POD_AGENT_WEBHOOK_URL")}
+    env.update(POD_AGENT_HOME=str(home), PYTHONPATH=str(REPO))
+    with open(root / "serve.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pod_agent", "serve", "--profile",
+             str(PROFILES / "10-rtx6000-2x.yaml"), "--vllm", str(vllm), "--no-patches",
+             "--watchdog-interval", "3600"], stdout=log, stderr=subprocess.STDOUT, env=env,
+            cwd=root, start_new_session=True)
+    sock = home / "agent.sock"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not sock.exists():
+            assert proc.poll() is None, (root / "serve.log").read_text()
+            time.sleep(0.1)
+        assert sock.exists(), (root / "serve.log").read_text()
+        yield {"sock": sock, "log": root / "serve.log", "proc": proc}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_a_wrongly_typed_request_is_a_bad_request(agent, case) -> None:
+    ev = ask(agent["sock"], WRONG[case])
+    assert ev["kind"] == "error" and ev["message"].startswith("bad request: "), ev
+    assert SAYS[case] in ev["message"], ev["message"]
+    # the agent is still there, and its log holds no traceback
+    assert ask(agent["sock"], b'{"op": "status"}')["kind"] == "result"
+    assert agent["proc"].poll() is None
+    log = agent["log"].read_text(errors="replace")
+    assert "Traceback" not in log and "Unhandled exception" not in log, log[-3000:]
+
+
+def test_well_typed_requests_still_work(agent) -> None:
+    ev = ask(agent["sock"], b'{"op": "logs", "slot": "FLASH", "lines": 5}')
+    assert ev["kind"] == "result" and ev["slot"] == "FLASH"
+    ev = ask(agent["sock"], b'{"op": "restart", "slot": "NOPE"}')
+    assert ev["kind"] == "error" and ev["message"] == "unknown slot 'NOPE'"
+    ev = ask(agent["sock"], b'{"op": "frobnicate"}')
+    assert ev["kind"] == "error" and ev["message"] == "unknown op 'frobnicate'"
+
+
+def test_the_client_refuses_the_same_before_sending(tmp_path, monkeypatch) -> None:
+    """``relay`` checks with the same models: refused without a supervisor at all."""
+    from pod_agent.client import relay
+
+    monkeypatch.setenv("POD_AGENT_HOME", str(tmp_path))  # no socket here
+    out = io.StringIO()
+    assert relay({"op": "logs", "slot": "FLASH", "lines": None}, out) == 2
+    last = json.loads(out.getvalue().splitlines()[-1])
+    assert last["kind"] == "error" and "bad request: logs: lines" in last["message"]
+    out = io.StringIO()
+    assert relay({"op": "status"}, out) == 2  # well formed: reaches for the supervisor
+    assert "not running" in out.getvalue()
+
+
+def test_checked_requests_keep_what_was_sent() -> None:
+    sent = {"op": "watchdog", "cmd": "extend", "until": "+1h", "clear": False, "by": "erin",
+            "reason": "", "a_newer_field": [1, 2]}
+    assert check_request(dict(sent)) == sent
+    assert parse_request(b"") == {}  # an empty line: the supervisor says "unknown op"
+    with pytest.raises(BadRequest):
+        check_request(["op", "status"])
