@@ -33,16 +33,26 @@ class AuditError(Exception):
     """A record could not be written whole (full disk, read-only file system, …)."""
 
 
+def _last_byte(fd: int, size: int) -> bytes | None:
+    try:
+        return os.pread(fd, 1, size - 1)
+    except OSError:  # not seekable (a device): nothing to glue to
+        return None
+
+
 def write_record(path: Path, line: str) -> None:
     """Append ``line`` plus a newline, fsynced; all of it or (cut back) none of it."""
     data = (line.rstrip("\n") + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:
         raise AuditError(f"{path}: {exc.strerror or exc}") from None
     try:
         start = os.fstat(fd).st_size
+        if start and _last_byte(fd, start) not in (b"\n", None):
+            # a record cut by kill -9 or a power cut: never glue this one to it
+            data = b"\n" + data
         done = 0
         try:
             while done < len(data):

@@ -13,8 +13,14 @@ and that cleanup cannot itself be cancelled half-way. If terminating fails,
 the error says so loudly with the pod id and its $/h. At most one create is
 ever outstanding with an unknown outcome: when a create's answer is lost and
 the pod cannot be looked up, provisioning stops instead of creating another.
-Every request that can make a pod bill is in the ledger (``actions/ledger.py``)
-before it is sent, so even ``kill -9`` leaves the pod named on disk.
+Every request that can make a pod bill is in the ledger (``operations/ledger.py``)
+before it is sent, so even ``kill -9`` leaves the pod named on disk. While a create's
+outcome is unknown (its name in the ledger, never found), no other create is sent, in
+this run or a later one. A pod is adopted only once ``current_pod.json`` names it and the
+ledger says ``kept``; when either cannot be written it is not adopted but terminated
+(a resumed one stopped), and the run fails saying so. A sweep never terminates a pod that
+some context calls its current pod. After an interruption, the cleanup is bounded
+(``cleanup_s``) so that a service manager's stop timeout is not reached first.
 After a create: wait for real SSH (v2 says RUNNING before ports exist), upload
 and check the host with the agent (driver CUDA below ``min_cuda`` → terminate
 and try another host, up to 5 times), start the supervisor, wait for every
@@ -26,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import math
 import secrets
 import shlex
 import tarfile
@@ -39,8 +46,9 @@ from typing import Any
 
 import httpx
 
+from console.config import config_file
 from console.config.render import PodAddress, render_all, write_all
-from console.operations.ledger import AuditError, Ledger
+from console.operations.ledger import AuditError, Busy, Ledger, exclusive
 from console.operations.registry import Outcome, Progress
 from console.sources.agent_client import AgentClient
 from console.sources.provider.base import (
@@ -105,7 +113,29 @@ class ProvisionConfig:
     prometheus_url: str | None = None
     ports: tuple[int, ...] = ()
     ledger: Path | None = None
-    """``STATE_DIR/pods.jsonl``; None keeps no ledger (tests of the pieces)."""
+    """``STATE_DIR/pods.jsonl``; None keeps no ledger (tests of the pieces). Its directory
+    is the state directory: the lock (``up.lock``) and ``current_pod.json`` sit beside it."""
+    cleanup_s: float = 45.0
+    """After an interruption (SIGTERM, SIGHUP, SIGINT, a cancelled task), all cleanup —
+    looking a lost create up, terminating, stopping — ends within this long: under
+    systemd's default 90 s stop timeout, with room for the rest of the exit. What it could
+    not settle stays in the ledger and the run says a pod may still be billing."""
+    in_use: Callable[[], set[str]] | None = None
+    """Pods some context calls its own (its configured pod, its ``current_pod.json``):
+    a sweep never terminates one of them, whatever the ledger says."""
+
+    def __post_init__(self) -> None:
+        for name in ("rounds", "cuda_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("round_wait_s", "ssh_wait_s", "health_wait_s", "poll_s", "cleanup_s"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number of seconds, not {v}")
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self.ledger.parent if self.ledger is not None else None
 
 
 class ProvisionFailed(Exception):
@@ -162,6 +192,8 @@ class Provisioner:
         self.progress: Progress = lambda *a: None
         self.agent_dir = cfg.agent_dir
         self.ledger = Ledger(cfg.ledger) if cfg.ledger is not None else None
+        self._deadline: float | None = None
+        """Monotonic time by which an interrupted run's cleanup must be done."""
 
     def for_pod(self, pod: Machine) -> None:
         """``{pod}`` in agent_dir becomes the pod id (the demo keeps one dir per pod)."""
@@ -194,11 +226,28 @@ class Provisioner:
         except AuditError as exc:
             self._say("ledger", f"could not record {event} ({exc})")
 
+    def _interrupted(self) -> None:
+        """Cleanup after an interruption starts now: it has ``cleanup_s`` in all."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.cfg.cleanup_s
+
+    async def _cleanup_call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """A call that settles a pod: it survives a cancellation and, once the run was
+        interrupted, ends by the cleanup deadline (a hung API cannot hold the exit)."""
+        if self._deadline is None:
+            return await uncancellable(coro)
+        left = max(0.1, self._deadline - time.monotonic())
+        try:
+            return await uncancellable(asyncio.wait_for(coro, left))
+        except TimeoutError:
+            raise TransientError(f"no answer within the {self.cfg.cleanup_s:g} s an "
+                                 "interrupted run has to clean up") from None
+
     # -- the pieces ----------------------------------------------------------------
     async def terminate(self, pod: Machine, why: str) -> None:
         """DELETE first, then talk about it; the DELETE survives a cancellation."""
         try:
-            await uncancellable(self.client.terminate(pod.id))
+            await self._cleanup_call(self.client.terminate(pod.id))
         except ProviderError as exc:
             cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
             self._say("terminate", f"FAILED for {pod.id}: {exc.message}")
@@ -212,7 +261,7 @@ class Provisioner:
     async def stop_resumed(self, pod_id: str, why: str) -> str | None:
         """Stop a pod we started (its volume is ours to keep); an error text if it failed."""
         try:
-            await uncancellable(self.client.stop(pod_id))
+            await self._cleanup_call(self.client.stop(pod_id))
         except ConflictError:
             # not running (it never started): nothing bills
             pass
@@ -227,7 +276,8 @@ class Provisioner:
 
     async def _terminate_by_name(self, name: str, why: str) -> None:
         try:
-            pods = [p for p in await self.client.find_by_name(name) if p.status != "TERMINATED"]
+            pods = [p for p in await self._cleanup_call(self.client.find_by_name(name))
+                    if p.status != "TERMINATED"]
         except ProviderError as exc:
             self._say("terminate", f"COULD NOT LOOK UP {name} ({exc.message}): the ledger "
                       "keeps it for the next pod-console up/down")
@@ -238,12 +288,34 @@ class Provisioner:
         if not pods:
             self._settle("terminated", name=name, why="not created")
 
+    def in_use(self) -> set[str]:
+        """Pods no sweep may terminate: the one this run follows, the state directory's
+        ``current_pod.json``, and whatever ``cfg.in_use`` adds (every context's)."""
+        ids = {self.pod_id}
+        if self.cfg.state_dir is not None:
+            ids.add(config_file.read_current_pod(self.cfg.state_dir).get("runpod_id"))
+        if self.cfg.in_use is not None:
+            try:
+                ids |= self.cfg.in_use()
+            except Exception as exc:  # a config that no longer loads: say it, go on
+                self._say("leftovers", f"could not read every context's pod ({exc})")
+        return {i for i in ids if i}
+
     async def sweep(self) -> list[str]:
         """Settle what an earlier, interrupted run left in the ledger: terminate pods it
-        created, stop pods it resumed. Returns one line per pod handled (or not)."""
+        created, stop pods it resumed. Returns one line per pod handled (or not).
+
+        Run under the lock (:func:`~console.operations.ledger.exclusive`): no other run
+        can have a bring-up in progress, so an open entry is a leftover — unless its pod
+        is some context's current pod, which is kept (and the entry settled as kept)."""
         if self.ledger is None:
             return []
         out = []
+        for b in self.ledger.bad_lines():
+            out.append(f"ledger {self.ledger.path} line {b.number} skipped ({b.why}): "
+                       f"{b.text!r}")
+            self._settle("skipped", line=b.number, why=b.why)
+        keep = await asyncio.to_thread(self.in_use)  # reads every context's files
         for e in self.ledger.open_entries():
             try:
                 if e.kind == "resume" and e.pod_id:
@@ -258,11 +330,21 @@ class Provisioner:
                 out.append(f"{e.pod_id or e.name}: already gone")
                 continue
             except ProviderError as exc:
-                out.append(f"COULD NOT CHECK {e.pod_id or e.name} (created by an interrupted "
+                what = (f"pod {e.pod_id}" if e.pod_id else
+                        f"{e.name}, a create whose outcome is unknown")
+                out.append(f"COULD NOT CHECK {what} (created by an interrupted "
                            f"run): {exc.message}")
                 continue
             live = [p for p in pods if p.status != "TERMINATED"]
             for pod in live:
+                if pod.id in keep:
+                    # adopted, though the ledger never heard: terminating it would take a
+                    # deployment (and its volume) away from under its context
+                    self._settle("kept", pod=pod.id, name=e.name,
+                                 why="the current pod of a context")
+                    out.append(f"kept {pod.id} ({pod.name}): it is the current pod of a "
+                               "context, not a leftover")
+                    continue
                 try:
                     await self.terminate(pod, "left over by an interrupted run")
                     out.append(f"terminated {pod.id} ({pod.name}, left over by an "
@@ -273,6 +355,19 @@ class Provisioner:
                 self._settle("terminated", pod=e.pod_id, name=e.name, why="none found")
                 out.append(f"{e.pod_id or e.name}: nothing billing")
         return out
+
+    def unknown_creates(self) -> list[str]:
+        """Names of creates whose outcome is still unknown (never found, never settled)."""
+        if self.ledger is None:
+            return []
+        return [e.name for e in self.ledger.open_entries()
+                if e.kind == "create" and not e.pod_id and e.name]
+
+    def left_billing(self) -> list[str]:
+        """What the ledger still holds open: pods that may be billing, as words."""
+        if self.ledger is None:
+            return []
+        return [e.describe() for e in self.ledger.open_entries()]
 
     async def wait_ssh(self, pod: Machine) -> tuple[Machine, Any]:
         deadline = time.monotonic() + self.cfg.ssh_wait_s
@@ -459,6 +554,7 @@ class Provisioner:
                                   f"answered {exc.message}; the pod was stopped again"
                                   ) from None
         except BaseException:
+            self._interrupted()
             await self.stop_resumed(pod_id, "interrupted")
             raise
         try:
@@ -475,10 +571,54 @@ class Provisioner:
             code = EXIT_HOST_CHECKS if isinstance(exc, HostRejected) else EXIT_UNHEALTHY
             raise ProvisionFailed(code, f"resume of {pod_id} failed: {exc}") from None
         except BaseException:
+            self._interrupted()
             await self.stop_resumed(pod_id, "interrupted")
             raise
-        self._settle("kept", pod=pod_id)
+        await self._adopt(res, None)
+        if self.on_ready is not None:  # a resumed pod may answer at a new address
+            await self.on_ready(res)
         return res
+
+    async def _adopt(self, res: ProvisionResult, name: str | None) -> None:
+        """Make the pod this deployment's: ``current_pod.json`` names it (every later
+        ``down``, ``up`` and console follows it, and no sweep touches it), then the
+        ledger says ``kept``. Both or neither: when either cannot be written the pod is
+        not adopted — terminated (a resumed one stopped) — and the run fails saying why.
+        Following a pod the disk does not know would leave it to the next sweep."""
+        pod, d = res.pod, self.cfg.state_dir
+        before = config_file.current_pod_bytes(d) if d is not None else None
+        wrote = False
+        try:
+            # current first: a crash between the two leaves a pod that a sweep sees is
+            # some context's and keeps (settling its entry), never an adopted pod swept
+            if d is not None:
+                config_file.write_current_pod(d, pod.id, res.profile.name,
+                                              res.address.host, res.address.port_map)
+                wrote = True
+            self._record("kept", pod=pod.id, **({"name": name} if name else {}))
+        except (AuditError, OSError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            self._say("ledger", f"CANNOT RECORD pod {pod.id} as kept ({why})")
+            if wrote and d is not None:
+                with contextlib.suppress(OSError):  # the pod followed before, if any
+                    config_file.restore_current_pod(d, before)
+            cost = f"${pod.cost:.2f}/h" if pod.cost else "unknown $/h"
+            if name is None:
+                err = await self.stop_resumed(pod.id, "could not be recorded as kept")
+                if err is not None:
+                    raise ProvisionFailed(
+                        EXIT_LEAKED, f"pod {pod.id} ({cost}) is up but could NOT be recorded "
+                        f"as kept ({why}), and the stop that followed FAILED ({err}): it is "
+                        "billing; stop it by hand", pod) from None
+                raise ProvisionFailed(
+                    EXIT_FATAL, f"pod {pod.id} came up but could NOT be recorded as kept "
+                    f"({why}); it was stopped again. Free the state directory "
+                    f"{self.cfg.state_dir} and run it again") from None
+            await self.terminate(pod, f"could not be recorded as kept: {why}")
+            raise ProvisionFailed(
+                EXIT_FATAL, f"new pod {pod.id} came up but could NOT be recorded as kept "
+                f"({why}); not following a pod the disk does not know: it was terminated. "
+                f"Free the state directory {self.cfg.state_dir} and run it again") from None
 
     def _spec(self, lp: LoadedProfile, gpu: str) -> MachineSpec:
         # a unique name per create: a lost answer is resolved by looking this name up,
@@ -508,6 +648,7 @@ class Provisioner:
                 "look for it and terminate it", leaked_name=exc.name) from None
         except asyncio.CancelledError:
             # interrupted while the create was in flight: it may have happened
+            self._interrupted()
             await uncancellable(self._terminate_by_name(spec.name, "interrupted mid-create"))
             raise
         except ProviderError as exc:
@@ -522,6 +663,15 @@ class Provisioner:
         return pod
 
     async def fallback(self) -> ProvisionResult:
+        unknown = self.unknown_creates()
+        if unknown:
+            # an earlier create may have made a pod nobody can see yet: another create
+            # now could make two billing, and one more with every run while the API fails
+            raise ProvisionFailed(
+                EXIT_LEAKED, f"a create of pod {unknown[0]} may have succeeded and could "
+                "not be looked up: not creating another until it is found (pod-console "
+                "up/down look for it first; when the provider answers again it is settled)",
+                leaked_name=unknown[0])
         attempts: list[dict[str, Any]] = []
         host_rejections = 0
         sold_out = 0
@@ -573,11 +723,12 @@ class Provisioner:
                                                   f"pod {pod.id} never became healthy: {exc}; "
                                                   "terminated") from None
                         except BaseException as exc:  # cancelled, interrupted, a bug
+                            self._interrupted()
                             await self.terminate(pod, f"interrupted ({type(exc).__name__})")
                             raise
                         attempts.append({"round": rnd, "profile": lp.name, "gpu": gpu,
                                          "pod": pod.id, "outcome": "ok"})
-                        self._settle("kept", pod=res.pod.id, name=spec.name)
+                        await self._adopt(res, spec.name)
                         result = ProvisionResult(res.pod, lp, res.address, attempts)
                         self.pod_id = res.pod.id
                         if self.on_ready is not None:
@@ -641,12 +792,20 @@ class Provisioner:
         return f"pod {pod_id} stopped (EXITED, volume kept)"
 
     # -- registry handlers -----------------------------------------------------------
+    def _exclusive(self, who: str) -> contextlib.AbstractContextManager[None]:
+        """The state directory's lock, as ``up`` and ``down`` take it (none without one)."""
+        d = self.cfg.state_dir
+        return exclusive(d, who) if d is not None else contextlib.nullcontext()
+
     async def resume_action(self, progress: Progress) -> Outcome:
         self.progress = progress
         if not self.pod_id:
             return Outcome(False, "no pod id configured to resume", state="failed")
         try:
-            res = await self.resume(self.pod_id, self.profiles[0])
+            with self._exclusive("console r (resume)"):
+                res = await self.resume(self.pod_id, self.profiles[0])
+        except Busy as exc:
+            return Outcome(False, f"not started: {exc}", state="failed")
         except CapacityError as exc:
             return Outcome(False, f"resume refused: {exc.message} — press f for fallback "
                                   "provisioning", {"capacity": True}, "failed")
@@ -655,12 +814,16 @@ class Provisioner:
         return Outcome(True, f"pod {res.pod.id} up with {res.profile.name}")
 
     async def fallback_action(self, progress: Progress) -> Outcome:
+        """``f``: under the same lock as ``up``/``down`` (a cron ``up`` bringing a pod up
+        is never swept as a leftover here, nor this one's by a ``down``)."""
         self.progress = progress
-        left = await self.sweep()
-        for line in left:
-            self._say("leftovers", line)
         try:
-            res = await self.fallback()
+            with self._exclusive("console f (fallback)"):
+                for line in await self.sweep():
+                    self._say("leftovers", line)
+                res = await self.fallback()
+        except Busy as exc:
+            return Outcome(False, f"nothing created: {exc}", state="failed")
         except ProvisionFailed as exc:
             return Outcome(False, exc.message, {"exit_code": exc.code}, "failed")
         return Outcome(True, f"new pod {res.pod.id} on {res.profile.name} "

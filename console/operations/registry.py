@@ -1,9 +1,10 @@
-"""One registry of actions; its sender refuses dangerous ones in read-only mode.
+"""One registry of operations; its sender refuses what the console's mode forbids.
 
-The Textual layer only binds keys to registry ids. Whatever calls
-:meth:`ActionRegistry.invoke` — a key, the palette, a test, a script — goes
-through the same guard, so a wall display cannot run a dangerous action even
-if something invokes it directly.
+The Textual layer only binds keys to operation ids. Whatever calls
+:meth:`OperationRegistry.invoke` — a key, the palette, a test, a script — goes
+through the same guard, so a wall display cannot run an operation even if
+something invokes it directly: read-only mode refuses the dangerous ones, a wall
+refuses every one.
 """
 
 from __future__ import annotations
@@ -31,17 +32,22 @@ class Outcome:
 
 
 Handler = Callable[[dict[str, Any], Progress], Awaitable[Outcome]]
+Refresh = Callable[[], None]
+"""Poll every source now (through the one poll guard of whoever shows the console)."""
+Acknowledge = Callable[[], list[str]]
+"""Mark every firing alert as seen by the user; the titles it marked."""
 
 
 @dataclass(frozen=True)
-class ActionSpec:
+class OperationSpec:
     id: str
     key: str
     title: str
     description: str
     dangerous: bool
     confirm: str = ""
-    """Question asked before a dangerous action runs."""
+    """Question asked before a dangerous operation runs (``{pod}``, ``{cost}``… filled from
+    what the console knows; an operation's ``question`` hook may say more)."""
     label: str = ""
     """The footer's word for it (short); the title when empty."""
     audited: bool = False
@@ -59,48 +65,84 @@ class ActionSpec:
         return self.dangerous or self.audited
 
 
-class RefusedError(Exception):
-    pass
+class OperationRegistry:
+    """The operations and their guard.
 
+    ``refresh`` and ``acknowledge`` are the two effects that act on the console showing
+    the registry rather than on the pod; None means there is nothing to act on yet (a
+    headless command). The console that takes over (``attach_console``) replaces both.
+    ``read_only`` refuses dangerous operations; ``wall`` refuses every operation (and is
+    read-only)."""
 
-class ActionRegistry:
-    def __init__(self, audit: AuditLog, read_only: bool = False) -> None:
+    def __init__(self, audit: AuditLog, *, refresh: Refresh | None = None,
+                 acknowledge: Acknowledge | None = None, read_only: bool = False,
+                 wall: bool = False) -> None:
         self.audit = audit
-        self.read_only = read_only
-        self.specs: dict[str, ActionSpec] = {}
+        self.wall = wall
+        self.read_only = read_only or wall
+        self._refresh = refresh
+        self._acknowledge = acknowledge
+        self.specs: dict[str, OperationSpec] = {}
         self.handlers: dict[str, Handler] = {}
         self.executed: list[str] = []
-        """Ids of actions whose handler actually ran (tests read this)."""
+        """Ids of operations whose handler actually ran (tests read this)."""
         self.history: list[tuple[float, str, Outcome]] = []
         self.in_flight: str | None = None
         """The dangerous operation running now (one at a time), or None."""
 
-    def register(self, spec: ActionSpec, handler: Handler) -> None:
+    def attach_console(self, *, refresh: Refresh, acknowledge: Acknowledge) -> None:
+        """The console that now shows this registry polls and holds the alerts: refresh and
+        acknowledge act on it from here on (the context built the registry before it)."""
+        self._refresh = refresh
+        self._acknowledge = acknowledge
+
+    def request_refresh(self) -> bool:
+        """Ask for a poll now; False when nothing polls."""
+        if self._refresh is None:
+            return False
+        self._refresh()
+        return True
+
+    def acknowledge_alerts(self) -> list[str] | None:
+        """The firing alerts' titles, now marked as seen; None while no alert book exists."""
+        return None if self._acknowledge is None else self._acknowledge()
+
+    def register(self, spec: OperationSpec, handler: Handler) -> None:
         if spec.id in self.specs:
-            raise ValueError(f"action {spec.id!r} registered twice")
+            raise ValueError(f"operation {spec.id!r} registered twice")
         self.specs[spec.id] = spec
         self.handlers[spec.id] = handler
 
-    def allowed(self, action_id: str) -> bool:
-        spec = self.specs.get(action_id)
-        return spec is not None and not (self.read_only and spec.dangerous)
+    def refusal(self, operation_id: str) -> str | None:
+        """Why this registry's mode refuses the operation, or None."""
+        spec = self.specs.get(operation_id)
+        if spec is None:
+            return None
+        if self.read_only and spec.dangerous:
+            return "read-only mode"
+        if self.wall:  # a display nobody touches: nothing it runs is anyone's request
+            return "wall mode"
+        return None
 
-    async def invoke(self, action_id: str, args: dict[str, Any] | None = None,
+    def allowed(self, operation_id: str) -> bool:
+        return operation_id in self.specs and self.refusal(operation_id) is None
+
+    async def invoke(self, operation_id: str, args: dict[str, Any] | None = None,
                      progress: Progress | None = None) -> Outcome:
         args = dict(args or {})
-        spec = self.specs.get(action_id)
+        spec = self.specs.get(operation_id)
         if spec is None:
-            raise KeyError(action_id)
-        if self.read_only and spec.dangerous:
+            raise KeyError(operation_id)
+        if (why := self.refusal(operation_id)) is not None:
             lost = ""
-            try:
-                await asyncio.to_thread(self.audit.append, action_id, args, "refused",
-                                        reason="read-only mode")
-            except AuditError as exc:  # still refused; a full disk must not crash a wall
-                lost = f" (AUDIT RECORD LOST: {exc})"
-            out = Outcome(False, f"{spec.title} refused: read-only mode{lost}",
-                          state="refused")
-            self.history.append((time.time(), action_id, out))
+            if spec.recorded:
+                try:
+                    await asyncio.to_thread(self.audit.append, operation_id, args, "refused",
+                                            reason=why)
+                except AuditError as exc:  # still refused; a full disk must not crash a wall
+                    lost = f" (AUDIT RECORD LOST: {exc})"
+            out = Outcome(False, f"{spec.title} refused: {why}{lost}", state="refused")
+            self.history.append((time.time(), operation_id, out))
             return out
         if spec.dangerous and self.in_flight is not None:
             # one dangerous operation at a time: two provisioning runs, or a rebalance
@@ -108,43 +150,43 @@ class ActionRegistry:
             busy = self.specs[self.in_flight].title
             out = Outcome(False, f"{spec.title} not started: {busy} is still running",
                           state="refused")
-            self.history.append((time.time(), action_id, out))
+            self.history.append((time.time(), operation_id, out))
             return out
         if spec.recorded:
             # fsync can take tens of ms on a busy disk: never on the event loop
             try:
-                await asyncio.to_thread(self.audit.append, action_id, args, "started")
+                await asyncio.to_thread(self.audit.append, operation_id, args, "started")
             except AuditError as exc:
                 # nothing that acts on the pod runs without its record
                 out = Outcome(False, f"{spec.title} not started: the audit log cannot be "
                                      f"written ({exc})", state="failed")
-                self.history.append((time.time(), action_id, out))
+                self.history.append((time.time(), operation_id, out))
                 return out
-        self.executed.append(action_id)
+        self.executed.append(operation_id)
         if spec.dangerous:
-            self.in_flight = action_id
+            self.in_flight = operation_id
         try:
-            out = await self.handlers[action_id](args, progress or (lambda *a: None))
+            out = await self.handlers[operation_id](args, progress or (lambda *a: None))
         except asyncio.CancelledError:
             out = Outcome(False, f"{spec.title} cancelled", state="cancelled")
-            await self._end(spec, action_id, args, out)
+            await self._end(spec, operation_id, args, out)
             raise
-        except Exception as exc:  # an action must always end with a record
+        except Exception as exc:  # an operation must always end with a record
             out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
         finally:
             if spec.dangerous:
                 self.in_flight = None
-        return await self._end(spec, action_id, args, out)
+        return await self._end(spec, operation_id, args, out)
 
-    async def _end(self, spec: ActionSpec, action_id: str, args: dict[str, Any],
+    async def _end(self, spec: OperationSpec, operation_id: str, args: dict[str, Any],
                    out: Outcome) -> Outcome:
         state = out.state or ("ok" if out.ok else "failed")
         if spec.recorded:
             try:
                 await asyncio.shield(asyncio.to_thread(
-                    self.audit.append, action_id, args, state, message=out.message))
+                    self.audit.append, operation_id, args, state, message=out.message))
             except AuditError as exc:
                 out = Outcome(out.ok, f"{out.message} (AUDIT RECORD LOST: {exc})", out.data,
                               out.state)
-        self.history.append((time.time(), action_id, out))
+        self.history.append((time.time(), operation_id, out))
         return out

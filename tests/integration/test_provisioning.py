@@ -168,7 +168,7 @@ async def test_bootstrap_failing_half_way_terminates_the_pod(tmp_path: Path) -> 
     w.server.start()
     try:
         w.state.stock["GPU A1"] = 2
-        prov = w.provisioner(health_wait_s=15)
+        prov = w.provisioner(health_wait_s=5)  # never healthy: how long is not the point
         with pytest.raises(ProvisionFailed) as exc:
             await prov.fallback()
         assert exc.value.code == EXIT_UNHEALTHY and "terminated" in exc.value.message
@@ -185,7 +185,7 @@ async def test_terminate_failing_is_loud(tmp_path: Path) -> None:
     try:
         w.state.stock["GPU A1"] = 2
         w.state.fail_terminate = 10  # terminate keeps failing (retries included)
-        prov = w.provisioner(health_wait_s=10)
+        prov = w.provisioner(health_wait_s=5)
         with pytest.raises(ProvisionFailed) as exc:
             await prov.fallback()
         leaked = exc.value.leaked

@@ -170,13 +170,18 @@ async def test_a_progress_callback_that_raises_cannot_skip_the_delete(tmp_path: 
         w.hosts.stop_all()
 
 
+def _bringing_up(w: World) -> bool:
+    """The supervisor runs on the pod and its slot is starting (60 s, ``slow_world``)."""
+    return any(line.startswith("slots:") for line in w.lines)
+
+
 async def test_cancelling_bring_up_terminates_the_new_pod(slow_world: World) -> None:
     w = slow_world
     w.state.stock["GPU A1"] = 2
     prov = w.provisioner(health_wait_s=120)
     task = asyncio.create_task(prov.fallback())
     assert await _until(lambda: bool(w.running()), 60)
-    await asyncio.sleep(1.0)  # well inside the bring-up
+    assert await _until(lambda: _bringing_up(w), 60)  # well inside the bring-up
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -192,7 +197,7 @@ async def test_cancelling_a_resume_stops_the_pod(slow_world: World) -> None:
     prov = w.provisioner(health_wait_s=120)
     task = asyncio.create_task(prov.resume(old, prov.profiles[0]))
     assert await _until(lambda: w.state.pods[old]["status"] == "RUNNING", 30)
-    await asyncio.sleep(1.0)
+    assert await _until(lambda: _bringing_up(w), 60)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -205,10 +210,11 @@ async def test_a_pod_that_goes_away_while_waiting_for_ssh_fails_fast(world: Worl
     world.state.host_factory = None  # RUNNING, but SSH never comes
 
     def vanish() -> None:
-        deadline = time.time() + 30
-        while time.time() < deadline and not world.state.pods:
+        deadline = time.time() + 60
+        # gone while the provisioner waits for its SSH (and has said so)
+        while time.time() < deadline and not any(line.startswith("wait ssh:")
+                                                 for line in world.lines):
             time.sleep(0.05)
-        time.sleep(1.5)
         with world.state.lock:
             for p in world.state.pods.values():
                 world.state.set_status(p, "TERMINATED")

@@ -21,7 +21,7 @@ import pytest
 from console.model.alerts import Alert, notify
 from console.operations import audit as audit_mod
 from console.operations.audit import AuditError, AuditLog
-from console.operations.registry import ActionRegistry, ActionSpec, Outcome
+from console.operations.registry import OperationRegistry, OperationSpec, Outcome
 from console.sources.collect import exposition, figures
 from console.sources.remote import agent_command
 from pod_agent.actions import read_recorded, valid_action_id
@@ -161,6 +161,8 @@ def test_one_models_figures_cost_linear_in_the_series(monkeypatch) -> None:
 HOSTILE_YAML = {
     "recursive-alias.yaml": "slots: &s {A: *s}\n",
     "deep.yaml": "slots: " + "[" * 1000 + "]" * 1000 + "\n",
+    # libyaml's C composer recursed until the C stack ran out: a segfault, not a problem
+    "deeper-than-the-c-stack.yaml": "slots: " + "[" * 120_000 + "]" * 120_000 + "\n",
     "long-int.yaml": "gpu_count: " + "9" * 5000 + "\n",
 }
 
@@ -218,26 +220,26 @@ def test_a_short_write_is_cut_back_and_said(tmp_path: Path, monkeypatch) -> None
 
 async def test_no_dangerous_action_runs_without_its_record(tmp_path: Path) -> None:
     (tmp_path / "audit.jsonl").symlink_to("/dev/full")
-    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"))
     ran = []
 
     async def handler(args, progress) -> Outcome:
         ran.append(1)
         return Outcome(True, "done")
 
-    reg.register(ActionSpec("stop", "s", "Stop", "stop it", dangerous=True), handler)
+    reg.register(OperationSpec("stop", "s", "Stop", "stop it", dangerous=True), handler)
     out = await reg.invoke("stop")
     assert not out.ok and "audit log cannot be written" in out.message and ran == []
 
 
 async def test_a_cancelled_action_still_gets_its_end_record(tmp_path: Path) -> None:
-    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"))
 
     async def forever(args, progress) -> Outcome:
         await asyncio.sleep(3600)
         return Outcome(True, "never")
 
-    reg.register(ActionSpec("fallback", "f", "Fallback", "new pod", dangerous=True), forever)
+    reg.register(OperationSpec("fallback", "f", "Fallback", "new pod", dangerous=True), forever)
     task = asyncio.create_task(reg.invoke("fallback"))
     await asyncio.sleep(0.2)
     task.cancel()
@@ -355,11 +357,11 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
 
 async def test_a_wall_on_a_full_disk_still_refuses_without_crashing(tmp_path: Path) -> None:
     (tmp_path / "audit.jsonl").symlink_to("/dev/full")
-    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"), read_only=True)
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"), read_only=True)
 
     async def handler(args, progress) -> Outcome:
         raise AssertionError("must not run")
 
-    reg.register(ActionSpec("stop", "s", "Stop", "stop it", dangerous=True), handler)
+    reg.register(OperationSpec("stop", "s", "Stop", "stop it", dangerous=True), handler)
     out = await reg.invoke("stop")
     assert out.state == "refused" and "AUDIT RECORD LOST" in out.message

@@ -190,9 +190,11 @@ class RunResult:
     @property
     def decode_tok_s(self) -> float | None:
         good = [r for r in self.good if r.first is not None and r.last is not None]
+        firsts = [r.first for r in good if r.first is not None]
+        lasts = [r.last for r in good if r.last is not None]
         if not good:
             return None
-        span = max(r.last for r in good) - min(r.first for r in good)  # type: ignore[type-var]
+        span = max(lasts) - min(firsts)
         tokens = sum(max(0, r.completion_tokens - 1) for r in good)
         return tokens / span if span > 0 and tokens else None
 
@@ -614,7 +616,7 @@ class PodFacts:
     def from_pod(cls, pod: Any) -> PodFacts:
         if pod is None:
             return cls()
-        p2p = {True: "disabled", False: "ok"}.get(getattr(pod, "p2p_disabled", None),
-                                                  "unknown")
+        flag = getattr(pod, "p2p_disabled", None)
+        p2p = "disabled" if flag is True else "ok" if flag is False else "unknown"
         return cls(getattr(pod, "pod_id", None), getattr(pod, "gpu_name", None),
                    getattr(pod, "gpu_count", None), p2p)

@@ -162,17 +162,17 @@ def compare(rec: dict[str, Any], history: list[dict[str, Any]],
     if baseline:
         per = {}
         for name, want in baseline.items():
-            m = mine.get(name)
-            if m is None:
+            ours = mine.get(name)
+            if ours is None:
                 continue
-            got = {"tok_s": m["tok_s"], "ttft_s": m["ttft_s"]}
+            got = {"tok_s": ours["tok_s"], "ttft_s": ours["ttft_s"]}
             per[name] = {"want": want, "got": {k: _r1(v, 4) for k, v in got.items()},
-                         "tok_s_pct": _r1(_pct(m["tok_s"], want.get("tok_s"))),
-                         "ttft_pct": _r1(_pct(m["ttft_s"], want.get("ttft_s")))}
+                         "tok_s_pct": _r1(_pct(ours["tok_s"], want.get("tok_s"))),
+                         "ttft_pct": _r1(_pct(ours["ttft_s"], want.get("ttft_s")))}
             for fig in ("tok_s", "ttft_s"):
-                if got[fig] is not None and want.get(fig):
-                    changes.append(Change(name, fig, got[fig], want[fig],  # type: ignore[arg-type]
-                                          "baseline"))
+                new, old = got[fig], want.get(fig)
+                if new is not None and old:
+                    changes.append(Change(name, fig, new, old, "baseline"))
         base_block = {"configs": per}
     regressions = []
     for ch in changes:

@@ -20,11 +20,32 @@ Adding a provider: see the README ("Adding a provider").
 
 from __future__ import annotations
 
+import builtins
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 BILLING = ("RUNNING", "STARTING", "PROVISIONING")
 """Statuses in which a machine costs money."""
+
+MAX_COST_PER_HR = 1000.0
+"""No machine this console rents costs more an hour (eight of the dearest GPUs are well
+under $100/h): a larger figure is a broken answer, not a price."""
+
+
+def sane_cost(value: Any) -> float | None:
+    """A $/h as a provider said it, or None (unknown) when it is not a price: NaN,
+    infinite, negative, absurdly large, or not a number at all. A cost goes into the
+    spend book, ``status --json`` and every $ on screen; a NaN there breaks all three."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        cost = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(cost) or cost < 0 or cost > MAX_COST_PER_HR:
+        return None
+    return cost
 
 
 class ProviderError(Exception):
@@ -109,6 +130,10 @@ class Machine:
     raw: Any = field(default=None, compare=False, repr=False)
     """The provider's own record, for what only it knows."""
 
+    def __post_init__(self) -> None:
+        # the one record every provider builds: no cost gets past it that is not a price
+        object.__setattr__(self, "cost_per_hr", sane_cost(self.cost_per_hr))
+
     @property
     def cost(self) -> float | None:
         return self.cost_per_hr
@@ -127,7 +152,8 @@ class Provider(Protocol):
 
     async def list(self) -> list[Machine]: ...
 
-    async def find_by_name(self, name: str) -> list[Machine]: ...
+    # builtins.list: inside this class, ``list`` names the method above
+    async def find_by_name(self, name: str) -> builtins.list[Machine]: ...
 
     async def create(self, spec: MachineSpec) -> Machine:
         """Create once, never twice (see :class:`UnknownOutcomeError`)."""

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,12 @@ class EmulatorState:
     """``"METHOD /v2/path-prefix"`` entries answered 500 before anything is done."""
     rate_limit_next: int = 0
     retry_after_s: int = 2
+    hang: dict[str, float] = field(default_factory=dict)
+    """``"METHOD /v2/path-prefix"`` → seconds such a request waits before anything is done
+    (an API that hangs: a client's timeout, or a signal, ends the wait first)."""
+    cost_text: str | None = None
+    """When set, the JSON text every pod's ``cost`` is given as in GET answers (``NaN``,
+    ``-3``, ``1e400``: a broken answer the client must refuse)."""
     host_factory: Callable[[dict[str, Any]], HostInfo] | None = None
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     hosts: dict[str, HostInfo] = field(default_factory=dict)
@@ -124,6 +130,28 @@ def _problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse
 
 
 def make_app(state: EmulatorState) -> Starlette:
+    async def stall(request: Request) -> None:
+        for entry, wait_s in list(state.hang.items()):
+            method, _, prefix = entry.partition(" ")
+            if request.method == method and request.url.path.startswith(prefix):
+                import asyncio
+
+                await asyncio.sleep(wait_s)
+                return
+
+    def pods_json(body: Any, status: int = 200) -> Response:
+        if state.cost_text is None:
+            return JSONResponse(body, status_code=status)
+        import json as _json
+
+        def marked(p: dict[str, Any]) -> dict[str, Any]:
+            return {**p, "cost": "@@COST@@"}
+
+        data = ({"pods": [marked(p) for p in body["pods"]]} if "pods" in body
+                else marked(body))
+        text = _json.dumps(data).replace('"@@COST@@"', state.cost_text)
+        return Response(text, status_code=status, media_type="application/json")
+
     def guard(request: Request) -> Response | None:
         auth = request.headers.get("authorization", "")
         if not auth.startswith("Bearer "):
@@ -172,7 +200,7 @@ def make_app(state: EmulatorState) -> Starlette:
         with state.lock:
             pods = [p for p in state.pods.values() if p["status"] != "TERMINATED"]
         record(request, 200)
-        return JSONResponse({"pods": pods})
+        return pods_json({"pods": pods})
 
     async def get_pod(request: Request) -> Response:
         if (g := guard(request)) is not None:
@@ -182,7 +210,7 @@ def make_app(state: EmulatorState) -> Starlette:
             record(request, 404)
             return _problem(404, "Not Found", "resource not found")
         record(request, 200)
-        return JSONResponse(pod)
+        return pods_json(pod)
 
     async def create_pod(request: Request) -> Response:
         if (g := guard(request)) is not None:
@@ -321,13 +349,20 @@ def make_app(state: EmulatorState) -> Starlette:
         return JSONResponse({"gpus": [{"id": k, "availability": level(v)}
                                       for k, v in sorted(state.stock.items())]})
 
+    def stalled(handler: Callable[[Request], Awaitable[Response]]
+                ) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            await stall(request)
+            return await handler(request)
+        return run
+
     return Starlette(routes=[
-        Route("/v2/pods", list_pods, methods=["GET"]),
-        Route("/v2/pods", create_pod, methods=["POST"]),
-        Route("/v2/pods/{id}", get_pod, methods=["GET"]),
-        Route("/v2/pods/{id}", delete_pod, methods=["DELETE"]),
-        Route("/v2/pods/{id}/action", pod_action, methods=["POST"]),
-        Route("/v2/catalog/gpus", catalog, methods=["GET"]),
+        Route("/v2/pods", stalled(list_pods), methods=["GET"]),
+        Route("/v2/pods", stalled(create_pod), methods=["POST"]),
+        Route("/v2/pods/{id}", stalled(get_pod), methods=["GET"]),
+        Route("/v2/pods/{id}", stalled(delete_pod), methods=["DELETE"]),
+        Route("/v2/pods/{id}/action", stalled(pod_action), methods=["POST"]),
+        Route("/v2/catalog/gpus", stalled(catalog), methods=["GET"]),
     ])
 
 

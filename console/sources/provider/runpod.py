@@ -19,13 +19,14 @@ the host instead.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from console.sources.provider.base import (
     CapacityError,
@@ -37,6 +38,7 @@ from console.sources.provider.base import (
     ProviderError,
     TransientError,
     UnknownOutcomeError,
+    sane_cost,
 )
 
 __all__ = ["CapacityError", "ConflictError", "CreateSpec", "FatalError", "NotFoundError",
@@ -100,6 +102,12 @@ class Pod(BaseModel):
     startedAt: str | None = None
     ssh: Ssh | None = None
     runtime: Runtime | None = None
+
+    @field_validator("cost", mode="before")
+    @classmethod
+    def _price(cls, v: Any) -> float | None:
+        """NaN, a negative or an absurd $/h is no price: unknown (``base.sane_cost``)."""
+        return sane_cost(v)
 
     @property
     def ssh_endpoint(self) -> tuple[str, int] | None:
@@ -199,6 +207,23 @@ def classify(r: httpx.Response, on_resume: bool = False) -> RunPodError:
 
 Sleeper = Callable[[float], Awaitable[None]]
 
+RETRIES = 4
+"""Transient failures retried before one surfaces (backoff 2, 4, 8, 16 s: ~30 s)."""
+MAX_RETRIES = 10
+
+
+def retries_from_env() -> int:
+    """``RUNPOD_API_RETRIES`` (beside ``RUNPOD_API_BASE``), else ``RETRIES``. 0 surfaces the
+    first transient failure at once: what a test that does not test retries wants, and a
+    script that does its own. ValueError says what is accepted."""
+    raw = os.environ.get("RUNPOD_API_RETRIES", "").strip()
+    if not raw:
+        return RETRIES
+    if not raw.isdigit() or int(raw) > MAX_RETRIES:
+        raise ValueError(f"RUNPOD_API_RETRIES must be a whole number from 0 to {MAX_RETRIES}, "
+                         f"got {raw[:20]!r}")
+    return int(raw)
+
 
 class RunPodClient:
     """Async REST v2 client, and the RunPod :class:`~console.sources.provider.base.Provider`.
@@ -210,13 +235,14 @@ class RunPodClient:
     name = "runpod"
 
     def __init__(self, api_key: SecretStr | str, base_url: str | None = None, *,
-                 timeout_s: float = 20.0, retries: int = 4,
+                 timeout_s: float = 20.0, retries: int | None = None,
                  sleep: Sleeper = asyncio.sleep,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
         self._key = key
         self.base_url = (base_url or os.environ.get("RUNPOD_API_BASE") or DEFAULT_BASE).rstrip("/")
-        self.retries = retries
+        self.retries = retries_from_env() if retries is None else retries
+        """Transient failures retried before one surfaces (None: ``retries_from_env``)."""
         self.sleep = sleep
         self._client = httpx.AsyncClient(timeout=timeout_s, transport=transport,
                                          trust_env=False)
@@ -369,7 +395,8 @@ class RunPodClient:
     async def list(self) -> list[Machine]:
         return [p.machine() for p in await self.list_pods()]
 
-    async def find_by_name(self, name: str) -> list[Machine]:
+    # builtins.list: inside this class, ``list`` names the method above
+    async def find_by_name(self, name: str) -> builtins.list[Machine]:
         return [p.machine() for p in await self.list_pods() if p.name == name]
 
     async def create(self, spec: MachineSpec) -> Machine:

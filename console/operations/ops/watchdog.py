@@ -1,0 +1,97 @@
+"""w: the pod's watchdog: arm, disarm, stop the pod now, or keep it running until a time."""
+
+from __future__ import annotations
+
+import uuid
+
+from console.model import fmt
+from console.operations.operation import (
+    NO_AGENT,
+    Args,
+    Dialogs,
+    OperationDeps,
+    OperationFacts,
+    agent_preflight,
+    configured_agent,
+    fill,
+    relay_events,
+)
+from console.operations.registry import OperationSpec, Outcome, Progress
+
+SPEC = OperationSpec(
+    "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
+    "Watchdog: {cmd} on pod {pod}?", label="watchdog")
+
+COMMANDS = ("arm", "disarm", "stop-now", "extend")
+
+preflight = agent_preflight
+
+
+async def ask(facts: OperationFacts, args: Args, dialogs: Dialogs) -> Args | None:
+    """The command, from a menu that shows the watchdog's state and the next stop."""
+    if "cmd" in args:
+        return args
+    pod = facts.pod
+    plan = pod.stop_plan if pod is not None else None
+    ext = None
+    if plan is not None and plan.extension_until:
+        ext = (f"extended until {fmt.wall_time(plan.extension_until)} by {plan.extension_by}"
+               + (f": {plan.extension_reason}" if plan.extension_reason else ""))
+    chosen = await dialogs.choose_watchdog(pod.watchdog_armed if pod else None,
+                                           pod.next_stop if pod else None, facts.now, ext)
+    return {**args, **chosen} if chosen else None
+
+
+def question(facts: OperationFacts, args: Args) -> str:
+    """What a watchdog change means in money, said before it is made."""
+    f = facts.fields()
+    cmd = args.get("cmd")
+    if cmd == "extend" and args.get("clear"):
+        return (f"End the extension on pod {f['pod']}? Its scheduled stop applies again "
+                "(at once, if its time has passed).")
+    if cmd == "extend":
+        why = f" ({args['reason']})" if args.get("reason") else ""
+        return (f"Keep pod {f['pod']} running until {args.get('until')}{why}? Neither "
+                f"the pod's watchdog nor `pod-console down` stops it before then; it "
+                f"bills {f['cost']}/h meanwhile.")
+    if cmd == "disarm":
+        return (f"DISARM the watchdog on pod {f['pod']}? NOTHING will stop it — not "
+                f"the schedule, not idleness — and it bills {f['cost']}/h until someone "
+                "stops it. An extension (+1 h, +2 h, until a time) ends by itself.")
+    return fill(SPEC.confirm, facts, args)
+
+
+async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:
+    from console.sources.remote import AgentError
+
+    if (agent := configured_agent(deps)) is None:
+        return NO_AGENT
+    cmd = str(args.get("cmd", ""))
+    if cmd not in COMMANDS:
+        return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
+    aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
+    extra: list[str] = []
+    if cmd == "extend":
+        import getpass
+
+        # --opt=value: a reason that starts with "-" is still a reason
+        extra = ["--clear"] if args.get("clear") else [
+            str(args.get("until") or ""), f"--by={args.get('by') or getpass.getuser()}",
+            f"--reason={args.get('reason') or ''}"]
+    try:
+        res = await agent.watchdog(cmd, aid, on_event=relay_events(progress), extra=extra)
+    except AgentError as exc:
+        return Outcome(False, str(exc), state="failed")
+    final = res.final or {}
+    if not res.ok:
+        return Outcome(False, str(final.get("message", "failed")), state="failed")
+    if cmd == "stop-now":
+        return Outcome(True, f"pod stopping: {final.get('message', '')}")
+    if cmd == "extend":
+        ext = final.get("extension")
+        if not isinstance(ext, dict):
+            return Outcome(True, "extension ended; the schedule applies", dict(final))
+        return Outcome(True, f"pod kept until {ext.get('until_iso')} by {ext.get('by')}; "
+                             f"next stop {final.get('next_stop')} "
+                             f"({final.get('next_stop_reason')})", dict(final))
+    return Outcome(True, f"watchdog {'armed' if final.get('armed') else 'disarmed'}")
