@@ -63,10 +63,9 @@ async def soak(hours: float, refresh_s: float, warmup_h: float, trace: bool = Fa
                 await pilot.pause(0.2)
             for i in range(1, polls + 1):
                 clock.t += refresh_s
-                while app._polling:  # the interval timer's own poll: never overlap
+                while app.session.polling:  # the interval timer's own poll: never overlap
                     await pilot.pause(0)
-                app._polling = True
-                await app._poll()
+                await app.session.poll()
                 await pilot.pause(0)  # let the screens paint what the poll brought
                 if trace and i == warm_at:
                     import tracemalloc

@@ -1,9 +1,182 @@
-"""Shared test configuration: paths and helpers used across layers."""
+"""Shared test configuration: paths, the tiers and markers, isolation under xdist, and the
+wall time of each tier.
+
+Tiers follow the architecture (a test's folder names its tier; ``pytest -m screen`` runs
+one):
+
+* ``unit``         tests/unit: the model, the sources and the operations on fixed inputs;
+* ``screen``       tests/screens (and the TUI modules that start no process): every screen
+                   and dialog from a fixed ``ConsoleState``;
+* ``session``      tests/session: the session layer (states built from polls) without Textual;
+* ``integration``  tests/integration: real servers (vLLM, Prometheus, sshd, LiteLLM);
+* ``e2e``          tests/tui: the demo deployment, a pty under tmux, the web wall in Chromium.
+
+Markers name each real part a test talks to (``vllm``, ``prometheus``, ``sshd``,
+``litellm``, ``chromium``, ``tmux``) and ``realtime`` (its length is real time passing:
+a server starting, a clock running). ``REAL_PARTS`` below says it for modules that start
+a part themselves; a test that uses the session's fixtures (``real_vllm``…) gets its
+markers from them.
+
+The suite runs on two workers (``-n 2 --dist loadgroup``, pyproject.toml). A module whose
+tests share one expensive world (a module-scoped fixture) runs on one worker; every test
+that needs the real vLLM runs on the same worker (one vLLM at a time on two cores).
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROFILES = REPO / "profiles"
+
+TIERS = {"unit": "unit", "screens": "screen", "session": "session",
+         "integration": "integration", "tui": "e2e"}
+"""Folder under tests/ → tier."""
+TIER_ORDER = ("unit", "screen", "session", "integration", "e2e")
+PARTS = ("vllm", "prometheus", "sshd", "litellm", "chromium", "tmux")
+
+REAL_PARTS: dict[str, tuple[str, ...]] = {
+    "integration/test_agent_over_ssh.py": ("vllm", "sshd", "realtime"),
+    "integration/test_federation.py": ("prometheus", "realtime"),
+    "integration/test_fleet.py": ("sshd",),
+    "integration/test_gpu_exporter_prometheus.py": ("prometheus", "realtime"),
+    "integration/test_ledger_across_processes.py": ("sshd", "realtime"),
+    "integration/test_prometheus_agreement.py": ("vllm", "prometheus", "realtime"),
+    "integration/test_provisioning.py": ("sshd",),
+    "integration/test_smoke_gateway.py": ("vllm", "prometheus", "litellm"),
+    "integration/test_status_framing.py": (),
+    "integration/test_stop_policy_over_ssh.py": ("vllm", "sshd", "realtime"),
+    "integration/test_unhappy_provisioning.py": ("sshd",),
+    "integration/test_vllm_collector.py": ("vllm",),
+    "tui/test_pty.py": ("tmux",),
+    "tui/test_web_wall.py": ("chromium",),
+    "tui/test_stop_demo.py": ("realtime",),
+}
+"""Module (under tests/) → the real parts it starts itself, and ``realtime``."""
+FIXTURE_PARTS = {"real_vllm": ("vllm",), "real_prometheus": ("prometheus", "vllm"),
+                 "real_sshd": ("sshd",), "world": ("sshd",), "slow_world": ("sshd",)}
+NO_PROCESS_TUI = {"test_operations_in_flight.py", "test_partial_writes.py",
+                  "test_plot_determinism.py", "test_screen_text.py", "test_snapshots.py",
+                  "test_worker_failures.py"}
+"""TUI modules that run the real app on static sources and start no process: the screen
+tier's, whatever their folder."""
+
+
+def _isolate() -> None:
+    """Each worker (and each concurrent run of the suite) has its own config and state
+    folders: nothing a test writes by default lands in the user's, or in another worker's.
+    The demo takes free ports, never the profiles' own (two demos at once would both find
+    8881 free and then collide)."""
+    base = Path(tempfile.mkdtemp(prefix="pod-console-tests-"))
+    _made.append(base)
+    os.environ["XDG_STATE_HOME"] = str(base / "state")
+    os.environ["XDG_CONFIG_HOME"] = str(base / "config")
+    os.environ.pop("POD_CONSOLE_STATE_DIR", None)
+    os.environ.pop("POD_CONSOLE_CONFIG", None)
+    os.environ["POD_CONSOLE_DEMO_PORTS"] = "free"
+
+
+WORKERS = 2
+"""The machine has two cores (CI's too)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-n 2 --dist loadgroup`` unless the command line says how many workers (``-n 0``:
+    one process). Set here, not in ``addopts``: ``-p no:xdist`` must still work."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    opt = config.option
+    if getattr(opt, "numprocesses", None) is None and getattr(opt, "dist", "no") == "no":
+        opt.numprocesses = WORKERS
+        opt.dist = "loadgroup"
+
+
+_made: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _isolate()
+    for tier in TIER_ORDER:
+        config.addinivalue_line("markers", f"{tier}: the {tier} tier (set from the folder)")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for d in _made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _rel(item: pytest.Item) -> str:
+    return Path(str(item.fspath)).resolve().relative_to(Path(__file__).resolve().parent) \
+        .as_posix()
+
+
+def tier_of(rel: str) -> str:
+    folder, _, name = rel.partition("/")
+    if folder == "tui" and name in NO_PROCESS_TUI:
+        return "screen"
+    return TIERS.get(folder, "unit")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        rel = _rel(item)
+        tier = tier_of(rel)
+        marks = {tier, *REAL_PARTS.get(rel, ())}
+        for fixture in getattr(item, "fixturenames", ()):
+            marks.update(FIXTURE_PARTS.get(fixture, ()))
+        if rel.startswith("tui/") and tier == "e2e":
+            marks.add("realtime")  # the demo's processes start and poll in real time
+        for m in sorted(marks - {m.name for m in item.iter_markers()}):
+            item.add_marker(m)
+        names = {m.name for m in item.iter_markers()}
+        if "vllm" in names:
+            # one real vLLM at a time: two on two cores starve each other
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        elif tier in ("integration", "e2e"):
+            # a module's tests share its world (module-scoped): one worker builds it once
+            item.add_marker(pytest.mark.xdist_group(rel))
+
+
+# -- the wall time of each tier (.ci/run shows it after --durations) -------------------------
+
+_spans: dict[str, list[float]] = defaultdict(lambda: [float("inf"), 0.0, 0.0, 0.0])
+"""tier → [first start, last stop, seconds spent in it (all workers), tests]."""
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller adds the workers' reports up
+    rel = report.nodeid.split("::", 1)[0].removeprefix("tests/")
+    span = _spans[tier_of(rel)]
+    start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+    if start is not None and stop is not None:
+        span[0], span[1] = min(span[0], start), max(span[1], stop)
+    span[2] += report.duration
+    if report.when == "call":
+        span[3] += 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") or not _spans:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "wall time of each tier")
+    t0 = min(s[0] for s in _spans.values())
+    for tier in (*TIER_ORDER, *sorted(set(_spans) - set(TIER_ORDER))):
+        if tier not in _spans:
+            continue
+        first, last, busy, n = _spans[tier]
+        tr.write_line(f"{tier:<12} {last - first:7.1f} s wall (from +{first - t0:.0f} s to "
+                      f"+{last - t0:.0f} s)  {busy:7.1f} s in tests  {int(n)} tests")
+    tr.write_line(f"{'all':<12} {max(s[1] for s in _spans.values()) - t0:7.1f} s wall  "
+                  f"(clock {time.strftime('%H:%M:%S')})")

@@ -9,6 +9,7 @@ import argparse
 import json
 
 from console.commands import examples
+from console.commands.argtypes import seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console catalog --json --window 60',
         ))
     p.add_argument("--json", action="store_true", help="print JSON, one object per figure")
-    p.add_argument("--window", type=float, default=300.0,
+    p.add_argument("--window", type=seconds(0, 86400, above=True), default=300.0,
                    help="window of the PromQL shown (s)")
     p.set_defaults(func=cmd_catalog)
 

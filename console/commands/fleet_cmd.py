@@ -6,8 +6,12 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.commands import examples
+
+if TYPE_CHECKING:
+    from console.model.fleet import FleetSnapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_fleet)
 
 
-async def _fleet(config: Path | None):  # type: ignore[no-untyped-def]
+async def _fleet(config: Path | None) -> FleetSnapshot:
     from console.session.fleet import FleetCollector
 
     fleet = FleetCollector(config)

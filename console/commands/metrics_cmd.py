@@ -8,6 +8,7 @@ import sys
 import time
 
 from console.commands import aligned, examples
+from console.commands.argtypes import seconds
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 
@@ -30,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true",
                    help="every figure of the metric catalog, flat by key (see `pod-console "
                         "catalog`), instead of the fixed contract")
-    p.add_argument("--timeout", type=float, default=5.0,
-                   help="deadline for the whole request, body included (s)")
+    p.add_argument("--timeout", type=seconds(0, 600, above=True), default=5.0,
+                   help="deadline for the whole request, body included (s, up to 600)")
     p.set_defaults(func=cmd_metrics)
 
 

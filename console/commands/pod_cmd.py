@@ -6,11 +6,13 @@ or failing, bad config, unwritable state), 4 host checks failed on every
 attempt, 5 slots never became healthy, 6 interrupted (SIGTERM, SIGHUP, SIGINT;
 whatever it had created is terminated, a resumed pod stopped), 7 a pod may
 still be billing (named with its $/h on stderr, and kept in the ledger so the
-next ``up``/``down`` terminates it).
-The pod that came up is remembered in ``STATE_DIR/current_pod.json`` so the
-next ``down``, ``up`` and the console follow it. One ``up`` or ``down`` runs at a
-time per state directory (a lock file); each first settles what an earlier,
-interrupted run left in ``STATE_DIR/pods.jsonl``.
+next ``up``/``down`` terminates it) — an interrupted run whose cleanup could not
+settle everything within its bound exits 7, not 6.
+The pod that came up is remembered in ``STATE_DIR/current_pod.json`` (by the
+provisioner, as it adopts the pod) so the next ``down``, ``up`` and the console
+follow it. One ``up``, ``down`` or console ``r``/``f`` runs at a time per state
+directory (``ledger.exclusive``); each first settles what an earlier, interrupted
+run left in ``STATE_DIR/pods.jsonl``.
 """
 
 from __future__ import annotations
@@ -19,18 +21,17 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
-import fcntl
-import json
-import os
+import math
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.commands import examples
+from console.commands.argtypes import count, seconds
 from console.config import config_file
 
 if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
@@ -52,12 +53,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             '      6 interrupted, 7 a pod may still be billing (named on stderr)',
         ))
     u.add_argument("--config", type=Path)
-    u.add_argument("--rounds", type=int, default=12, help="rounds when everything is sold out")
-    u.add_argument("--round-wait", type=float, default=600.0, help="seconds between rounds")
-    u.add_argument("--health-wait", type=float, default=1800.0,
-                   help="seconds to wait for every slot")
-    u.add_argument("--ssh-wait", type=float, default=600.0,
-                   help="seconds to wait for a new pod's SSH")
+    u.add_argument("--rounds", type=count(1, 1000), default=12,
+                   help="rounds when everything is sold out (1-1000)")
+    u.add_argument("--round-wait", type=seconds(0, 86400), default=600.0,
+                   help="seconds between rounds (0-86400)")
+    u.add_argument("--health-wait", type=seconds(0, 86400, above=True), default=1800.0,
+                   help="seconds to wait for every slot (up to 86400)")
+    u.add_argument("--ssh-wait", type=seconds(0, 86400, above=True), default=600.0,
+                   help="seconds to wait for a new pod's SSH (up to 86400)")
     u.add_argument("--no-resume", action="store_true", help="go straight to a new pod")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice",
@@ -95,23 +98,12 @@ def _loud(msg: str) -> None:
         print(f"pod-console: {msg}", file=sys.stderr, flush=True)
 
 
-class Busy(Exception):
-    """Another ``up``/``down`` holds the state directory."""
+class LeftBilling(Exception):
+    """An interrupted run whose cleanup left something open in the ledger."""
 
-
-@contextlib.contextmanager
-def _exclusive(state_dir: Path) -> Iterator[None]:
-    """One up/down at a time: a second one would sweep the first one's pods."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Busy(f"another pod-console up/down is running on {state_dir}") from None
-        yield
-    finally:
-        os.close(fd)
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
 
 
 def _audit(audit, action: str, args: dict, result: str, **extra) -> bool:
@@ -146,6 +138,11 @@ async def _interruptible(main: Callable[[], Awaitable[int]]) -> int:
         _loud(f"interrupted ({', '.join(got) or 'cancelled'}); what this run created was "
               "terminated (see the lines above)")
         return EXIT_INTERRUPTED
+    except LeftBilling as exc:
+        _loud(f"interrupted ({', '.join(got) or 'cancelled'}); the cleanup could not settle "
+              f"everything: A POD MAY STILL BE BILLING: {exc}. The ledger keeps it: the next "
+              "pod-console up/down terminates (or stops) it")
+        return EXIT_LEAKED
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             loop.remove_signal_handler(sig)
@@ -164,10 +161,19 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Provider]:
     return settings, provider
 
 
+def _in_use(settings: Settings) -> Callable[[], set[str]]:
+    """Every context's current pod, for the sweep to keep its hands off."""
+    from console.config.settings import pods_in_use
+
+    return lambda: pods_in_use(settings)
+
+
 async def _up(args: argparse.Namespace) -> int:
+    from console.operations.ledger import exclusive
+
     settings, client = _setup(args)
     try:
-        with _exclusive(settings.state_dir):
+        with exclusive(settings.state_dir, "pod-console up"):
             return await _up_locked(args, settings, client)
     finally:
         await client.aclose()
@@ -192,7 +198,8 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
                           render_dir=settings.state_dir / "rendered",
                           prometheus_url=settings.prometheus_url,
                           agent_dir=settings.pod.agent_dir,
-                          ledger=config_file.ledger_path(settings.state_dir))
+                          ledger=config_file.ledger_path(settings.state_dir),
+                          in_use=_in_use(settings))
 
     def factory(pod, agent_cmd: str) -> AgentTransport:
         host, port = pod.ssh_endpoint
@@ -225,15 +232,14 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
                              [], "pod-console up")
         return exc.code
     except asyncio.CancelledError:
-        _audit(audit, "up", {}, "interrupted")
+        # the cleanup ran (bounded); what it could not settle is still open in the ledger
+        left = prov.left_billing()
+        _audit(audit, "up", {}, "interrupted", **({"leaked": left} if left else {}))
+        if left:
+            raise LeftBilling(left) from None
         raise
+    # the provisioner wrote current_pod.json as it adopted the pod (before "kept")
     _audit(audit, "up", {}, "ok", pod=res.pod.id, profile=res.profile.name)
-    try:
-        _write_current(settings, res)
-    except OSError as exc:
-        _loud(f"pod {res.pod.id} is UP but could not be remembered ({exc.strerror or exc}):"
-              f" pod-console down will not find it; stop it with the pod id")
-        return EXIT_FATAL
     _log(f"UP: pod {res.pod.id} with profile {res.profile.name} at {res.address.host}")
     return await _smoke_after_up(settings, audit, res.pod.id)
 
@@ -264,19 +270,12 @@ async def _smoke_after_up(settings: Settings, audit, pod_id: str) -> int:
     return EXIT_UNHEALTHY
 
 
-def _write_current(settings: Settings, res) -> None:
-    path = current_pod_file(settings)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({
-        "pod_id": res.pod.id, "profile": res.profile.name, "host": res.address.host,
-        "port_map": res.address.port_map, "since": time.time()}, indent=1))
-    os.replace(tmp, path)
-
-
 async def _down(args: argparse.Namespace) -> int:
+    from console.operations.ledger import exclusive
+
     settings, client = _setup(args)
     try:
-        with _exclusive(settings.state_dir):
+        with exclusive(settings.state_dir, "pod-console down"):
             return await _down_locked(settings, client, args.force)
     finally:
         await client.aclose()
@@ -303,15 +302,17 @@ async def _extension_holds(settings: Settings) -> str | None:
             transport.close()
     wd = (r.final or {}).get("watchdog") if r.ok else None
     ext = wd.get("extension") if isinstance(wd, dict) else None
-    if not isinstance(ext, dict):
+    if not isinstance(wd, dict) or not isinstance(ext, dict):
         if not r.ok:
             _log(f"could not read the pod's extension ({r.message}); stopping it")
         return None
     try:
-        if float(ext["until"]) <= float(wd["now"]):
+        until_t, now_t = float(ext["until"]), float(wd["now"])
+        # an extension without a finite end is no extension: "inf" would keep it forever
+        if not (math.isfinite(until_t) and math.isfinite(now_t)) or until_t <= now_t:
             return None
         until = dt.datetime.fromisoformat(str(ext["until_iso"])).strftime("%H:%M")
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     why = f": {ext['reason']}" if ext.get("reason") else ""
     return f"extended until {until} by {ext.get('by') or '?'}{why}"
@@ -327,8 +328,9 @@ async def _down_locked(settings: Settings, client: Provider, force: bool = False
     )
 
     prov = Provisioner(client, [], lambda *a: None,
-                       ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir)),
-                       log=_log)
+                       ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir),
+                                       in_use=_in_use(settings)),
+                       log=_log, pod_id=settings.pod.runpod_id)
     audit = audit_log_for(settings)
     swept = await prov.sweep()
     for line in swept:
@@ -337,24 +339,34 @@ async def _down_locked(settings: Settings, client: Provider, force: bool = False
     if not settings.pod.runpod_id:
         _log("no pod id configured")
         return EXIT_LEAKED if leak else (0 if swept else EXIT_FATAL)
-    held = None if force else await _extension_holds(settings)
-    if held is not None:
+    # asked with --force too: what a forced stop overrides belongs in its record
+    held = await _extension_holds(settings)
+    args: dict[str, object] = {"pod": settings.pod.runpod_id}
+    extra: dict[str, object] = {}
+    if force:
+        args["force"] = True
+        if held is not None:
+            extra["overrode"] = held
+            _loud(f"down --force: stopping pod {settings.pod.runpod_id} although it is "
+                  f"{held}")
+    elif held is not None:
         _log(f"pod {settings.pod.runpod_id} kept: {held} (down --force stops it)")
-        _audit(audit, "down", {"pod": settings.pod.runpod_id}, "kept", message=held)
+        _audit(audit, "down", args, "kept", message=held)
         return EXIT_LEAKED if leak else 0
     try:
         msg = await prov.down(settings.pod.runpod_id)
     except ProvisionFailed as exc:
         (_loud if exc.code == EXIT_LEAKED else _log)(f"FAILED: {exc.message}")
-        _audit(audit, "down", {"pod": settings.pod.runpod_id}, "failed", message=exc.message)
+        _audit(audit, "down", args, "failed", message=exc.message, **extra)
         return exc.code
-    _audit(audit, "down", {"pod": settings.pod.runpod_id}, "ok", message=msg)
+    _audit(audit, "down", args, "ok", message=msg, **extra)
     _log(msg)
     return EXIT_LEAKED if leak else 0
 
 
 def _run(name: str, main: Callable[[], Awaitable[int]]) -> int:
     from console.config.settings import ConfigError
+    from console.operations.ledger import Busy
     from console.session.deployment import DeploymentError
 
     try:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from console.commands import examples
+from console.commands.argtypes import seconds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--apply", action="store_true", help="apply the plan through the agent")
     p.add_argument("--json", action="store_true", help="JSON output (with --plan)")
     p.add_argument("--config", type=Path)
-    p.add_argument("--sample", type=float, default=5.0,
+    p.add_argument("--sample", type=seconds(0, 3600), default=5.0,
                    help="without Prometheus: seconds between the two scrapes")
     p.set_defaults(func=cmd_rebalance)
 
@@ -37,6 +38,8 @@ async def _run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     apply_current_pod(settings)
     ctx = make_context(settings)
+    planner = ctx.planner
+    assert planner is not None, "a context that is not read-only has a planner"
     try:
         snap = await ctx.poller.poll()
         if not settings.prometheus_url and args.sample > 0:
@@ -52,13 +55,13 @@ async def _run(args: argparse.Namespace) -> int:
                                 for n, v in agent_slots.items() if n in current})
             except Exception as exc:  # the plan still works from the profile's values
                 print(f"agent unreachable: {exc}", file=sys.stderr)
-        split, lines, predict = ctx.planner.preview(snap, current, agent_slots)
+        split, lines, predict = planner.preview(snap, current, agent_slots)
         if args.plan:
             out = {"profile": ctx.profile_name, "current": current, "proposed": split,
                    "explain": lines,
                    "predicted": {n: predict(n, u) for n, u in split.items()},
                    "models": {n: {"points": list(m.points), "tokens_per_util": m.slope,
-                                  "how": m.how} for n, m in ctx.planner.models().items()}}
+                                  "how": m.how} for n, m in planner.models().items()}}
             if args.json:
                 print(json.dumps(out, indent=2, sort_keys=True))
             else:
@@ -71,9 +74,9 @@ async def _run(args: argparse.Namespace) -> int:
         def progress(step: str, frac: float | None, msg: str) -> None:
             print(f"{time.strftime('%H:%M:%S')} {step} {msg}".rstrip(), flush=True)
 
-        out = await ctx.registry.invoke("rebalance", {"set": split}, progress)
-        print(f"{out.state or ('ok' if out.ok else 'failed')}: {out.message}")
-        return 0 if out.ok else 1
+        done = await ctx.registry.invoke("rebalance", {"set": split}, progress)
+        print(f"{done.state or ('ok' if done.ok else 'failed')}: {done.message}")
+        return 0 if done.ok else 1
     finally:
         await ctx.poller.aclose()
         for fn in ctx.on_exit:

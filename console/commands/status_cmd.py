@@ -13,11 +13,11 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.commands import aligned, examples
+from console.commands.argtypes import seconds
 
 if TYPE_CHECKING:
     from console.model.snapshot import PodSnapshot
@@ -32,31 +32,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="the whole snapshot as JSON (without it: a table to read)")
     p.add_argument("--config", type=Path, help="config file (default: XDG config)")
-    p.add_argument("--sample", type=float, default=0.0, metavar="S",
+    p.add_argument("--sample", type=seconds(0, 3600), default=0.0, metavar="S",
                    help="without Prometheus: scrape twice, S seconds apart, for rates")
     p.set_defaults(func=cmd_status)
 
 
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     from console.config.settings import load_settings
-    from console.model.alerts import evaluate
-    from console.session.context import ssh_transport
-    from console.session.deployment import open_deployment
-    from console.session.spend import SpendBook
-    from console.sources.agent_client import AgentClient
-    from console.sources.collect.gpu_metrics import from_settings as gpu_metrics_from_settings
-    from console.sources.collect.pod import PodCollector
-    from console.sources.provider import make_provider
+    from console.session.deployment import apply_current_pod, connect
+    from console.session.session import judge_once
 
     settings = load_settings(args.config)
-    dep = open_deployment(settings)
-    poller = dep.poller()
-    client = make_provider(settings)
-    transport = ssh_transport(settings)
-    agent = AgentClient(transport) if transport is not None else None
-    pods = PodCollector(settings.pod.runpod_id, client, agent,
-                        timeout_s=max(2.0, settings.request_timeout_s * 2),
-                        gpu_metrics=gpu_metrics_from_settings(settings, poller.client))
+    apply_current_pod(settings)  # the pod ``up`` (or ``f``/``r``) last brought up
+    dep, parts = connect(settings)  # the console's wiring: GPU source, agent and all
+    poller, pods = parts.poller, parts.pods
     try:
         snap, pod = await asyncio.gather(poller.poll(), pods.poll())
         await poller.probes_done()  # the real completion that poll started
@@ -64,15 +53,12 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
             await asyncio.sleep(args.sample)
         snap = await poller.poll()  # with the probe's answer (and rates, after a sample)
     finally:
-        await poller.aclose()
-        if client is not None:
-            await client.aclose()
+        await parts.aclose()
     now = time.time()
-    book = await asyncio.to_thread(SpendBook, settings.state_dir / "spend.json")
-    pod = replace(pod, spent_earlier_today=book.earlier_today(pod, now))
+    judged = await judge_once(snap, pod, dep.today.profile, settings, now)
+    pod, conds = judged.pod or pod, judged.conditions
     out = snap.to_json()
     out["pod"] = pod_json(pod, now)
-    conds = evaluate(snap, pod, dep.today.profile, settings, now)
     out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
                       "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",
                       "for_s": c.for_s} for c in conds]

@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.commands import examples
+from console.commands.argtypes import count, seconds
+
+REFRESH = seconds(0, 3600, above=True)
+ROTATE = seconds(1, 86400)
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
@@ -24,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console watch --config ~/pod.yaml --refresh 5',
         ))
     w.add_argument("--config", type=Path)
-    w.add_argument("--refresh", type=float, help="refresh interval in seconds (floor 1)")
+    w.add_argument("--refresh", type=REFRESH, help="refresh interval in seconds (floor 1)")
     w.set_defaults(func=cmd_watch, wall=False)
 
     wl = sub.add_parser("wall", help="read-only wall display (no SSH key needed)",
@@ -34,9 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console wall --web 0.0.0.0:8080 --allow-remote --token-file ~/.wall-token',
         ))
     wl.add_argument("--config", type=Path)
-    wl.add_argument("--refresh", type=float)
-    wl.add_argument("--rotate", type=float, default=15.0, help="seconds per view")
-    wl.add_argument("--pod-rotate", type=float, default=60.0, metavar="S",
+    wl.add_argument("--refresh", type=REFRESH)
+    wl.add_argument("--rotate", type=ROTATE, default=15.0, help="seconds per view")
+    wl.add_argument("--pod-rotate", type=ROTATE, default=60.0, metavar="S",
                     help="with contexts in the config: seconds on each pod before the "
                          "next (0: stay on one)")
     _web_flags(wl)
@@ -51,8 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
     _web_flags(d)
-    d.add_argument("--refresh", type=float, default=2.0)
-    d.add_argument("--rotate", type=float, default=15.0)
+    d.add_argument("--refresh", type=REFRESH, default=2.0)
+    d.add_argument("--rotate", type=ROTATE, default=15.0)
     d.add_argument("--seed", type=int, default=7)
     d.add_argument("--clock-speed", type=_speed, default=1.0, metavar="N",
                    help="the pod agent's clock runs N times as fast, from 90 min before "
@@ -77,7 +81,7 @@ def _web_flags(p: argparse.ArgumentParser) -> None:
                    help="with --web: listen on a non-loopback address (needs --token-file)")
     p.add_argument("--token-file", type=Path,
                    help="with --web: browsers must present this token (?token=…)")
-    p.add_argument("--max-sessions", type=int, default=4,
+    p.add_argument("--max-sessions", type=count(1, 64), default=4,
                    help="with --web: browser sessions at once (each runs a wall process)")
     p.add_argument("--public-url",
                    help="with --web: the URL browsers use (a reverse proxy's, prefix included)")

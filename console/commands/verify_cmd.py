@@ -14,9 +14,16 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from console.commands import aligned, examples
+
+if TYPE_CHECKING:
+    from console.config.settings import Settings
+    from console.operations.benchmark.measure import PodFacts
+    from console.operations.smoke import SmokeReport
 
 EXIT_FAILED, EXIT_CONFIG, EXIT_REGRESSION, EXIT_INTERRUPTED = 1, 3, 4, 130
 
@@ -74,7 +81,8 @@ def _words(text: str) -> list[str]:
     return [] if text.strip() == "none" else [w.strip() for w in text.split(",") if w.strip()]
 
 
-async def smoke_for_settings(settings, on_check=None):  # type: ignore[no-untyped-def]
+async def smoke_for_settings(settings: Settings,
+                             on_check: Callable[[Any], None] | None = None) -> SmokeReport:
     """The smoke test of the settings' deployment (today's profile, the pod's address)."""
     from console.operations.smoke import plan_for, run_smoke
     from console.session.deployment import open_deployment
@@ -115,28 +123,20 @@ def _progress_line(step: str, fraction: float | None, message: str) -> None:
         print(f"  {pct}{step}: {message}", file=sys.stderr, flush=True)
 
 
-async def _pod_facts(settings):  # type: ignore[no-untyped-def]
+async def _pod_facts(settings: Settings) -> PodFacts:
     """Where the benchmark runs, as the provider and the agent say (unknown when neither
     answers in time: a record is still worth keeping)."""
     from console.operations.benchmark.measure import PodFacts
-    from console.session.context import ssh_transport
-    from console.sources.agent_client import AgentClient
-    from console.sources.collect.pod import PodCollector
-    from console.sources.provider import make_provider
+    from console.session.deployment import connect
 
-    client = make_provider(settings)
-    transport = ssh_transport(settings)
-    agent = AgentClient(transport) if transport is not None else None
-    pods = PodCollector(settings.pod.runpod_id, client, agent,
-                        timeout_s=max(2.0, settings.request_timeout_s * 2))
+    _, parts = connect(settings)  # the console's wiring: GPU source, agent and all
     try:
-        return PodFacts.from_pod(await pods.poll())
+        return PodFacts.from_pod(await parts.pods.poll())
     finally:
-        if client is not None:
-            await client.aclose()
+        await parts.aclose()
 
 
-async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
+async def _bench(args: argparse.Namespace, settings: Settings) -> int:
     from console.commands.pod_cmd import _audit, _interruptible
     from console.operations.audit import audit_log_for
     from console.operations.benchmark.record import lines
@@ -206,7 +206,7 @@ async def _bench(args: argparse.Namespace, settings) -> int:  # type: ignore[no-
     return rc
 
 
-def _history(args: argparse.Namespace, settings) -> int:  # type: ignore[no-untyped-def]
+def _history(args: argparse.Namespace, settings: Settings) -> int:
     from console.operations.benchmark.record import load_history
 
     recs, bad = load_history(settings.state_dir)

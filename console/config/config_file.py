@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,50 @@ def current_pod_file(state_dir: Path) -> Path:
     return state_dir / "current_pod.json"
 
 
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (temp file, fsync, rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_current_pod(state_dir: Path, pod_id: str, profile: str, host: str,
+                      port_map: dict[int, int]) -> None:
+    """Remember the pod ``up``, ``r`` or ``f`` brought up; raises OSError (a full disk)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _replace(current_pod_file(state_dir), json.dumps({
+        "pod_id": pod_id, "profile": profile, "host": host,
+        "port_map": {str(k): v for k, v in port_map.items()}, "since": time.time()},
+        indent=1).encode())
+
+
+def current_pod_bytes(state_dir: Path) -> bytes | None:
+    """The file as it is (to put back when an adoption fails), None when there is none."""
+    try:
+        return current_pod_file(state_dir).read_bytes()
+    except OSError:
+        return None
+
+
+def restore_current_pod(state_dir: Path, before: bytes | None) -> None:
+    if before is None:
+        current_pod_file(state_dir).unlink(missing_ok=True)
+    else:
+        _replace(current_pod_file(state_dir), before)
+
+
 def read_current_pod(state_dir: Path) -> dict[str, Any]:
     """What ``pod-console up`` last brought up: it wins over the config file's pod.
 
@@ -81,6 +127,9 @@ def read_current_pod(state_dir: Path) -> dict[str, Any]:
 
 
 CONTEXT_ENV = "POD_CONSOLE_CONTEXT"
+CONTEXT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A context's name is a directory under ``STATE_DIR/contexts``: a plain name, never a
+path (``../x``, ``/abs``), never ``.`` or ``..``, nothing a shell or a terminal reads."""
 
 
 class ContextError(Exception):
@@ -117,6 +166,11 @@ def select_context(data: dict[str, Any], name: str | None
     if not isinstance(contexts, dict) or not all(isinstance(k, str) for k in contexts):
         raise ContextError("contexts: a mapping of context name to its settings",
                            ("contexts",))
+    for key in contexts:
+        if not CONTEXT_NAME.fullmatch(key):
+            raise ContextError(f"context name {key!r}: letters, digits, '.', '_' and '-', "
+                               "starting with a letter or digit (it names a directory)",
+                               ("contexts", key))
     if not name:
         return top, None
     if name not in contexts:

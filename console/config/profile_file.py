@@ -23,8 +23,9 @@ def replace_utils(text: str, lines_of: dict[str, int], values: dict[str, float])
     lines = text.splitlines(keepends=True)
     for slot, value in values.items():
         i = lines_of[slot] - 1
-        new, n = re.subn(r"(gpu_util:\s*)[0-9.]+", lambda m, v=value: f"{m.group(1)}{v:g}",
-                         lines[i], count=1)
+        # a number's text holds no backslash: safe in a replacement template
+        new, n = re.subn(r"(gpu_util:\s*)[0-9.]+", r"\g<1>" + f"{value:g}", lines[i],
+                         count=1)
         if n != 1:
             raise ValueError(f"line {i + 1} does not hold {slot}'s gpu_util")
         lines[i] = new

@@ -8,11 +8,20 @@ then defaults. Secrets are ``SecretStr``: their repr is ``'**********'``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from console.config import defaults
@@ -25,33 +34,79 @@ from console.config.config_file import (
 )
 
 REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
+REFRESH_MAX_S = 3600.0
+"""A refresh interval longer than an hour is a typo (and 1e308 overflows every deadline)."""
+
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class PodSettings(BaseModel):
     """How to reach the pod."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
-    runpod_id: str | None = None
-    """RunPod pod id (``RUNPOD_POD_ID`` on the pod)."""
+    machine_id: str | None = None
+    """The provider's id of the machine the deployment runs on (RunPod: the pod id,
+    ``RUNPOD_POD_ID`` on the pod). ``runpod_id``, its old name, is still read."""
     host: str = "127.0.0.1"
     """Address the slots' ports are reached at (direct TCP or an SSH tunnel)."""
-    port_map: dict[int, int] = Field(default_factory=dict)
+    port_map: dict[Port, Port] = Field(default_factory=dict)
     """Pod port → public port, for RunPod's direct TCP mappings."""
     ssh_host: str | None = None
     """SSH host of the pod agent; unset means no agent (read-only figures only)."""
-    ssh_port: int = 22
+    ssh_port: Port = 22
     ssh_user: str = "root"
     ssh_key: Path | None = None
     """Private key file for the agent (never needed in wall mode)."""
     agent_dir: str = "/workspace/pod-agent"
     """Where the agent lives on the pod (on the volume, so it survives a stop)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_name(cls, data: Any) -> Any:
+        """``PodSettings(runpod_id=...)`` and a section given whole: the old key read."""
+        return renamed_old_keys(data) if isinstance(data, dict) else data
+
+    @property
+    def runpod_id(self) -> str | None:
+        """The old name of :attr:`machine_id` (read and written through to it)."""
+        return self.machine_id
+
+    @runpod_id.setter
+    def runpod_id(self, value: str | None) -> None:
+        self.machine_id = value
+
+
+OLD_POD_KEYS = {"runpod_id": "machine_id"}
+"""Keys of ``pod:`` that were renamed: old name → new name. The old one keeps working in
+the config file, in a context and in the environment (``POD_CONSOLE_POD__RUNPOD_ID``)."""
+
+
+def renamed_old_keys(section: dict[str, Any],
+                     spelled: Callable[[str], str] = str) -> dict[str, Any]:
+    """``pod:`` with its old key names replaced by the new ones. Both names in one place
+    with different values is an error (which one was meant cannot be told); the same
+    value twice is read once. ``spelled``: a key as the error names it."""
+    if not any(old in section for old in OLD_POD_KEYS):
+        return section
+    out = dict(section)
+    for old, new in OLD_POD_KEYS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise ValueError(f"{spelled(old)} is the old name of {spelled(new)}, and both "
+                             f"are given ({value!r}, {out[new]!r}): keep {spelled(new)} only")
+        out[new] = value
+    return out
+
 
 class SlotThresholds(BaseModel):
     """Alert thresholds for one slot (defaults are the field's)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
     ttft_p95_s: float = Field(default=2.0, gt=0)
     """TTFT p95 above this raises an alert."""
@@ -65,7 +120,8 @@ class AlertTiming(BaseModel):
     """When a condition becomes an alert and when an alert clears (Prometheus's ``for`` and
     ``keep_firing_for``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
     down_for_s: float = Field(default=6.0, ge=0, le=3600)
     """A slot down, an agent or API unreachable, this long before it fires (a blip of
@@ -76,10 +132,19 @@ class AlertTiming(BaseModel):
     """A firing alert clears once its condition has been gone this long."""
 
 
+BenchLength = Literal["short", "long"]
+BenchTask = Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
+                    "tool_call"]
+BENCH_LENGTHS: tuple[BenchLength, ...] = ("short", "long")
+BENCH_TASKS: tuple[BenchTask, ...] = ("json", "code", "summarisation", "ko_qa", "en_qa",
+                                      "translation", "tool_call")
+
+
 class BenchSettings(BaseModel):
     """``pod-console bench``: the field's protocol by default (``console/operations/benchmark``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
 
     runs: int = Field(default=3, ge=1, le=20)
     """Measured runs per configuration."""
@@ -87,13 +152,10 @@ class BenchSettings(BaseModel):
     """Unmeasured runs before them (JIT compilation, cold caches)."""
     concurrency: list[int] = Field(default_factory=lambda: [1, 4], min_length=1)
     """Concurrent requests per run, one configuration each."""
-    lengths: list[Literal["short", "long"]] = Field(
-        default_factory=lambda: ["short", "long"], min_length=1)
+    lengths: list[BenchLength] = Field(default_factory=lambda: list(BENCH_LENGTHS),
+                                       min_length=1)
     """Inputs: ``short`` (a question, ~21 tokens) and ``long`` (a document to summarise)."""
-    tasks: list[Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
-                        "tool_call"]] = Field(default_factory=lambda: [
-                            "json", "code", "summarisation", "ko_qa", "en_qa",
-                            "translation", "tool_call"])
+    tasks: list[BenchTask] = Field(default_factory=lambda: list(BENCH_TASKS))
     """Task-type prompt sets for acceptance by type (empty: none)."""
     long_tokens: int = Field(default=3000, ge=100, le=200_000)
     """Size of the long input (a document to summarise), in tokens, about."""
@@ -123,7 +185,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix="POD_CONSOLE_", env_nested_delimiter="__", extra="forbid",
-        use_attribute_docstrings=True)
+        use_attribute_docstrings=True, allow_inf_nan=False)
 
     prometheus_url: str | None = None
     """Prometheus base URL (``http://127.0.0.1:9090``); without it slots are scraped directly."""
@@ -134,7 +196,7 @@ class Settings(BaseSettings):
     pod: PodSettings = Field(default_factory=PodSettings)
     refresh_s: float = defaults.REFRESH_S
     """Refresh interval in seconds (floor 1 s)."""
-    window_s: float = Field(default=defaults.WINDOW_S, ge=30)
+    window_s: float = Field(default=defaults.WINDOW_S, ge=30, le=86400)
     """Window for rates, quantiles and p99s."""
     plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
     """Plots redraw at most this often. A redraw of the plots is tens of KB of terminal
@@ -188,12 +250,30 @@ class Settings(BaseSettings):
     (``--context NAME``, ``POD_CONSOLE_CONTEXT``, else ``current_context``); None: the
     file's top level, the one deployment of a config without contexts."""
     context_names: list[str] = Field(default_factory=list)
+    _source: Path | None = PrivateAttr(default=None)
+    """The config file these settings were read from (None: none, or built in code)."""
     """Every context the config defines, in its order (the fleet and ``:ctx`` list)."""
 
     @field_validator("refresh_s")
     @classmethod
     def _floor(cls, v: float) -> float:
+        # NaN and infinity are refused by allow_inf_nan; a zero or negative interval, or
+        # one past an hour, is a mistake to say, not a value to floor
+        if not 0 < v <= REFRESH_MAX_S:
+            raise ValueError(f"a refresh interval in seconds, more than 0 and at most "
+                             f"{REFRESH_MAX_S:g} (below {REFRESH_FLOOR_S:g} s counts as "
+                             f"{REFRESH_FLOOR_S:g} s)")
         return max(v, REFRESH_FLOOR_S)
+
+    @field_validator("state_dir", mode="before")
+    @classmethod
+    def _state_dir(cls, v: Any) -> Any:
+        # Path("") is the current directory: an empty POD_CONSOLE_STATE_DIR would put the
+        # ledger, the audit log and the lock wherever the command happened to run
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("empty (POD_CONSOLE_STATE_DIR or state_dir set to nothing): "
+                             "name a directory, or leave it unset for the default")
+        return v
 
     def thresholds_for(self, slot: str) -> SlotThresholds:
         return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
@@ -212,7 +292,8 @@ class Settings(BaseSettings):
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         # highest first; nested sections merge key by key, so POD_CONSOLE_POD__SSH_KEY
         # overrides one key of the file's ``pod:`` and keeps the others
-        return (init_settings, env_settings, _FileSource(settings_cls), file_secret_settings)
+        return (init_settings, _NewNames(settings_cls, env_settings), _FileSource(settings_cls),
+                file_secret_settings)
 
 
 _FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("pod_console_file_data",
@@ -231,6 +312,66 @@ class _FileSource(PydanticBaseSettingsSource):
         return dict(_FILE_DATA.get() or {})
 
 
+class _NewNames(PydanticBaseSettingsSource):
+    """Another source with the old key names of ``pod:`` read as the new ones. Renamed per
+    source, before the sources merge: ``POD_CONSOLE_POD__RUNPOD_ID`` then wins over the
+    file's ``machine_id`` as any environment variable wins over the file."""
+
+    def __init__(self, settings_cls: type[BaseSettings],
+                 inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        data = self.inner()
+        pod = data.get("pod")
+        if isinstance(pod, dict):
+            try:
+                data = {**data, "pod": renamed_old_keys(
+                    pod, lambda k: f"POD_CONSOLE_POD__{k.upper()}")}
+            except ValueError as exc:
+                raise ConfigError(f"environment: {exc}") from None
+        return data
+
+
+def _file_with_new_names(raw: dict[str, Any], doc: Any, path: Path) -> dict[str, Any]:
+    """The file's ``pod:`` sections (top level and each context's) with the old key names
+    read as the new ones, before a context's section is merged over the top level's."""
+    def section(pod: Any, where: tuple[str, ...]) -> Any:
+        if not isinstance(pod, dict):
+            return pod  # not a mapping: validation says so, with its line
+        try:
+            return renamed_old_keys(pod)
+        except ValueError as exc:
+            line = doc.line_of((*where, "runpod_id")) if doc is not None else 0
+            raise ConfigError(f"{path}:{line}: {'.'.join(where)}: {exc}" if line else
+                              f"{path}: {'.'.join(where)}: {exc}") from None
+
+    out = dict(raw)
+    if "pod" in out:
+        out["pod"] = section(out["pod"], ("pod",))
+    contexts = out.get("contexts")
+    if isinstance(contexts, dict):
+        out["contexts"] = {
+            name: ({**c, "pod": section(c["pod"], ("contexts", str(name), "pod"))}
+                   if isinstance(c, dict) and "pod" in c else c)
+            for name, c in contexts.items()}
+    return out
+
+
+def _as_written(loc: tuple[Any, ...], doc: Any) -> tuple[Any, ...]:
+    """An error's location as the file spells it: ``pod.runpod_id`` where the file still
+    uses the old name of ``pod.machine_id``."""
+    if doc is None or not loc or loc[-1] not in OLD_POD_KEYS.values() \
+            or loc in doc.key_lines:
+        return loc
+    old = (*loc[:-1], {v: k for k, v in OLD_POD_KEYS.items()}[loc[-1]])
+    return old if old in doc.key_lines else loc
+
+
 class ConfigError(Exception):
     """The config file is unreadable or invalid; the message names file, line and key."""
 
@@ -247,7 +388,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     except SourceError as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
         raise ConfigError(f"{where}: {exc.message}") from None
-    raw = dict(doc.data) if doc is not None else {}
+    raw = _file_with_new_names(dict(doc.data), doc, path) if doc is not None else {}
     try:
         data, ctx = select_context(raw, overrides.pop("context", None))
     except ContextError as exc:
@@ -266,9 +407,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
             loc = tuple(err["loc"])
             # a key the context sets is reported where the context sets it
             in_ctx = bool(loc) and loc[0] in mine
-            line = (doc.line_of(("contexts", ctx, *loc) if in_ctx else loc)
-                    if doc is not None else 0)
-            dotted = ".".join(str(p) for p in (("contexts", ctx, *loc) if in_ctx else loc))
+            full = _as_written(("contexts", ctx, *loc) if in_ctx else loc, doc)
+            line = doc.line_of(full) if doc is not None else 0
+            dotted = ".".join(str(p) for p in full)
             where = f"{path}:{line}" if line else str(path)
             lines.append(f"{where}: {dotted}: {err['msg']}")
         raise ConfigError("\n".join(lines)) from None
@@ -276,5 +417,26 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         _FILE_DATA.reset(token)
     if ctx is not None and "state_dir" not in mine:
         # each pod's state apart: its current pod, ledger, spend, audit and bench records
+        # (select_context admits only plain names: this stays under the state dir)
         settings.state_dir = settings.state_dir / "contexts" / ctx
+    settings._source = path if doc is not None else None
     return settings
+
+
+def pods_in_use(settings: Settings) -> set[str]:
+    """Every pod some context of this config calls its own: its configured pod and the
+    one its ``current_pod.json`` names (``up``, ``r`` or ``f`` brought it up). A ledger
+    sweep never terminates one of these, whatever the ledger says."""
+    from console.config.config_file import read_current_pod
+
+    def of(s: Settings) -> set[str | None]:
+        return {s.pod.runpod_id, read_current_pod(s.state_dir).get("runpod_id")}
+
+    ids = of(settings)
+    if settings._source is not None:
+        for name in settings.context_names:
+            try:
+                ids |= of(load_settings(settings._source, context=name))
+            except ConfigError:
+                continue  # a context that does not load has no pod to protect
+    return {i for i in ids if i}

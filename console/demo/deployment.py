@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -42,7 +43,12 @@ KV_MODEL = {"qwen3.8-flash-next": "239000@0.76/5700000", "qwen3.8-27b": "143000@
 GPU_MIB = {"RTX PRO 6000": "97887", "H100": "81559", "A100": "81920"}
 
 
-SECRET_WORDS = ("WEBHOOK", "SECRET", "TOKEN", "API_KEY", "PASSWORD")
+POD_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+                   "TERM")
+"""The only variables of the console's own environment the simulated pod gets (plus
+``LC_*``): what a process needs to run, nothing that could be a credential. A list of
+words to leave out (``SECRET``, ``TOKEN``…) let ``LITELLM_MASTER_KEY`` and
+``LANGFUSE_PUBLIC_KEY`` through; an allow-list cannot miss a name it never heard of."""
 
 
 def shipped_profiles_dir() -> Path:
@@ -53,6 +59,10 @@ def shipped_profiles_dir() -> Path:
 
 
 def _port_free(port: int) -> bool:
+    if os.environ.get("POD_CONSOLE_DEMO_PORTS") == "free":
+        # the tests (tests/conftest.py): two demos at once would both find a profile's
+        # port free and then both bind it
+        return False
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -118,10 +128,10 @@ class DemoDeployment:
         return load_profiles(self.profiles_dir)
 
     def agent_env(self, pod_id: str, home: Path, gpu_name: str, pythonpath: str) -> dict[str, str]:
-        # the console's own settings (a webhook URL, API keys) are none of the pod's business
+        # the console's own settings (a webhook URL, API keys) are none of the pod's
+        # business: what the pod needs is set below, the rest of ours is left out whole
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("VLLM_", "RUNPOD_", "POD_CONSOLE_"))
-               and not any(w in k.upper() for w in SECRET_WORDS)}
+               if k in POD_ENV_ALLOWED or k.startswith("LC_")}
         mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
         env.update({
             "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
@@ -280,7 +290,7 @@ class DemoDeployment:
             history_s=1800, state_dir=self.state_dir(), thresholds=thresholds,
             # faults come and go within a minute here: alerts that fire and clear as fast
             alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10),
-            pod=PodSettings(runpod_id=self.pod_id, host="127.0.0.1",
+            pod=PodSettings(machine_id=self.pod_id, host="127.0.0.1",
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
                              if self.exporter_port else None),
@@ -321,7 +331,7 @@ class DemoDeployment:
         for lp in self.profiles()[:1]:
             for name, slot in lp.profile.slots.items():
                 out.append((f"slot {name} dies", "its engine exits; the agent restarts it",
-                            lambda s=slot.served_model_name: self.kill_slot(s)))
+                            functools.partial(self.kill_slot, slot.served_model_name)))
         out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
                     self.break_p2p))
         out.append(("GPU 0 Xid 79", "the GPU falls off the bus (NVML reports a critical Xid)",

@@ -337,9 +337,10 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                              "type": "NotFoundError", "param": "model", "code": 404}}
             writer.write(reply("404 Not Found", json.dumps(err).encode(), b"application/json"))
             return
-        msgs = req.get("messages") if isinstance(req.get("messages"), list) else []
+        raw_msgs, raw_max = req.get("messages"), req.get("max_tokens")
+        msgs = raw_msgs if isinstance(raw_msgs, list) else []
         prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
-        max_tokens = req.get("max_tokens") if isinstance(req.get("max_tokens"), int) else 16
+        max_tokens = raw_max if isinstance(raw_max, int) else 16
         a = engine.answer(prompt, max(1, max_tokens))
         rng = random.Random(len(prompt))
         words = [" ".join(rng.choice(WORDS) for _ in range(n)) + " " for n in a.steps]

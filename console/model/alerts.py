@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from console.model import catalog
+from console.model.conditions import SEVERITY_ORDER, Condition, Severity
 from console.model.gpu_state import conditions as gpu_conditions
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 
@@ -27,21 +28,7 @@ if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
     from console.config.settings import Settings
     from pod_agent.profile import Profile
 
-Severity = Literal["crit", "warn", "info"]
 State = Literal["pending", "firing"]
-SEVERITY_ORDER = {"crit": 0, "warn": 1, "info": 2}
-
-
-@dataclass(frozen=True)
-class Condition:
-    key: str
-    severity: Severity
-    title: str
-    detail: str = ""
-    for_s: float = 0.0
-    """How long it must hold before the alert fires (0: at once)."""
-    hold_s: float = 0.0
-    """How long it must be gone before a firing alert clears."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +152,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
     out: list[Condition] = list(failures)
     timing = settings.alerts
     stopped = pod is not None and pod.status in ("EXITED", "TERMINATED")
-    if stopped:
+    if pod is not None and stopped:
         # a stopped pod takes its slots with it: one line says so, not one CRIT per slot
         out.append(Condition("stopped", "info", f"pod {pod.status}: its slots are down with "
                              "it", "r resumes it"))

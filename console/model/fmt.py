@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 
 DASH = "–"
 HEALTH_GLYPH = {"up": ("●", "UP", "green"), "down": ("✖", "DOWN", "red"),
@@ -108,7 +109,7 @@ def stop_time(iso: str | None, now: float) -> str:
     return f"{when.strftime('%a %H:%M')} {when.strftime('%z')[:3]}:{when.strftime('%z')[3:]}, {rel}"
 
 
-def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+def aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
     """Rows of cells as text lines, each column as wide as its widest cell."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

@@ -8,10 +8,9 @@ MHz. None means the GPU did not report it (not zero)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from console.model.alerts import Condition
+from console.model.conditions import Condition, Severity
 
 THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown",
            "hw_power_brake_slowdown")
@@ -168,12 +167,10 @@ def conditions(report: GpuReport | None, slots: set[str], now: float, for_s: flo
                hold_s: float) -> list[Condition]:
     """The GPU alerts true now: heat, thermal throttling, ECC, row remapping, Xid, and
     GPU memory held by a program that is no slot of today's profile."""
-    from console.model.alerts import Condition
-
     if report is None:
         return []
     out: list[Condition] = []
-    sev = {"critical": "crit", "warning": "warn", "info": "info"}
+    sev: dict[str, Severity] = {"critical": "crit", "warning": "warn", "info": "info"}
     for x in report.xids:
         if now - x.t <= XID_RECENT_S:
             out.append(Condition(f"xid:{x.gpu}:{x.xid}:{x.t:.0f}", sev.get(x.severity, "warn"),

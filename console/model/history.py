@@ -1,7 +1,9 @@
 """Bounded per-series history for plots: ring buffers over a time window.
 
 A wall display runs for weeks, so every buffer has a hard ``maxlen`` derived
-from the window and the refresh floor; older points also fall out by time.
+from the window and the polling step; older points also fall out by time. When the
+step gets shorter (``+``), :meth:`History.fit_step` lengthens every buffer so that the
+window still holds ``window_s`` of points.
 """
 
 from __future__ import annotations
@@ -46,10 +48,26 @@ class History:
 
     def __init__(self, window_s: float = 3600.0, min_step_s: float = 1.0) -> None:
         self.window_s = window_s
-        self.maxlen = int(window_s / min_step_s) + 1
+        self.maxlen = self.length_for(min_step_s)
         self._series: dict[tuple[str, str], Series] = {}
         self.backfills = 0
         """How many merges from Prometheus so far (a plot redraws after one)."""
+
+    def length_for(self, step_s: float) -> int:
+        """Points that ``window_s`` holds at one point every ``step_s``."""
+        return int(self.window_s / step_s) + 1
+
+    def fit_step(self, step_s: float) -> None:
+        """Points now come every ``step_s``: every buffer (and every new one) holds the
+        whole window at that step. Buffers only grow: after a longer step the window's
+        time limit drops the older, denser points as they age, and a shorter maxlen
+        would drop them at once (``-`` would cut the plots in half)."""
+        need = self.length_for(step_s)
+        if need <= self.maxlen:
+            return
+        self.maxlen = need
+        for s in self._series.values():
+            s.points = deque(s.points, maxlen=need)
 
     def series(self, slot: str, metric: str) -> Series:
         key = (slot, metric)

@@ -11,6 +11,8 @@ from console.model.gpu_state import GpuReport
 from console.model.model_figures import ModelFigures
 
 Health = Literal["up", "down", "starting", "unknown"]
+Source = Literal["prometheus", "direct", "none"]
+"""Where a slot's figures came from (``none``: nowhere this poll)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class StopPlan:
             return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
                 else None
 
-        ext = wd.get("extension") if isinstance(wd.get("extension"), dict) else {}
+        raw_ext = wd.get("extension")
+        ext: dict[str, Any] = raw_ext if isinstance(raw_ext, dict) else {}
         speed = num("clock_speed") or 1.0
         now = num("now")
         return cls(
@@ -97,7 +100,7 @@ class SlotSnapshot:
     """Last real chat completion probe: True, False, or None when not probed yet."""
     probe_detail: str = ""
     probe_at: float | None = None
-    source: Literal["prometheus", "direct", "none"] = "none"
+    source: Source = "none"
     fetched_at: float = 0.0
     error: str | None = None
     stale_since: float | None = None
@@ -177,6 +180,9 @@ class PodSnapshot:
     fetched_at: float = 0.0
     spent_earlier_today: float | None = None
     """$ of today's earlier runs of this pod (``console.session.spend``), None when not known."""
+    day_zone: dt.tzinfo | None = None
+    """Whose midnight starts "today" for the spend (the profile's schedule zone), set with
+    ``spent_earlier_today``; None: this machine's."""
     gpus: GpuReport | None = None
     """The GPUs as the agent sampled them (NVML), None from an agent that does not say."""
     stop_plan: StopPlan | None = None
@@ -188,18 +194,19 @@ class PodSnapshot:
     def spend_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
         """$ since local midnight: the current run's part (since midnight or since it
         started, whichever is later) plus today's earlier runs, when those are known."""
-        running = (self.cost_per_hr is not None and self.started_at is not None
-                   and self.status == "RUNNING")
-        if not running:
+        tz = tz if tz is not None else self.day_zone
+        rate, started = self.cost_per_hr, self.started_at
+        if rate is None or started is None or self.status != "RUNNING":
             return self.spent_earlier_today
         local_now = dt.datetime.fromtimestamp(now, tz)
         midnight = local_now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-        hours = max(0.0, now - max(midnight, self.started_at)) / 3600  # type: ignore[arg-type]
-        return hours * self.cost_per_hr + (self.spent_earlier_today or 0.0)  # type: ignore[operator]
+        hours = max(0.0, now - max(midnight, started)) / 3600
+        return hours * rate + (self.spent_earlier_today or 0.0)
 
     def projected_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
         """Today's spend if the pod runs until its next stop (or midnight, if that is
         first or nothing will stop it): an extension moves it."""
+        tz = tz if tz is not None else self.day_zone
         spent = self.spend_today(now, tz)
         if spent is None or self.status != "RUNNING" or self.cost_per_hr is None:
             return spent

@@ -17,6 +17,7 @@ ordinary way, validation first.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -105,11 +106,18 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
             node = node.get(k)
         return DEFAULTS.get(keys[-1]) if node is None and len(keys) == 1 else node
 
-    refresh = refresh_override if refresh_override is not None else _num(value("refresh_s"))
+    refresh = _num(refresh_override if refresh_override is not None else value("refresh_s"))
+    if not 0 < refresh <= 3600:
+        raise _Unsure(f"refresh_s {refresh}")  # the validated path says what is wrong
     state_raw = value("state_dir")
+    if state_raw is not None and not _str(state_raw).strip():
+        raise _Unsure("an empty state_dir")  # never the current directory
     state_dir = Path(_str(state_raw)) if state_raw is not None else default_state_dir()
     current = read_current_pod(state_dir)
-    pod_id = current.get("runpod_id") or _opt_str(value("pod", "runpod_id"))
+    new_id, old_id = _opt_str(value("pod", "machine_id")), _opt_str(value("pod", "runpod_id"))
+    if new_id is not None and old_id is not None:
+        raise _Unsure("pod.machine_id and its old name runpod_id both given")
+    pod_id = current.get("runpod_id") or new_id or old_id
     host = current.get("host") or _opt_str(value("pod", "host")) or "127.0.0.1"
     port_map = current.get("port_map")
     if port_map is None:
@@ -165,9 +173,12 @@ def _num(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float | str):
         raise _Unsure(repr(v))
     try:
-        return float(v)
+        f = float(v)
     except ValueError:
         raise _Unsure(repr(v)) from None
+    if not math.isfinite(f):
+        raise _Unsure(repr(v))  # NaN and infinity: validation refuses them, with a line
+    return f
 
 
 def _bool(v: Any) -> bool:

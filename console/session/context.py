@@ -17,32 +17,17 @@ from typing import Any
 
 from console.config import config_file
 from console.config.profile_file import write_split
-from console.config.settings import Settings
+from console.config.settings import Settings, pods_in_use
 from console.model.history import History
 from console.operations.audit import audit_log_for
-from console.operations.build import build_registry
+from console.operations.ops import build_registry
 from console.operations.planner import Planner
 from console.operations.provision import ProvisionConfig, Provisioner, ProvisionResult
-from console.session.deployment import open_deployment
+from console.session.deployment import Deployment, open_deployment
+from console.session.deployment import ssh_transport as ssh_transport
 from console.session.view import ConsoleContext
-from console.sources.agent_client import AgentClient
-from console.sources.collect.gpu_metrics import from_settings as gpu_metrics_from_settings
-from console.sources.collect.pod import PodCollector
 from console.sources.collect.poller import DeploymentPoller
-from console.sources.collect.targets import targets_for
-from console.sources.provider import make_provider
 from console.sources.remote import AgentEndpoint, AgentTransport, agent_command
-from pod_agent.profiles import LoadedProfile
-
-
-def ssh_transport(settings: Settings) -> AgentTransport | None:
-    p = settings.pod
-    if not p.ssh_host:
-        return None
-    ep = AgentEndpoint(host=p.ssh_host, port=p.ssh_port, user=p.ssh_user,
-                       key_path=p.ssh_key, pod_id=p.runpod_id or p.ssh_host,
-                       agent_cmd=agent_command(p.agent_dir))
-    return AgentTransport(ep, settings.state_dir)
 
 
 def make_context(settings: Settings, *, read_only: bool = False, transport: Any = None,
@@ -55,38 +40,37 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                  poller: DeploymentPoller | None = None) -> ConsoleContext:
     """The full context. ``history``/``poller`` (a staged start's) are kept when they are
     what these settings would build, so the first frame's data carries over."""
-    dep = open_deployment(settings)
+    dep = open_deployment(settings, clock)
+    if demo is not None:
+        dep.remote_profile_of = lambda lp: str(demo.remote_profile(lp))
     fresh_history = History(settings.history_s, settings.refresh_s)
     if history is None or (history.window_s, history.maxlen) != (
             fresh_history.window_s, fresh_history.maxlen):
         history = fresh_history
-    fresh = dep.poller(history)
-    if poller is None or poller.config_key() != fresh.config_key() \
-            or poller.history is not history:
-        poller = fresh
-    poller.probe_interval_s = probe_interval_s
+    if poller is not None and (poller.config_key() != dep.new_poller(history).config_key()
+                               or poller.history is not history):
+        poller = None
     # Wall mode needs no SSH key and never talks to the agent or RunPod's write API.
-    if read_only:
-        transport = None
-    elif transport is None:
-        transport = ssh_transport(settings)
-    client = make_provider(settings, runpod_base)
-    ctx_holder: dict[str, ConsoleContext] = {}
-    remote_profile = f"{settings.pod.agent_dir}/pkg/profiles/{dep.today.path.name}"
-    if demo is not None:
-        remote_profile = str(demo.remote_profile(dep.today))
+    parts = dep.wire(read_only=read_only, transport=transport, provider_base=runpod_base,
+                     history=history, poller=poller)
+    parts.poller.probe_interval_s = probe_interval_s
+    client = parts.provider
+    agent = parts.agent
+    tasks: set[asyncio.Task[Any]] = set()
 
     def refresh() -> None:
         """Until an app takes over (``PodConsoleApp.on_mount``), a refresh polls once."""
-        asyncio.get_running_loop().create_task(ctx_holder["ctx"].poller.poll())
+        asyncio.get_running_loop().create_task(parts.poller.poll())
 
     provisioner = None
     if client is not None and not read_only:
         cfg = provision_cfg or ProvisionConfig(
             render_dir=settings.state_dir / "rendered", prometheus_url=settings.prometheus_url,
-            agent_dir=settings.pod.agent_dir, ledger=config_file.ledger_path(settings.state_dir))
+            agent_dir=settings.pod.agent_dir, ledger=config_file.ledger_path(settings.state_dir),
+            # f's sweep keeps its hands off every context's current pod, as up/down's do
+            in_use=lambda: pods_in_use(settings))
 
-        def factory(pod, agent_cmd: str) -> Any:
+        def factory(pod: Any, agent_cmd: str) -> Any:
             if transport_factory is not None:
                 return transport_factory(pod, agent_cmd)
             host, port = pod.ssh_endpoint
@@ -95,12 +79,21 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                                                 agent_cmd=agent_cmd), settings.state_dir)
 
         async def on_ready(res: ProvisionResult) -> None:
-            ctx = ctx_holder.get("ctx")
-            if ctx is not None:
-                switch_pod(ctx, res, factory, demo)
+            """``f`` brought up a new pod, or ``r`` resumed this one (at a new address,
+            maybe): the deployment moves there, and the plots fill from Prometheus."""
+            new_t = None
+            if agent.configured:
+                new_t = (demo.transport_for(res.pod) if demo is not None
+                         else factory(res.pod, agent_command(settings.pod.agent_dir)))
+            switch_pod(dep, res, new_t)
+            if parts.poller.prometheus_url:
+                task = asyncio.get_running_loop().create_task(
+                    parts.poller.backfill(dep.backfill_step_s))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
 
         provisioner = Provisioner(client, list(dep.profiles), factory, cfg,
-                                  pod_id=settings.pod.runpod_id, on_ready=on_ready,
+                                  pod_id=settings.pod.machine_id, on_ready=on_ready,
                                   log=lambda s: None)
 
     async def on_rebalanced(values: dict[str, float]) -> str:
@@ -108,16 +101,14 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                                        settings.state_dir / "profile-backups")
 
     audit = audit_log_for(settings)
-    agent = AgentClient(transport, remote_profile)
+
     async def smoke(on_check: Callable[[Any], None]) -> Any:
-        """Today's deployment as the context knows it now (a fallback retargets it)."""
+        """Today's deployment as it is now (a pod switch moves it)."""
         from console.operations.smoke import plan_for, run_smoke
 
-        cur = ctx_holder.get("ctx")
-        prof = cur.profile if cur is not None else dep.today.profile
-        targets = cur.poller.targets if cur is not None else dep.targets
-        client = (cur.poller if cur is not None else poller).client
-        return await run_smoke(plan_for(prof, targets, settings, client), client, on_check)
+        client = parts.poller.client
+        return await run_smoke(plan_for(dep.today.profile, dep.targets, settings, client),
+                               client, on_check)
 
     async def bench(slot: str, progress: Any) -> tuple[dict[str, Any], Path]:
         """The benchmark of one slot of today's deployment, kept under the state dir."""
@@ -125,14 +116,11 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         from console.operations.benchmark.runner import baseline_of, bench_and_record, plans_for
         from console.sources.collect.http import HttpClient
 
-        cur = ctx_holder.get("ctx")
-        prof = cur.profile if cur is not None else dep.today.profile
-        name = cur.profile_name if cur is not None else dep.today.name
-        targets = cur.poller.targets if cur is not None else dep.targets
-        plan = plans_for(name, prof, targets, settings, [slot])[0]
-        pods = cur.pod_collector if cur is not None else None
+        prof = dep.today.profile
+        plan = plans_for(dep.today.name, prof, dep.targets, settings, [slot])[0]
+        pods = parts.pods
         pod = None
-        if pods is not None:
+        if parts.reads_the_pod:
             with contextlib.suppress(Exception):  # where it ran is worth knowing, not vital
                 pod = await asyncio.wait_for(pods.poll(), pods.timeout_s * 2)
         client = HttpClient()
@@ -143,21 +131,29 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
         finally:
             await client.aclose()
 
-    registry = build_registry(audit, read_only, agent=agent, refresh=refresh,
+    # read-only contexts are walls' (``watch --wall``, the web wall): they run nothing
+    registry = build_registry(audit, read_only, wall=read_only, agent=agent, refresh=refresh,
                               provisioner=provisioner, on_rebalanced=on_rebalanced,
                               smoke=smoke, bench=bench)
-    pod_collector = None
-    gpu_metrics = gpu_metrics_from_settings(settings, poller.client)
-    if client is not None or transport is not None or gpu_metrics is not None:
-        pod_collector = PodCollector(settings.pod.runpod_id, client, agent,
-                                     timeout_s=max(2.0, settings.request_timeout_s * 2),
-                                     gpu_metrics=gpu_metrics)
     planner = Planner(dep.today.profile, settings.state_dir) if not read_only else None
     ctx = ConsoleContext(settings=settings, profile_name=dep.today.name,
-                         profile=dep.today.profile, poller=poller, registry=registry,
-                         history=history, pod_collector=pod_collector, transport=transport,
-                         demo=demo, clock=clock, planner=planner, agent=agent)
-    ctx_holder["ctx"] = ctx
+                         profile=dep.today.profile, poller=parts.poller, registry=registry,
+                         history=history,
+                         pod_collector=parts.pods if parts.reads_the_pod else None,
+                         transport=parts.transport, demo=demo, clock=clock, planner=planner,
+                         agent=agent, deployment=dep)
+
+    def follow() -> None:
+        """The context's own words for what the deployment runs (the poller, the pod
+        collector and the agent are the deployment's own parts: they follow by
+        themselves)."""
+        moved_profile = ctx.profile_name != dep.today.name
+        ctx.profile, ctx.profile_name = dep.today.profile, dep.today.name
+        ctx.transport = parts.transport
+        if moved_profile and ctx.planner is not None:
+            ctx.planner = Planner(dep.today.profile, settings.state_dir)
+
+    dep.on_switch.append(follow)
     if client is not None:
         ctx.on_exit.append(client.aclose)
     if demo is not None:
@@ -165,29 +161,11 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     return ctx
 
 
-def switch_pod(ctx: ConsoleContext, res: ProvisionResult, factory: Callable[..., Any],
-               demo: Any) -> None:
-    """After fallback provisioning: follow the new pod, its profile and its address."""
-    lp: LoadedProfile = res.profile
-    s = ctx.settings
-    s.pod.runpod_id = res.pod.id
-    s.pod.host = res.address.host
-    s.pod.port_map = dict(res.address.port_map)
-    targets = targets_for(lp.profile, res.address.host, res.address.port_map)
-    old = ctx.poller
-    ctx.poller = old.retargeted(lp.name, targets)
-    ctx.profile = lp.profile
-    ctx.profile_name = lp.name
-    if ctx.pod_collector is not None:
-        ctx.pod_collector.pod_id = res.pod.id
-    if ctx.agent is not None and ctx.agent.configured:
-        agent_cmd = agent_command(s.pod.agent_dir)
-        new_t = factory(res.pod, agent_cmd) if demo is None else demo.transport_for(res.pod)
-        ctx.transport = new_t
-        # the handlers, the pod collector and the logs all call this one client
-        ctx.agent.retarget(new_t, str(demo.remote_profile(lp)) if demo is not None
-                           else f"{s.pod.agent_dir}/pkg/profiles/{lp.path.name}")
-    asyncio.get_running_loop().create_task(old.aclose())
+def switch_pod(dep: Deployment, res: ProvisionResult, transport: Any = None) -> None:
+    """After ``f`` or ``r``: the deployment runs on the pod ``res`` names, at its address,
+    with its profile; ``transport``: the new pod's agent connection (None: read-only)."""
+    dep.switch_pod(res.pod.id, res.address.host, res.address.port_map, res.profile,
+                   transport)
 
 
 def env_flag(name: str) -> bool:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from console.model.snapshot import PodSnapshot
+from console.sources.provider.base import sane_cost
 
 KEEP_S = 40 * 86400
 """A month and then some: runs are a few a day, so the book stays a few KB."""
@@ -63,13 +66,15 @@ class SpendBook:
 
     def observe(self, pod: PodSnapshot | None, now: float) -> None:
         """Note a poll of the pod; a RUNNING pod extends (or opens) its current run."""
+        cost = sane_cost(pod.cost_per_hr) if pod is not None else None
         if (pod is None or pod.status != "RUNNING" or pod.pod_id is None
-                or pod.started_at is None or pod.cost_per_hr is None):
+                or pod.started_at is None or cost is None
+                or not math.isfinite(pod.started_at) or not math.isfinite(now)):
             return
         key = (pod.pod_id, pod.started_at)
         old = self.runs.get(key)
-        self.runs[key] = (Run(pod.pod_id, pod.started_at, pod.cost_per_hr, now) if old is None
-                          else replace(old, last_running=now, cost_per_hr=pod.cost_per_hr))
+        self.runs[key] = (Run(pod.pod_id, pod.started_at, cost, now) if old is None
+                          else replace(old, last_running=now, cost_per_hr=cost))
         self._dirty = self._dirty or old is None
         for k in [k for k, r in self.runs.items() if r.last_running < now - KEEP_S]:
             del self.runs[k]
@@ -112,19 +117,38 @@ class SpendBook:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
-            json.dump([asdict(r) for r in self.runs.values()], fh)
+            # allow_nan=False: a file every later reader can parse, or no file at all
+            json.dump([asdict(r) for r in self.runs.values()], fh, allow_nan=False)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         self._saved_at, self._dirty = now, False
 
 
+def _run_of(r: Any) -> Run | None:
+    """One saved run, or None when it is not one: a NaN or absurd $/h (a provider's
+    broken answer saved before it was refused), times that are not times."""
+    try:
+        run = Run(str(r["pod_id"]), float(r["started_at"]), float(r["cost_per_hr"]),
+                  float(r["last_running"]))
+    except (ValueError, TypeError, KeyError, OverflowError):
+        return None
+    if (not run.pod_id or sane_cost(run.cost_per_hr) is None
+            or not all(math.isfinite(t) and t > 0 for t in (run.started_at,
+                                                             run.last_running))
+            or run.last_running < run.started_at):
+        return None
+    return run
+
+
 def _load(path: Path) -> list[Run]:
     """The saved runs; an unreadable book is started afresh (it only ever adds to a
-    figure the pod itself gives), never a reason not to start."""
+    figure the pod itself gives), never a reason not to start. A run that does not
+    hold up is dropped alone: one NaN must not break every figure for 40 days."""
     try:
         raw = json.loads(path.read_text())
-        return [Run(str(r["pod_id"]), float(r["started_at"]), float(r["cost_per_hr"]),
-                    float(r["last_running"])) for r in raw]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, RecursionError):
         return []
+    if not isinstance(raw, list):
+        return []
+    return [run for r in raw if (run := _run_of(r)) is not None]

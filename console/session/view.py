@@ -11,20 +11,32 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.model.history import History
 from console.sources.collect.poller import DeploymentPoller
 from console.sources.collect.targets import SlotTarget
 
 if TYPE_CHECKING:
-    from console.config.settings import Settings
-    from console.model.alerts import Alert
+    from console.config.settings import Settings, SlotThresholds
+    from console.model.alerts import Alert, AlertEvent
+    from console.model.fleet import FleetSnapshot
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
-    from console.operations.registry import ActionRegistry
-    from console.sources.agent_client import AgentClient
+    from console.operations.planner import Planner
+    from console.operations.registry import OperationRegistry
+    from console.session.deployment import Deployment
+    from console.sources.agent_client import AgentClient, Transport
     from console.sources.collect.pod import PodCollector
     from pod_agent.profile import Profile
+
+
+class Demo(Protocol):
+    """What a console asks of the demo that built its context (``console.demo`` sits
+    above the session: the session knows it by this alone)."""
+
+    def faults(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(title, what it does, how to cause it): the command palette's fault entries."""
+        ...
 
 
 @dataclass
@@ -35,14 +47,14 @@ class ConsoleContext:
     profile_name: str
     profile: Profile
     poller: DeploymentPoller
-    registry: ActionRegistry
+    registry: OperationRegistry
     history: History
     pod_collector: PodCollector | None = None
-    transport: Any | None = None
-    demo: Any | None = None
+    transport: Transport | None = None
+    demo: Demo | None = None
     clock: Callable[[], float] = time.time
     rotate_s: float = 15.0
-    planner: Any | None = None
+    planner: Planner | None = None
     on_exit: list[Callable[[], Any]] = field(default_factory=list)
     agent: AgentClient | None = None
     """The pod agent (every agent command goes through it); unconfigured in wall mode."""
@@ -51,6 +63,9 @@ class ConsoleContext:
     of it."""
     pod_rotate_s: float = 0.0
     """Wall: seconds on each context's pod before the next one (0: stay)."""
+    deployment: Deployment | None = None
+    """The composition root all of the above came from (``make_context``): a pod switch
+    is ``deployment.switch_pod``, and everything here follows it."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +110,9 @@ class StagedStart:
 
 @dataclass(frozen=True)
 class ConsoleState:
-    """Everything a screen shows, from one poll: the app builds one after each poll and
-    hands it to every open screen, which render it and never read the app back."""
+    """Everything a screen shows, from one poll: the session builds it
+    (``Session.state``), the app hands it to every open screen after each poll, and the
+    screens render it and never read the app back."""
 
     view: ConsoleView
     ready: bool
@@ -120,12 +136,20 @@ class ConsoleState:
     """Slot → the agent's state for it (``ready``, ``starting``…), empty when unknown."""
     operation: str | None = None
     """The dangerous operation running now (its title), shown until it ends."""
-    alert_history: tuple[Any, ...] = ()
+    alert_history: tuple[AlertEvent, ...] = ()
     """Alert events (fired, resolved, acknowledged, failed operations), oldest first."""
-    thresholds: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, SlotThresholds] = field(default_factory=dict)
     """Slot → its ``SlotThresholds`` (cell colours); empty until the settings have loaded."""
-    fleet: Any = None
-    """Every context's pod (``console.session.fleet.FleetSnapshot``) while the fleet is shown."""
+    fleet: FleetSnapshot | None = None
+    """Every context's pod while the fleet is shown."""
+    polled_at: float | None = None
+    """When the poll that brought ``snapshot``, ``pod`` and ``alerts`` ran (None: none yet)."""
+    ages: dict[str, float] = field(default_factory=dict)
+    """Seconds since ``"pod"`` (the header's pod fields) and ``"gpus"`` (the GPU line) were
+    read, for those older than one refresh + 0.5 s: shown beside them (see
+    ``console.session.session``)."""
+    spend_month: float | None = None
+    """$ since the first of the month in the profile's zone, every run of the pod counted."""
 
 
 def slot_columns(view: ConsoleView, pod: PodSnapshot | None

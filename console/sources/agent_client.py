@@ -13,13 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from console.sources.remote import AgentResult
+from console.sources.remote import AgentEndpoint, AgentResult
 
 EventSink = Callable[[dict[str, Any]], None]
 
 
 class Transport(Protocol):
     """How agent commands reach the pod."""
+
+    ep: AgentEndpoint
+    """Where the agent is, and the command line that runs it there."""
 
     async def run(self, args: list[str], on_event: EventSink | None = None,
                   timeout_s: float = 60.0) -> AgentResult: ...
@@ -84,7 +87,7 @@ class AgentClient:
         """``check-host --json`` with the profile. Raw, not through ``run``: its report is
         one JSON object and its exit status (3: P2P hung) is part of the answer."""
         t = self._t()
-        prefix = agent_cmd or t.ep.agent_cmd  # type: ignore[attr-defined]
+        prefix = agent_cmd or t.ep.agent_cmd
         cmd = f"{prefix} check-host --json"
         if self.remote_profile:
             cmd += f" --profile {shlex.quote(self.remote_profile)}"

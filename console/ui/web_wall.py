@@ -52,7 +52,9 @@ def clamp_size(width: object, height: object) -> tuple[int, int]:
     """A terminal size a browser asked for, within 1..MAX (garbage: 80×24)."""
     def one(v: object, default: int, top: int) -> int:
         try:
-            n = int(v)  # type: ignore[call-overload]
+            if not isinstance(v, int | float | str | bytes):
+                return default
+            n = int(v)
         except (TypeError, ValueError, OverflowError):
             return default
         return max(1, min(top, n))
@@ -138,7 +140,7 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
 
     Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-    class WallServer(Server):  # type: ignore[misc]
+    class WallServer(Server):
         def __init__(self) -> None:
             super().__init__(command, host=host, port=port, title="pod-console wall",
                              public_url=public_url,

@@ -39,3 +39,77 @@ def live(app) -> bool:
     """Every slot up with figures, and pod state known."""
     return (app.snapshot is not None and app.pod is not None
             and all(s.health == "up" and s.figures for s in app.snapshot.slots))
+
+
+def demo_slots(demo) -> dict[str, tuple[int, str]]:
+    """The running pod's slots: name → (port on this machine, served model name)."""
+    prof = demo.profiles()[0].profile
+    return {n: (s.port, s.served_model_name) for n, s in prof.slots.items()}
+
+
+def wait_slots_up(demo, timeout: float = 60.0) -> None:
+    """Until every slot of the demo's pod answers /health (its simulated start-up done)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout * PATIENCE
+    for port, _ in demo_slots(demo).values():
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"slot on port {port} not up"
+            time.sleep(0.1)
+
+
+class Requests:
+    """Chat completions to every slot of the demo's pod, one after another per slot, for
+    as long as the block runs: a window of any length holds finished requests of each
+    slot (the demo's own simulated traffic is random and may hold none). ``wait_each``
+    waits until each slot has finished some."""
+
+    def __init__(self, demo, max_tokens: int = 4) -> None:
+        import threading
+
+        self.slots = demo_slots(demo)
+        self.max_tokens = max_tokens
+        self.done = dict.fromkeys(self.slots, 0)
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True)
+                         for n in self.slots]
+
+    def _run(self, slot: str) -> None:
+        import httpx
+
+        port, model = self.slots[slot]
+        with httpx.Client(timeout=30) as c:
+            while not self._stop.is_set():
+                try:
+                    r = c.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                               json={"model": model, "max_tokens": self.max_tokens,
+                                     "messages": [{"role": "user", "content": "hi"}]})
+                    if r.status_code == 200:
+                        self.done[slot] += 1
+                    else:
+                        self.errors.append(f"{slot}: HTTP {r.status_code}")
+                except httpx.HTTPError as exc:
+                    self.errors.append(f"{slot}: {exc}")
+                    self._stop.wait(0.1)
+
+    def wait_each(self, n: int = 1, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout * PATIENCE
+        while min(self.done.values()) < n:
+            assert time.monotonic() < deadline, (self.done, self.errors[-3:])
+            time.sleep(0.05)
+
+    def __enter__(self) -> Requests:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)

@@ -13,7 +13,7 @@ from console.config.settings import AlertTiming, Settings
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
 from console.operations.audit import AuditLog
-from console.operations.build import build_registry
+from console.operations.ops import build_registry
 from console.sources.agent_client import AgentClient
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
@@ -84,7 +84,7 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False,
     settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5,
                         alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0),
                         thresholds=thresholds or {})
-    registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall,
+    registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall, wall=wall,
                               agent=AgentClient(None), refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,
                          poller=StaticPoller(snap, targets_for(profile, "10.0.0.5")),

@@ -27,7 +27,8 @@ async def test_main_screen_shows_live_demo(demo) -> None:
     app = make_app(demo_context(demo, 1.0, stop_demo_on_exit=False))
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: live(app), 40)
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: "RUNNING" in str(
+            app.screen.query_one(PodHeader).render()))  # the pod's line, once drawn
         header = str(app.screen.query_one(PodHeader).render())
         assert "DEMO" in header and "RUNNING" in header and "rtx6000-2x" in header
         table = app.screen.query_one(SlotsTable)
@@ -134,16 +135,22 @@ async def test_wall_mode_is_read_only(demo) -> None:
         assert not keys & {"r", "f", "h", "b", "w", "B"}
         for key in ("r", "f", "h", "b", "w", "B", "enter"):
             await pilot.press(key)
-            await pilot.pause(0.1)
+            await pilot.pause()  # the key handled (one turn of the loop, not a delay)
             assert isinstance(app.screen, WallScreen), key  # no dialog opened
         # invoking every registry action directly: dangerous ones are refused at the sender
         for action_id in list(ctx.registry.specs):
             out = await ctx.registry.invoke(action_id, {"cmd": "stop-now", "set": {"FLASH": 0.5}})
             if action_id in DANGEROUS:
                 assert out.state == "refused"
+        def refused() -> int:
+            return sum(1 for r in ctx.registry.audit.records()[before:]
+                       if r["action"] in DANGEROUS and r["result"] == "refused")
+
+        direct = refused()
         for action_id in DANGEROUS:
             app.start_operation(action_id)
-        await pilot.pause(0.5)
+        # each asked through the app reached the sender and was refused there
+        assert await wait_for(pilot, lambda: refused() >= direct + len(DANGEROUS))
         assert not set(ctx.registry.executed) & DANGEROUS
         assert ctx.transport is None  # wall mode never holds an agent connection
         palette = [c.title for c in app.get_system_commands(app.screen)]

@@ -46,12 +46,10 @@ async def test_rebalance_applies_and_rewrites_the_profile(demo) -> None:
         await pilot.press("b")
         assert await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen))
         app.screen.query_one("#u-FLASH").value = "0.80"  # 0.80 + 0.19 > 0.95
-        await pilot.pause(0.2)
-        assert app.screen.query_one("#apply").disabled
+        assert await wait_for(pilot, lambda: app.screen.query_one("#apply").disabled, 10)
         app.screen.query_one("#u-FLASH").value = "0.75"
         app.screen.query_one("#u-Q27").value = "0.20"
-        await pilot.pause(0.2)
-        assert not app.screen.query_one("#apply").disabled
+        assert await wait_for(pilot, lambda: not app.screen.query_one("#apply").disabled, 10)
         await pilot.press("ctrl+s")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")

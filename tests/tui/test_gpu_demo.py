@@ -72,9 +72,13 @@ async def test_gpu_faults_reach_every_screen(demo) -> None:
 
         await pilot.press("g")
         assert await wait_for(pilot, lambda: isinstance(app.screen, GpuScreen), 10)
-        await pilot.pause(0.5)
-        text = str(app.screen.query_one("#gprocs").render()) + \
-            str(app.screen.query_one("#gtable").render())
+
+        def gpu_text() -> str:
+            return str(app.screen.query_one("#gprocs").render()) + \
+                str(app.screen.query_one("#gtable").render())
+
+        assert await wait_for(pilot, lambda: "Xid 79" in gpu_text(), 10), gpu_text()
+        text = gpu_text()
         assert "Xid 79" in text and "FLASH" in text and "Q27" in text, text
         await pilot.press("escape")
 

@@ -6,10 +6,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.tui.conftest import Requests, wait_slots_up
 
 
 def _config(demo, tmp_path) -> str:
@@ -25,7 +25,7 @@ def _env(demo) -> dict[str, str]:
 
 
 def test_rebalance_plan_json(demo, tmp_path) -> None:
-    time.sleep(2)
+    wait_slots_up(demo)  # each slot's cache_config_info is read from its /metrics
     r = subprocess.run([sys.executable, "-m", "console.cli", "rebalance", "--plan", "--json",
                         "--config", _config(demo, tmp_path), "--sample", "2"],
                        capture_output=True, text=True, timeout=120, env=_env(demo))
@@ -52,9 +52,15 @@ def test_status_says_the_pod_its_cost_and_the_alert_conditions(demo, tmp_path) -
     cfg = Path(_config(demo, tmp_path))
     # a TTFT limit every slot breaks: its condition holds, its rule waits 30 s (pending)
     cfg.write_text(cfg.read_text() + "thresholds:\n  default:\n    ttft_p95_s: 0.000001\n")
-    r = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", "--config",
-                        str(cfg), "--sample", "1"], capture_output=True, text=True,
-                       timeout=60, env=_env(demo))
+    # the condition is made, not hoped for: requests finish on every slot all through
+    # the sample's window (the demo's own traffic is random: a 1 s window could hold a
+    # finished request for one slot only)
+    wait_slots_up(demo)
+    with Requests(demo) as req:
+        req.wait_each(2)
+        r = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json",
+                            "--config", str(cfg), "--sample", "1"], capture_output=True,
+                           text=True, timeout=60, env=_env(demo))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     pod = out["pod"]
@@ -65,9 +71,11 @@ def test_status_says_the_pod_its_cost_and_the_alert_conditions(demo, tmp_path) -
     ttft = [a for a in out["alerts"] if "TTFT" in a["title"]]
     assert {a["state"] for a in ttft} == {"pending"} and len(ttft) == 2, out["alerts"]
     assert all(a["for_s"] == 30 for a in ttft)
-    table = subprocess.run([sys.executable, "-m", "console.cli", "status", "--config",
-                            str(cfg)], capture_output=True, text=True, timeout=60,
-                           env=_env(demo))
+    with Requests(demo) as req:
+        req.wait_each(2)
+        table = subprocess.run([sys.executable, "-m", "console.cli", "status", "--config",
+                                str(cfg)], capture_output=True, text=True, timeout=60,
+                               env=_env(demo))
     assert table.returncode == 0, table.stderr
     assert f"pod {demo.pod_id} RUNNING" in table.stdout
     assert "pending" in table.stdout and "TTFT" in table.stdout

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from console.operations.audit import AuditLog
-from console.operations.registry import ActionRegistry, Outcome
+from console.operations.registry import OperationRegistry, Outcome
 from console.operations.specs import SPECS
 from console.ui.screens.main import OPERATION_BINDINGS
 from console.ui.widgets.header import PodHeader
@@ -22,7 +22,7 @@ def test_every_operation_key_is_written_once_in_the_specs() -> None:
 
 
 async def test_a_second_dangerous_operation_is_refused_while_one_runs(tmp_path: Path) -> None:
-    reg = ActionRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"))
     gate = asyncio.Event()
     ran: list[str] = []
 
@@ -36,7 +36,10 @@ async def test_a_second_dangerous_operation_is_refused_while_one_runs(tmp_path: 
     for op in ("fallback", "rebalance"):
         reg.register(SPECS[op], handler(op))
     first = asyncio.create_task(reg.invoke("fallback"))
-    await asyncio.sleep(0.1)
+    for _ in range(1000):  # until it has started (turns of the loop, not a delay)
+        if reg.in_flight is not None:
+            break
+        await asyncio.sleep(0)
     assert reg.in_flight == "fallback"
     second = await reg.invoke("rebalance")
     assert second.state == "refused" and "still running" in second.message
@@ -50,18 +53,18 @@ async def test_the_operation_in_flight_is_in_the_header(tmp_path: Path) -> None:
         assert await wait_for(pilot, lambda: app.snapshot is not None, 20)
         app.ctx.registry.in_flight = "fallback"
         app.refresh_screens()
-        await pilot.pause(0.2)
-        text = str(app.screen.query_one(PodHeader).render())
-        assert "Fallback provisioning running" in text
+
+        def header() -> str:
+            return str(app.screen.query_one(PodHeader).render())
+
+        assert await wait_for(pilot, lambda: "Fallback provisioning running" in header(), 10)
         await pilot.press("b")  # another one: refused before any question is asked
-        await pilot.pause(0.3)
-        assert any("not now" in t and "Fallback provisioning" in t
-                   for _, t, _ in app.log_lines)
+        assert await wait_for(pilot, lambda: any(
+            "not now" in t and "Fallback provisioning" in t for _, t, _ in app.log_lines), 10)
         assert app.screen.__class__.__name__ == "MainScreen"  # no confirmation opened
         app.ctx.registry.in_flight = None
         app.refresh_screens()
-        await pilot.pause(0.2)
-        assert "running" not in str(app.screen.query_one(PodHeader).render())
+        assert await wait_for(pilot, lambda: "running" not in header(), 10)
 
 
 async def test_pods_an_interrupted_run_left_are_an_alert_from_the_start(tmp_path: Path) -> None:
@@ -76,3 +79,34 @@ async def test_pods_an_interrupted_run_left_are_an_alert_from_the_start(tmp_path
         alert = app.alerts.active["ledger"]
         assert alert.severity == "crit" and "emu0042" in alert.detail
         assert "pod-console down" in alert.detail
+
+
+async def test_a_bring_up_in_progress_elsewhere_is_no_leftover_alert(tmp_path: Path) -> None:
+    """A cron ``up`` (another process, holding the state directory's lock) is bringing
+    its pod up: its open ledger entry is not a CRIT telling the operator to press f."""
+    import subprocess
+    import sys
+
+    from console.operations.ledger import Ledger
+    from tests.conftest import REPO
+
+    Ledger(tmp_path / "pods.jsonl").record("create-requested", name="pod-console-x-abc123")
+    Ledger(tmp_path / "pods.jsonl").record("created", name="pod-console-x-abc123",
+                                           pod="emu0042", cost=4.18)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from console.operations.ledger import exclusive\n"
+         "with exclusive(Path(sys.argv[1]), 'pod-console up'):\n"
+         "    print('held', flush=True); time.sleep(120)", str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        app = build(tmp_path)
+        async with app.run_test(size=(160, 48)) as pilot:
+            assert await wait_for(pilot, lambda: any(
+                "in progress" in t and "pod-console up" in t for _, t, _ in app.log_lines),
+                20)
+            assert "ledger" not in app.alerts.active
+    finally:
+        holder.kill()
+        holder.wait(30)

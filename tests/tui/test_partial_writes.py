@@ -45,7 +45,7 @@ async def test_one_changed_number_writes_only_its_cells() -> None:
         view.show_lines([Text("FLASH  UP  4/0  8.1%  2.30s  470 tok/s"),
                          Text("Q27    UP  1/0  3.2%  990ms   44 tok/s", style="bold")])
         assert await wait_for(pilot, lambda: "FLASH" in "".join(screen_text(app)))
-        await pilot.pause(0.2)
+        await pilot.pause()  # the frame that drew it, finished (a turn, not a delay)
         term = pyte.Screen(W, H)
         full = app.screen._compositor.render_update(full=True).render_segments(app.console)
         before = play(term, full)

@@ -32,7 +32,9 @@ async def main():
             h.add("A", "ttft_p95_s", 1000.0 + i * 5, 0.9 + 0.1 * math.sin(i / 9))
         app.query_one("#s").show(h, ["A"], 1600.0)
         app.query_one("#b").show({"A": (1.0, 0.93, 0.71)}, 1600.0)
-        await pilot.pause(0.3)
+        # laid out (a plot is drawn for its size): a condition, not a delay
+        while not all(app.query_one(w).size.width for w in ("#s", "#b")):
+            await pilot.pause()
         for w in ("#s", "#b"):
             print(app.query_one(w).render().plain)
 asyncio.run(main())

@@ -149,10 +149,10 @@ async def test_the_selected_row_keeps_its_state_colour(tmp_path: Path) -> None:
         table.focus()
         down_row = table.slots.index("Q27")
         table.move_cursor(row=1 - down_row)
-        await pilot.pause(0.2)
+        await pilot.pause()  # its refresh handled (a turn of the loop, not a delay)
         away = _fill_of(app.export_screenshot(), "DOWN")
         table.move_cursor(row=down_row)
-        await pilot.pause(0.2)
+        await pilot.pause()
         under = _fill_of(app.export_screenshot(), "DOWN")
         assert under == away, (under, away)
 
@@ -227,12 +227,11 @@ async def test_full_action_log_scrolls_and_filters(tmp_path: Path) -> None:
 
 
 def test_operation_arguments_read_as_sentences() -> None:
-    from console.ui.app import PodConsoleApp
+    from console.ui.operation_flow import args_text
 
-    assert PodConsoleApp._args_text({"set": {"FLASH": 0.7, "Q27": 0.25}}) == (
-        "FLASH → 0.70, Q27 → 0.25")
-    assert PodConsoleApp._args_text({"cmd": "arm"}) == "arm"
-    assert "{" not in PodConsoleApp._args_text({"set": {"A": 0.1}, "cmd": "x"})
+    assert args_text({"set": {"FLASH": 0.7, "Q27": 0.25}}) == "FLASH → 0.70, Q27 → 0.25"
+    assert args_text({"cmd": "arm"}) == "arm"
+    assert "{" not in args_text({"set": {"A": 0.1}, "cmd": "x"})
 
 
 async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
@@ -246,7 +245,9 @@ async def test_wall_board_reads_from_across_the_room_at_80x24_and_220x60(
         app = build(tmp_path / f"{size[0]}", wall=True, down_slot=True)
         async with app.run_test(size=size) as pilot:
             assert await wait_for(pilot, lambda app=app: app.ready and app.alerts.firing())
-            await pilot.pause(0.3)
+            assert await wait_for(pilot, lambda app=app: {
+                c.slot for c in app.screen.query(SlotCard)} == {"FLASH", "Q27"} and all(
+                    m.query_one(Digits).value for m in app.screen.query(Metric)))
             cards = {c.slot: c for c in app.screen.query(SlotCard)}
             assert set(cards) == {"FLASH", "Q27"}
             flash_ttft = cards["FLASH"].query_one(".m-ttft_p95_s", Metric)

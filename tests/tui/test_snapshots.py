@@ -34,16 +34,23 @@ async def _settle(pilot) -> None:
 
     assert await wait_for(pilot, lambda: pilot.app.polls >= 1 and pilot.app.pod is not None)
     await pilot.app.workers.wait_for_complete()
-    await pilot.pause(0.2)
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()  # what the poll posted, handled (a turn of the loop, not a delay)
 
 
 SIZES = [(80, 24), (120, 40), (160, 48)]
 
 
 async def _detail(pilot) -> None:
+    from console.ui.screens.detail import SlotDetailScreen
+    from tests.tui.conftest import wait_for
+
     await _settle(pilot)
     await pilot.press("enter")
-    await pilot.pause(0.5)
+    # the detail is up and its log panel has its answer (no agent here: it says so)
+    assert await wait_for(pilot, lambda: isinstance(pilot.app.screen, SlotDetailScreen)
+                          and bool(pilot.app.screen.query_one("#dlog").lines))
+    await pilot.pause()
 
 
 async def _action(pilot) -> None:
@@ -55,12 +62,15 @@ async def _action(pilot) -> None:
     await _settle(pilot)
     screen = ProgressScreen("Host checks", clock=lambda: NOW)
     screen.started = NOW - 37
+    from tests.tui.conftest import wait_for
+
     pilot.app.push_screen(screen)
-    await pilot.pause(0.3)
+    assert await wait_for(pilot, lambda: pilot.app.screen is screen and screen.is_mounted)
     screen.step("gpus", 0.25, "2× RTX PRO 6000, driver CUDA 13.0")
     screen.step("p2p", 0.5, "NCCL P2P probe: 2 ranks, all channels via P2P/CUMEM")
     screen.step("disk", 0.75, "checking /workspace")
-    await pilot.pause(0.3)
+    assert await wait_for(pilot, lambda: len(screen.query_one("#plog").lines) >= 3)
+    await pilot.pause()
 
 
 SCREENS = {
@@ -83,8 +93,13 @@ def test_screen(snap_compare, tmp_path, name: str, size: tuple[int, int]) -> Non
 def test_help(snap_compare, tmp_path) -> None:
     async def run(pilot) -> None:
         await _settle(pilot)
+        from console.ui.screens.modals import HelpScreen
+        from tests.tui.conftest import wait_for
+
         await pilot.press("question_mark")
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen)
+                              and pilot.app.screen.is_mounted)
+        await pilot.pause()
 
     assert snap_compare(build(tmp_path), terminal_size=(100, 30), run_before=run)
 

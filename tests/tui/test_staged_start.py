@@ -91,8 +91,8 @@ async def test_a_key_pressed_while_loading_runs_once_loaded(demo, demo_env) -> N
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.snapshot is not None, 30)
         await pilot.press("f")  # fallback: asks first, once the registry exists
-        await pilot.pause(0.3)
-        assert any("still loading" in text for _, text, _ in app.log_lines)
+        assert await wait_for(pilot, lambda: any("still loading" in text
+                                                 for _, text, _ in app.log_lines), 10)
         assert type(app.screen).__name__ == "MainScreen"
         gate.set()
         assert await wait_for(pilot, lambda: type(app.screen).__name__ == "ConfirmScreen", 30)
@@ -138,7 +138,7 @@ async def test_a_profile_that_does_not_validate_stops_with_file_line_field(tmp_p
         assert f"10-rtx6000-2x.yaml:{line}: slots.FLASH.colour" in app.fatal
         assert type(app.screen).__name__ == "FatalScreen"
         await pilot.press("q")
-        await pilot.pause(0.3)
+        assert await wait_for(pilot, lambda: app.return_code is not None, 10)
     assert app.return_code == 1
 
 

@@ -496,7 +496,7 @@ def test_plans_name_the_path_and_refuse_unknowns() -> None:
 
 def test_read_only_refuses_the_benchmark_at_the_sender(tmp_path: Path) -> None:
     from console.operations.audit import AuditLog
-    from console.operations.build import build_registry
+    from console.operations.ops import build_registry
 
     ran: list[str] = []
 
@@ -524,7 +524,7 @@ async def test_a_record_that_cannot_be_written_is_shown_not_lost(server, tmp_pat
                                                                   ) -> None:
     from console.operations.audit import AuditLog
     from console.operations.benchmark.runner import RecordNotKept
-    from console.operations.build import build_registry
+    from console.operations.ops import build_registry
 
     _, url = server
     (tmp_path / "bench").write_text("a file where the records' directory goes")

@@ -25,7 +25,7 @@ from tests.conftest import PROFILES
 def _validated_key(cfg: Path, refresh: float | None = None) -> tuple[object, ...]:
     s = load_settings(cfg, refresh_s=refresh)
     apply_current_pod(s)
-    return open_deployment(s).poller().config_key()
+    return open_deployment(s).new_poller().config_key()
 
 
 def _boot_key(cfg: Path, refresh: float | None = None) -> tuple[object, ...]:

@@ -20,6 +20,26 @@ def test_history_is_bounded_by_count_and_time() -> None:
     assert s.points[0][0] >= s.points[-1][0] - 60
 
 
+def test_a_shorter_step_lengthens_every_buffer_and_a_longer_one_cuts_nothing() -> None:
+    h = History(window_s=60, min_step_s=2)
+    for t in range(0, 200, 2):
+        h.add("S", "kv", float(t), 0.1)
+    assert h.maxlen == 31 and len(h.series("S", "kv")) == 31
+    h.fit_step(1.0)  # "+": a point a second from now on
+    assert h.maxlen == 61
+    for t in range(200, 260):
+        h.add("S", "kv", float(t), 0.2)
+        h.add("T", "kv", float(t), 0.2)  # a series that starts after the change
+    for name in ("S", "T"):
+        pts = h.series(name, "kv").points
+        assert len(pts) == 60 and pts[-1][0] - pts[0][0] == 59  # the whole window
+    h.fit_step(2.0)  # "-": the buffers keep their length; time trims the window
+    assert h.maxlen == 61 and len(h.series("S", "kv")) == 60
+    h.add("S", "kv", 261.0, 0.3)
+    pts = h.series("S", "kv").points
+    assert [t for t, _ in pts] == [*map(float, range(201, 260)), 261.0]  # by time only
+
+
 def test_history_ignores_nan_none_and_out_of_order() -> None:
     h = History(60, 1)
     h.add("S", "x", 10, 1.0)

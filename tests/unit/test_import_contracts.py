@@ -50,8 +50,10 @@ def test_headless_commands_load_no_textual(cmd: str, tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"profiles_dir: {PROFILES}\nstate_dir: {tmp_path / 'state'}\n"
                    "pod:\n  runpod_id: nopod\n  host: 127.0.0.1\n")
+    # nothing listens on port 9; retrying it (~30 s of backoff) is not what is tested here
+    # (tests/unit/test_runpod_retries.py is)
     env = dict(os.environ, PYTHONPATH=str(REPO), RUNPOD_API_KEY="k",
-               RUNPOD_API_BASE="http://127.0.0.1:9/v2")  # nothing listens on port 9
+               RUNPOD_API_BASE="http://127.0.0.1:9/v2", RUNPOD_API_RETRIES="0")
     env.pop("POD_CONSOLE_STATE_DIR", None)
     args = {
         "status": ["status", "--json", "--config", str(cfg), "--sample", "0.2"],

@@ -37,7 +37,7 @@ async def test_a_foreign_origin_is_refused_with_or_without_a_token() -> None:
         assert server.sessions == 0  # no process for another site's page
     finally:
         await client.close()
-    client, server = await _client(TOKEN)
+    client, _server = await _client(TOKEN)
     try:
         r = await client.get(f"/?token={TOKEN}", allow_redirects=False)
         assert r.status == 302
@@ -50,7 +50,7 @@ async def test_a_foreign_origin_is_refused_with_or_without_a_token() -> None:
 
 
 async def test_the_page_of_the_wall_itself_is_same_origin() -> None:
-    client, server = await _client(None)
+    client, _server = await _client(None)
     try:
         host = f"{client.server.host}:{client.server.port}"
         r = await client.get("/", headers={"Origin": f"http://{host}"})
@@ -60,7 +60,7 @@ async def test_the_page_of_the_wall_itself_is_same_origin() -> None:
 
 
 async def test_the_token_buys_a_session_cookie_and_a_clean_url() -> None:
-    client, server = await _client(TOKEN)
+    client, _server = await _client(TOKEN)
     try:
         r = await client.get(f"/?token={TOKEN}&fontsize=14", allow_redirects=False)
         assert r.status == 302

@@ -14,6 +14,10 @@ import re
 from dataclasses import dataclass, field
 
 Labels = tuple[tuple[str, str], ...]
+Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
+"""A family's series of one model grouped by a label (``figures._grouping``): the
+groups in the order they first appear, the values each one sums, and, when every
+group has one value (one engine: the usual case), those values' indices."""
 """Sorted (name, value) pairs: hashable and cheap to compare."""
 
 MAX_ERRORS_KEPT = 20
@@ -62,7 +66,8 @@ class Exposition:
         return (self.samples, self.types, self.errors, self.error_count) == (
             other.samples, other.types, other.errors, other.error_count)
 
-    __hash__ = None  # type: ignore[assignment]  # it holds dicts
+    # no __hash__: it holds dicts (a class that defines __eq__ alone, dataclass(eq=False)
+    # included, has __hash__ None)
 
     def series(self, name: str) -> dict[Labels, float]:
         lay, values = self._layout, self._values
@@ -90,8 +95,8 @@ class Exposition:
                 get = values.__getitem__  # the layout knows which series are whose
                 idx = {}
                 for mv in lay.models.get(name, ()):
-                    labels, at = lay.by_model[(name, mv)]
-                    idx[mv] = list(zip(labels, map(get, at), strict=True))
+                    label_sets, at = lay.by_model[(name, mv)]
+                    idx[mv] = list(zip(label_sets, map(get, at), strict=True))
             else:
                 idx = {}
                 for labels, v in self.series(name).items():
@@ -253,7 +258,8 @@ class Layout:
 
     Its ``Exposition`` keeps the values in the layout's order and the layout, so what
     is asked of every such scrape (a family's series of one model, grouped by a label)
-    is worked out once per layout, in ``derived``, not once per scrape."""
+    is worked out once per layout, in ``groupings`` and ``created_at``, not once per
+    scrape."""
 
     prefixes: list[str]
     cuts: tuple[tuple[int, int], ...]
@@ -265,9 +271,13 @@ class Layout:
     """(name, model_name) → that family's series of that model: label sets, indices."""
     models: dict[str, tuple[str | None, ...]]
     """name → the ``model_name`` values of its series (None: without the label)."""
-    derived: dict[object, object] = field(default_factory=dict, compare=False)
-    """What readers work out from the layout alone, kept for its next scrapes (the
-    figures' groupings: one per family and label the catalog asks, so bounded)."""
+    groupings: dict[tuple[str, str, str | None], Grouping] = field(
+        default_factory=dict, compare=False)
+    """(family, model, label) → its ``Grouping``: what the figures work out from the
+    layout alone, kept for its next scrapes (one per family and label the catalog asks,
+    so bounded)."""
+    created_at: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    """model → where its ``*_created`` series sit among the values."""
 
     def series(self, name: str, values: list[float]) -> dict[Labels, float]:
         """Family ``name`` of a scrape read by this layout, with its ``values``."""
@@ -461,8 +471,8 @@ def parse(text: str, families: frozenset[str] | None = None,
             continue
         if line[0] == "#":
             if families is not None:
-                if head:
-                    heads[head] = None  # type: ignore[index]
+                if head and heads is not None:  # a head is only cut where heads are
+                    heads[head] = None
                     learnt += len(head)
                 continue  # the types are for people reading a whole exposition
             parts = line.split(None, 3)
@@ -477,8 +487,8 @@ def parse(text: str, families: frozenset[str] | None = None,
         if families is not None:
             fname = line[:brace] if brace >= 0 else line.split(None, 1)[0]
             if fname.strip() not in families:
-                if head and (len(fname) <= len(head)):
-                    heads[head] = None  # type: ignore[index]
+                if head and heads is not None and len(fname) <= len(head):
+                    heads[head] = None
                     learnt += len(head)
                 continue
         try:
@@ -510,8 +520,9 @@ def parse(text: str, families: frozenset[str] | None = None,
             bad(lineno, "missing metric name")
             continue
         keep(name, labels, value, lineno)
-        if head and len(rest) == 1 and len(head) + 1 + len(rest[0]) == len(line):
-            heads[head] = (name, labels, label(labels, "model_name"))  # type: ignore[index]
+        if (head and heads is not None and len(rest) == 1
+                and len(head) + 1 + len(rest[0]) == len(line)):
+            heads[head] = (name, labels, label(labels, "model_name"))
             learnt += len(head)
     if memo is not None and heads is not None:
         memo.chars += learnt

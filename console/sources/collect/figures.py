@@ -28,7 +28,14 @@ from console.model.numbers import (
     cumulative_buckets,
     safe_ratio,
 )
-from console.sources.collect.exposition import Exposition, Labels, Layout, finite, label
+from console.sources.collect.exposition import (
+    Exposition,
+    Grouping,
+    Labels,
+    Layout,
+    finite,
+    label,
+)
 
 
 class _View:
@@ -81,12 +88,7 @@ class _View:
         return vals.get("") if vals else None
 
 
-_Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
-"""The groups in the order they first appear, the values each one sums, and, when
-every group has one value (one engine: the usual case), those values' indices."""
-
-
-def _grouping(labels: Sequence[Labels], at: Sequence[int], group: str | None) -> _Grouping:
+def _grouping(labels: Sequence[Labels], at: Sequence[int], group: str | None) -> Grouping:
     """Which values each group sums: series i, with label sets ``labels[i]``, has its
     value at ``at[i]``. Without ``group``, one group ("") of every series; with it, one
     per value of that label, and a series without the label is in none."""
@@ -105,27 +107,27 @@ def _grouping(labels: Sequence[Labels], at: Sequence[int], group: str | None) ->
     return tuple(out), ixs, singles
 
 
-def _layout_grouping(lay: Layout, name: str, model: str, group: str | None) -> _Grouping:
+def _layout_grouping(lay: Layout, name: str, model: str, group: str | None) -> Grouping:
     """``_grouping`` of a family's series of ``model`` in a layout, worked out once."""
     k = (name, model, group)
-    g = lay.derived.get(k)
+    g = lay.groupings.get(k)
     if g is None:
         labels, at = lay.by_model.get((name, model), ((), ()))
-        g = lay.derived[k] = _grouping(labels, at, group)
-    return g  # type: ignore[return-value]
+        g = lay.groupings[k] = _grouping(labels, at, group)
+    return g
 
 
 def _created_at(lay: Layout, model: str) -> tuple[int, ...]:
     """Where a layout's ``*_created`` series of ``model`` sit among its values."""
-    k = ("created", model)
-    ix = lay.derived.get(k)
+    ix = lay.created_at.get(model)
     if ix is None:
-        ix = lay.derived[k] = tuple(i for (name, mv), (_, at) in lay.by_model.items()
-                                    if mv == model and name.endswith("_created") for i in at)
-    return ix  # type: ignore[return-value]
+        ix = lay.created_at[model] = tuple(
+            i for (name, mv), (_, at) in lay.by_model.items()
+            if mv == model and name.endswith("_created") for i in at)
+    return ix
 
 
-def _sums(g: _Grouping, values: Sequence[float]) -> dict[str, float]:
+def _sums(g: Grouping, values: Sequence[float]) -> dict[str, float]:
     """Each group's sum: a group of one series is its value."""
     keys, ixs, singles = g
     if singles is not None:

@@ -9,7 +9,7 @@ came. Prometheus is asked once per poll for every ``DCGM_FI_DEV_*`` series of th
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from console.model.gpu_state import Gpu, GpuReport, XidRecord
@@ -102,13 +102,19 @@ class GpuMetrics:
 
     def __init__(self, client: HttpClient, timeout_s: float, url: str | None = None,
                  token: str | None = None, prometheus_url: str | None = None,
-                 selector: str = "") -> None:
+                 selector: str | Callable[[], str] = "") -> None:
         self.client = client
         self.timeout_s = timeout_s
         self.url = url
         self.token = token
         self.prometheus_url = prometheus_url
-        self.selector = selector
+        self._selector = selector if callable(selector) else (lambda: selector)
+
+    @property
+    def selector(self) -> str:
+        """The pod's PromQL selector as its deployment says now: read at every query, so
+        a pod switch is followed without telling this source."""
+        return self._selector()
 
     @property
     def configured(self) -> bool:
@@ -154,8 +160,11 @@ class GpuMetrics:
         return (report(out, "prometheus", now), *stop_plan(out, now))
 
 
-def from_settings(settings: Any, client: HttpClient) -> GpuMetrics | None:
-    """The GPU metrics source the settings name, if any (``gpu_metrics_url`` first)."""
+def from_settings(settings: Any, client: HttpClient,
+                  selector: Callable[[], str] | None = None) -> GpuMetrics | None:
+    """The GPU metrics source the settings name, if any (``gpu_metrics_url`` first).
+    ``selector``: where the pod's selector is read (default: the settings' machine id,
+    read at every query)."""
     from console.config.defaults import prom_selector
 
     url, prom = settings.gpu_metrics_url, settings.prometheus_url
@@ -163,4 +172,5 @@ def from_settings(settings: Any, client: HttpClient) -> GpuMetrics | None:
         return None
     token = settings.gpu_metrics_token.get_secret_value() if settings.gpu_metrics_token else None
     return GpuMetrics(client, max(2.0, settings.request_timeout_s * 2), url=url, token=token,
-                      prometheus_url=prom, selector=prom_selector(settings.pod.runpod_id))
+                      prometheus_url=prom,
+                      selector=selector or (lambda: prom_selector(settings.pod.machine_id)))

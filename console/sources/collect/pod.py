@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from typing import Any
 
 from console.model import gpu_state
@@ -31,23 +32,29 @@ def _iso_ts(s: str | None) -> float | None:
 
 
 class PodCollector:
-    def __init__(self, pod_id: str | None, client: Provider | None,
+    def __init__(self, pod_id: str | Callable[[], str | None] | None, client: Provider | None,
                  agent: AgentClient | None, timeout_s: float = 5.0,
                  gpu_metrics: GpuMetrics | None = None) -> None:
-        self.pod_id = pod_id
+        self._pod_id = pod_id if callable(pod_id) else (lambda: pod_id)
         self.client = client
         self.agent = agent
         self.timeout_s = timeout_s
         self.gpu_metrics = gpu_metrics
         """Where GPUs are read when the agent does not say (a wall: no SSH)."""
 
+    @property
+    def pod_id(self) -> str | None:
+        """The machine as its deployment says now (a pod switch needs no word here)."""
+        return self._pod_id()
+
     async def poll(self) -> PodSnapshot:
         import asyncio
 
-        fields: dict[str, Any] = {"pod_id": self.pod_id, "fetched_at": time.time()}
-        if self.client is not None and self.pod_id:
+        pod_id = self.pod_id  # one poll, one pod
+        fields: dict[str, Any] = {"pod_id": pod_id, "fetched_at": time.time()}
+        if self.client is not None and pod_id:
             try:
-                m = await asyncio.wait_for(self.client.get(self.pod_id), self.timeout_s)
+                m = await asyncio.wait_for(self.client.get(pod_id), self.timeout_s)
                 fields.update(status=m.status, cost_per_hr=m.cost_per_hr, gpu_name=m.gpu_type,
                               gpu_count=m.gpu_count or None, host_cuda=m.cuda,
                               started_at=_iso_ts(m.started_at))

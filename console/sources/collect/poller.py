@@ -3,6 +3,10 @@
 Polls never overlap: a poll started while one is in flight returns the last
 snapshot at once. Failures never raise; they become ``error``/``stale_since``
 on the slot, with the last good figures kept so a panel never blanks.
+
+Which pod's series Prometheus is asked for is not the poller's to keep: it reads its
+selector from its deployment at every query (``prom_selector`` is a callable), so a
+pod switch (:meth:`DeploymentPoller.retarget`) is followed by the very next query.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from console.model.catalog import plots
 from console.model.history import History
 from console.model.model_figures import ModelFigures
-from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
+from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
 from console.sources.collect.http import HttpClient
 from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
 from console.sources.collect.targets import SlotTarget
@@ -35,14 +40,23 @@ def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
 Prefetched = tuple[dict[str, ModelFigures], dict[str, float | None]] | PromError
 """A pod's figures and KV p99 by model from the fleet's queries, or why there are none."""
 
+
+def _as_source(selector: str | Callable[[], str]) -> Callable[[], str]:
+    if callable(selector):
+        return selector
+    return lambda: selector  # a fixed reading (a test, the first frame's plan)
+
+
 class DeploymentPoller:
     """Owns the HTTP client, the scrape windows and the history of one deployment."""
 
     def __init__(self, profile: str, targets: tuple[SlotTarget, ...], *,
                  prometheus_url: str | None = None, window_s: float = 300.0,
                  timeout_s: float = 1.5, api_key: str | None = None,
-                 history: History | None = None, prom_selector: str = "",
-                 probe_interval_s: float = 300.0, clock=time.time) -> None:
+                 history: History | None = None,
+                 prom_selector: str | Callable[[], str] = "",
+                 probe_interval_s: float = 300.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.profile = profile
         self.targets = targets
         self.prometheus_url = prometheus_url
@@ -50,7 +64,7 @@ class DeploymentPoller:
         self.timeout_s = timeout_s
         self._api_key = api_key
         self.history = history or History()
-        self.prom_selector = prom_selector
+        self._selector = _as_source(prom_selector)
         self.clock = clock
         self._client: HttpClient | None = None
         self._lock = asyncio.Lock()
@@ -61,15 +75,33 @@ class DeploymentPoller:
         self.probe_interval_s = probe_interval_s
         self._probes: dict[str, tuple[float, bool, str]] = {}
         self._probe_task: asyncio.Task[None] | None = None
+        self._generation = 0
+        """Bumped by each retarget: a poll that began before it is not this pod's."""
 
-    def retargeted(self, profile: str, targets: tuple[SlotTarget, ...]) -> DeploymentPoller:
-        """The same poller settings (Prometheus, selector, key, window, timeouts) aimed at
-        other slots, sharing this one's history: after fallback moves to a new pod."""
-        return DeploymentPoller(profile, targets, prometheus_url=self.prometheus_url,
-                                window_s=self.window_s, timeout_s=self.timeout_s,
-                                api_key=self._api_key, history=self.history,
-                                prom_selector=self.prom_selector,
-                                probe_interval_s=self.probe_interval_s, clock=self.clock)
+    @property
+    def prom_selector(self) -> str:
+        """This pod's PromQL selector as its deployment says now (read at every query)."""
+        return self._selector()
+
+    def derive_selector(self, source: Callable[[], str]) -> None:
+        """Read the selector from ``source`` from now on (a staged start's poller, built
+        from a fixed reading, handed over to its deployment)."""
+        self._selector = source
+
+    def retarget(self, profile: str, targets: tuple[SlotTarget, ...]) -> None:
+        """Aim this poller at other slots (a pod switch), in place: whoever holds it
+        follows. The history, the client and the settings stay; what belonged to the
+        old slots (scrape windows, last good figures, probe results) goes."""
+        self.profile = profile
+        self.targets = targets
+        self._generation += 1
+        self._windows = {t.slot: ScrapeWindow(self.window_s) for t in targets}
+        self._good = {}
+        self._probes = {}
+        self.last = None
+        if self._probe_task is not None and not self._probe_task.done():
+            self._probe_task.cancel()  # its answers would be about the old slots
+        self._probe_task = None
 
     def config_key(self) -> tuple[object, ...]:
         """Everything that decides what a poll asks, where and how: equal keys, equal polls."""
@@ -96,11 +128,14 @@ class DeploymentPoller:
         if not self.prometheus_url:
             return 0
         prom = PromClient(self.prometheus_url, self.client, self.timeout_s * 2)
+        generation = self._generation
         try:
             data = await fetch_history(prom, self.history.window_s, step_s, self.window_s,
-                                       self.prom_selector)
+                                       self.prom_selector, end=self.clock())
         except PromError:
             return 0
+        if generation != self._generation:
+            return 0  # the old pod's past: the plots now follow another one
         by_model = {t.served_model_name: t.slot for t in self.targets}
         n = 0
         for (model, metric), pts in data.items():
@@ -118,7 +153,10 @@ class DeploymentPoller:
             self.skipped += 1
             return self.last or DeploymentSnapshot(self.profile, ())
         async with self._lock:
+            generation = self._generation
             snap = await self._poll(prefetched)
+            if generation != self._generation:  # retargeted meanwhile: the old pod's
+                return self.last or DeploymentSnapshot(self.profile, ())
             self.last = snap
             return snap
 
@@ -135,27 +173,32 @@ class DeploymentPoller:
             self._probe_task = asyncio.get_running_loop().create_task(self._probe(now, due))
 
     async def _probe(self, now: float, due: list[SlotTarget]) -> None:
+        probes = self._probes  # a retarget meanwhile starts a new table
         results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
                                                           self._api_key) for t in due))
         for t, (ok, detail) in zip(due, results, strict=True):
-            self._probes[t.slot] = (now, ok, detail)
+            probes[t.slot] = (now, ok, detail)
 
     async def probes_done(self) -> None:
         """Wait for the completion probes in flight (one-shot commands and tests)."""
         if self._probe_task is not None:
-            await asyncio.shield(self._probe_task)
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled by a retarget
+                await asyncio.shield(self._probe_task)
 
     async def _poll(self, prefetched: Prefetched | None = None) -> DeploymentSnapshot:
         t0 = time.perf_counter()
         now = self.clock()
+        # this poll's pod: a retarget while it runs does not mix the two pods' state
+        generation, targets = self._generation, self.targets
+        windows, good_by_slot, probed = self._windows, self._good, self._probes
         prom_err = None
         prom_figs: dict[str, ModelFigures] | None = None
         kv99: dict[str, float | None] = {}
         use_prom = bool(self.prometheus_url)
         probes_task = asyncio.gather(*(
             probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=not use_prom,
-                       memo=self._windows[t.slot].memo)
-            for t in self.targets))
+                       memo=windows[t.slot].memo)
+            for t in targets))
         if use_prom and prefetched is not None:
             if isinstance(prefetched, PromError):
                 prom_err = str(prefetched)
@@ -168,45 +211,47 @@ class DeploymentPoller:
             except PromError as exc:
                 prom_err = str(exc)
         probes = await probes_task
-        self._start_completion_probes(now, [p.target for p in probes if p.health == "up"])
+        if generation == self._generation:
+            self._start_completion_probes(now, [p.target for p in probes if p.health == "up"])
         if use_prom and prom_figs is None:
             # Prometheus is down: fall back to scraping the slots in this same cycle.
             probes = await asyncio.gather(*(
                 probe_slot(self.client, t, self.timeout_s, self._api_key, metrics=True,
-                           memo=self._windows[t.slot].memo)
-                for t in self.targets))
+                           memo=windows[t.slot].memo)
+                for t in targets))
         slots = []
         for probe in probes:
             tgt = probe.target
             model = tgt.served_model_name
             figs: ModelFigures | None = None
             kv_p99 = None
-            source = "none"
+            source: Source = "none"
             if prom_figs is not None:
                 figs, kv_p99, source = prom_figs.get(model), kv99.get(model), "prometheus"
             elif probe.exposition is not None:
-                win = self._windows[tgt.slot]
+                win = windows[tgt.slot]
                 win.add(probe.t, probe.exposition, model)
                 figs, kv_p99, source = (win.figures(probe.t, probe.exposition, model),
                                         win.kv_p99(), "direct")
             error = probe.error
             if figs is None and error is None and probe.health == "up":
                 error = f"no metrics for model_name={model}"
-            pr = self._probes.get(tgt.slot)
+            pr = probed.get(tgt.slot)
             snap = SlotSnapshot(
                 slot=tgt.slot, served_model_name=model, port=tgt.port, url=tgt.base_url,
-                health=probe.health,  # type: ignore[arg-type]
+                health=probe.health,
                 health_detail=probe.health_detail, served_models=probe.served_models,
-                figures=figs, kv_p99=kv_p99, source=source,  # type: ignore[arg-type]
+                figures=figs, kv_p99=kv_p99, source=source,
                 fetched_at=now, error=error,
                 probe_ok=pr[1] if pr else None, probe_detail=pr[2] if pr else "",
                 probe_at=pr[0] if pr else None)
             if figs is not None:
-                self._good[tgt.slot] = snap
-                for metric, value in plotted_values(figs).items():
-                    self.history.add(tgt.slot, metric, now, value)
+                good_by_slot[tgt.slot] = snap
+                if generation == self._generation:  # the old pod's, after a switch: not
+                    for metric, value in plotted_values(figs).items():  # the plots'
+                        self.history.add(tgt.slot, metric, now, value)
             else:
-                good = self._good.get(tgt.slot)
+                good = good_by_slot.get(tgt.slot)
                 if good is not None:
                     snap = replace(snap, figures=good.figures, kv_p99=good.kv_p99,
                                    source=good.source, stale_since=good.fetched_at)

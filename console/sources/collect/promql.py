@@ -158,11 +158,11 @@ def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | Non
     out: dict[tuple[str, ...], dict[str, float | None]] = {}
     for item in result:
         metric = item.get("metric") or {}
-        key = tuple(metric.get(b) for b in by)
-        if any(k is None for k in key):
-            continue
-        sub = metric.get(extra, "") if extra else ""
-        out.setdefault(key, {})[sub] = _value(item)  # type: ignore[index]
+        if any(metric.get(b) is None for b in by):
+            continue  # a series without one of the group's labels belongs to no group
+        key = tuple(str(metric[b]) for b in by)
+        sub = str(metric.get(extra, "")) if extra else ""
+        out.setdefault(key, {})[sub] = _value(item)
     return out
 
 
@@ -244,8 +244,10 @@ def history_queries(rate_window_s: float, sel: str = "") -> dict[str, str]:
 
 
 async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float,
-                        sel: str = "") -> dict[tuple[str, str], list[tuple[float, float]]]:
-    end = time.time()
+                        sel: str = "", end: float | None = None
+                        ) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """The last ``span_s`` up to ``end`` (now), per (model, catalog key)."""
+    end = time.time() if end is None else end
     start = end - span_s
     queries = history_queries(rate_window_s, sel)
     names = list(queries)

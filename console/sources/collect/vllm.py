@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from console.model.catalog import KV, exposition_families
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
+from console.model.snapshot import Health
 from console.sources.collect.exposition import Exposition, ParseMemo, parse
 from console.sources.collect.figures import compute
 from console.sources.collect.http import HttpClient, HttpError, Response
@@ -41,7 +42,7 @@ class SlotProbe:
 
     target: SlotTarget
     t: float
-    health: str
+    health: Health
     health_detail: str
     served_models: tuple[str, ...]
     exposition: Exposition | None
@@ -74,6 +75,7 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
     health_r, models_r = results[0], results[1]
     metrics_r = results[2] if metrics else None
     errors: list[str] = []
+    health: Health
     if isinstance(health_r, BaseException):
         health, detail = "down", _describe(health_r)
     elif health_r.status_code == 200:

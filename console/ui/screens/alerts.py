@@ -38,7 +38,7 @@ class AlertHistoryScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(PodHeader).show_state(state)
         active = [active_line(a, now) for a in state.alerts] or [Text("✓ none", "green")]
         self.query_one("#aactive", Static).update(Text("\n").join(active))
         events = [history_line(e) for e in reversed(state.alert_history)] or [

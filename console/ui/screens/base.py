@@ -23,9 +23,9 @@ class ConsoleScreen(Screen):
     class Operation(Message):
         """Run a registry operation (the app asks first when it is dangerous)."""
 
-        def __init__(self, action_id: str, args: dict[str, Any] | None = None) -> None:
+        def __init__(self, operation_id: str, args: dict[str, Any] | None = None) -> None:
             super().__init__()
-            self.action_id = action_id
+            self.operation_id = operation_id
             self.args = dict(args or {})
 
     class OpenDetail(Message):
@@ -66,5 +66,5 @@ class ConsoleScreen(Screen):
             return str(parameters[0]) in self.state.allowed
         return True
 
-    def action_op(self, action_id: str) -> None:
-        self.post_message(self.Operation(action_id))
+    def action_op(self, operation_id: str) -> None:
+        self.post_message(self.Operation(operation_id))

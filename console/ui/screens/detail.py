@@ -89,7 +89,7 @@ class SlotDetailScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
+        self.query_one(PodHeader).show_state(state)
         snap = state.snapshot.slot(self.slot) if state.snapshot else None
         if snap is None:
             self.query_one("#dfig", Static).update("no data yet")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
@@ -20,9 +22,9 @@ class FilterPrompt(Input):
             self.prompt = prompt
             self.value = value
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, **kw: Any) -> None:  # Input's own keywords (id, classes…)
         super().__init__(placeholder="filter slots by name or model; enter keeps, escape clears",
-                         **kw)  # type: ignore[arg-type]
+                         **kw)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

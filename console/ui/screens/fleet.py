@@ -66,7 +66,7 @@ class FleetScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         self.state = state
-        self.query_one(PodHeader).show(state.pod, state.now, state.stale, state.operation)
+        self.query_one(PodHeader).show_state(state)
         fleet = state.fleet
         out = self.query_one("#fleet", Static)
         if fleet is None:

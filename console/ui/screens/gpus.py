@@ -2,10 +2,12 @@
 them), recent Xid errors, and plots of utilisation, memory, temperature and power.
 
 Renders the state it is handed after every poll, like every other screen; the GPU
-series are recorded by the app from each pod poll (``record_gpus``)."""
+series are recorded by the session from each pod poll
+(``console.session.session.record_gpus``)."""
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,7 +17,6 @@ from textual.widgets import Footer, Static
 
 from console.model import fmt
 from console.model.gpu_state import Gpu, GpuReport
-from console.model.history import History
 from console.session.view import ConsoleState
 from console.ui.screens.base import ConsoleScreen
 from console.ui.widgets.gpu_strip import GpuStrip
@@ -26,30 +27,18 @@ GPU_PLOTS = (("gpu_util", "GPU utilisation", 1.0, "%"), ("gpu_mem", "GPU memory"
 """(history metric, title, scale, unit); each GPU is a series named ``GPU<i>``."""
 
 
-def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
-    """Add one sample of every GPU to the bounded history (the plots' data)."""
-    if report is None:
-        return
-    t = report.sampled_at or t
-    for g in report.gpus:
-        name = f"GPU{g.index}"
-        history.add(name, "gpu_util", t, g.util_pct)
-        history.add(name, "gpu_mem", t, g.mem_frac)
-        history.add(name, "gpu_temp", t, g.temp_c)
-        history.add(name, "gpu_power", t, g.power_w)
-
-
 def _gib(b: int | None) -> str:
     return fmt.DASH if b is None else f"{b / 2**30:.1f}"
 
 
 def gpu_table(report: GpuReport) -> Table:
     t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
-    for col, just in (("GPU", "left"), ("name", "left"), ("util", "right"),
-                      ("memory GiB", "right"), ("temp", "right"), ("power W", "right"),
-                      ("SM MHz", "right"), ("throttled", "left"), ("ECC sbe/dbe", "right"),
-                      ("remap", "left"), ("NVLink", "right")):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("GPU", "left"), ("name", "left"), ("util", "right"), ("memory GiB", "right"),
+        ("temp", "right"), ("power W", "right"), ("SM MHz", "right"), ("throttled", "left"),
+        ("ECC sbe/dbe", "right"), ("remap", "left"), ("NVLink", "right"))
+    for col, just in columns:
+        t.add_column(col, justify=just)
     for g in report.gpus:
         t.add_row(*_row(g))
     return t
@@ -126,8 +115,8 @@ class GpuScreen(ConsoleScreen):
 
         now = state.now
         report = state.pod.gpus if state.pod else None
-        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
-        self.query_one(GpuStrip).show(report, now)
+        self.query_one(PodHeader).show_state(state)
+        self.query_one(GpuStrip).show_state(state)
         table = self.query_one("#gtable", Static)
         procs = self.query_one("#gprocs", Static)
         if report is None or not report.gpus:

@@ -47,7 +47,7 @@ class LogScreen(ConsoleScreen):
         self.render_state(self.state)
 
     def render_state(self, state: ConsoleState) -> None:
-        self.query_one(PodHeader).show(state.pod, state.now, state.stale, state.operation)
+        self.query_one(PodHeader).show_state(state)
 
     def _matches(self, text: str) -> bool:
         return not self.query_text or self.query_text.lower() in text.lower()

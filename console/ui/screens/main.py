@@ -83,8 +83,8 @@ class MainScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
-        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
+        self.query_one(PodHeader).show_state(state)
+        self.query_one(GpuStrip).show_state(state)
         snap = state.snapshot
         if snap is not None:
             self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
@@ -120,15 +120,15 @@ class MainScreen(ConsoleScreen):
         event.prompt.display = False
         table.focus()
 
-    def action_op(self, action_id: str) -> None:
-        spec = SPECS.get(action_id)
+    def action_op(self, operation_id: str) -> None:
+        spec = SPECS.get(operation_id)
         args = {}
         if spec is not None and spec.per_slot:
             slot = self.query_one(SlotsTable).selected_slot()
             if slot is None:
                 return
             args["slot"] = slot
-        self.post_message(self.Operation(action_id, args))
+        self.post_message(self.Operation(operation_id, args))
 
     def action_detail(self) -> None:
         slot = self.query_one(SlotsTable).selected_slot()

@@ -1,4 +1,4 @@
-"""Modal screens: confirmation, action progress, help, watchdog menu, gpu_util editor."""
+"""Modal screens: confirmation, operation progress, help, watchdog menu, gpu_util editor."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """A dangerous action asks first; Enter/y confirms, Escape/n cancels."""
+    """A dangerous operation asks first; Enter/y confirms, Escape/n cancels."""
 
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
                 Binding("escape", "answer(False)", "cancel", show=False)]
@@ -49,7 +49,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class ProgressScreen(ModalScreen[None]):
-    """Live progress of a long action; Escape hides it (the action keeps running).
+    """Live progress of a long operation; Escape hides it (the operation keeps running).
 
     It keeps what it was told (step, fraction, lines, the end) and draws from that: an
     operation that fails before the dialog has even been drawn still shows its failure

@@ -86,8 +86,8 @@ class WallScreen(ConsoleScreen):
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
-        self.query_one(PodHeader).show(state.pod, now, state.stale, state.operation)
-        self.query_one(GpuStrip).show(state.pod.gpus if state.pod else None, now)
+        self.query_one(PodHeader).show_state(state)
+        self.query_one(GpuStrip).show_state(state)
         snap = state.snapshot
         names = [t.slot for t in state.view.targets]
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None

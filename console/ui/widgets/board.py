@@ -7,6 +7,7 @@ Only renders what it is handed."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,10 +39,14 @@ def big_value(key: str, value: float | None) -> tuple[str, str]:
     return f"{value:g}", ""
 
 
+_SHOWN: weakref.WeakKeyDictionary[Label, Text] = weakref.WeakKeyDictionary()
+"""What each label shows now (a label that goes drops out with it)."""
+
+
 def set_label(label: Label, text: Text) -> None:
     """Update only on a change: an update repaints the label's whole line each poll."""
-    if getattr(label, "_shown", None) != text:
-        label._shown = text  # type: ignore[attr-defined]
+    if _SHOWN.get(label) != text:
+        _SHOWN[label] = text
         label.update(text)
 
 

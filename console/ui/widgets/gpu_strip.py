@@ -7,6 +7,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.model.gpu_state import XID_RECENT_S, Gpu, GpuReport
+from console.session.view import ConsoleState
+from console.ui.widgets.header import age_text
 from console.ui.widgets.lines import LinesView
 
 BARS = "▁▁▂▃▄▅▆▇█"
@@ -51,8 +53,10 @@ def _cell(g: Gpu, level: int, xid: int | None) -> Text:
     return t
 
 
-def gpu_line(report: GpuReport | None, width: int, now: float) -> Text:
-    """The line for ``width`` cells: the most detail per GPU that fits."""
+def gpu_line(report: GpuReport | None, width: int, now: float,
+             age: float | None = None) -> Text:
+    """The line for ``width`` cells: the most detail per GPU that fits, and at its end how
+    old the readings are when that is more than a refresh (``age``)."""
     if report is None or not report.gpus:
         if report is not None and report.error:
             return Text(f"GPUs: {report.error}", "dim")
@@ -62,6 +66,8 @@ def gpu_line(report: GpuReport | None, width: int, now: float) -> Text:
         if now - x.t <= XID_RECENT_S:
             last_xid[x.gpu] = x.xid
     legend = Text("util·mem·temp·power  ", "dim")
+    old = Text(f"  {age_text(age)}", "dim") if age is not None else Text()
+    width = max(1, width - old.cell_len)  # the age is never cut off
     for level in (0, 1, 2):
         cells = [_cell(g, level, last_xid.get(g.index)) for g in report.gpus]
         line = Text()
@@ -73,16 +79,19 @@ def gpu_line(report: GpuReport | None, width: int, now: float) -> Text:
             line.append_text(c)
         if line.cell_len <= width or level == 2:
             line.truncate(width, overflow="ellipsis")
-            return line
+            return line + old
     raise AssertionError("unreachable")
 
 
 class GpuStrip(LinesView):
     DEFAULT_CSS = "GpuStrip { height: 1; padding: 0 1; display: none; }"
 
-    def show(self, report: GpuReport | None, now: float) -> None:
+    def show_state(self, state: ConsoleState) -> None:
+        self.show(state.pod.gpus if state.pod else None, state.now, state.ages.get("gpus"))
+
+    def show(self, report: GpuReport | None, now: float, age: float | None = None) -> None:
         has = report is not None and (bool(report.gpus) or bool(report.error))
         if self.display != has:
             self.display = has  # shown once the agent reports GPUs (the layout moves once)
         width = (self.content_size.width or self.app.size.width - 2) if self.is_mounted else 80
-        self.show_lines([gpu_line(report, width, now)])
+        self.show_lines([gpu_line(report, width, now, age)])

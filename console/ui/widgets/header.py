@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from console.model import fmt
 from console.model.snapshot import PodSnapshot
+from console.session.view import ConsoleState
 
 
 class PodHeader(Static):
@@ -23,12 +24,17 @@ class PodHeader(Static):
         self.demo = demo
         self.read_only = read_only
 
+    def show_state(self, state: ConsoleState) -> None:
+        self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"))
+
     def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
-             operation: str | None = None) -> None:
-        self._args = (pod, now, stale, operation)
+             operation: str | None = None, age: float | None = None) -> None:
+        """``age``: seconds since the pod was read, when that is older than a refresh
+        (said beside the pod's state, which is always shown)."""
+        self._args = (pod, now, stale, operation, age)
         width = (self.size.width or self.app.size.width) - 2  # padding
         t = Text(no_wrap=True, overflow="ellipsis")
-        for i, part in enumerate(fit(self.segments(pod, now, stale, operation), width)):
+        for i, part in enumerate(fit(self.segments(pod, now, stale, operation, age), width)):
             if i:
                 t.append(" │ ", "dim")
             t.append_text(part)
@@ -41,7 +47,7 @@ class PodHeader(Static):
             self.show(*self._args)
 
     def segments(self, pod: PodSnapshot | None, now: float, stale: str | None,
-                 operation: str | None) -> list[tuple[int, Text]]:
+                 operation: str | None, age: float | None = None) -> list[tuple[int, Text]]:
         """(priority, text) in display order; 0 is always shown, then 1, 2…"""
         out: list[tuple[int, Text]] = []
         if self.demo:
@@ -53,7 +59,8 @@ class PodHeader(Static):
         style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
                  "ERROR": "bold red"}.get(status, "white")
         out.append((0, Text.assemble(("pod ", "dim"), (f"{p.pod_id or fmt.DASH} ", "bold"),
-                                     (status, style))))
+                                     (status, style), *(((f" {age_text(age)}", "dim"),)
+                                                        if age is not None else ()))))
         if operation:
             out.append((0, Text(f"▶ {operation} running", "bold magenta")))
         if stale:
@@ -86,6 +93,11 @@ class PodHeader(Static):
         out.append((4, Text.assemble(("up ", "dim"),
                                      fmt.duration(p.uptime_s(now), seconds=False))))
         return out
+
+
+def age_text(age: float) -> str:
+    """How old a reading is, said beside it: ``8s ago``, ``2m05s ago``."""
+    return f"{age:.0f}s ago" if age < 59.5 else f"{fmt.duration(age)} ago"
 
 
 def fit(segments: list[tuple[int, Text]], width: int) -> list[Text]:

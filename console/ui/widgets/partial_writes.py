@@ -9,18 +9,41 @@ to the region's start; only the path used for real terminals does not.)
 
 ``install()`` replaces that one method with one that crops both ends. The output is the
 same cells at the same places, minus the unchanged ones to the left. It is installed
-once, by the app factory, and only over the implementation it was written against.
+once, by the app factory, and only over the implementation it was written against: the
+SHA-256 of that method's source is pinned here. A Textual whose method reads otherwise
+(an upgrade, a patch) keeps its own writes, and the log says why; whoever upgrades
+compares the new method with ``render_segments`` below and adds its digest.
 """
 
 from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from collections.abc import Callable
 
 import textual
 from rich.console import Console
 from rich.control import Control
 from textual import _compositor
 
-WRITTEN_FOR = "8."
-"""The Textual major version whose ``ChopsUpdate.render_segments`` this replaces."""
+log = logging.getLogger(__name__)
+
+WRITTEN_FOR = {
+    "4c1cdb567e0b8354bd70cb129da78a42314c39eb8aacd5bf21951cbd5aaba0ef": "textual 8.2.8",
+}
+"""SHA-256 of the source of each ``ChopsUpdate.render_segments`` that this replaces
+(read and checked against that version), and the version it was read from."""
+
+
+def digest(method: Callable[..., object]) -> str | None:
+    """SHA-256 of a function's source, or None where the source cannot be read (an
+    install without .py files): then nothing can be checked and nothing is replaced."""
+    try:
+        src = inspect.getsource(method)
+    except (OSError, TypeError):
+        return None
+    return hashlib.sha256(src.encode()).hexdigest()
 
 
 def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
@@ -46,9 +69,17 @@ def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
 def install() -> bool:
     """Use the cropping writer; False (and nothing changed) if Textual's differs from the
     one this was written against, so a Textual upgrade can never be silently broken."""
-    if _compositor.ChopsUpdate.render_segments is render_segments:
+    current = _compositor.ChopsUpdate.render_segments
+    if current is render_segments:
         return True
-    if not textual.__version__.startswith(WRITTEN_FOR):
+    found = digest(current)
+    if found not in WRITTEN_FOR:
+        log.warning(
+            "partial terminal writes off: textual %s's ChopsUpdate.render_segments is not "
+            "the one they were written for (%s: sha256 %s, expected one of %s); Textual's "
+            "own writes are used", textual.__version__,
+            "its source is unreadable" if found is None else "its source differs",
+            found, ", ".join(f"{d[:12]}… ({v})" for d, v in WRITTEN_FOR.items()))
         return False
     _compositor.ChopsUpdate.render_segments = render_segments  # type: ignore[method-assign]
     return True

@@ -56,7 +56,7 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
 
 
 def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None
-               ) -> tuple[int, object]:
+               ) -> tuple[int, str | float]:
     """What a column sorts a slot by: its number (a figure, the port, gpu_util), else its
     text; a slot with no value for it (down, not measured) sorts last either way round."""
     if key == "slot":
@@ -248,7 +248,7 @@ class SlotsTable(Widget, can_focus=True):
         vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot))
                 for s in shown}
         present = sorted((s.slot for s in shown if vals[s.slot][0] == 0),
-                         key=lambda n: vals[n][1], reverse=self.sort_reverse)  # type: ignore[arg-type,return-value]
+                         key=lambda n: vals[n][1], reverse=self.sort_reverse)
         return present + [s.slot for s in shown if vals[s.slot][0] != 0]
 
     def set_order(self, sort_key: str | None = None, reverse: bool | None = None,

@@ -1,0 +1,605 @@
+"""The console's time, without Textual: one poll at a time, every source at its cadence,
+and what the screens show built from one poll.
+
+A :class:`Session` is what the console (``watch``), the wall and each browser session of
+the web wall (a ``wall`` process of its own) drive: the app's timer calls
+:meth:`Session.tick` every refresh and renders :meth:`Session.state` after each poll;
+``tests/session`` drives the same object on an injected clock, with no terminal.
+
+The refresh rate has one owner, here. ``+``/``-`` change it (:meth:`step_refresh`), and
+what follows from it — the history's length, the request and pod timeouts, the backfill
+step, the webhook's deadline, the fleet's cadence — is derived from it where it is used,
+never copied at start.
+
+How old a number may be (issue 27, item 3). The slots are polled every refresh. The pod
+(the provider's status and cost, the agent's GPUs, P2P and stop plan) is read every
+``POD_POLL_S``: RunPod allows about a request a second, the agent answers through an SSH
+command each time, and the agent samples its GPUs every 5 s (a wall reads them through
+Prometheus, at its scrape interval). Reading the pod at every refresh would cost an SSH
+command a second and still not make a GPU number younger than the agent's sample. So
+the pod is not read faster; instead the header and the GPU line show their age beside
+them once it passes one refresh + 0.5 s (``ConsoleState.ages``): no number on screen is
+older than that without saying how old it is, and the CPU and terminal-byte budgets of
+``bench/tui_bench.py`` keep what they measured (no extra poll; a few cells a refresh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from console.config import defaults
+from console.model import fmt
+from console.model.alerts import Alert, AlertBook
+from console.model.conditions import Condition
+from console.model.history import History
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+from console.session.spend import SpendBook
+from console.session.view import (
+    ConsoleContext,
+    ConsoleState,
+    ConsoleView,
+    StagedStart,
+    slot_columns,
+    view_of,
+)
+
+if TYPE_CHECKING:
+    from console.config.settings import Settings
+    from console.model.gpu_state import GpuReport
+    from console.session.fleet import FleetCollector, FleetSnapshot
+    from console.sources.collect.poller import DeploymentPoller
+    from pod_agent.profile import Profile
+
+REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""What + and - step through (the settings' refresh_s is where it starts)."""
+POD_POLL_S = 10.0
+"""RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+FRESH_SLACK_S = 0.5
+"""A number on screen may be one refresh + this old before its age is shown beside it."""
+GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
+"""Alert keys of hardware faults: facts about the pod that the audit log keeps."""
+
+RunBlocking = Callable[..., Awaitable[Any]]
+"""How blocking work (a file read, an fsync) runs off the loop: ``asyncio.to_thread``."""
+Spawn = Callable[[Coroutine[Any, Any, Any], str], object]
+"""How a job runs beside the poll: (coroutine, group). The app passes its workers."""
+Note = Callable[[str, str], None]
+"""A line for the action log: (text, style)."""
+
+
+def next_refresh(current: float, direction: int) -> float:
+    """The step after ``current`` (``direction`` > 0: faster, a shorter interval)."""
+    if direction > 0:
+        return max([x for x in REFRESH_STEPS if x < current - 1e-9] or [REFRESH_STEPS[0]])
+    return min([x for x in REFRESH_STEPS if x > current + 1e-9] or [REFRESH_STEPS[-1]])
+
+
+def day_zone(profile: Profile | None) -> dt.tzinfo | None:
+    """Whose midnight starts the day's spend: the profile's schedule zone (the pod's
+    working day, as its watchdog counts it), this machine's when there is no profile."""
+    if profile is None:
+        return None
+    try:
+        return ZoneInfo(profile.schedule.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One reading judged: the pod with today's earlier runs, the alert conditions true
+    now, and this month's spend."""
+
+    pod: PodSnapshot | None
+    conditions: tuple[Condition, ...]
+    spend_month: float | None
+
+
+def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: SpendBook,
+          profile: Profile, settings: Settings, now: float,
+          failures: Iterable[Condition] = ()) -> Judged:
+    """Spend book + earlier spend + alert rules: the one place they meet (the console,
+    the fleet and ``pod-console status`` all judge a reading here). The day and the month
+    start at midnight in the profile's zone."""
+    from console.model.alerts import evaluate
+
+    zone = day_zone(profile)
+    month = None
+    if pod is not None:
+        pod = replace(pod, spent_earlier_today=book.earlier_today(pod, now, zone),
+                      day_zone=zone)
+        month = book.this_month(pod, now, zone) if pod.pod_id else None
+    return Judged(pod, tuple(evaluate(snapshot, pod, profile, settings, now, failures)),
+                  month)
+
+
+async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None,
+                     profile: Profile, settings: Settings, now: float,
+                     run_blocking: RunBlocking = asyncio.to_thread) -> Judged:
+    """:func:`judge` for a one-shot reading (``status``, a fleet row): the spend book is
+    read from the state directory (off the loop) and only read, never written."""
+    book = await run_blocking(SpendBook, settings.state_dir / "spend.json")
+    return judge(snapshot, pod, book, profile, settings, now)
+
+
+def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
+    """Add one sample of every GPU to the bounded history (the GPU screen's plots)."""
+    if report is None:
+        return
+    t = report.sampled_at or t
+    for g in report.gpus:
+        name = f"GPU{g.index}"
+        history.add(name, "gpu_util", t, g.util_pct)
+        history.add(name, "gpu_mem", t, g.mem_frac)
+        history.add(name, "gpu_temp", t, g.temp_c)
+        history.add(name, "gpu_power", t, g.power_w)
+
+
+def gpu_age(pod: PodSnapshot, read_age: float, now: float) -> float | None:
+    """How old the GPU line's numbers are: since the agent sampled them (its clock, put
+    on ours by the stop plan's skew), never younger than the pod reading that brought
+    them; None when there is no GPU line."""
+    report = pod.gpus
+    if report is None or not report.gpus:
+        return None
+    if report.sampled_at is None:
+        return read_age
+    plan = pod.stop_plan
+    skew = plan.skew_s if plan is not None and plan.skew_s is not None else 0.0
+    return max(read_age, now - (report.sampled_at - skew))
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What one poll brought, judged; replaced whole at the end of each poll."""
+
+    snapshot: DeploymentSnapshot | None = None
+    pod: PodSnapshot | None = None
+    at: float | None = None
+    pod_read_at: float | None = None
+    spend_month: float | None = None
+
+
+class Session:
+    """One console's sources, clock and alert book (see the module docstring).
+
+    ``start``: a full context, or a staged start whose context :meth:`adopt` brings.
+    ``clock``: wall-clock seconds (default: the context's clock, ``time.time`` before
+    it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
+    (default: tasks of the running loop, which :meth:`settle` waits for). ``note``: the
+    action log. ``on_change``: told after a poll (``"poll"``), a fleet cycle
+    (``"fleet"``) or a backfill (``"backfill"``) — the screens' cue. ``fleet_wanted``:
+    whether anyone looks at the fleet now (it is polled at each tick while so).
+    ``waiting_operations``: what a console still loading lets be asked for (they wait).
+    """
+
+    def __init__(self, start: ConsoleContext | StagedStart, *, wall: bool = False,
+                 clock: Callable[[], float] | None = None,
+                 run_blocking: RunBlocking = asyncio.to_thread,
+                 spawn: Spawn | None = None, note: Note | None = None,
+                 on_change: Callable[[str], None] | None = None,
+                 fleet_wanted: Callable[[], bool] | None = None,
+                 waiting_operations: Iterable[str] = ()) -> None:
+        self.ctx: ConsoleContext | None = start if isinstance(start, ConsoleContext) else None
+        self.staged: StagedStart | None = start if isinstance(start, StagedStart) else None
+        self.wall = wall
+        self._clock = clock
+        self._run_blocking = run_blocking
+        self._spawn_job = spawn
+        self._note = note or (lambda text, style: None)
+        self._on_change = on_change or (lambda kind: None)
+        self._fleet_wanted = fleet_wanted or (lambda: False)
+        self._waiting = frozenset(waiting_operations)
+        self._chosen_refresh: float | None = None
+        """What +/- chose; None: the settings' (the boot plan's until they load)."""
+        self.alerts = AlertBook()
+        self.failures: dict[str, Condition] = {}
+        """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.polls = 0
+        self.first_data_at: float | None = None
+        self.poll_failure: tuple[float, str] | None = None
+        """When the last poll failed and why; None once one succeeds (shown on screen)."""
+        self.fleet: FleetSnapshot | None = None
+        self._reading = _Reading()
+        self._raw_pod: PodSnapshot | None = None
+        self._pod_polled_at: float | None = None
+        self._pod_wanted = True
+        self._polling = False
+        self._fleet_busy = False
+        self._fleet_collector: FleetCollector | None = None
+        self._book: SpendBook | None = None
+        self._no_book = SpendBook(None)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- what it runs on -------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.ctx is not None
+
+    def now(self) -> float:
+        if self._clock is not None:
+            return self._clock()
+        return self.ctx.clock() if self.ctx is not None else time.time()
+
+    def _start(self) -> StagedStart:
+        assert self.staged is not None, "a session runs on a context or a staged start"
+        return self.staged
+
+    @property
+    def poller(self) -> DeploymentPoller:
+        return self.ctx.poller if self.ctx is not None else self._start().poller
+
+    @property
+    def history(self) -> History:
+        return self.ctx.history if self.ctx is not None else self._start().history
+
+    @property
+    def view(self) -> ConsoleView:
+        base = view_of(self.ctx) if self.ctx is not None else self._start().view
+        r = self.refresh_s
+        return base if base.refresh_s == r else replace(base, refresh_s=r)
+
+    # -- the refresh rate and what follows from it -------------------------------------
+    @property
+    def refresh_s(self) -> float:
+        """Seconds between polls: what +/- chose, else the settings'."""
+        if self._chosen_refresh is not None:
+            return self._chosen_refresh
+        if self.ctx is not None:
+            return self.ctx.settings.refresh_s
+        return self._start().view.refresh_s
+
+    @property
+    def request_timeout_s(self) -> float:
+        return defaults.request_timeout_s(self.refresh_s)
+
+    @property
+    def pod_timeout_s(self) -> float:
+        return max(2.0, self.request_timeout_s * 2)
+
+    @property
+    def webhook_timeout_s(self) -> float:
+        return min(5.0, self.refresh_s * 4)
+
+    @property
+    def backfill_step_s(self) -> float:
+        """Prometheus range queries: a point a refresh, at most 240 over the window."""
+        return max(self.refresh_s, self.history.window_s / 240)
+
+    @property
+    def fleet_timeout_s(self) -> float:
+        return 2 * max(5.0, self.refresh_s * 2)
+
+    def step_refresh(self, direction: int) -> float | None:
+        """+ (``direction`` > 0) or -: the new refresh, or None when it stays."""
+        current = self.refresh_s
+        new = next_refresh(current, direction)
+        if new == current:
+            return None
+        self._chosen_refresh = new
+        self._pace()
+        return new
+
+    def _pace(self) -> None:
+        """What follows from the refresh, applied to the sources in use now — again
+        before every poll, since a fallback or a finished start may have replaced them."""
+        self.history.fit_step(self.refresh_s)
+        self.poller.timeout_s = self.request_timeout_s
+        if self.ctx is not None and self.ctx.pod_collector is not None:
+            self.ctx.pod_collector.timeout_s = self.pod_timeout_s
+
+    # -- the tick and the poll -------------------------------------------------------
+    @property
+    def polling(self) -> bool:
+        return self._polling
+
+    def tick(self) -> None:
+        """The timer's beat: the poll (none while one runs: polls never overlap) and,
+        while someone looks at it, the fleet (its own guard: a slow fleet never holds the
+        slots)."""
+        if not self._polling:
+            self._spawn(self.poll(), "poll")
+        if self._fleet_wanted():
+            self.want_fleet()
+
+    def refresh_now(self) -> None:
+        """Every source now, the pod's too (ctrl+r, after an operation)."""
+        self._pod_wanted = True
+        self.tick()
+
+    def _pod_due(self, now: float) -> bool:
+        last = self._pod_polled_at
+        return self._pod_wanted or last is None or not 0.0 <= now - last < POD_POLL_S
+
+    async def poll(self) -> bool:
+        """One poll of every source due; False when one was already running (nothing
+        done) or it failed (said in the log and on every screen, and the next tick
+        polls again)."""
+        if self._polling:
+            return False
+        self._polling = True
+        ok = False
+        try:
+            await self._poll()
+            ok = True
+        except Exception as exc:  # whatever a source did: shown, never a silent stop
+            reason = f"{type(exc).__name__}: {exc}"[:200]
+            self.poll_failure = (self.now(), reason)
+            self._note(f"poll failed: {reason}", "bold red")
+        finally:
+            self._polling = False
+        self._on_change("poll")
+        return ok
+
+    async def _poll(self) -> None:
+        self._pace()
+        ctx = self.ctx
+        started = self.now()
+        pods = ctx.pod_collector if ctx is not None else None
+        read_pod = pods is not None and self._pod_due(started)
+        raw = self._raw_pod
+        if pods is not None and read_pod:
+            self._pod_wanted, self._pod_polled_at = False, started
+            snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
+        else:
+            snapshot = await self.poller.poll()
+        now = self.now()
+        if read_pod and raw is not None:
+            await self._observe_spend(raw, now)
+            record_gpus(self.history, raw.gpus, now)
+        # from here to the end nothing awaits: the reading, the alerts and the counters
+        # change together, so a state() built at any moment is of one poll
+        raised: list[Alert] = []
+        cleared: list[Alert] = []
+        if ctx is None:  # a staged start: the slots only, no pod and no alerts yet
+            judged = Judged(None, (), None)
+        else:
+            judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
+                           ctx.settings, now, self.failures.values())
+            raised, cleared = self.alerts.update(judged.conditions, now)
+        if read_pod:
+            self._raw_pod = raw
+        self._reading = _Reading(snapshot, judged.pod, now,
+                                 started if read_pod else self._reading.pod_read_at,
+                                 judged.spend_month)
+        self.polls += 1
+        self.poll_failure = None
+        if self.first_data_at is None and any(s.figures for s in snapshot.slots):
+            self.first_data_at = now
+        self._tell(raised, cleared)
+
+    async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
+        """A new pod reading into the spend book (read once, saved when due)."""
+        if self.ctx is None:
+            return
+        if self._book is None:
+            self._book = await self._run_blocking(
+                SpendBook, self.ctx.settings.state_dir / "spend.json")
+        book = self._book
+        book.observe(pod, now)
+        if book.due(now):
+            try:
+                await self._run_blocking(book.save, now)
+            except OSError as exc:  # a full disk costs the morning's figure, not the poll
+                book.postpone(now)  # tried again in a minute, said once a minute
+                self._note(f"today's spend could not be saved: {exc}", "yellow")
+
+    def _tell(self, raised: list[Alert], cleared: list[Alert]) -> None:
+        """Alert changes: the log, the audit (hardware faults) and the webhook."""
+        for a in raised:
+            self._note(f"ALERT {a.title}" + (f" — {a.detail}" if a.detail else ""),
+                       "bold red" if a.severity == "crit" else "yellow")
+        for a in cleared:
+            self._note(f"cleared: {a.title}", "green")
+        faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
+        if faults and not self.wall:
+            self._spawn(self._audit_faults(faults), "audit-gpu")
+        url = self.ctx.settings.webhook_url if self.ctx is not None else None
+        if url and (raised or cleared):
+            # beside the poll, never inside it: a slow webhook must not hold the figures
+            self._spawn(self._send(url.get_secret_value(), raised, cleared), "webhook")
+
+    async def _audit_faults(self, faults: list[Alert]) -> None:
+        """Hardware faults outlive the screen: audited (the agent's own audit log on the
+        pod has each Xid too)."""
+        assert self.ctx is not None
+        audit = self.ctx.registry.audit
+        for a in faults:
+            try:
+                await self._run_blocking(audit.append, "gpu_fault", {
+                    "alert": a.key, "title": a.title, "advice": a.detail}, "observed")
+            except Exception as exc:  # a full disk: said, the alert still stands
+                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
+
+    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> None:
+        from console.model.alerts import notify
+
+        err = await notify(url, raised, cleared, f"pod-console {self.view.profile_name}",
+                           timeout_s=self.webhook_timeout_s)
+        if err:
+            self._note(err, "red")
+
+    # -- what a screen shows ---------------------------------------------------------
+    @property
+    def snapshot(self) -> DeploymentSnapshot | None:
+        return self._reading.snapshot
+
+    @property
+    def pod(self) -> PodSnapshot | None:
+        return self._reading.pod
+
+    def state(self) -> ConsoleState:
+        """What every screen shows now: the last poll's reading, alerts and ages."""
+        view = self.view
+        r = self._reading
+        now = self.now()
+        gpus, utils, states = slot_columns(view, r.pod)
+        ctx = self.ctx
+        running = None
+        thresholds: dict[str, Any] = {}
+        if ctx is not None:
+            reg = ctx.registry
+            allowed = frozenset(i for i in reg.specs if reg.allowed(i))
+            if reg.in_flight is not None:
+                running = reg.specs[reg.in_flight].title
+            thresholds = {t.slot: ctx.settings.thresholds_for(t.slot) for t in view.targets}
+        else:  # before the registry exists operations wait for it, unless read-only
+            allowed = frozenset() if view.read_only else self._waiting
+        return ConsoleState(view=view, ready=ctx is not None, now=now, operation=running,
+                            snapshot=r.snapshot, pod=r.pod, alerts=tuple(self.alerts.sorted()),
+                            stale=self.stale_text(), history=self.history, allowed=allowed,
+                            gpus=gpus, utils=utils, states=states, thresholds=thresholds,
+                            alert_history=tuple(self.alerts.history), fleet=self.fleet,
+                            polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month)
+
+    def ages(self, now: float) -> dict[str, float]:
+        """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one
+        refresh + 0.5 s: the screens print them beside those numbers."""
+        pod, read = self._reading.pod, self._reading.pod_read_at
+        if pod is None or read is None:
+            return {}
+        bound = self.refresh_s + FRESH_SLACK_S
+        age = max(0.0, now - read)
+        out = {"pod": age} if age > bound else {}
+        g = gpu_age(pod, age, now)
+        if g is not None and g > bound:
+            out["gpus"] = g
+        return out
+
+    def stale_text(self) -> str | None:
+        if self.poll_failure is not None:
+            t, reason = self.poll_failure
+            return f"POLL FAILED {fmt.clock(t)}: {reason}"
+        snap = self._reading.snapshot
+        if snap is None:
+            return "waiting for first data…"
+        stale = [s.stale_since for s in snap.slots if s.stale_since is not None]
+        return f"STALE since {fmt.clock(min(stale))}" if stale else None
+
+    # -- start, alerts, fleet ---------------------------------------------------------
+    async def adopt(self, ctx: ConsoleContext) -> bool:
+        """A staged start's full context takes over. True when it polls with a poller of
+        its own (the validated settings differ): the staged one is closed."""
+        staged, self.ctx, self.staged = self.staged, ctx, None
+        if staged is None or ctx.poller is staged.poller:
+            return False
+        await staged.poller.aclose()
+        return True
+
+    def started(self) -> None:
+        """The full context is here: the ledger's unsettled pods (not on a wall) and the
+        plots' history from Prometheus (when there is one)."""
+        if not self.wall:
+            self._spawn(self.check_ledger(), "ledger")
+        if self.poller.prometheus_url:
+            self._spawn(self.backfill(), "backfill")
+
+    async def check_ledger(self) -> None:
+        """Pods an interrupted ``up`` (or console) may have left billing are an alert from
+        the first screen on, until ``pod-console down`` or ``f`` settles them."""
+        from console.config.config_file import ledger_path
+        from console.operations.ledger import Ledger, in_progress
+
+        assert self.ctx is not None
+        state_dir = self.ctx.settings.state_dir
+        entries = await self._run_blocking(Ledger(ledger_path(state_dir)).open_entries)
+        busy = await self._run_blocking(in_progress, state_dir)
+        if entries and busy is not None:
+            # a cron up bringing its pod up: not a leftover, and f would be refused anyway
+            self._note(f"pod request(s) in progress ({busy}): not leftovers", "dim")
+        elif entries:
+            names = ", ".join(e.pod_id or e.name or "?" for e in entries[:3])
+            self.failures["ledger"] = Condition(
+                "ledger", "crit", f"{len(entries)} pod request(s) never settled",
+                f"{names} may be billing: pod-console down (or f) terminates them")
+            self.refresh_now()
+
+    async def backfill(self) -> int:
+        """The plots' history from Prometheus, once: a console (a wall's browser tab)
+        that just started shows the last hour, not the seconds it has polled."""
+        poller = self.poller
+        if not poller.prometheus_url:
+            return 0
+        n = await poller.backfill(step_s=self.backfill_step_s)
+        if n:
+            self._note(f"plots filled from Prometheus ({n} points)", "dim")
+            self._on_change("backfill")
+        return n
+
+    def acknowledge(self, who: str) -> list[str]:
+        """Every firing alert marked as seen by ``who``; their titles."""
+        return [a.title for a in self.alerts.acknowledge(who, self.now())]
+
+    async def slot_logs(self, slot: str, lines: int = 200) -> list[str]:
+        """A slot's recent log lines through the agent, or one line that says why not."""
+        agent = self.ctx.agent if self.ctx is not None else None
+        if agent is None or not agent.configured:
+            return [f"(no agent connection: {'wall mode' if self.wall else 'not configured'})"]
+        try:
+            r = await agent.logs(slot, lines)
+        except Exception as exc:  # the panel shows why, it never crashes
+            return [f"(could not fetch logs: {exc})"]
+        return list(r.final.get("lines", [])) if r.ok and r.final else [r.message]
+
+    def want_fleet(self) -> None:
+        """Read every context's pod now (none while a cycle runs: polls never overlap)."""
+        if not self._fleet_busy and self.ctx is not None:
+            self._spawn(self.poll_fleet(), "fleet")
+
+    async def poll_fleet(self) -> FleetSnapshot | None:
+        if self._fleet_busy or self.ctx is None:
+            return self.fleet
+        self._fleet_busy = True
+        try:
+            if self._fleet_collector is None:
+                from console.session.fleet import FleetCollector
+
+                # reads every context's settings and profiles: files, off the loop
+                self._fleet_collector = await self._run_blocking(
+                    FleetCollector, config=self.ctx.config, clock=self.now)
+            limit = self.fleet_timeout_s
+            try:
+                self.fleet = await asyncio.wait_for(self._fleet_collector.poll(), limit)
+            except TimeoutError:
+                self._note(f"fleet: no answer within {limit:g} s", "yellow")
+        finally:
+            self._fleet_busy = False
+        self._on_change("fleet")
+        return self.fleet
+
+    # -- jobs beside the poll, and the end ------------------------------------------------
+    def _spawn(self, job: Coroutine[Any, Any, Any], group: str) -> None:
+        if self._spawn_job is not None:
+            self._spawn_job(job, group)
+            return
+        task = asyncio.get_running_loop().create_task(job, name=group)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._note(f"{task.get_name()} failed: {type(exc).__name__}: {exc}"[:200],
+                       "bold red")
+
+    async def settle(self) -> None:
+        """Wait for the jobs started beside the poll (default spawner only)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.poller.aclose()
+        if self._fleet_collector is not None:
+            await self._fleet_collector.aclose()
+        for fn in self.ctx.on_exit if self.ctx is not None else ():
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r

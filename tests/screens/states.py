@@ -1,0 +1,410 @@
+"""Every ``ConsoleState`` the screen tests show, built in one place from fixed data.
+
+A change of ``ConsoleState`` (or of what a screen or dialog is constructed with) is fixed
+here and nowhere else: the tests only name what they want (``state(down=("Q27",))``,
+``smoke_report()``). Nothing here starts a process or reads the clock: every instant is
+``NOW`` or an offset from it, and every figure comes from the real code (the figure
+formulas on the real vLLM 0.32.0 captures, the alert rules, the benchmark's record, the
+smoke report) run on fixed inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from console.config.settings import AlertTiming, Settings
+from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate
+from console.model.conditions import Condition
+from console.model.fleet import FleetRow, FleetSnapshot
+from console.model.gpu_state import GpuReport
+from console.model.gpu_state import parse as parse_gpus
+from console.model.history import History
+from console.model.model_figures import ModelFigures
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot, StopPlan
+from console.session.view import ConsoleState, ConsoleView, slot_columns
+from console.sources.collect.exposition import parse
+from console.sources.collect.figures import compute
+from console.sources.collect.targets import targets_for
+from pod_agent.profile import Profile
+from pod_agent.profiles import load_profile
+from tests.conftest import FIXTURES, PROFILES
+
+NOW = 1_795_000_000.0
+"""The fixed clock (Wednesday 2026-11-18, 20:06:40 in Seoul, the profile's zone)."""
+PROFILE_FILE = PROFILES / "10-rtx6000-2x.yaml"
+HOST = "10.0.0.5"
+"""The pod's address as the slots' URLs show it (never contacted: nothing is polled)."""
+POD_ID = "abc123xyz"
+CAPTURES = FIXTURES / "vllm-0.32.0-cpu" / "ngram"
+STATE_DIR = Path("~/.local/state/pod-console")
+"""Settings need a state directory; the screens never write one."""
+
+
+def clock() -> float:
+    return NOW
+
+
+# -- the deployment -----------------------------------------------------------------------
+
+@cache
+def profile() -> Profile:
+    return load_profile(PROFILE_FILE)
+
+
+def settings(**changes: Any) -> Settings:
+    """The console's settings; a fixed clock never lets a pending alert fire, so alerts
+    fire at once (as the screenshots show them)."""
+    kw: dict[str, Any] = {"profiles_dir": PROFILES, "state_dir": STATE_DIR, "refresh_s": 5,
+                          "alerts": AlertTiming(down_for_s=0, for_s=0, hold_s=0)}
+    kw.update(changes)
+    return Settings(**kw)
+
+
+@cache
+def figures() -> ModelFigures:
+    """One slot's figures: the real formulas over a minute of the real captures."""
+    after = parse((CAPTURES / "metrics-specdecode-after-basic-load.txt").read_text())
+    idle = parse((CAPTURES / "metrics-specdecode-idle.txt").read_text())
+    return compute(after, idle, 60.0)["tiny-main"]
+
+
+def slots(down: tuple[str, ...] = ()) -> tuple[SlotSnapshot, ...]:
+    """Every slot of the profile, up with figures; those in ``down`` refused, stale for
+    42 s."""
+    out = []
+    for name, slot in profile().slots.items():
+        is_down = name in down
+        out.append(SlotSnapshot(
+            slot=name, served_model_name=slot.served_model_name, port=slot.port,
+            url=f"http://{HOST}:{slot.port}", health="down" if is_down else "up",
+            health_detail="connection refused" if is_down else "200",
+            served_models=(slot.served_model_name,), figures=figures(), kv_p99=0.031,
+            probe_ok=True, source="direct", fetched_at=NOW,
+            error="/metrics: connection refused" if is_down else None,
+            stale_since=NOW - 42 if is_down else None))
+    return tuple(out)
+
+
+def snapshot(down: tuple[str, ...] = ()) -> DeploymentSnapshot:
+    return DeploymentSnapshot(profile().name, slots(down), fetched_at=NOW)
+
+
+@cache
+def _gpu_doc() -> dict[str, Any]:
+    """Two RTX PRO 6000s as the agent reports them, with the H200 capture's readings, one
+    slot's program on each."""
+    doc = json.loads((FIXTURES / "nvml-h200x2" / "gpus-load.json").read_text())
+    for g, slot, pid in zip(doc["gpus"], ("FLASH", "Q27"), (4101, 4102), strict=True):
+        g["name"] = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+        g["mem_total_bytes"] = 97887 << 20
+        g["mem_used_bytes"] = int(0.76 * g["mem_total_bytes"])
+        g["processes"] = [{"pid": pid, "slot": slot, "used_bytes": g["mem_used_bytes"]}]
+    doc["t"] = NOW
+    return doc
+
+
+def gpus(**doc_changes: Any) -> GpuReport:
+    report = parse_gpus({**_gpu_doc(), **doc_changes})
+    assert report is not None
+    return report
+
+
+def stop_plan(**changes: Any) -> StopPlan:
+    kw: dict[str, Any] = {"next_reason": "schedule", "in_s": 6 * 3600.0, "idle_s": 12.0,
+                          "idle_after_s": 1800.0, "read_at": NOW, "skew_s": 0.0}
+    kw.update(changes)
+    return StopPlan(**kw)
+
+
+def pod(**changes: Any) -> PodSnapshot:
+    kw: dict[str, Any] = {
+        "pod_id": POD_ID, "status": "RUNNING",
+        "gpu_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "gpu_count": 2,
+        "cost_per_hr": 4.18, "started_at": NOW - 3 * 3600, "host_cuda": "13.0",
+        "p2p_disabled": False, "watchdog_armed": True,
+        "next_stop": "2026-11-19T18:00:00+09:00",
+        "agent_slots": {n: {"gpu_util": s.gpu_util, "state": "ready"}
+                        for n, s in profile().slots.items()},
+        "fetched_at": NOW, "gpus": gpus(), "stop_plan": stop_plan(),
+        "spent_earlier_today": 0.0}
+    kw.update(changes)
+    return PodSnapshot(**kw)
+
+
+def history() -> History:
+    """Ten minutes of every plotted series, slots and GPUs, as smooth fixed curves."""
+    from console.session.session import record_gpus
+
+    h = History(3600, 1)
+    for i in range(120):
+        t = NOW - 600 + i * 5
+        for k, name in enumerate(profile().slots):
+            h.add(name, "ttft_p95_s", t, 0.9 + 0.1 * math.sin(i / 9 + k))
+            h.add(name, "kv_cache_usage", t, 0.02 + 0.015 * math.sin(i / 13 + k))
+            h.add(name, "acceptance_rate", t, 0.6 + 0.06 * math.sin(i / 17 + k))
+            h.add(name, "generation_tps", t, 40 + 9 * math.sin(i / 11 + k))
+        if i % 2 == 0:
+            report = gpus()
+            wobble = [replace(g, util_pct=(g.util_pct or 0) * (0.8 + 0.2 * math.sin(i / 7 + j)),
+                              temp_c=(g.temp_c or 0) + 3 * math.sin(i / 15 + j))
+                      for j, g in enumerate(report.gpus)]
+            record_gpus(h, replace(report, gpus=tuple(wobble), sampled_at=t), t)
+    return h
+
+
+# -- what is shown about it ---------------------------------------------------------------
+
+def view(**changes: Any) -> ConsoleView:
+    kw: dict[str, Any] = {"profile_name": profile().name,
+                          "targets": targets_for(profile(), HOST), "read_only": False,
+                          "demo": False, "refresh_s": 5.0, "plot_refresh_s": 5.0,
+                          "rotate_s": 0.0}
+    kw.update(changes)
+    return ConsoleView(**kw)
+
+
+def alerts(snap: DeploymentSnapshot | None, pod_: PodSnapshot | None, s: Settings,
+           failures: tuple[Condition, ...] = (), acked: bool = False
+           ) -> tuple[tuple[Alert, ...], tuple[AlertEvent, ...]]:
+    """The alerts the app's rules raise on this state (``evaluate`` into an
+    ``AlertBook``, as every poll does), with an earlier episode in the history."""
+    book = AlertBook()
+    # what happened earlier: a slot that went down and came back, a failed operation
+    book.update([Condition("down:Q27", "crit", "Q27 down", "/metrics: connection refused")],
+                NOW - 3000)
+    book.update([], NOW - 2940)
+    book.event(AlertEvent(NOW - 1800, "failed", "crit", "Rebalance gpu_util failed",
+                          "FLASH did not come back within 600 s; rolled back to 0.76/0.19"))
+    book.update(evaluate(snap, pod_, profile(), s, NOW, failures), NOW)
+    if acked:
+        book.acknowledge("alice", NOW - 30)
+    return tuple(book.sorted()), tuple(book.history)
+
+
+def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = True,
+          pod_: PodSnapshot | str | None = "default", stale: str | None = None,
+          operation: str | None = None, fleet_: FleetSnapshot | None = None,
+          contexts: tuple[str, ...] = (), context: str | None = None,
+          failures: tuple[Condition, ...] = (), acked: bool = False,
+          settings_: Settings | None = None, **view_changes: Any) -> ConsoleState:
+    """What every open screen is handed after a poll; keywords change one thing."""
+    s = settings_ or settings()
+    v = view(read_only=read_only, contexts=contexts, context=context, **view_changes)
+    p = pod() if pod_ == "default" else pod_
+    assert not isinstance(p, str)
+    snap = snapshot(down)
+    if stale is None and down:
+        stale = f"STALE since {_clock(NOW - 42)}"
+    active, events = alerts(snap, p, s, failures, acked)
+    gpus_, utils, states = slot_columns(v, p)
+    allowed = frozenset() if read_only else frozenset(
+        ("refresh", "resume", "fallback", "host_checks", "rebalance", "ack", "smoke", "bench",
+         "watchdog"))
+    return ConsoleState(view=v, ready=ready, now=NOW, snapshot=snap, pod=p, alerts=active,
+                        stale=stale, history=history(), allowed=allowed, gpus=gpus_,
+                        utils=utils, states=states, operation=operation,
+                        alert_history=events,
+                        thresholds={t.slot: s.thresholds_for(t.slot) for t in v.targets},
+                        fleet=fleet_)
+
+
+def _clock(t: float) -> str:
+    from console.model import fmt
+
+    return fmt.clock(t)
+
+
+def fleet() -> FleetSnapshot:
+    """Three contexts: this pod, a second one running with an alert, one whose API key
+    is wrong."""
+    rows = (
+        FleetRow("seoul", pod_id=POD_ID, profile=profile().name, status="RUNNING",
+                 gpu_name="RTX PRO 6000 Blackwell Server Edition", gpu_count=2,
+                 cost_per_hr=4.18, spend_today=37.62, spend_month=812.40,
+                 stop_in_s=6 * 3600.0, stop_reason="schedule", slots_up=2, slots=2,
+                 worst_health="up", worst_slot="FLASH", ttft_p95_s=0.94, kv_p99=0.031,
+                 source="direct"),
+        FleetRow("tokyo", pod_id="def456uvw", profile="h200-1x", status="RUNNING",
+                 gpu_name="H200", gpu_count=1, cost_per_hr=3.59, spend_today=12.80,
+                 spend_month=301.15, stop_in_s=1500.0, stop_reason="idle", slots_up=1,
+                 slots=2, worst_health="down", worst_slot="CODER", ttft_p95_s=2.75,
+                 kv_p99=0.412, alerts=(("crit", "CODER down"), ("warn", "KV cache p99 41%")),
+                 source="prometheus"),
+        FleetRow("oregon", error="RunPod API: HTTP 401 (check RUNPOD_API_KEY for oregon)"),
+    )
+    return FleetSnapshot(rows, NOW - 3, "seoul", shared_prometheus="http://10.0.0.9:9090",
+                         queries=4)
+
+
+def log_lines() -> tuple[tuple[float, str, str], ...]:
+    """The action log as the app writes it: (time, text, style), oldest first."""
+    return (
+        (NOW - 3605, "console started", ""),
+        (NOW - 3000, "ALERT Q27 down — /metrics: connection refused", "bold red"),
+        (NOW - 2940, "cleared: Q27 down", "green"),
+        (NOW - 1900, "Rebalance gpu_util: started (FLASH → 0.70, Q27 → 0.25)", "bold"),
+        (NOW - 1890, "  Rebalance gpu_util · stop Q27", "dim"),
+        (NOW - 1800, "Rebalance gpu_util: rolled_back — FLASH did not come back within "
+                     "600 s; rolled back to 0.76/0.19", "yellow"),
+        (NOW - 600, "Smoke test: ok — all passed via direct; 2 skipped", "green"),
+        (NOW - 60, "refresh every 5 s (requests time out after 4 s)", ""),
+        (NOW - 5, "[not markup] a server's words, as written", ""),
+    )
+
+
+SLOT_LOG = [
+    "INFO 11-18 11:05:01 [loggers.py:123] Engine 000: Avg prompt throughput: 812.4 tokens/s, "
+    "Avg generation throughput: 41.3 tokens/s, Running: 3 reqs, Waiting: 0 reqs, "
+    "GPU KV cache usage: 3.1%, Prefix cache hit rate: 61.2%",
+    "INFO 11-18 11:05:01 [metrics.py:88] SpecDecoding metrics: Mean acceptance length: 2.41, "
+    "Accepted throughput: 24.10 tokens/s, Drafted throughput: 51.00 tokens/s",
+    'INFO:     10.0.0.9:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+]
+"""A slot's recent log lines as the agent returns them (the detail screen's panel)."""
+
+
+# -- what the dialogs are given -------------------------------------------------------------
+
+def fatal_problem() -> str:
+    """The config error the console stops on, as the real loader words it."""
+    from pod_agent.profiles import ProfileError
+
+    broken = Path(__file__).resolve().parent.parent / "profiles_broken"
+    try:
+        load_profile(broken / "two-problems-at-once.yaml")
+    except (ProfileError, ValueError) as exc:
+        # where the clone lies is not what the screen is about: a user's profiles folder
+        return str(exc).replace(str(broken), "~/.config/pod-console/profiles")
+    raise AssertionError("two-problems-at-once.yaml loaded: the fixture is not broken")
+
+
+def confirm_question() -> tuple[str, str]:
+    """A dangerous operation's title and question, from its spec, filled as the app does."""
+    from console.operations.specs import SPECS
+
+    spec = SPECS["rebalance"]
+    return spec.title, spec.confirm.format(pod=POD_ID, profile=profile().name, cost="$4.18",
+                                           split="FLASH=0.7, Q27=0.25", cmd="", slot="?",
+                                           requests="?", via="?")
+
+
+PROGRESS_STEPS = (("gpus", 0.25, "2× RTX PRO 6000, driver CUDA 13.0"),
+                  ("p2p", 0.5, "NCCL P2P probe: 2 ranks, all channels via P2P/CUMEM"),
+                  ("disk", 0.75, "checking /workspace"))
+"""Host checks, three steps in (the progress dialog as an operation drives it)."""
+PROGRESS_FAILED = (False, "disk: /workspace has 3.1 GiB free; the profile needs 40 GiB")
+PROGRESS_DONE = (True, "all host checks passed (P2P ok, CUDA 13.0 ≥ 13.0)")
+
+
+def smoke_report() -> Any:
+    """The smoke test's report of the field's eight checks (two skipped: no gateway, no
+    trace sink), as ``run_smoke`` returns it."""
+    from console.operations.smoke import CheckResult, SmokeReport
+
+    checks = (
+        CheckResult("models listed", True, "qwen3.8-flash-next, qwen3.6-27b listed", 0.04),
+        CheckResult("aliases listed", None, "no gateway: aliases live in the gateway", 0.0),
+        CheckResult("chat", True, "qwen3.8-flash-next: 'OK' · qwen3.6-27b: 'OK'", 0.81),
+        CheckResult("streaming", True, "2 streams: 14 chunks, then [DONE]", 1.12),
+        CheckResult("aliases answer", None, "no gateway", 0.0),
+        CheckResult("unknown model", True, "HTTP 404 for pod-console-smoke-no-such-model",
+                    0.03),
+        CheckResult("targets up", True, "2 of 2 slot targets UP", 0.02),
+        CheckResult("trace sink", None, "no trace sink configured (trace_url)", 0.0),
+    )
+    return SmokeReport("direct", checks, NOW - 3, 2.02)
+
+
+def smoke_outcome(report: Any) -> tuple[bool, str]:
+    """The outcome's message as the smoke operation words it (``operations/ops/smoke.py``)."""
+    skipped = sum(1 for c in report.checks if c.ok is None)
+    failed = ", ".join(f"{c.name} ({c.evidence})" for c in report.failed)
+    return report.ok, ((f"all passed via {report.via}" if report.ok else
+                        f"FAILED via {report.via}: {failed}")
+                       + (f"; {skipped} skipped" if skipped else ""))
+
+
+def bench_record() -> dict[str, Any]:
+    """A benchmark's record (short and long at concurrency 1, two task sets), built by the
+    benchmark's own ``build_record`` from fixed request timings."""
+    from console.operations.benchmark.measure import (
+        BenchPlan,
+        BenchResult,
+        ConfigResult,
+        PodFacts,
+        RequestResult,
+        RunResult,
+        Spec,
+        TaskResult,
+        Window,
+    )
+    from console.operations.benchmark.record import build_record
+
+    def req(t0: float, ttft: float, tok_s: float, n: int, prompt: int) -> RequestResult:
+        e2e = n / tok_s
+        return RequestResult(True, None, prompt, n, "usage", t0, t0 + ttft, t0 + e2e * 0.99,
+                             t0 + e2e)
+
+    def spec(rate: float, length: float, per: tuple[float, ...]) -> Window:
+        drafts = 400.0
+        s = Spec(drafts=drafts, draft_tokens=drafts * 3, accepted_tokens=drafts * 3 * rate,
+                 acceptance_rate=rate, mean_acceptance_length=length, per_position=per)
+        return Window(s, 30.0)
+
+    plan = BenchPlan(profile().name, "FLASH", "qwen3.8-flash-next", f"http://{HOST}:8881",
+                     f"http://{HOST}:8881", "direct", runs=2, warmup=1, concurrency=(1,),
+                     lengths=("short", "long"), tasks=("json", "ko_qa"))
+    configs = tuple(
+        ConfigResult(length, 1, tuple(RunResult(1, (req(NOW - 200 + 20 * i + k, ttft, tps,
+                                                         512, prompt),))
+                                      for i, tps in enumerate((tok, tok * 1.04))), (),
+                     spec(rate, 1 + 3 * rate, per))
+        for k, (length, ttft, tok, prompt, rate, per) in enumerate((
+            ("short", 0.21, 142.0, 38, 0.62, (0.81, 0.62, 0.43)),
+            ("long", 1.35, 118.0, 3012, 0.55, (0.77, 0.55, 0.33)))))
+    tasks = (TaskResult("json", tuple(req(NOW - 60 + i, 0.2, 150.0, 200, 90)
+                                      for i in range(3)), spec(0.83, 3.49, (0.93, 0.83, 0.73))),
+             TaskResult("ko_qa", tuple(req(NOW - 40 + i, 0.25, 120.0, 200, 70)
+                                       for i in range(3)), spec(0.41, 2.23, (0.6, 0.4, 0.23))))
+    res = BenchResult(plan, NOW - 210, 208.0, "0.32.0", configs, tasks)
+    return build_record(res, PodFacts(POD_ID, "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                                      2, "ok"))
+
+
+def bench_outcome(rec: dict[str, Any]) -> tuple[bool, str]:
+    """The outcome's message as the benchmark operation words it (``operations/ops/bench.py``)."""
+    figs = []
+    for c in rec["configs"]:
+        tok = c["summary"]["tok_s"]["mean"]
+        acc = (c.get("spec") or {}).get("acceptance_rate")
+        figs.append(f"{c['name']} {'–' if tok is None else f'{tok:.1f}'} tok/s"
+                    + ("" if acc is None else f" ({acc * 100:.0f} % accepted)"))
+    return True, f"{', '.join(figs)}; kept {STATE_DIR}/bench/{rec['id']}.json"
+
+
+def rebalance() -> tuple[list[dict[str, Any]], list[str], Any]:
+    """The rebalance dialog's rows, the planner's lines and its prediction, as the app
+    hands them over (``_rebalance_screen``)."""
+    prof = profile()
+    proposal = {"FLASH": 0.74, "Q27": 0.21}  # FLASH at its minimum, both GPUs at 0.95
+    rows = [{"slot": n, "current": s.gpu_util, "proposed": proposal.get(n, s.gpu_util),
+             "gpus": list(s.gpus), "min": s.min_gpu_util} for n, s in prof.slots.items()]
+    lines = ["planner: FLASH's KV p99 is 3 %, Q27's 41 % over the last hour",
+             "moving 0.02 of each GPU from FLASH to Q27 keeps FLASH at its minimum"]
+
+    def predict(slot: str, util: float) -> str:
+        per_util = {"FLASH": 314_000, "Q27": 752_000}.get(slot, 0)
+        return f"≈ {util * per_util / 1000:.0f}k KV tokens"
+
+    return rows, lines, predict
+
+
+def watchdog_args(extended: bool = True) -> tuple[bool | None, str | None, float, str | None]:
+    """What the watchdog dialog is opened with: armed, next stop, now, the extension."""
+    ext = ("extended until 20:00 KST by alice: eval run" if extended else None)
+    return True, "2026-11-18T20:00:00+09:00", NOW, ext

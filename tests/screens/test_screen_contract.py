@@ -1,0 +1,93 @@
+"""The screens' contract with the app, without the app: state down (``show``), messages up
+(an operation, a slot's detail, its log lines), and a dialog that validates as typed.
+No process: each screen is hosted with a fixed ``ConsoleState`` from ``states.py``."""
+
+from __future__ import annotations
+
+import time
+
+from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.detail import SlotDetailScreen
+from console.ui.screens.main import MainScreen
+from console.ui.screens.modals import RebalanceScreen
+from console.ui.widgets.slots import SlotsTable
+from tests.screens import states
+from tests.screens.host import ScreenHost, settle
+
+SIZE = (160, 48)
+
+
+async def _until(pilot, cond, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await pilot.pause(0.02)
+    return True
+
+
+async def test_keys_ask_the_app_and_read_only_asks_nothing() -> None:
+    for read_only in (False, True):
+        app = ScreenHost(lambda ro=read_only: MainScreen(states.state(read_only=ro)))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            table = app.top.query_one(SlotsTable)
+            table.move_cursor(1)
+            await pilot.press("enter", "b", "B")
+            await pilot.pause()
+            ops = [a for a in app.asked if a[0] == "operation"]
+            assert ("detail", table.slots[1]) in app.asked
+            if read_only:  # not allowed: the key does nothing, not even ask
+                assert ops == []
+            else:  # the per-slot one names the slot under the cursor
+                assert ops == [("operation", "rebalance", {}),
+                               ("operation", "bench", {"slot": table.slots[1]})]
+
+
+async def test_a_new_state_is_drawn_and_the_detail_asks_for_its_log() -> None:
+    app = ScreenHost(lambda: MainScreen(states.state()),
+                     slot_log=["first line", "[bold]not markup[/]"])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen: ConsoleScreen = app.top
+        table = screen.query_one(SlotsTable)
+        assert "DOWN" not in str(table.get_row("Q27"))
+        screen.show(states.state(down=("Q27",)))
+        assert await _until(pilot, lambda: "DOWN" in str(table.get_row("Q27")))
+        detail = SlotDetailScreen(states.state(), "Q27")
+        await app.push_screen(detail)
+        log = detail.query_one("#dlog")
+        assert await _until(pilot, lambda: len(log.lines) == 2)
+        shown = "\n".join(line.text for line in log.lines)
+        assert "first line" in shown and "[bold]not markup[/]" in shown
+
+
+async def test_rebalance_validates_as_typed() -> None:
+    rows, plan, predict = states.rebalance()
+    app = ScreenHost(lambda: RebalanceScreen(rows, plan, predict))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dialog: RebalanceScreen = app.top
+        apply = dialog.query_one("#apply")
+
+        def verdict() -> str:
+            return str(dialog.query_one("#verdict").render())
+
+        assert not apply.disabled and "valid split" in verdict()
+        for flash, q27, why in (("0.80", "0.19", "GPU 0: sum 0.99 > 0.95"),
+                                ("0.70", "0.19", "FLASH: below its minimum 0.74"),
+                                ("x", "0.19", "FLASH: not a number"),
+                                ("0.74", "0", "Q27: outside (0, 0.95]")):
+            dialog.query_one("#u-FLASH").value = flash
+            dialog.query_one("#u-Q27").value = q27
+            assert await _until(pilot, lambda w=why: w in verdict()), (why, verdict())
+            assert apply.disabled
+            await pilot.press("ctrl+s")  # refused while invalid: the dialog stays
+            assert app.screen is dialog
+        dialog.query_one("#u-FLASH").value = "0.75"
+        dialog.query_one("#u-Q27").value = "0.20"
+        assert await _until(pilot, lambda: not apply.disabled)
+        chosen: list = []
+        dialog.dismiss = chosen.append  # what the app would be handed
+        await pilot.press("ctrl+s")
+        assert chosen == [{"FLASH": 0.75, "Q27": 0.20}]

@@ -1,0 +1,104 @@
+"""``state()``: what every screen shows, built from one poll, and how old the numbers
+that do not come with every poll are (issue 27, item 3)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from console.model.gpu_state import Gpu, GpuReport
+from console.model.snapshot import StopPlan
+from console.session.session import FRESH_SLACK_S, POD_POLL_S
+from tests.session.world import inline, world
+
+T0 = 1_800_000_000.0  # a Friday, 17:00 in Seoul: working hours
+
+
+async def until(cond, limit: int = 1000) -> bool:
+    for _ in range(limit):
+        if cond():
+            return True
+        await asyncio.sleep(0)
+    return cond()
+
+
+async def test_state_is_built_from_one_poll(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    gate.set()
+    held: list[str] = []
+
+    async def blocking(fn: Any, *args: Any, **kw: Any) -> Any:
+        if not gate.is_set():  # the spend book's save, mid-poll, takes its time
+            held.append(getattr(fn, "__name__", "?"))
+            await gate.wait()
+        return await inline(fn, *args, **kw)
+
+    w = world(tmp_path, T0, run_blocking=blocking)
+    assert await w.session.poll()
+    first = w.session.state()
+    assert first.snapshot is not None and first.polled_at == T0
+    assert first.snapshot.fetched_at == T0 and all(
+        s.health == "up" for s in first.snapshot.slots)
+    assert not [a for a in first.alerts if a.key.startswith("down:")]
+    # the next poll: Q27 is down, and the pod's turn comes with a save of the spend book
+    w.slots.down = {"Q27"}
+    w.clock.advance(60)
+    gate.clear()
+    second = asyncio.ensure_future(w.session.poll())
+    assert await until(lambda: held == ["save"])
+    # mid-poll, every screen still draws the first poll whole: its slots, its alerts
+    mid = w.session.state()
+    assert mid.snapshot is first.snapshot and mid.pod is first.pod
+    assert mid.polled_at == T0 and mid.alerts == first.alerts
+    assert mid.now == T0 + 60  # the clock, for the countdowns
+    gate.set()
+    assert await second
+    after = w.session.state()
+    assert after.snapshot is not None and after.polled_at == T0 + 60
+    assert after.snapshot.fetched_at == T0 + 60
+    assert after.pod is not None and after.pod.fetched_at == T0 + 60
+    assert [a.key for a in after.alerts if a.key.startswith("down:")] == ["down:Q27"]
+    assert w.session.polls == 2
+
+
+def gpus(sampled_at: float) -> GpuReport:
+    return GpuReport(gpus=(Gpu(index=0, name="NVIDIA RTX PRO 6000", uuid="GPU-0",
+                               util_pct=50.0),), source="nvml", sampled_at=sampled_at)
+
+
+async def test_the_pod_and_gpu_ages_are_told_past_one_refresh(tmp_path: Path) -> None:
+    w = world(tmp_path, T0, refresh_s=2.0)
+    bound = 2.0 + FRESH_SLACK_S
+    w.pod.pod = replace(w.pod.pod, gpus=gpus(T0 - 1.0))  # the agent sampled a second ago
+    assert await w.session.poll()
+    assert w.session.state().ages == {}  # all fresh
+    w.clock.advance(2.0)
+    assert await w.session.poll()  # slots only: the pod is 2 s old, the GPUs 3 s
+    st = w.session.state()
+    assert st.ages == {"gpus": 3.0} and st.ages["gpus"] > bound
+    w.clock.advance(2.0)
+    assert await w.session.poll()
+    assert w.session.state().ages == {"pod": 4.0, "gpus": 5.0}
+    # a pod whose clock runs 30 s ahead of ours: its sample time is put on our clock
+    w.clock.advance(POD_POLL_S - 4.0)
+    w.pod.pod = replace(w.pod.pod, gpus=gpus(w.clock() + 30.0 - 0.5),
+                        stop_plan=StopPlan(skew_s=30.0, read_at=w.clock()))
+    assert await w.session.poll()  # the pod's turn: fresh again
+    assert w.session.state().ages == {}
+    # after +, the bound is the new refresh's: the same 2 s are now too old
+    assert w.session.step_refresh(+1) == 1.0
+    w.clock.advance(2.0)
+    assert w.session.state().ages == {"pod": 2.0, "gpus": 2.5}
+
+
+def test_the_gpu_line_and_the_header_say_how_old_they_are() -> None:
+    from console.ui.widgets.gpu_strip import gpu_line
+    from console.ui.widgets.header import age_text
+
+    line = gpu_line(gpus(T0), 80, T0, age=7.2)
+    assert line.plain.endswith("  7s ago") and "GPU0" in line.plain
+    assert gpu_line(gpus(T0), 30, T0, age=7.2).plain.endswith("7s ago")  # never cut off
+    assert "ago" not in gpu_line(gpus(T0), 80, T0).plain
+    assert age_text(75) == "1m15s ago"
