@@ -92,12 +92,23 @@ WORKERS = 2
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """``-n 2 --dist loadgroup`` unless the command line says how many workers (``-n 0``:
     one process). Set here, not in ``addopts``: ``-p no:xdist`` must still work."""
-    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    if hasattr(config, "workerinput"):
+        # A worker parses the original command line, where --dist may not be: without the
+        # controller's word it would not add the group to each test's id, and loadgroup
+        # would then scatter a module's tests (and the vLLM ones) over both workers.
+        if config.workerinput.get("pod_console_loadgroup"):  # type: ignore[attr-defined]
+            config.option.loadgroup = True
         return
     opt = config.option
     if getattr(opt, "numprocesses", None) is None and getattr(opt, "dist", "no") == "no":
         opt.numprocesses = WORKERS
         opt.dist = "loadgroup"
+
+
+def pytest_configure_node(node) -> None:  # xdist's hook, on the controller
+    node.workerinput["pod_console_loadgroup"] = node.config.getvalue("dist") == "loadgroup"
 
 
 _made: list[Path] = []

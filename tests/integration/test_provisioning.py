@@ -255,7 +255,10 @@ def test_up_ends_with_the_smoke_test_and_a_failure_is_exit_5(world: World,
                         "--round-wait", "0", "--rounds", "1"], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 5, r.stdout + r.stderr
-    assert "smoke test FAILED: models listed: connection refused" in r.stderr, r.stderr
+    # each failing check names itself and what it saw: the evidence, not just a verdict
+    assert "smoke test FAILED: models listed: gateway: /v1/models answered connection " \
+        "refused" in r.stderr, r.stderr
+    assert "chat: model-1: connection refused" in r.stderr, r.stderr
     [pod] = world.running()
     assert f"pod {pod} is UP" in r.stderr
     audit = [json.loads(x) for x in (tmp_path / "state" / "audit.jsonl").read_text()
