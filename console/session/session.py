@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.model.gpu_state import GpuReport
     from console.session.fleet import FleetCollector, FleetSnapshot
+    from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.poller import DeploymentPoller
     from pod_agent.profile import Profile
 
@@ -174,7 +175,8 @@ class Session:
     it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
     (default: tasks of the running loop, which :meth:`settle` waits for). ``note``: the
     action log. ``on_change``: told after a poll (``"poll"``), a fleet cycle
-    (``"fleet"``) or a backfill (``"backfill"``) — the screens' cue. ``fleet_wanted``:
+    (``"fleet"``), a backfill (``"backfill"``) or an acknowledgement made in another
+    session (``"alerts"``) — the screens' cue. ``fleet_wanted``:
     whether anyone looks at the fleet now (it is polled at each tick while so).
     ``waiting_operations``: what a console still loading lets be asked for (they wait).
     """
@@ -216,6 +218,13 @@ class Session:
         self._book: SpendBook | None = None
         self._no_book = SpendBook(None)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._shared: SharedAlerts | None = None
+        self._share_lock = asyncio.Lock()
+        self._share_failed = False
+        self._acked: list[Alert] = []
+        """Acknowledged here, not yet in the shared book."""
+        self._unposted: set[str] = set()
+        """Alerts whose post this session claimed and could not deliver."""
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -400,10 +409,45 @@ class Session:
         faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
         if faults and not self.wall:
             self._spawn(self._audit_faults(faults), "audit-gpu")
-        url = self.ctx.settings.webhook_url if self.ctx is not None else None
-        if url and (raised or cleared):
-            # beside the poll, never inside it: a slow webhook must not hold the figures
-            self._spawn(self._send(url.get_secret_value(), raised, cleared), "webhook")
+        if self.ctx is not None and (raised or cleared or self._acked or self.alerts.firing()):
+            # beside the poll, never inside it: neither a slow disk nor a slow webhook
+            # may hold the figures
+            self._spawn(self._share(raised, cleared), "alerts")
+
+    async def _share(self, raised: list[Alert], cleared: list[Alert]) -> None:
+        """This session's alert changes into the book every session on the state dir
+        shares (``shared_alerts.py``); post to the webhook what no other session has, and
+        show the acknowledgements made elsewhere. In the order the polls made them."""
+        from console.session.shared_alerts import SharedAlerts, SharedAlertsError, Synced
+
+        assert self.ctx is not None
+        url = self.ctx.settings.webhook_url
+        async with self._share_lock:
+            if self._shared is None:
+                self._shared = SharedAlerts(self.ctx.settings.state_dir)
+            acked, self._acked = self._acked, []
+            unposted, self._unposted = self._unposted, set()
+            try:
+                synced = await self._run_blocking(
+                    self._shared.sync, self.now(), raised=raised, cleared=cleared,
+                    firing=self.alerts.firing(), acked=acked, webhook=url is not None,
+                    unposted=unposted)
+                self._share_failed = False
+            except SharedAlertsError as exc:  # this session then posts on its own
+                if not self._share_failed:
+                    self._note(f"shared alert book not usable ({exc}): this session posts "
+                               "its own alerts", "yellow")
+                self._share_failed = True
+                synced = Synced(tuple(raised), tuple(cleared))
+            if synced.warning:
+                self._note(synced.warning, "yellow")
+            adopted = [a for key, (who, at) in synced.acks.items()
+                       if (a := self.alerts.adopt_ack(key, who, at)) is not None]
+        if adopted:
+            self._on_change("alerts")
+        if url and (synced.post_raised or synced.post_cleared) and not await self._send(
+                url.get_secret_value(), list(synced.post_raised), list(synced.post_cleared)):
+            self._unposted.update(a.key for a in synced.post_raised)  # another may post it
 
     async def _audit_faults(self, faults: list[Alert]) -> None:
         """Hardware faults outlive the screen: audited (the agent's own audit log on the
@@ -417,13 +461,14 @@ class Session:
             except Exception as exc:  # a full disk: said, the alert still stands
                 self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
 
-    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> None:
+    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> bool:
         from console.model.alerts import notify
 
         err = await notify(url, raised, cleared, f"pod-console {self.view.profile_name}",
                            timeout_s=self.webhook_timeout_s)
         if err:
             self._note(err, "red")
+        return err is None
 
     # -- what a screen shows ---------------------------------------------------------
     @property
@@ -533,8 +578,13 @@ class Session:
         return n
 
     def acknowledge(self, who: str) -> list[str]:
-        """Every firing alert marked as seen by ``who``; their titles."""
-        return [a.title for a in self.alerts.acknowledge(who, self.now())]
+        """Every firing alert marked as seen by ``who``; their titles. Every other session
+        on this state dir shows the acknowledgement from its next poll."""
+        done = self.alerts.acknowledge(who, self.now())
+        if done and self.ctx is not None:
+            self._acked.extend(done)
+            self._spawn(self._share([], []), "alerts")
+        return [a.title for a in done]
 
     async def slot_logs(self, slot: str, lines: int = 200) -> list[str]:
         """A slot's recent log lines through the agent, or one line that says why not."""

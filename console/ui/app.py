@@ -238,7 +238,8 @@ class PodConsoleApp(App[Any]):
         self.session.refresh_now()
 
     def _session_changed(self, kind: str) -> None:
-        """After a poll, a fleet cycle or a backfill: the screens show the new state."""
+        """After a poll, a fleet cycle, a backfill or an acknowledgement made in another
+        session: the screens show the new state."""
         if kind == "poll":
             self._polled.set()
         self.refresh_screens()
