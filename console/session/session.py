@@ -445,9 +445,9 @@ class Session:
                        if (a := self.alerts.adopt_ack(key, who, at)) is not None]
         if adopted:
             self._on_change("alerts")
-        if url and (synced.post_raised or synced.post_cleared) and not await self._send(
-                url.get_secret_value(), list(synced.post_raised), list(synced.post_cleared)):
-            self._unposted.update(a.key for a in synced.post_raised)  # another may post it
+        if url and (synced.post_raised or synced.post_cleared):
+            self._spawn(self._send(url.get_secret_value(), list(synced.post_raised),
+                                   list(synced.post_cleared)), "webhook")
 
     async def _audit_faults(self, faults: list[Alert]) -> None:
         """Hardware faults outlive the screen: audited (the agent's own audit log on the
@@ -468,6 +468,7 @@ class Session:
                            timeout_s=self.webhook_timeout_s)
         if err:
             self._note(err, "red")
+            self._unposted.update(a.key for a in raised)  # another session may post them
         return err is None
 
     # -- what a screen shows ---------------------------------------------------------
