@@ -38,6 +38,7 @@ from console.model import fmt
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
 from console.model.history import History
+from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.spend import SpendBook
 from console.session.view import (
@@ -595,8 +596,11 @@ class Session:
         try:
             r = await agent.logs(slot, lines)
         except Exception as exc:  # the panel shows why, it never crashes
-            return [f"(could not fetch logs: {exc})"]
-        return list(r.final.get("lines", [])) if r.ok and r.final else [r.message]
+            return [printable(f"(could not fetch logs: {exc})")]
+        got = r.final.get("lines", []) if r.ok and r.final else [r.message]
+        # a slot's own output: whatever it printed (colours, titles, clipboard writes)
+        # is drawn as text only
+        return [printable(line) for line in (got if isinstance(got, list) else [got])]
 
     def want_fleet(self) -> None:
         """Read every context's pod now (none while a cycle runs: polls never overlap)."""

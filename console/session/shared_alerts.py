@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from console.model.alerts import Alert
+from console.model.printable import printable
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,10 @@ def _entry(raw: Any) -> dict[str, Any] | None:
     if not isinstance(seen, int | float) or isinstance(seen, bool) or not math.isfinite(seen):
         return None
     out: dict[str, Any] = {"seen_at": float(seen), "posted": posted is True,
-                           "title": str(raw.get("title", ""))[:500]}
+                           "title": printable(raw.get("title", ""), 500)}
     by, at = raw.get("acked_by"), raw.get("acked_at")
     if isinstance(by, str) and isinstance(at, int | float) and math.isfinite(at):
-        out["acked_by"], out["acked_at"] = by[:200], float(at)
+        out["acked_by"], out["acked_at"] = printable(by, 200), float(at)
     return out
 
 
