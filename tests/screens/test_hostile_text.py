@@ -17,6 +17,7 @@ from console.ui.screens.alerts import AlertHistoryScreen
 from console.ui.screens.detail import SlotDetailScreen
 from console.ui.screens.log import LogScreen
 from console.ui.screens.main import MainScreen
+from console.ui.screens.modals import ConfirmScreen, FatalScreen, ProgressScreen
 from console.ui.screens.wall import WallScreen
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
@@ -58,13 +59,25 @@ SCREENS = {
     "wall": lambda: WallScreen(hostile_state(read_only=True), rotate_s=0),
     "log": lambda: LogScreen(hostile_state(), ((states.NOW, "smoke: " + ATTACK, "red"),)),
     "alerts": lambda: AlertHistoryScreen(hostile_state()),
+    "confirm": lambda: ConfirmScreen("Resume", "resume pod " + ATTACK + "?"),
+    "fatal": lambda: FatalScreen("profiles/x.yaml:3: bad name\n  " + ATTACK),
+    "progress": lambda: ProgressScreen("Smoke test"),
 }
+
+
+def drive(name: str, screen: Any) -> None:
+    """A dialog driven as an operation drives it: the gateway's words as evidence."""
+    if name == "progress":
+        screen.step("models listed", 0.5, "failed: gateway said " + ATTACK)
+        screen.finish(False, "smoke failed: " + ATTACK)
 
 
 @pytest.mark.parametrize("name", list(SCREENS))
 async def test_no_control_character_reaches_the_screen(name: str) -> None:
     app = ScreenHost(SCREENS[name], slot_log=["INFO ready " + ATTACK, "로그 ✅"])
     async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        drive(name, app.top)
         await settle(pilot)
         if name == "wall":  # the slot's own view as well as the overview
             for _ in range(2):
