@@ -64,6 +64,8 @@ POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
+WALL_REFRESH_GAP_S = 1.0
+"""On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
 GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
 """Alert keys of hardware faults: facts about the pod that the audit log keeps."""
 
@@ -214,6 +216,7 @@ class Session:
         self._pod_polled_at: float | None = None
         self._pod_wanted = True
         self._polling = False
+        self._poll_started_at: float | None = None
         self._fleet_busy = False
         self._fleet_collector: FleetCollector | None = None
         self._book: SpendBook | None = None
@@ -319,9 +322,24 @@ class Session:
             self.want_fleet()
 
     def refresh_now(self) -> None:
-        """Every source now, the pod's too (ctrl+r, after an operation)."""
+        """Every source now, the pod's too (after an operation, once the context is in,
+        an unsettled ledger found)."""
         self._pod_wanted = True
         self.tick()
+
+    def refresh_asked(self) -> None:
+        """A viewer's ctrl+r (or the palette's "Refresh now"): a poll, never an operation.
+
+        On a wall anyone whose browser shows it may press it, so it comes no sooner than
+        ``WALL_REFRESH_GAP_S`` after the last poll, and the pod is read at its own
+        cadence: a key held down must not become RunPod API requests, or a scrape of
+        every slot, per keystroke."""
+        if not self.wall:
+            self.refresh_now()
+            return
+        last = self._poll_started_at
+        if last is None or not 0.0 <= self.now() - last < WALL_REFRESH_GAP_S:
+            self.tick()
 
     def _pod_due(self, now: float) -> bool:
         last = self._pod_polled_at
@@ -334,6 +352,7 @@ class Session:
         if self._polling:
             return False
         self._polling = True
+        self._poll_started_at = self.now()
         ok = False
         try:
             await self._poll()
