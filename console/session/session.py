@@ -21,6 +21,11 @@ the pod is not read faster; instead the header and the GPU line show their age b
 them once it passes one refresh + 0.5 s (``ConsoleState.ages``): no number on screen is
 older than that without saying how old it is, and the CPU and terminal-byte budgets of
 ``bench/tui_bench.py`` keep what they measured (no extra poll; a few cells a refresh).
+
+Every session judges its own polls, but what the alerts tell the world is shared by every
+session on the state dir (``shared_alerts.py``): the webhook hears of an alert once
+however many consoles, walls and browser tabs see it, and an acknowledgement made in one
+is shown in all.
 """
 
 from __future__ import annotations
