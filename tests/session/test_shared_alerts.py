@@ -185,3 +185,20 @@ def test_processes_racing_for_one_alert_post_it_once(tmp_path: Path) -> None:
     for p in procs:
         p.join(60)
     assert sorted(claims) == [0, 0, 0, 0, 0, 1]
+
+
+def test_an_entry_no_session_has_seen_for_an_hour_is_posted_again(tmp_path: Path) -> None:
+    from console.session.shared_alerts import STALE_S, TOUCH_S
+
+    book = SharedAlerts(tmp_path)
+    a = Alert("stopped", "info", "pod EXITED", "", T0)
+    assert len(book.sync(T0, raised=[a], webhook=True).post_raised) == 1
+    # a session showing it keeps it fresh (a write at most every TOUCH_S)
+    mtime = (tmp_path / "alerts.json").stat().st_mtime_ns
+    book.sync(T0 + 1, firing=[a])
+    assert (tmp_path / "alerts.json").stat().st_mtime_ns == mtime  # nothing to write
+    book.sync(T0 + TOUCH_S, firing=[a])
+    assert not book.sync(T0 + TOUCH_S + STALE_S - 1, raised=[a], webhook=True).post_raised
+    # then every console closes; it fires again the next morning: posted again
+    later = T0 + 2 * TOUCH_S + 3 * STALE_S
+    assert len(book.sync(later, raised=[a], webhook=True).post_raised) == 1
