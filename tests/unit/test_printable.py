@@ -153,3 +153,21 @@ async def test_a_slots_log_lines_enter_the_state_printable(tmp_path) -> None:
 
     w.ctx.agent = Agent()  # type: ignore[assignment]
     assert await w.session.slot_logs("A") == ["INFO ready", "title", "로그 ✅"]
+
+
+def test_a_line_drawn_keeps_its_styles_without_the_controls() -> None:
+    from rich.text import Text
+
+    from console.ui.widgets.lines import safe_text
+
+    t = Text("12:00 ", style="dim", no_wrap=True, overflow="ellipsis")
+    # (Rich drops a BEL as the Text is built: the title here ends with ST)
+    t.append(f"ALERT{ESC}]0;x{ESC}\\ down", "bold red")
+    t.append(f" — {ESC}[2Jdetail", "dim")
+    out = safe_text(t)
+    assert out.plain == "12:00 ALERT down — detail"
+    assert [(out.plain[s.start:s.end], str(s.style)) for s in out.spans] == [
+        ("ALERT down", "bold red"), (" — detail", "dim")]
+    assert (out.style, out.no_wrap, out.overflow) == ("dim", True, "ellipsis")
+    fine = Text("nothing to strip", "bold")
+    assert safe_text(fine) is fine
