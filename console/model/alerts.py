@@ -171,7 +171,8 @@ def observe_pod(book: FaultBook, pod: PodSnapshot | None, profile: Profile,
 def stop_event(stop: PlannedStop) -> Condition:
     """The one event a planned stop raises (instead of its slots' and agent's outages)."""
     by = f" by {stop.by}" if stop.by else ""
-    return Condition("stopped", "info", f"pod {stop.text(fmt.clock(stop.at)[:5])}{by}",
+    text = stop.text(fmt.clock(stop.at)[:5])
+    return Condition("stopped", "info", f"pod {text}{by}" if stop.made else text + by,
                      "its slots and agent stop with it: not an outage; r resumes it")
 
 

@@ -13,7 +13,7 @@ answered (``agent_seen``), since an agent that stopped with its pod says nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.model.fmt import OVERDUE_S
 from console.model.snapshot import PodSnapshot
@@ -36,13 +36,17 @@ class PlannedStop:
     at: float | None = None
     done: bool = False
     """The provider says the pod is stopped (else: it is being stopped)."""
+    made: bool = True
+    """False: the watchdog's stop is due (its time has come) and nothing says yet that
+    it is being made; its slots may go at any moment, as planned."""
 
     def text(self, clock: str) -> str:
-        """"stopped at 18:00 (idle)" / "stopping (idle)" (``clock``: ``at`` as shown)."""
+        """"stopped at 18:00 (idle)", "stopping (idle)", "stop due now (idle)"
+        (``clock``: ``at`` as shown)."""
         why = f" ({self.reason})" if self.reason else ""
         if self.done:
             return f"stopped at {clock}{why}" if self.at is not None else f"stopped{why}"
-        return f"stopping{why}"
+        return f"stopping{why}" if self.made else f"stop due now{why}"
 
 
 def _this_run(pod: PodSnapshot, at: float | None) -> bool:
@@ -86,11 +90,13 @@ def planned_stop(pod: PodSnapshot | None, agent_seen: PodSnapshot | None,
         late = pod.agent_error is None and left is not None and left < -OVERDUE_S
         due = None if left is None else now + left / (plan.clock_speed or 1.0)
         if left is not None and left <= 0 and not late and _this_run(pod, due):
-            found = PlannedStop(pod.pod_id, plan.next_reason or "stop", "watchdog", due)
+            # the agent gone with its slots: being made; still answering: due
+            found = PlannedStop(pod.pod_id, plan.next_reason or "stop", "watchdog", due,
+                                made=pod.agent_error is not None)
     if found is None and stopped:
         found = PlannedStop(pod.pod_id, "stopped through the provider", None, None)
     if found is None:
         return None
     if stopped:
-        return PlannedStop(found.pod_id, found.reason, found.by, found.at, done=True)
+        return replace(found, done=True, made=True)
     return found
