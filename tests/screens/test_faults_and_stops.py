@@ -12,6 +12,7 @@ from dataclasses import replace
 from rich.text import Text
 from textual.widgets import Label, Static
 
+from console.model.snapshot import StopPlan
 from console.ui.screens.gpus import GpuScreen
 from console.ui.screens.main import MainScreen
 from console.ui.screens.modals import WatchdogScreen
@@ -55,7 +56,6 @@ def xid_state():
 
 async def test_an_xid_marks_its_gpu_row_and_the_slots_on_it() -> None:
     st = xid_state()
-    assert st.gpu_marks == {0: "XID 79"}
     app = ScreenHost(lambda: GpuScreen(st))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -74,11 +74,11 @@ async def test_an_xid_marks_its_gpu_row_and_the_slots_on_it() -> None:
                 assert health == "✖ XID 79", (slot, health)  # never "● UP"
             else:
                 assert health == "● UP", (slot, health)
+    assert st.gpu_marks == {0: "XID 79"}
 
 
 async def test_heat_marks_its_gpu_and_says_why_the_clock_is_down() -> None:
     st = states.state(pod_=states.pod(gpus=states.hot_gpus(0)))
-    assert st.gpu_marks == {0: "HOT"}
     throttle = [a for a in st.alerts if a.key == "throttle:0"]
     assert throttle and "SM 727/1980 MHz (thermal)" in throttle[0].detail
     app = ScreenHost(lambda: GpuScreen(st))
@@ -87,12 +87,15 @@ async def test_heat_marks_its_gpu_and_says_why_the_clock_is_down() -> None:
         rows = _rows(_plain(app.top.query_one("#gtable", Static)))
         assert "HOT" in rows["0"] and "727/1980 thermal" in rows["0"]
         assert "HOT" not in rows["1"]
+    assert st.gpu_marks == {0: "HOT"}
 
 
 def _header(st) -> str:
+    """The header's text for a state, every segment (as a terminal wide enough shows)."""
     header = PodHeader(st.view.title, st.view.demo, st.view.read_only)
-    return " │ ".join(t.plain for _, t in header.segments(
-        st.pod, st.now, st.stale, st.operation, None, st.stop))
+    stop = getattr(st, "stop", None)
+    args = (st.pod, st.now, st.stale, st.operation) + ((None, stop) if stop else ())
+    return " │ ".join(t.plain for _, t in header.segments(*args))
 
 
 def test_one_dead_slot_is_not_a_stale_header() -> None:
@@ -104,9 +107,10 @@ def test_one_dead_slot_is_not_a_stale_header() -> None:
 
 def test_a_planned_stop_says_stopped_at_not_stale_or_a_countdown() -> None:
     # the watchdog's idle stop, made 2 minutes ago; the pod is stopped
-    plan = states.stop_plan(next_reason="idle", in_s=29 * 60.0, pod_now=NOW,
-                            last_stop_at=NOW - 120, last_stop_reason="idle",
-                            last_stop_by="watchdog", last_stop_ok=True)
+    plan = StopPlan.parse({"now": NOW, "stop_in_s": 29 * 60.0, "next_stop_reason": "idle",
+                           "last_stop_reason": "idle", "last_stop": {
+                               "reason": "idle", "at": NOW - 120, "by": "watchdog",
+                               "ok": True, "detail": "stopped"}}, NOW)
     pod = states.pod(status="EXITED", stop_plan=plan, started_at=NOW - 3 * 3600)
     st = states.state(pod_=pod, down=tuple(states.profile().slots))
     text = _header(st)
@@ -147,8 +151,8 @@ async def test_the_watchdog_dialog_counts_on_the_headers_clock() -> None:
     pod_now = NOW - 5 * 3600.0  # the pod's clock, hours behind ours
     zone = dt.timezone(dt.timedelta(hours=9))
     next_stop = dt.datetime.fromtimestamp(pod_now + 1800, zone).isoformat()
-    plan = states.stop_plan(next_reason="idle", in_s=1800.0, clock_speed=60.0,
-                            pod_now=pod_now, read_at=NOW - 10, skew_s=None)
+    plan = StopPlan.parse({"now": pod_now, "stop_in_s": 1800.0, "clock_speed": 60.0,
+                           "next_stop_reason": "idle", "clock_simulated": True}, NOW - 10)
     pod = states.pod(stop_plan=plan, next_stop=next_stop)
     st = states.state(pod_=pod)
     assert "stop in 20m (idle)" in _header(st)  # 30 min less 10 s ×60
