@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from console.model import catalog, fmt
 from console.model.conditions import SEVERITY_ORDER, Condition, Severity
-from console.model.gpu_faults import HARDWARE, FaultBook
+from console.model.gpu_faults import FaultBook, is_hardware
 from console.model.gpu_state import conditions as gpu_conditions
 from console.model.pod_stop import STOPPED, PlannedStop, planned_stop
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, StopPlan
@@ -274,7 +274,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if not stopped:  # heat, throttling, strays: what the GPUs say now
             out += [c for c in gpu_conditions(pod.gpus, set(profile.slots), now,
                                               timing.for_s, timing.hold_s)
-                    if not c.key.startswith(HARDWARE)]
+                    if not is_hardware(c)]
         # hardware faults: until the GPU is seen healthy or the pod is gone, readings
         # or not (a stopped pod repaired nothing)
         out += faults.conditions(pod.pod_id)

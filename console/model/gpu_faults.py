@@ -24,7 +24,15 @@ from console.model.conditions import Condition
 from console.model.gpu_state import GpuReport
 
 HARDWARE = ("xid:", "ecc:", "remapfail:")
-"""Condition keys (``gpu_state.conditions``) that are hardware faults: kept here."""
+"""Condition keys (``gpu_state.conditions``) of hardware faults (an Xid only when
+critical: a warning Xid, an application's MMU fault, stays the event it is)."""
+
+
+def is_hardware(c: Condition) -> bool:
+    """Whether a GPU condition is a hardware fault, kept here until it ends."""
+    if c.key.startswith("xid:"):
+        return c.severity == "crit"
+    return c.key.startswith(HARDWARE)
 GONE = ("TERMINATED",)
 """Provider statuses of a pod that is gone (its faults end with it)."""
 
@@ -81,7 +89,7 @@ class FaultBook:
                 ended[f.alert_key] = f"ended with pod {f.pod_id or '?'}"
                 del self.faults[k]
         for c in now_conditions:
-            if not c.key.startswith(HARDWARE) or (gpu := _gpu_of(c.key)) is None:
+            if not is_hardware(c) or (gpu := _gpu_of(c.key)) is None:
                 continue
             old = self.faults.get((pod_id, c.key))
             self.faults[(pod_id, c.key)] = (
