@@ -135,8 +135,7 @@ def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Te
         return Text.assemble(("stop held ", "dim"), (
             f"{fmt.duration(left, False)}: requests running", "yellow"))
     if left is not None and left < -OVERDUE_S:
-        return Text.assemble(("stop ", "dim"), ("overdue", "bold yellow"),
-                             (f" {fmt.duration(-left, False)}", "yellow"))
+        return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
     if left is not None and left <= 0:
         return Text.assemble(("stop ", "dim"), ("due now", "yellow"))
     why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
