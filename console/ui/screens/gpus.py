@@ -53,7 +53,9 @@ def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None) -> Tabl
         ("temp", "right"), ("power W", "right"), ("SM MHz", "right"), ("throttled", "left"),
         ("ECC sbe/dbe", "right"), ("remap", "left"), ("NVLink", "right"))
     for col, just in columns:
-        t.add_column(col, justify=just)
+        # the state is never cut: "XID 79" is the one cell that must be read whole
+        t.add_column(col, justify=just, **({"min_width": 6, "no_wrap": True}
+                                           if col == "state" else {}))
     for g in report.gpus:
         cells = _row(g)
         t.add_row(cells[0], state_cell((marks or {}).get(g.index)), *cells[1:])
@@ -74,7 +76,9 @@ def _row(g: Gpu) -> list[Text]:
              + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "")),
         Text(fmt.DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz}"
              + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "")
-             + (f" {g.clock_reason}" if g.clock_reason else ""), hot),
+             # held down by heat: said beside the clock (power capping is the GPU
+             # working, its reason stays in the throttled column)
+             + (f" {g.clock_reason}" if g.hot and g.clock_reason else ""), hot),
         Text(", ".join(g.throttled) or "no", hot),
         Text(f"{fmt.num(g.ecc_sbe_volatile)}/{fmt.num(g.ecc_dbe_volatile)}",
              "bold white on red" if g.ecc_dbe_volatile else ""),
