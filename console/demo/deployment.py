@@ -159,9 +159,11 @@ class DemoDeployment:
             # H200 capture; faults through the same directory as the slots')
             "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}:{HERE / 'fakenvml'}",
             "FAKE_TORCH_MODE": self.torch, "FAKE_NVML_FAULTS": str(self.faults_dir),
+            # a GPU fault is the pod's: a fallback's new pod does not inherit it
+            "FAKE_NVML_GPU_FAULTS": str(self.gpu_faults_dir(pod_id)),
             "FAKE_NVML_ENGINES": "1",
             # this machine's kernel log is not the simulated pod's
-            "POD_AGENT_KMSG": str(self.faults_dir / "kmsg"),
+            "POD_AGENT_KMSG": str(self.gpu_faults_dir(pod_id) / "kmsg"),
             **({"POD_AGENT_CLOCK": self.clock_spec} if self.clock_spec else {}),
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
@@ -172,6 +174,19 @@ class DemoDeployment:
             "HF_HOME": str(self.hf_home()),
         })
         return env
+
+    def gpu_faults_dir(self, pod_id: str | None) -> Path:
+        """Where the NVML stand-in of one simulated pod reads its GPU faults."""
+        d = self.faults_dir / "gpus" / (pod_id or "none")
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def current_pod(self) -> str | None:
+        """The pod a fault is injected into: the newest running one (after a fallback,
+        the new pod), else the first."""
+        with self.state.lock:
+            running = [pid for pid, p in self.state.pods.items() if p["status"] == "RUNNING"]
+        return running[-1] if running else self.pod_id
 
     def pod_home(self, pod_id: str) -> Path:
         return self.workdir / "pods" / pod_id
@@ -373,13 +388,15 @@ class DemoDeployment:
     def kill_slot(self, served: str) -> None:
         (self.faults_dir / f"kill-{served}").touch()
 
-    def gpu_fault(self, name: str) -> None:
-        """A file the NVML stand-in reads (``console/demo/fakenvml``)."""
-        (self.faults_dir / name).touch()
+    def gpu_fault(self, name: str, pod_id: str | None = None) -> None:
+        """A file the NVML stand-in of one pod reads (``console/demo/fakenvml``): the
+        current pod's, unless ``pod_id`` names another."""
+        (self.gpu_faults_dir(pod_id or self.current_pod()) / name).touch()
 
-    def gpu_faults_cleared(self) -> None:
-        for f in [*self.faults_dir.glob("dbe-*"), *self.faults_dir.glob("hot-*"),
-                  *self.faults_dir.glob("xid-*")]:  # delivered already; Xids are events
+    def gpu_faults_cleared(self, pod_id: str | None = None) -> None:
+        d = self.gpu_faults_dir(pod_id or self.current_pod())
+        for f in [*d.glob("dbe-*"), *d.glob("hot-*"),
+                  *d.glob("xid-*")]:  # delivered already; Xids are events
             f.unlink(missing_ok=True)
 
     def break_p2p(self) -> None:

@@ -19,16 +19,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from console.model import catalog
+from console.model import catalog, fmt
 from console.model.conditions import SEVERITY_ORDER, Condition, Severity
+from console.model.gpu_faults import FaultBook, is_hardware
 from console.model.gpu_state import conditions as gpu_conditions
-from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+from console.model.pod_stop import STOPPED, PlannedStop, planned_stop
+from console.model.snapshot import DeploymentSnapshot, PodSnapshot, StopPlan
 
 if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
     from console.config.settings import Settings
     from pod_agent.profile import Profile
 
 State = Literal["pending", "firing"]
+EXTENSION_WARN_S = 600.0
+"""How long before an extension ends it is said, when the agent does not say."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class Alert:
     acked_at: float | None = None
     gone_since: float | None = None
     """Firing, but its condition is gone since then: it clears when the hold has passed."""
+    ended: str | None = None
+    """Set on an alert that ended without clearing ("ended with pod X")."""
 
     def resolving(self, now: float) -> bool:
         return self.state == "firing" and self.gone_since is not None
@@ -55,7 +61,7 @@ class Alert:
 @dataclass(frozen=True)
 class AlertEvent:
     t: float
-    kind: Literal["firing", "resolved", "acknowledged", "failed"]
+    kind: Literal["firing", "resolved", "acknowledged", "failed", "ended"]
     severity: Severity
     title: str
     detail: str = ""
@@ -68,9 +74,12 @@ class AlertBook:
     """Newest last; bounded, for a wall that runs for weeks (the audit log keeps acks)."""
     _conds: dict[str, Condition] = field(default_factory=dict)
 
-    def update(self, conditions: Iterable[Condition], now: float
-               ) -> tuple[list[Alert], list[Alert]]:
-        """Apply the conditions true now; return (fired, cleared) by this evaluation."""
+    def update(self, conditions: Iterable[Condition], now: float,
+               ended: dict[str, str] | None = None) -> tuple[list[Alert], list[Alert]]:
+        """Apply the conditions true now; return (fired, cleared) by this evaluation.
+        ``ended``: alert key → why it ended when that is not "cleared" (a GPU fault whose
+        pod is gone: "ended with pod X"); said in the history, at once (no hold)."""
+        ended = ended or {}
         seen: dict[str, Condition] = {c.key: c for c in conditions}
         raised, cleared = [], []
         for key, cond in seen.items():
@@ -90,6 +99,10 @@ class AlertBook:
             hold = self._conds[key].hold_s if key in self._conds else 0.0
             if a.state == "pending":
                 del self.active[key]  # never fired: nothing to clear
+            elif key in ended:
+                del self.active[key]
+                cleared.append(replace(a, ended=ended[key]))
+                self.history.append(AlertEvent(now, "ended", a.severity, a.title, ended[key]))
             elif now - (a.gone_since if a.gone_since is not None else now) >= hold:
                 # the hold counts from the first evaluation that found it gone, as
                 # Prometheus's keep_firing_for does
@@ -153,20 +166,51 @@ def _working_hours(profile: Profile, now: float) -> bool:
     return day in s.days and start <= hm < stop
 
 
+def observe_pod(book: FaultBook, pod: PodSnapshot | None, profile: Profile,
+                settings: Settings, now: float) -> dict[str, str]:
+    """A pod reading into the GPU fault book (``gpu_faults``); the alert keys of faults
+    that ended with their pod, and why."""
+    if pod is None:
+        return {}
+    timing = settings.alerts
+    now_true = ([] if pod.status in STOPPED else
+                gpu_conditions(pod.gpus, set(profile.slots), now, timing.for_s, timing.hold_s))
+    return book.observe(pod.pod_id, pod.status, pod.started_at, pod.gpus, now_true, now)
+
+
+def stop_event(stop: PlannedStop) -> Condition:
+    """The one event a planned stop raises (instead of its slots' and agent's outages)."""
+    by = f" by {stop.by}" if stop.by else ""
+    text = stop.text(fmt.clock(stop.at)[:5])
+    return Condition("stopped", "info", f"pod {text}{by}" if stop.made else text + by,
+                     "its slots and agent stop with it: not an outage; r resumes it")
+
+
 def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: Profile,
-             settings: Settings, now: float, failures: Iterable[Condition] = ()
+             settings: Settings, now: float, failures: Iterable[Condition] = (),
+             faults: FaultBook | None = None, agent_seen: PodSnapshot | None = None
              ) -> list[Condition]:
+    """The conditions true now. ``faults``: the session's GPU fault book, already told of
+    this reading (None: a one-shot reading, judged alone). ``agent_seen``: the last
+    reading of this pod in which its agent answered (a stop is known from it after the
+    agent has gone with its pod)."""
     from pod_agent.gpuinfo import version_tuple
     from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
 
     out: list[Condition] = list(failures)
     timing = settings.alerts
-    stopped = pod is not None and pod.status in ("EXITED", "TERMINATED")
-    if pod is not None and stopped:
-        # a stopped pod takes its slots with it: one line says so, not one CRIT per slot
-        out.append(Condition("stopped", "info", f"pod {pod.status}: its slots are down with "
-                             "it", "r resumes it"))
-    if snap is not None and not stopped:
+    if faults is None:
+        faults = FaultBook()
+        observe_pod(faults, pod, profile, settings, now)
+    if agent_seen is None and pod is not None and not pod.agent_error:
+        agent_seen = pod
+    stop = planned_stop(pod, agent_seen, now)
+    stopped = pod is not None and pod.status in STOPPED
+    if stop is not None:
+        # a stop somebody meant takes the slots and the agent with it: one event says
+        # so, not a CRIT per slot and an unreachable agent
+        out.append(stop_event(stop))
+    if snap is not None and not stopped and stop is None:
         for s in snap.slots:
             th = settings.thresholds_for(s.slot)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
@@ -208,11 +252,11 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
                 version_tuple(pod.host_cuda) < version_tuple(profile.min_cuda)):
             out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
                                  f"{profile.min_cuda}"))
-        if pod.status == "RUNNING" and not _working_hours(profile, now):
+        if pod.status == "RUNNING" and stop is None and not _working_hours(profile, now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""
             out.append(Condition("hours", "warn", f"pod running outside working hours{rate}"))
         plan = pod.stop_plan
-        if plan is not None and pod.watchdog_armed is not False and (
+        if plan is not None and stop is None and pod.watchdog_armed is not False and (
                 plan.warning or plan.grace_until):
             left = pod.stop_in_s(now)
             mins = f"{max(0, round((left or 0) / 60))} min"
@@ -231,19 +275,45 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             out.append(Condition("watchdog", "crit", "watchdog stop FAILED",
                                  pod.last_watchdog_result))
         # a source that fails once is a blip; one that keeps failing is an alert
-        if pod.agent_error:
+        if pod.agent_error and stop is None:
             out.append(Condition("agent", "warn", "pod agent unreachable", pod.agent_error,
                                  timing.down_for_s))
         if pod.provider_error:
             out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
                                  timing.down_for_s))
-        if not stopped:
-            out += gpu_conditions(pod.gpus, set(profile.slots), now, timing.for_s,
-                                  timing.hold_s)
+        if not stopped:  # heat, throttling, strays: what the GPUs say now
+            out += [c for c in gpu_conditions(pod.gpus, set(profile.slots), now,
+                                              timing.for_s, timing.hold_s)
+                    if not is_hardware(c)]
+        # hardware faults: until the GPU is seen healthy or the pod is gone, readings
+        # or not (a stopped pod repaired nothing)
+        out += faults.conditions(pod.pod_id)
+        ext = extension_warning(plan, now)
+        if ext is not None and stop is None:
+            out.append(ext)
     if snap is not None and snap.prometheus_error:
         out.append(Condition("prometheus", "info", "Prometheus unreachable: scraping slots "
                              "directly", snap.prometheus_error, timing.down_for_s))
     return out
+
+
+def extension_warning(plan: StopPlan | None, now: float) -> Condition | None:
+    """An extension about to end, said before it does (its ``warn_before``, 10 min when
+    the agent does not say, on the pod's clock): warn when its end stops the pod, info
+    when the schedule just applies again."""
+    if plan is None or (plan.warning and plan.next_reason == "extension ends"):
+        return None  # the stop's own warning says it
+    left = plan.extension_left(now)
+    before = plan.warn_before_s if plan.warn_before_s else EXTENSION_WARN_S
+    if left is None or left <= 0 or left > before:
+        return None
+    mins = f"{max(1, round(left / 60))} min"
+    by = f" (by {plan.extension_by})" if plan.extension_by else ""
+    if plan.extension_stops_at_end is False:
+        return Condition("extension-ends", "info", f"extension{by} ends in {mins}: the "
+                         "schedule applies again", "w: +1h, +2h or until a time")
+    return Condition("extension-ends", "warn", f"extension{by} ends in {mins}: the pod "
+                     "stops then", "press w: +1h, +2h or until a time")
 
 
 async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: str,
@@ -254,7 +324,8 @@ async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: st
     icon = {"crit": ":red_circle:", "warn": ":large_orange_circle:", "info": ":information_source:"}
     lines = [f"{icon[a.severity]} {a.title}" + (f" — {a.detail}" if a.detail else "")
              for a in raised]
-    lines += [f":white_check_mark: cleared: {a.title}" for a in cleared]
+    lines += [f":white_check_mark: cleared: {a.title}" if a.ended is None else
+              f":black_square_for_stop: {a.ended}: {a.title}" for a in cleared]
     payload = {"text": f"[{source}]\n" + "\n".join(lines)}
     import httpx  # here, not at the top: the console's first frame does not wait for it
 

@@ -91,9 +91,15 @@ def wall_time(iso: str | None) -> str:
         return iso
 
 
-def stop_time(iso: str | None, now: float) -> str:
+OVERDUE_S = 180.0
+"""A stop this many (pod) seconds past its time is late ("overdue"); before, "due now"."""
+
+
+def stop_time(iso: str | None, now: float, left: float | None = None) -> str:
     """The watchdog's next stop as a person reads it: its wall time in the profile's own
-    zone and how far away it is ("Tue 18:00 +09:00, in 2h10m"); the raw text if unreadable."""
+    zone and how far away it is ("Tue 18:00 +09:00, in 2h10m"); the raw text if unreadable.
+    ``left``: the seconds to it on the pod's clock, as the header counts them (then
+    ``now`` only reads the ISO text); without it, ``now`` is the clock to count on."""
     import datetime as dt
 
     if not iso:
@@ -104,8 +110,10 @@ def stop_time(iso: str | None, now: float) -> str:
         return iso
     if when.tzinfo is None:
         return iso
-    left = when.timestamp() - now
-    rel = "overdue" if left < 0 else f"in {duration(left, False)}"
+    if left is None:
+        left = when.timestamp() - now
+    rel = ("overdue" if left < -OVERDUE_S else "due now" if left <= 0
+           else f"in {duration(left, False)}")
     return f"{when.strftime('%a %H:%M')} {when.strftime('%z')[:3]}:{when.strftime('%z')[3:]}, {rel}"
 
 

@@ -69,6 +69,17 @@ class Gpu:
     def hot(self) -> bool:
         return bool(set(self.throttled) & set(THERMAL))
 
+    @property
+    def clock_reason(self) -> str:
+        """Why the SM clock is held down, in a word every screen uses: ``thermal``,
+        ``power cap``, or "" (not held down, or for a benign reason)."""
+        reasons = set(self.throttled)
+        if reasons & {"sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown"}:
+            return "thermal"
+        if reasons & {"sw_power_cap", "hw_power_brake_slowdown"}:
+            return "power cap"
+        return ""
+
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "uuid": self.uuid,
                 "util_pct": self.util_pct, "mem_used": self.mem_used,
@@ -220,4 +231,5 @@ def _temp(g: Gpu) -> str:
         return ""
     clock = (f", SM {g.sm_clock_mhz}/{g.sm_clock_max_mhz} MHz"
              if g.sm_clock_mhz and g.sm_clock_max_mhz else "")
-    return f"{g.temp_c:.0f}°C{clock}"
+    why = f" ({g.clock_reason})" if clock and g.clock_reason else ""
+    return f"{g.temp_c:.0f}°C{clock}{why}"

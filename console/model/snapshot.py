@@ -34,6 +34,16 @@ class StopPlan:
     extension_by: str | None = None
     extension_reason: str | None = None
     last_stop_reason: str | None = None
+    last_stop_at: float | None = None
+    """When the last stop was made, on the pod's clock (``last_stop.at``)."""
+    last_stop_by: str | None = None
+    last_stop_ok: bool | None = None
+    """None while it is being made (or when the console said it was about to)."""
+    extension_stops_at_end: bool | None = None
+    """Whether the extension's end stops the pod (its end is then a stop like any other)."""
+    warn_before_s: float | None = None
+    pod_now: float | None = None
+    """The pod's clock when it answered (``now``): pod instants are put on ours with it."""
     memory_warning: str | None = None
     clock_speed: float = 1.0
     skew_s: float | None = None
@@ -50,6 +60,9 @@ class StopPlan:
         ext: dict[str, Any] = raw_ext if isinstance(raw_ext, dict) else {}
         speed = num("clock_speed") or 1.0
         now = num("now")
+        raw_last = wd.get("last_stop")
+        last: dict[str, Any] = raw_last if isinstance(raw_last, dict) else {}
+        last_at = last.get("at")
         return cls(
             next_reason=wd.get("next_stop_reason") if isinstance(
                 wd.get("next_stop_reason"), str) else None,
@@ -63,6 +76,13 @@ class StopPlan:
             extension_reason=str(ext.get("reason")) if ext.get("reason") else None,
             last_stop_reason=wd.get("last_stop_reason") if isinstance(
                 wd.get("last_stop_reason"), str) else None,
+            last_stop_at=float(last_at) if isinstance(last_at, (int, float))
+            and not isinstance(last_at, bool) else None,
+            last_stop_by=str(last["by"]) if last.get("by") else None,
+            last_stop_ok=last.get("ok") if isinstance(last.get("ok"), bool) else None,
+            extension_stops_at_end=ext.get("stops_at_end") if isinstance(
+                ext.get("stops_at_end"), bool) else None,
+            warn_before_s=num("warn_before_s"), pod_now=now,
             memory_warning=wd.get("memory_warning") if isinstance(
                 wd.get("memory_warning"), str) else None,
             clock_speed=speed,
@@ -80,6 +100,27 @@ class StopPlan:
 
     def idle(self, now: float) -> float | None:
         return None if self.idle_s is None else self.idle_s + self.elapsed(now)
+
+    def pod_clock(self, now: float) -> float | None:
+        """The pod's clock at ``now`` (ours), None when the pod did not say its time."""
+        return None if self.pod_now is None else self.pod_now + self.elapsed(now)
+
+    def ours(self, pod_t: float) -> float:
+        """A pod instant on our clock (the same instant, as our clock reads it)."""
+        if self.pod_now is None:
+            return pod_t
+        return self.read_at + (pod_t - self.pod_now) / (self.clock_speed or 1.0)
+
+    def extension_left(self, now: float) -> float | None:
+        """Pod seconds until the extension ends (None: none, or the pod's time unknown)."""
+        pod_now = self.pod_clock(now)
+        if not self.extension_until or pod_now is None:
+            return None
+        try:
+            end = dt.datetime.fromisoformat(self.extension_until).timestamp()
+        except ValueError:
+            return None
+        return end - pod_now
 
 
 @dataclass(frozen=True)
@@ -205,10 +246,14 @@ class PodSnapshot:
 
     def projected_today(self, now: float, tz: dt.tzinfo | None = None) -> float | None:
         """Today's spend if the pod runs until its next stop (or midnight, if that is
-        first or nothing will stop it): an extension moves it."""
+        first or nothing will stop it: a disarmed watchdog): an extension moves it. With
+        no stop known (no agent, or one that does not say) there is nothing to project
+        to: today's spend so far."""
         tz = tz if tz is not None else self.day_zone
         spent = self.spend_today(now, tz)
         if spent is None or self.status != "RUNNING" or self.cost_per_hr is None:
+            return spent
+        if self.watchdog_armed is not False and self.stop_in_s(now) is None:
             return spent
         local_now = dt.datetime.fromtimestamp(now, tz)
         midnight = (local_now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -217,6 +262,18 @@ class PodSnapshot:
         until = midnight if left is None or self.watchdog_armed is False else \
             min(midnight, now + max(0.0, left))
         return spent + (until - now) / 3600 * self.cost_per_hr
+
+    def stop_clock(self, now: float) -> float:
+        """``now`` on the clock ``next_stop`` is written in (the pod's, which may run
+        fast or apart from ours): what a countdown to ``next_stop`` counts from, so a
+        dialog and the header count the same seconds (issue 30, finding 6)."""
+        left = self.stop_in_s(now)
+        if left is None or not self.next_stop:
+            return now
+        try:
+            return dt.datetime.fromisoformat(self.next_stop).timestamp() - left
+        except ValueError:
+            return now
 
     def stop_in_s(self, now: float) -> float | None:
         if self.stop_plan is not None and self.stop_plan.in_s is not None:

@@ -34,7 +34,7 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -42,7 +42,9 @@ from console.config import defaults
 from console.model import fmt
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
+from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
+from console.model.pod_stop import PlannedStop, planned_stop
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.spend import SpendBook
@@ -108,15 +110,22 @@ class Judged:
     pod: PodSnapshot | None
     conditions: tuple[Condition, ...]
     spend_month: float | None
+    ended: dict[str, str] = field(default_factory=dict)
+    """Alert keys of GPU faults that ended with their pod, and how to say so."""
+    stop: PlannedStop | None = None
+    """The planned stop the pod is in (being made or made), if any."""
 
 
 def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: SpendBook,
           profile: Profile, settings: Settings, now: float,
-          failures: Iterable[Condition] = ()) -> Judged:
+          failures: Iterable[Condition] = (), faults: FaultBook | None = None,
+          agent_seen: PodSnapshot | None = None) -> Judged:
     """Spend book + earlier spend + alert rules: the one place they meet (the console,
     the fleet and ``pod-console status`` all judge a reading here). The day and the month
-    start at midnight in the profile's zone."""
-    from console.model.alerts import evaluate
+    start at midnight in the profile's zone. ``faults``: the session's GPU fault book
+    (None: this reading alone); ``agent_seen``: the last reading of the pod in which its
+    agent answered."""
+    from console.model.alerts import evaluate, observe_pod
 
     zone = day_zone(profile)
     month = None
@@ -124,8 +133,12 @@ def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: Sp
         pod = replace(pod, spent_earlier_today=book.earlier_today(pod, now, zone),
                       day_zone=zone)
         month = book.this_month(pod, now, zone) if pod.pod_id else None
-    return Judged(pod, tuple(evaluate(snapshot, pod, profile, settings, now, failures)),
-                  month)
+    faults = faults if faults is not None else FaultBook()
+    ended = observe_pod(faults, pod, profile, settings, now)
+    if agent_seen is None and pod is not None and not pod.agent_error:
+        agent_seen = pod
+    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen)
+    return Judged(pod, tuple(conds), month, ended, planned_stop(pod, agent_seen, now))
 
 
 async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None,
@@ -135,6 +148,15 @@ async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | Non
     read from the state directory (off the loop) and only read, never written."""
     book = await run_blocking(SpendBook, settings.state_dir / "spend.json")
     return judge(snapshot, pod, book, profile, settings, now)
+
+
+def stale_header(snap: DeploymentSnapshot, stop: PlannedStop | None) -> str | None:
+    """The header's STALE: only when no slot's numbers are fresh (the pod's data), never
+    for a pod stopped on purpose (its header says "stopped at …")."""
+    stale = [s.stale_since for s in snap.slots if s.stale_since is not None]
+    if stop is not None or not stale or len(stale) < len(snap.slots):
+        return None
+    return f"STALE since {fmt.clock(min(stale))}"
 
 
 def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
@@ -173,6 +195,7 @@ class _Reading:
     at: float | None = None
     pod_read_at: float | None = None
     spend_month: float | None = None
+    stop: PlannedStop | None = None
 
 
 class Session:
@@ -209,6 +232,11 @@ class Session:
         self._chosen_refresh: float | None = None
         """What +/- chose; None: the settings' (the boot plan's until they load)."""
         self.alerts = AlertBook()
+        self.faults = FaultBook()
+        """GPU hardware faults per pod and GPU, until seen healthy or their pod is gone."""
+        self._agent_seen: PodSnapshot | None = None
+        """The last pod reading in which the agent answered (a stop is known from it
+        once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
         self.polls = 0
@@ -378,6 +406,8 @@ class Session:
         pods = ctx.pod_collector if ctx is not None else None
         read_pod = pods is not None and self._pod_due(started)
         raw = self._raw_pod
+        if pods is not None and raw is not None and raw.pod_id != pods.pod_id:
+            read_pod = True  # a new pod (a fallback): nothing of the old one is shown
         if pods is not None and read_pod:
             self._pod_wanted, self._pod_polled_at = False, started
             snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
@@ -387,6 +417,8 @@ class Session:
         if read_pod and raw is not None:
             await self._observe_spend(raw, now)
             record_gpus(self.history, raw.gpus, now)
+            if not raw.agent_error and raw.stop_plan is not None:
+                self._agent_seen = raw
         # from here to the end nothing awaits: the reading, the alerts and the counters
         # change together, so a state() built at any moment is of one poll
         raised: list[Alert] = []
@@ -395,13 +427,14 @@ class Session:
             judged = Judged(None, (), None)
         else:
             judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
-                           ctx.settings, now, self.failures.values())
-            raised, cleared = self.alerts.update(judged.conditions, now)
+                           ctx.settings, now, self.failures.values(), self.faults,
+                           self._agent_seen)
+            raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
             self._raw_pod = raw
         self._reading = _Reading(snapshot, judged.pod, now,
                                  started if read_pod else self._reading.pod_read_at,
-                                 judged.spend_month)
+                                 judged.spend_month, judged.stop)
         self.polls += 1
         self.poll_failure = None
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
@@ -430,7 +463,10 @@ class Session:
             self._note(f"ALERT {a.title}" + (f" — {a.detail}" if a.detail else ""),
                        "bold red" if a.severity == "crit" else "yellow")
         for a in cleared:
-            self._note(f"cleared: {a.title}", "green")
+            if a.ended is not None:  # nothing was repaired: it ended with its pod
+                self._note(f"{a.ended}: {a.title}", "yellow")
+            else:
+                self._note(f"cleared: {a.title}", "green")
         faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
         if faults and not self.wall:
             self._spawn(self._audit_faults(faults), "audit-gpu")
@@ -511,6 +547,8 @@ class Session:
         r = self._reading
         now = self.now()
         gpus, utils, states = slot_columns(view, r.pod)
+        pod_id = r.pod.pod_id if r.pod is not None else None
+        marks = gpu_marks(self.faults.of(pod_id), r.pod.gpus if r.pod is not None else None)
         ctx = self.ctx
         running = None
         thresholds: dict[str, Any] = {}
@@ -527,7 +565,8 @@ class Session:
                             stale=self.stale_text(), history=self.history, allowed=allowed,
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
-                            polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month)
+                            polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
+                            stop=r.stop, gpu_marks=marks)
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one
@@ -544,14 +583,16 @@ class Session:
         return out
 
     def stale_text(self) -> str | None:
+        """Why the deployment's numbers are not fresh, said in the header: a failed poll,
+        none yet, or every slot stale. One dead slot is its own row's STALE, not the
+        header's; a pod stopped on purpose is "stopped at …", not STALE."""
         if self.poll_failure is not None:
             t, reason = self.poll_failure
             return f"POLL FAILED {fmt.clock(t)}: {reason}"
         snap = self._reading.snapshot
         if snap is None:
             return "waiting for first data…"
-        stale = [s.stale_since for s in snap.slots if s.stale_since is not None]
-        return f"STALE since {fmt.clock(min(stale))}" if stale else None
+        return stale_header(snap, self._reading.stop)
 
     # -- start, alerts, fleet ---------------------------------------------------------
     async def adopt(self, ctx: ConsoleContext) -> bool:

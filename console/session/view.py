@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings, SlotThresholds
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
+    from console.model.pod_stop import PlannedStop
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
     from console.operations.planner import Planner
     from console.operations.registry import OperationRegistry
@@ -150,6 +151,22 @@ class ConsoleState:
     ``console.session.session``)."""
     spend_month: float | None = None
     """$ since the first of the month in the profile's zone, every run of the pod counted."""
+    stop: PlannedStop | None = None
+    """The stop somebody meant that the pod is in (being made, or made): the header says
+    "stopped at HH:MM (reason)" instead of a countdown."""
+    gpu_marks: dict[int, str] = field(default_factory=dict)
+    """GPU index → what is wrong with it (``XID 79``, ``ECC``, ``REMAP``, ``HOT``)."""
+
+    @property
+    def slot_marks(self) -> dict[str, str]:
+        """Slot → the worst mark of the GPUs it runs on (none: not in it)."""
+        out: dict[str, str] = {}
+        for slot, gpus in self.gpus.items():
+            for g in gpus.split(","):
+                mark = self.gpu_marks.get(int(g)) if g.strip().isdigit() else None
+                if mark is not None and (slot not in out or out[slot] == "HOT"):
+                    out[slot] = mark
+        return out
 
 
 def slot_columns(view: ConsoleView, pod: PodSnapshot | None

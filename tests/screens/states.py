@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from console.config.settings import AlertTiming, Settings
-from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate
+from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod
 from console.model.conditions import Condition
 from console.model.fleet import FleetRow, FleetSnapshot
+from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.gpu_state import GpuReport
 from console.model.gpu_state import parse as parse_gpus
 from console.model.history import History
 from console.model.model_figures import ModelFigures
+from console.model.pod_stop import planned_stop
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot, StopPlan
 from console.session.view import ConsoleState, ConsoleView, slot_columns
 from console.sources.collect.exposition import parse
@@ -108,6 +110,23 @@ def _gpu_doc() -> dict[str, Any]:
     return doc
 
 
+XID_79 = {"t": NOW - 60, "gpu": 0, "xid": 79, "severity": "critical",
+          "meaning": "GPU has fallen off the bus",
+          "advice": "the GPU is gone until a reset: a fallback pod (f)"}
+"""An Xid 79 on GPU 0 a minute ago, as the agent reports it (``xid_events``)."""
+
+
+def hot_gpus(index: int = 0) -> GpuReport:
+    """GPU ``index`` overheating, as the demo's NVML stand-in makes it (91 °C, thermal
+    slowdown, SM clock halved), at full power."""
+    base = gpus()
+    return replace(base, gpus=tuple(
+        replace(g, temp_c=91.0, temp_slowdown_c=89.0, sm_clock_mhz=727, sm_clock_max_mhz=1980,
+                power_w=694.0, power_limit_w=700.0,
+                throttled=("sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown"))
+        if g.index == index else g for g in base.gpus))
+
+
 def gpus(**doc_changes: Any) -> GpuReport:
     report = parse_gpus({**_gpu_doc(), **doc_changes})
     assert report is not None
@@ -180,10 +199,18 @@ def alerts(snap: DeploymentSnapshot | None, pod_: PodSnapshot | None, s: Setting
     book.update([], NOW - 2940)
     book.event(AlertEvent(NOW - 1800, "failed", "crit", "Rebalance gpu_util failed",
                           "FLASH did not come back within 600 s; rolled back to 0.76/0.19"))
-    book.update(evaluate(snap, pod_, profile(), s, NOW, failures), NOW)
+    book.update(evaluate(snap, pod_, profile(), s, NOW, failures, fault_book(pod_, s), pod_),
+                NOW)
     if acked:
         book.acknowledge("alice", NOW - 30)
     return tuple(book.sorted()), tuple(book.history)
+
+
+def fault_book(pod_: PodSnapshot | None, s: Settings) -> FaultBook:
+    """The GPU hardware faults as the session keeps them, told of this one reading."""
+    book = FaultBook()
+    observe_pod(book, pod_, profile(), s, NOW)
+    return book
 
 
 def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = True,
@@ -198,10 +225,14 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
     p = pod() if pod_ == "default" else pod_
     assert not isinstance(p, str)
     snap = snapshot(down)
-    if stale is None and down:
-        stale = f"STALE since {_clock(NOW - 42)}"
+    if stale is None:  # as the session words it: the header's STALE is the pod's data
+        from console.session.session import stale_header
+
+        stale = stale_header(snap, planned_stop(p, p, NOW))
     active, events = alerts(snap, p, s, failures, acked)
     gpus_, utils, states = slot_columns(v, p)
+    faults = fault_book(p, s).of(p.pod_id if p is not None else None)
+    marks = gpu_marks(faults, p.gpus if p is not None else None)
     allowed = frozenset() if read_only else frozenset(
         ("refresh", "resume", "fallback", "host_checks", "rebalance", "ack", "smoke", "bench",
          "watchdog"))
@@ -210,7 +241,7 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
                         utils=utils, states=states, operation=operation,
                         alert_history=events,
                         thresholds={t.slot: s.thresholds_for(t.slot) for t in v.targets},
-                        fleet=fleet_)
+                        fleet=fleet_, stop=planned_stop(p, p, NOW), gpu_marks=marks)
 
 
 def _clock(t: float) -> str:

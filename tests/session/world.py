@@ -92,6 +92,11 @@ class Pod:
         self.timeout_s = 5.0
         self.calls = 0
 
+    @property
+    def pod_id(self) -> str | None:
+        """The machine the deployment points at now (a fallback changes it)."""
+        return self.pod.pod_id
+
     def run(self, started_at: float, status: str = "RUNNING") -> None:
         """The pod from now on: a run that started then (a stop, then a resume)."""
         self.pod = PodSnapshot(pod_id="p1", status=status, cost_per_hr=4.0,

@@ -17,7 +17,10 @@ and by the tests. Settings, from the environment:
   ``dbe-<gpu>`` (a double-bit ECC error: uncorrectable counts +1, a row remap pending),
   ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved),
   ``nvml-proc-<pid>`` (the demo's simulated vLLM: ``{"gpus": [..], "fraction": f}``;
-  with ``FAKE_NVML_ENGINES`` set, the GPU's programs and memory are those engines').
+  with ``FAKE_NVML_ENGINES`` set, the GPU's programs and memory are those engines');
+* ``FAKE_NVML_GPU_FAULTS``: where the GPU faults (``xid-``, ``dbe-``, ``hot-``) are read
+  instead, when set: the demo gives each simulated pod its own, so a fault stays with
+  the pod whose GPU had it (a fallback's new pod starts healthy).
 """
 
 from __future__ import annotations
@@ -100,8 +103,13 @@ def _faults() -> Path | None:
     return Path(d) if d else None
 
 
+def _gpu_faults() -> Path | None:
+    d = os.environ.get("FAKE_NVML_GPU_FAULTS")
+    return Path(d) if d else _faults()
+
+
 def _has(kind: str, gpu: int) -> bool:
-    d = _faults()
+    d = _gpu_faults()
     return d is not None and (d / f"{kind}-{gpu}").exists()
 
 
@@ -375,7 +383,7 @@ def nvmlEventSetWait_v2(es: _EventSet, timeout_ms: int) -> _Obj:
     deadline = time.monotonic() + timeout_ms / 1000
     watched = {h.index: h for h in es.handles}
     while True:
-        d = _faults()
+        d = _gpu_faults()
         if d is not None:
             for f in sorted(d.glob("xid-*-*")):
                 gpu, code = f.name.split("-")[1:3]

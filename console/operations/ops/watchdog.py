@@ -37,8 +37,10 @@ async def ask(facts: OperationFacts, args: Args, dialogs: Dialogs) -> Args | Non
     if plan is not None and plan.extension_until:
         ext = (f"extended until {fmt.wall_time(plan.extension_until)} by {plan.extension_by}"
                + (f": {plan.extension_reason}" if plan.extension_reason else ""))
+    # the countdown on the pod's clock, as the header counts it: the two never disagree
+    now = pod.stop_clock(facts.now) if pod is not None else facts.now
     chosen = await dialogs.choose_watchdog(pod.watchdog_armed if pod else None,
-                                           pod.next_stop if pod else None, facts.now, ext)
+                                           pod.next_stop if pod else None, now, ext)
     return {**args, **chosen} if chosen else None
 
 

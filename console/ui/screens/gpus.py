@@ -7,6 +7,8 @@ series are recorded by the session from each pod poll
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
@@ -31,16 +33,32 @@ def _gib(b: int | None) -> str:
     return fmt.DASH if b is None else f"{b / 2**30:.1f}"
 
 
-def gpu_table(report: GpuReport) -> Table:
+MARK_STYLE = {"HOT": "bold yellow"}
+"""A mark's style (a hardware fault: white on red)."""
+
+
+def state_cell(mark: str | None) -> Text:
+    """A GPU's state: ``ok``, or what is wrong with it (a fault outlives its readings:
+    a GPU off the bus may still report the numbers of a healthy one)."""
+    if mark is None:
+        return Text("ok", "green")
+    return Text(mark, MARK_STYLE.get(mark, "bold white on red"))
+
+
+def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None) -> Table:
     t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("GPU", "left"), ("name", "left"), ("util", "right"), ("memory GiB", "right"),
+        ("GPU", "left"), ("state", "left"), ("name", "left"), ("util", "right"),
+        ("memory GiB", "right"),
         ("temp", "right"), ("power W", "right"), ("SM MHz", "right"), ("throttled", "left"),
         ("ECC sbe/dbe", "right"), ("remap", "left"), ("NVLink", "right"))
     for col, just in columns:
-        t.add_column(col, justify=just)
+        # the state is never cut: "XID 79" is the one cell that must be read whole
+        t.add_column(col, justify=just, **({"min_width": 6, "no_wrap": True}
+                                           if col == "state" else {}))
     for g in report.gpus:
-        t.add_row(*_row(g))
+        cells = _row(g)
+        t.add_row(cells[0], state_cell((marks or {}).get(g.index)), *cells[1:])
     return t
 
 
@@ -57,7 +75,10 @@ def _row(g: Gpu) -> list[Text]:
         Text(fmt.DASH if g.power_w is None else f"{g.power_w:.0f}"
              + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "")),
         Text(fmt.DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz}"
-             + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "")),
+             + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "")
+             # held down by heat: said beside the clock (power capping is the GPU
+             # working, its reason stays in the throttled column)
+             + (f" {g.clock_reason}" if g.hot and g.clock_reason else ""), hot),
         Text(", ".join(g.throttled) or "no", hot),
         Text(f"{fmt.num(g.ecc_sbe_volatile)}/{fmt.num(g.ecc_dbe_volatile)}",
              "bold white on red" if g.ecc_dbe_volatile else ""),
@@ -129,7 +150,7 @@ class GpuScreen(ConsoleScreen):
         src = f"{report.source}" + (f", sampled {fmt.clock(report.sampled_at)}"
                                     if report.sampled_at else "")
         table.border_subtitle = src
-        table.update(gpu_table(report))
+        table.update(gpu_table(report, state.gpu_marks))
         procs.update(process_lines(report, now))
         names = [f"GPU{g.index}" for g in report.gpus]
         for plot in self.query(SeriesPlot):

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Digits, Label
 
 from console.model import catalog, fmt
+from console.model.pod_stop import OVERDUE_S
 from console.model.snapshot import PodSnapshot, SlotSnapshot
 from console.ui.widgets.lines import safe_text
 
@@ -128,8 +129,10 @@ class PodCard(Card):
         left = p.stop_in_s(now)
         if left is None:
             self.query_one(".m-stop", Metric).set("-", "to the stop")
-        elif left < 0:
+        elif left < -OVERDUE_S:  # late: before that the stop is merely due
             self.query_one(".m-stop", Metric).set("0:00", "overdue", warn=True)
+        elif left <= 0:
+            self.query_one(".m-stop", Metric).set("0:00", "due now", warn=True)
         else:
             h, m = divmod(int(left) // 60, 60)
             disarmed = p.watchdog_armed is False

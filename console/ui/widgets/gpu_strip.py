@@ -4,6 +4,8 @@ wrong in red (thermal throttling, ECC, a recent Xid). Only renders what it is ha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.text import Text
 
 from console.model.gpu_state import XID_RECENT_S, Gpu, GpuReport
@@ -54,9 +56,10 @@ def _cell(g: Gpu, level: int, xid: int | None) -> Text:
 
 
 def gpu_line(report: GpuReport | None, width: int, now: float,
-             age: float | None = None) -> Text:
+             age: float | None = None, marks: Mapping[int, str] | None = None) -> Text:
     """The line for ``width`` cells: the most detail per GPU that fits, and at its end how
-    old the readings are when that is more than a refresh (``age``)."""
+    old the readings are when that is more than a refresh (``age``). ``marks``: the
+    GPUs' faults (an Xid stays on its GPU until the GPU is seen healthy)."""
     if report is None or not report.gpus:
         if report is not None and report.error:
             return Text(f"GPUs: {report.error}", "dim")
@@ -65,6 +68,9 @@ def gpu_line(report: GpuReport | None, width: int, now: float,
     for x in report.xids:
         if now - x.t <= XID_RECENT_S:
             last_xid[x.gpu] = x.xid
+    for gpu, mark in (marks or {}).items():
+        if mark.startswith("XID ") and mark[4:].isdigit():
+            last_xid[gpu] = int(mark[4:])
     legend = Text("util·mem·temp·power  ", "dim")
     old = Text(f"  {age_text(age)}", "dim") if age is not None else Text()
     width = max(1, width - old.cell_len)  # the age is never cut off
@@ -87,11 +93,13 @@ class GpuStrip(LinesView):
     DEFAULT_CSS = "GpuStrip { height: 1; padding: 0 1; display: none; }"
 
     def show_state(self, state: ConsoleState) -> None:
-        self.show(state.pod.gpus if state.pod else None, state.now, state.ages.get("gpus"))
+        self.show(state.pod.gpus if state.pod else None, state.now, state.ages.get("gpus"),
+                  state.gpu_marks)
 
-    def show(self, report: GpuReport | None, now: float, age: float | None = None) -> None:
+    def show(self, report: GpuReport | None, now: float, age: float | None = None,
+             marks: Mapping[int, str] | None = None) -> None:
         has = report is not None and (bool(report.gpus) or bool(report.error))
         if self.display != has:
             self.display = has  # shown once the agent reports GPUs (the layout moves once)
         width = (self.content_size.width or self.app.size.width - 2) if self.is_mounted else 80
-        self.show_lines([gpu_line(report, width, now, age)])
+        self.show_lines([gpu_line(report, width, now, age, marks)])

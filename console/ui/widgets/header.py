@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.model import fmt
+from console.model.pod_stop import OVERDUE_S, PlannedStop
 from console.model.snapshot import PodSnapshot
 from console.session.view import ConsoleState
 from console.ui.widgets.lines import safe_text
@@ -26,16 +27,20 @@ class PodHeader(Static):
         self.read_only = read_only
 
     def show_state(self, state: ConsoleState) -> None:
-        self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"))
+        self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
+                  state.stop)
 
     def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
-             operation: str | None = None, age: float | None = None) -> None:
+             operation: str | None = None, age: float | None = None,
+             stop: PlannedStop | None = None) -> None:
         """``age``: seconds since the pod was read, when that is older than a refresh
-        (said beside the pod's state, which is always shown)."""
-        self._args = (pod, now, stale, operation, age)
+        (said beside the pod's state, which is always shown). ``stop``: the planned stop
+        the pod is in (said instead of the countdown)."""
+        self._args = (pod, now, stale, operation, age, stop)
         width = (self.size.width or self.app.size.width) - 2  # padding
         t = Text(no_wrap=True, overflow="ellipsis")
-        for i, part in enumerate(fit(self.segments(pod, now, stale, operation, age), width)):
+        for i, part in enumerate(fit(self.segments(pod, now, stale, operation, age, stop),
+                                     width)):
             if i:
                 t.append(" │ ", "dim")
             t.append_text(part)
@@ -49,7 +54,8 @@ class PodHeader(Static):
             self.show(*self._args)
 
     def segments(self, pod: PodSnapshot | None, now: float, stale: str | None,
-                 operation: str | None, age: float | None = None) -> list[tuple[int, Text]]:
+                 operation: str | None, age: float | None = None,
+                 stop: PlannedStop | None = None) -> list[tuple[int, Text]]:
         """(priority, text) in display order; 0 is always shown, then 1, 2…"""
         out: list[tuple[int, Text]] = []
         if self.demo:
@@ -68,13 +74,14 @@ class PodHeader(Static):
         if stale:
             out.append((0, Text(stale, "bold red")))
         out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
-        out.append((1, stop_text(p, now)))
+        out.append((0 if stop is not None else 1, stop_text(p, now, stop)))
         plan = p.stop_plan
-        if plan is not None and plan.extension_until:
+        if plan is not None and plan.extension_until and stop is None:
             out.append((1, Text.assemble(("extended → ", "dim"), (
                 f"{fmt.wall_time(plan.extension_until)} {plan.extension_by or ''}".rstrip(),
                 "bold cyan"))))
-        if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None:
+        if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
+                and stop is None:
             idle = plan.idle(now) or 0.0
             out.append((2, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
@@ -115,9 +122,13 @@ def fit(segments: list[tuple[int, Text]], width: int) -> list[Text]:
     return [segments[i][1] for i in sorted(chosen)]
 
 
-def stop_text(p: PodSnapshot, now: float) -> Text:
+def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Text:
     """"stop in 2h10m (schedule)", "stop in 4m (idle)", "held 6m: requests running",
-    "watchdog DISARMED", "stop overdue"."""
+    "watchdog DISARMED", "stop due now" (its time has come: the watchdog acts at its
+    next tick), "stop overdue" (more than ``OVERDUE_S`` pod seconds late), "stopped at
+    18:00 (idle)" (``stop``: a planned stop, being made or made)."""
+    if stop is not None:
+        return Text(stop.text(fmt.clock(stop.at)[:5]), "bold cyan")
     plan = p.stop_plan
     if p.watchdog_armed is False:
         return Text("watchdog DISARMED", "bold yellow")
@@ -125,8 +136,10 @@ def stop_text(p: PodSnapshot, now: float) -> Text:
     if plan is not None and plan.grace_until:
         return Text.assemble(("stop held ", "dim"), (
             f"{fmt.duration(left, False)}: requests running", "yellow"))
-    if left is not None and left < 0:
+    if left is not None and left < -OVERDUE_S:
         return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
+    if left is not None and left <= 0:
+        return Text.assemble(("stop ", "dim"), ("due now", "yellow"))
     why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
     if plan is not None and plan.clock_speed != 1.0:
         why += f" pod clock ×{plan.clock_speed:g}"

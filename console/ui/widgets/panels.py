@@ -12,7 +12,8 @@ from console.model.alerts import Alert, AlertEvent
 from console.ui.widgets.lines import LinesView, safe_text
 
 KIND_STYLE = {"firing": ("▲ FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
-              "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red")}
+              "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red"),
+              "ended": ("■ ENDED", "yellow")}
 
 
 def active_line(a: Alert, now: float) -> Text:

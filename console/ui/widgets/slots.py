@@ -25,23 +25,33 @@ FIGURE_COLUMNS = catalog.columns()
 COLUMNS = STATE_COLUMNS + tuple((f.key, c.header, c.width) for f, c in FIGURE_COLUMNS)
 
 
-def health_cell(s: SlotSnapshot, agent_state: str | None) -> Text:
+def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None = None
+                ) -> Text:
+    """The slot's health; on a GPU with a hardware fault (``gpu_mark``: ``XID 79``,
+    ``ECC``, ``REMAP``) that fault, whatever the slot answers (a GPU off the bus may go
+    on serving from what it had), and ``HOT`` on an overheating one."""
     h = s.health
     if h != "up" and agent_state in ("starting", "backoff"):
         h = "starting"
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
+    if gpu_mark is not None and gpu_mark != "HOT" and h != "down":
+        return Text(f"✖ {gpu_mark}", style="bold white on red")
     if h == "up" and s.probe_ok is False:
         return Text("▲ PROBE✗", style="bold yellow")
+    if h == "up" and gpu_mark == "HOT":
+        return Text("▲ UP HOT", style="bold yellow")
     return Text(f"{glyph} {word}", style=style)
 
 
 def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
-        thresholds: Any = None) -> list[object]:
-    """The cells of one slot; a figure past its configured threshold is bold yellow."""
+        thresholds: Any = None, gpu_mark: str | None = None) -> list[object]:
+    """The cells of one slot; a figure past its configured threshold is bold yellow;
+    ``gpu_mark``: what is wrong with a GPU it runs on (its health cell says so)."""
     dim = "dim" if s.stale_since is not None else ""
     cells: list[object] = [
         Text(s.slot, style="bold"), Text(s.served_model_name), str(s.port), gpus,
-        fmt.num(util, 2) if util is not None else fmt.DASH, health_cell(s, agent_state)]
+        fmt.num(util, 2) if util is not None else fmt.DASH,
+        health_cell(s, agent_state, gpu_mark)]
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
             # a slot that is down or starting serves nothing: its last numbers would
@@ -70,7 +80,7 @@ def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str |
     if key == "util":
         return (1, 0.0) if util is None else (0, util)
     if key == "health":
-        return 0, STATE_ORDER.get(health_cell(s, agent_state).plain.split()[-1], 9)
+        return 0, STATE_ORDER.get(health_cell(s, agent_state).plain.split()[1], 9)
     v = s.figure(key) if s.health == "up" else None
     return (1, 0.0) if v is None or v != v else (0, v)
 
@@ -208,11 +218,13 @@ class SlotsTable(Widget, can_focus=True):
 
     # -- data --------------------------------------------------------------------
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
-             agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None
-             ) -> None:
-        self._last = (snap, gpus, utils, agent_states, thresholds)
+             agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,
+             marks: Mapping[str, str] | None = None) -> None:
+        """``marks``: slot → what is wrong with a GPU it runs on (``XID 79``, ``HOT``)."""
+        self._last = (snap, gpus, utils, agent_states, thresholds, marks)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
-                            agent_states.get(s.slot), (thresholds or {}).get(s.slot))
+                            agent_states.get(s.slot), (thresholds or {}).get(s.slot),
+                            (marks or {}).get(s.slot))
                 for s in snap.slots}
         self._last_rows = rows
         order = self._order(snap, utils, agent_states)

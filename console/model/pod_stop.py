@@ -1,0 +1,102 @@
+"""Is this pod stop planned? (issue 30, finding 4)
+
+A stop somebody meant — the watchdog's (idle, schedule, an extension's end), the
+console's (``w s``, ``down``), or one made elsewhere and seen through the provider — takes
+the slots and the agent with it. That is one event ("pod stopped at 18:00 (idle)"), not
+a slot outage and not an unreachable agent. This module says whether the pod is being
+stopped, or was, on purpose, from what the provider and the agent last said; the alert
+rules then raise the one event instead of the outages (``alerts.evaluate``).
+
+Pure: readings in, a verdict out. The session keeps the last reading in which the agent
+answered (``agent_seen``), since an agent that stopped with its pod says nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from console.model.fmt import OVERDUE_S
+from console.model.snapshot import PodSnapshot
+
+__all__ = ["OVERDUE_S", "STOPPED", "PlannedStop", "planned_stop"]
+
+STOPPED = ("EXITED", "TERMINATED", "STOPPED")
+"""Provider statuses of a pod that is not running because it was stopped."""
+START_SLACK_S = 60.0
+"""Clocks differ: evidence this much older than the run's start still belongs to it."""
+
+
+@dataclass(frozen=True)
+class PlannedStop:
+    """A stop somebody meant: why, by whom, when (our clock), and whether it is done."""
+
+    pod_id: str | None
+    reason: str
+    by: str | None = None
+    at: float | None = None
+    done: bool = False
+    """The provider says the pod is stopped (else: it is being stopped)."""
+    made: bool = True
+    """False: the watchdog's stop is due (its time has come) and nothing says yet that
+    it is being made; its slots may go at any moment, as planned."""
+
+    def text(self, clock: str) -> str:
+        """"stopped at 18:00 (idle)", "stopping (idle)", "stop due now (idle)"
+        (``clock``: ``at`` as shown)."""
+        why = f" ({self.reason})" if self.reason else ""
+        if self.done:
+            return f"stopped at {clock}{why}" if self.at is not None else f"stopped{why}"
+        return f"stopping{why}" if self.made else f"stop due now{why}"
+
+
+def _this_run(pod: PodSnapshot, at: float | None) -> bool:
+    """Whether an instant (ours) belongs to the pod's current run (not an earlier one)."""
+    if at is None:
+        return False
+    return pod.started_at is None or at >= pod.started_at - START_SLACK_S
+
+
+def planned_stop(pod: PodSnapshot | None, agent_seen: PodSnapshot | None,
+                 now: float) -> PlannedStop | None:
+    """The planned stop this pod is in (being made, or made), or None.
+
+    ``pod``: the provider and agent now. ``agent_seen``: the last reading of the same pod
+    in which the agent answered (``pod`` itself when it did). Evidence, first that holds:
+    the agent's record of its last stop in this run (not a failed one); a ``stop-now``
+    the console asked of the agent; a stop of the watchdog that is due (its time reached
+    and not held by requests, not yet late); a provider that says the pod is stopped.
+    """
+    if pod is None:
+        return None
+    seen = agent_seen if agent_seen is not None and agent_seen.pod_id == pod.pod_id else None
+    stopped = pod.status in STOPPED
+    found: PlannedStop | None = None
+    plan = seen.stop_plan if seen is not None else None
+    if plan is not None and plan.last_stop_at is not None and plan.last_stop_ok is not False:
+        at = plan.ours(plan.last_stop_at)
+        if _this_run(pod, at):
+            found = PlannedStop(pod.pod_id, plan.last_stop_reason or "stop",
+                                plan.last_stop_by, at)
+    if found is None and seen is not None:
+        for act in seen.agent_actions:
+            started = act.get("started_at")
+            if (act.get("kind") == "stop-now" and act.get("state") != "failed"
+                    and isinstance(started, int | float) and _this_run(pod, float(started))):
+                found = PlannedStop(pod.pod_id, "stop-now", "console", float(started))
+    if found is None and plan is not None and seen is not None \
+            and seen.watchdog_armed is not False and not plan.grace_until:
+        left = plan.stop_in(now)
+        # the agent still answering with a stop long past its time: late, not planned
+        late = pod.agent_error is None and left is not None and left < -OVERDUE_S
+        due = None if left is None else now + left / (plan.clock_speed or 1.0)
+        if left is not None and left <= 0 and not late and _this_run(pod, due):
+            # the agent gone with its slots: being made; still answering: due
+            found = PlannedStop(pod.pod_id, plan.next_reason or "stop", "watchdog", due,
+                                made=pod.agent_error is not None)
+    if found is None and stopped:
+        found = PlannedStop(pod.pod_id, "stopped through the provider", None, None)
+    if found is None:
+        return None
+    if stopped:
+        return replace(found, done=True, made=True)
+    return found
