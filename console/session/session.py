@@ -39,6 +39,7 @@ from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+from console.model.stall import StallWatch
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -201,6 +202,9 @@ class Session:
         self.alerts = AlertBook()
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.stalls = StallWatch()
+        """Slots with requests running and no token for ``alerts.stall_after_s``: only
+        polls a while apart tell it, so the session (which sees every poll) owns it."""
         self.polls = 0
         self.first_data_at: float | None = None
         self.poll_failure: tuple[float, str] | None = None
@@ -360,8 +364,10 @@ class Session:
         if ctx is None:  # a staged start: the slots only, no pod and no alerts yet
             judged = Judged(None, (), None)
         else:
+            self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
             judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
-                           ctx.settings, now, self.failures.values())
+                           ctx.settings, now,
+                           [*self.failures.values(), *self.stalls.conditions()])
             raised, cleared = self.alerts.update(judged.conditions, now)
         if read_pod:
             self._raw_pod = raw
@@ -456,7 +462,8 @@ class Session:
                             stale=self.stale_text(), history=self.history, allowed=allowed,
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
-                            polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month)
+                            polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
+                            stalled=dict(self.stalls.stalls))
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

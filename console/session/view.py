@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+    from console.model.stall import Stall
     from console.operations.planner import Planner
     from console.operations.registry import OperationRegistry
     from console.session.deployment import Deployment
@@ -150,6 +151,9 @@ class ConsoleState:
     ``console.session.session``)."""
     spend_month: float | None = None
     """$ since the first of the month in the profile's zone, every run of the pod counted."""
+    stalled: dict[str, Stall] = field(default_factory=dict)
+    """Slot → its stall (requests running, no token for ``alerts.stall_after_s``): the
+    row says STALLED (``console.model.stall``)."""
 
 
 def slot_columns(view: ConsoleView, pod: PodSnapshot | None

@@ -109,7 +109,8 @@ def _guarded(tmp_path: Path, **mode: bool) -> tuple[OperationRegistry, list[str]
 async def test_read_only_refuses_every_dangerous_operation_at_the_sender(tmp_path) -> None:
     reg, ran = _guarded(tmp_path, read_only=True)
     dangerous = {s.id for s in SPECS.values() if s.dangerous}
-    assert dangerous == {"resume", "fallback", "host_checks", "rebalance", "watchdog", "bench"}
+    assert dangerous == {"resume", "fallback", "host_checks", "rebalance", "restart", "watchdog",
+                         "bench"}
     for op_id in SPECS:
         out = await reg.invoke(op_id, {"cmd": "stop-now"})
         if op_id in dangerous:

@@ -88,7 +88,7 @@ class MainScreen(ConsoleScreen):
         snap = state.snapshot
         if snap is not None:
             self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
-                                            state.thresholds)
+                                            state.thresholds, state.stalled)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
