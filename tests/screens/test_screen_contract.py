@@ -83,6 +83,23 @@ async def test_a_stalled_slot_says_so_in_its_row_and_R_offers_its_restart() -> N
         assert await _until(pilot, lambda: "STALLED" not in str(table.get_row("Q27")))
 
 
+async def test_the_wall_card_of_a_stalled_slot_says_stalled() -> None:
+    from console.ui.screens.wall import WallScreen
+    from console.ui.widgets.board import SlotCard
+
+    app = ScreenHost(lambda: WallScreen(states.state(read_only=True, stalled=("Q27",)),
+                                        rotate_s=60))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        def title(slot: str) -> str:
+            card = next(c for c in app.top.query(SlotCard) if c.slot == slot)
+            return str(card.query_one(".title").render())
+
+        assert await _until(pilot, lambda: "STALLED" in title("Q27")), title("Q27")
+        assert "UP" in title("FLASH") and "STALLED" not in title("FLASH")
+
+
 async def test_rebalance_validates_as_typed() -> None:
     rows, plan, predict = states.rebalance()
     app = ScreenHost(lambda: RebalanceScreen(rows, plan, predict))
