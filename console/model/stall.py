@@ -13,6 +13,14 @@ reading prompts (new requests prefilled, no new token out yet) is not called sta
 The counters are the catalog's ``generation_total`` and ``prompt_total`` (the counters
 as they stand), read alike from a direct scrape and from Prometheus.
 
+vLLM 0.32 adds a request's prompt tokens to its counter only once its prefill is done
+(with the first token: ``IterationStats.update_from_output``), so one prompt whose
+prefill outlasts ``stall_after`` moves neither counter. Its scheduler reports its stats
+every step, with or without output (``Scheduler.update_from_output``), and each prefill
+chunk takes KV blocks: the KV usage gauge (the catalog's ``kv_cache_usage``) moving is
+the engine stepping, and counts as progress too. An engine that hangs reports nothing,
+and all three stand still.
+
 A counter that drops has restarted (the engine did): that is a change, so progress. A
 slot that is not up, or whose figures are stale (a failed scrape repeats the last good
 ones), is not judged; an idle slot (nothing running) never is stalled, and the time it
@@ -63,22 +71,26 @@ class Stall:
 
 @dataclass(frozen=True)
 class _Seen:
-    counters: tuple[float | None, float | None]
-    """(generation, prompt) as last read."""
+    marks: tuple[float | None, float | None, float | None]
+    """(generation, prompt, KV usage) as last read."""
     moved_at: float
     """When they last moved, or when the slot became busy."""
 
 
-def counters(s: SlotSnapshot) -> tuple[float | None, float | None, float | None] | None:
-    """(running, generation, prompt) of a slot that can be judged now, else None: not up,
-    stale figures, no figures, or neither counter exported."""
+Reading = tuple[float | None, float | None, float | None, float | None]
+"""(running, generation counter, prompt counter, KV usage) of one slot at one poll."""
+
+
+def counters(s: SlotSnapshot) -> Reading | None:
+    """What a slot that can be judged now reads, else None: not up, stale figures, no
+    figures, or neither token counter exported."""
     f = s.figures
     if s.health != "up" or s.stale_since is not None or f is None:
         return None
     gen, prompt = f.value("generation_total"), f.value("prompt_total")
     if gen is None and prompt is None:
         return None
-    return f.value("running"), gen, prompt
+    return f.value("running"), gen, prompt, f.value("kv_cache_usage")
 
 
 class StallWatch:
@@ -101,12 +113,13 @@ class StallWatch:
                 if s.health != "up":
                     self._seen.pop(s.slot, None)  # a restart begins a new record
                 continue  # stale or not measured: judged again when fresh
-            running, gen, prompt = read
+            running, *marks = read
+            mark = (marks[0], marks[1], marks[2])
             seen = self._seen.get(s.slot)
             busy = running is not None and running > 0
-            if seen is None or not busy or seen.counters != (gen, prompt):
+            if seen is None or not busy or seen.marks != mark:
                 # moved (a reset is a move too), idle, or first seen: the clock starts now
-                self._seen[s.slot] = _Seen((gen, prompt), now)
+                self._seen[s.slot] = _Seen(mark, now)
                 continue
             if now - seen.moved_at >= stall_after:
                 out[s.slot] = Stall(s.slot, running or 0.0, seen.moved_at, now)

@@ -23,11 +23,12 @@ T0 = 1_800_000_000.0
 AFTER = 30.0
 
 
-def _exposition(running: float, generated: float, prompted: float) -> str:
+def _exposition(running: float, generated: float, prompted: float, kv: float) -> str:
     text = LOAD.read_text()
     for name, value in (("vllm:num_requests_running", running),
                         ("vllm:generation_tokens_total", generated),
-                        ("vllm:prompt_tokens_total", prompted)):
+                        ("vllm:prompt_tokens_total", prompted),
+                        ("vllm:kv_cache_usage_perc", kv)):
         text, n = re.subn(rf"^({re.escape(name)}\{{[^}}]*\}}) \S+$", rf"\g<1> {value}",
                           text, flags=re.M)
         assert n == 1, name
@@ -35,8 +36,8 @@ def _exposition(running: float, generated: float, prompted: float) -> str:
 
 
 def _slot(running: float, generated: float, prompted: float, health: str = "up",
-          stale_since: float | None = None) -> SlotSnapshot:
-    figs = compute(parse(_exposition(running, generated, prompted)))["tiny-main"]
+          stale_since: float | None = None, kv: float = 0.25) -> SlotSnapshot:
+    figs = compute(parse(_exposition(running, generated, prompted, kv)))["tiny-main"]
     return SlotSnapshot(slot="S", served_model_name="tiny-main", port=1, url="u",
                         health=health, figures=figs,  # type: ignore[arg-type]
                         stale_since=stale_since)
@@ -61,7 +62,7 @@ class Run:
 
 def test_the_counters_are_catalog_figures_read_as_they_stand() -> None:
     s = _slot(3, 5000, 700)
-    assert counters(s) == (3.0, 5000.0, 700.0)
+    assert counters(s) == (3.0, 5000.0, 700.0, 0.25)
     # both paths ask for them: the PromQL sums the counter itself, not an increase
     q = figure_queries(60.0)
     assert q["generation_total"] == "sum by (model_name) (vllm:generation_tokens_total)"
@@ -91,6 +92,18 @@ def test_a_prompt_counter_that_moves_is_progress_not_a_stall() -> None:
     # a long prefill: no new token out for two minutes, prompts read all along
     assert not any(r.poll(_slot(2, 5000, 700 + 512 * i)) for i in range(1, 61))
     assert r.watch.stalls == {}
+
+
+def test_one_long_prefill_moves_kv_usage_chunk_by_chunk_and_is_not_a_stall() -> None:
+    """vLLM 0.32 counts a prompt's tokens when its prefill is done; until then its
+    scheduler's stats move the KV usage with every chunk it prefills."""
+    r = Run()
+    r.poll(_slot(1, 5000, 700, kv=0.01))
+    assert not any(r.poll(_slot(1, 5000, 700, kv=0.01 + 0.004 * i)) for i in range(1, 46))
+    # the chunks stop too (the engine hangs mid-prefill): stalled after stall_after
+    last = r.t
+    seen = r.polls(AFTER, _slot(1, 5000, 700, kv=0.01 + 0.004 * 45))
+    assert seen[-1] and r.watch.stalls["S"].since == last
 
 
 def test_no_request_running_is_never_a_stall() -> None:
