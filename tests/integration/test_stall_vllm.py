@@ -75,13 +75,34 @@ slots:
     return Session(ctx)
 
 
-async def _long_requests(url: str, model: str, n: int = 4) -> None:
-    """``n`` completions long enough to still be decoding when the engine is frozen."""
+async def _keep_busy(url: str, model: str, n: int = 4) -> None:
+    """``n`` clients, each sending its next long completion as soon as one ends, until
+    cancelled: the tiny model decodes thousands of tokens a second, so one batch would
+    be over before a poll saw it running."""
     async with httpx.AsyncClient(timeout=600) as client:
-        await asyncio.gather(*(client.post(url + "/v1/completions", json={
-            "model": model, "prompt": f"request {i}: count slowly", "max_tokens": 1900,
-            "temperature": 0, "ignore_eos": True}) for i in range(n)),
-            return_exceptions=True)
+        async def one(i: int) -> None:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    await client.post(url + "/v1/completions", json={
+                        "model": model, "prompt": f"request {i}: count slowly",
+                        "max_tokens": 1900, "temperature": 0, "ignore_eos": True})
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+
+
+SEEN: list[str] = []
+"""Each poll's reading of the slot, said when an assertion fails."""
+
+
+def _reading(state) -> str:
+    s = state.snapshot.slot("TINY") if state.snapshot else None
+    if s is None:
+        return f"{state.polled_at}: no slot ({state.stale})"
+    f = s.figures
+    vals = {k: f.value(k) for k in ("running", "generation_total", "prompt_total",
+                                    "kv_cache_usage")} if f else None
+    return (f"{state.polled_at:.1f}: {s.health} src={s.source} stale={s.stale_since} "
+            f"err={s.error} {vals} stalled={sorted(state.stalled)} ({state.stale})")
 
 
 async def _polls(session: Session, until, limit_s: float):
@@ -92,6 +113,7 @@ async def _polls(session: Session, until, limit_s: float):
         started = time.time()
         await session.poll()
         state = session.state()
+        SEEN.append(_reading(state))
         if until(state):
             return state, state.polled_at
         await asyncio.sleep(max(0.0, REFRESH_S - (time.time() - started)))
@@ -112,15 +134,16 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         prom = request.getfixturevalue("real_prometheus")
         prom.wait_scrapes(2)
         prom_url = prom.url
+    SEEN.clear()
     session = _session(tmp_path, real_vllm, prom_url)
     assert real_vllm.proc is not None
     core = engine_core(real_vllm.proc.pid)
-    load = asyncio.ensure_future(_long_requests(real_vllm.url, real_vllm.name))
+    load = asyncio.ensure_future(_keep_busy(real_vllm.url, real_vllm.name))
     stopped = False
     try:
         # decoding: requests running, and the session has seen its counters move
         busy, _ = await _polls(session, lambda st: _running(st) >= 1, 60)
-        assert busy is not None, "the long requests never ran"
+        assert busy is not None, "\n".join(SEEN)
         assert not busy.stalled and not [a for a in busy.alerts if a.key.startswith("stall")]
         assert session.snapshot is not None
         assert session.snapshot.slot("TINY").source == path
@@ -131,7 +154,7 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
             assert (await c.get(real_vllm.url + "/health")).status_code == 200
         st, found_at = await _polls(session, lambda st: "TINY" in st.stalled,
                                     STALL_AFTER_S + 4 * REFRESH_S + 10)
-        assert st is not None and found_at is not None, "no STALLED while frozen"
+        assert st is not None and found_at is not None, "\n".join(SEEN)
         took = found_at - frozen_at
         print(f"\n{path}: STALLED {took:.1f} s after SIGSTOP (stall_after "
               f"{STALL_AFTER_S:g} s, refresh {REFRESH_S:g} s)")
@@ -151,13 +174,13 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         stopped = False
         resumed_at = time.time()
         st, cleared_at = await _polls(session, lambda st: "TINY" not in st.stalled, 30)
-        assert st is not None and cleared_at is not None, "still STALLED after SIGCONT"
+        assert st is not None and cleared_at is not None, "\n".join(SEEN)
         assert not [a for a in st.alerts if a.key == "stall:TINY"]
         print(f"{path}: cleared {cleared_at - resumed_at:.1f} s after SIGCONT")
     finally:
         if stopped:
             os.kill(core, signal.SIGCONT)
-        load.cancel()  # the client goes away: vLLM aborts what is left of the requests
+        load.cancel()  # the clients go away: vLLM aborts what is left of their requests
         with contextlib.suppress(asyncio.CancelledError):
             await load
         await session.aclose()
