@@ -43,6 +43,14 @@ async def test_a_hung_slot_is_stalled_and_R_restarts_it_through_the_agent(demo) 
     app = make_app(ctx)
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: live(app), 40)
+
+        def busy() -> bool:
+            f = app.snapshot.slot("FLASH").figures
+            return bool(f and (f.value("running") or 0) >= 1)
+
+        # requests in flight when it hangs (a fresh engine has none until its first ones)
+        assert await wait_for(pilot, busy, 30)
+        before = app.pod.agent_slots.get("FLASH")
         hang = next(f for t, _, f in demo.faults() if t == "slot FLASH hangs")
         hang()
 
@@ -50,7 +58,17 @@ async def test_a_hung_slot_is_stalled_and_R_restarts_it_through_the_agent(demo) 
             a = app.alerts.active.get("stall:FLASH")
             return a is not None and a.state == "firing"
 
-        assert await wait_for(pilot, stalled, 30)
+        def seen() -> str:
+            s = app.snapshot.slot("FLASH")
+            f = s.figures
+            return (f"{s.health} stale={s.stale_since} src={s.source} err={s.error} "
+                    + str(f and {k: f.value(k) for k in ("running", "generation_total",
+                                                         "prompt_total", "kv_cache_usage")})
+                    + f" after={app.ctx.settings.alerts.stall_after_s} polls={app.polls} "
+                    f"agent before={before} now={app.pod.agent_slots.get('FLASH')} "
+                    f"faults={sorted(p.name for p in demo.faults_dir.iterdir())}")
+
+        assert await wait_for(pilot, stalled, 30), seen()
         assert app.snapshot.slot("FLASH").health == "up"  # /health: 200 all along
         table = app.screen.query_one(SlotsTable)
         assert "STALLED" in str(table.get_row("FLASH"))
