@@ -53,6 +53,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "integration/test_provisioning.py": ("sshd",),
     "integration/test_smoke_gateway.py": ("vllm", "prometheus", "litellm"),
     "integration/test_status_framing.py": (),
+    "integration/test_stall_vllm.py": ("vllm", "prometheus", "realtime"),
     "integration/test_stop_policy_over_ssh.py": ("vllm", "sshd", "realtime"),
     "integration/test_unhappy_provisioning.py": ("sshd",),
     "integration/test_vllm_collector.py": ("vllm",),

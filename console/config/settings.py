@@ -130,6 +130,11 @@ class AlertTiming(BaseModel):
     """A figure past its threshold this long before it fires."""
     hold_s: float = Field(default=30.0, ge=0, le=3600)
     """A firing alert clears once its condition has been gone this long."""
+    stall_after_s: float = Field(default=30.0, ge=1, le=3600)
+    """A slot with requests running whose generation and prompt token counters have not
+    moved for this long is STALLED (a CRIT alert, whatever ``/health`` says). Keep it
+    above Prometheus's scrape interval: through Prometheus the counters move only when
+    it scrapes."""
 
 
 BenchLength = Literal["short", "long"]

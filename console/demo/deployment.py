@@ -324,7 +324,7 @@ class DemoDeployment:
             profiles_dir=self.profiles_dir, refresh_s=refresh_s, window_s=60,
             history_s=1800, state_dir=self.state_dir(), thresholds=thresholds,
             # faults come and go within a minute here: alerts that fire and clear as fast
-            alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10),
+            alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10, stall_after_s=10),
             pod=PodSettings(machine_id=self.pod_id, host="127.0.0.1",
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
@@ -367,6 +367,9 @@ class DemoDeployment:
             for name, slot in lp.profile.slots.items():
                 out.append((f"slot {name} dies", "its engine exits; the agent restarts it",
                             functools.partial(self.kill_slot, slot.served_model_name)))
+                out.append((f"slot {name} hangs", "/health says 200, its requests stay "
+                            "running, no token moves: STALLED; R restarts it",
+                            functools.partial(self.stall_slot, slot.served_model_name)))
         out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
                     self.break_p2p))
         out.append(("GPU 0 Xid 79", "the GPU falls off the bus (NVML reports a critical Xid)",
@@ -387,6 +390,10 @@ class DemoDeployment:
 
     def kill_slot(self, served: str) -> None:
         (self.faults_dir / f"kill-{served}").touch()
+
+    def stall_slot(self, served: str) -> None:
+        """The engine hangs (the field's silent hang): ended by restarting the slot."""
+        (self.faults_dir / f"stall-{served}").touch()
 
     def gpu_fault(self, name: str, pod_id: str | None = None) -> None:
         """A file the NVML stand-in of one pod reads (``console/demo/fakenvml``): the

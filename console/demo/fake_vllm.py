@@ -13,7 +13,9 @@ Environment (set by the demo deployment per slot):
   DEMO_KV        "TOKENS@UTIL/SLOPE": KV tokens at a gpu_util and tokens per 1.0 util
   DEMO_SEED      random seed;  DEMO_RATE  requests/s;  DEMO_STARTUP_S  start-up time
   DEMO_FAULTS    directory; a file ``kill-<served name>`` makes the engine die, a file
-                 ``quiet`` stops the traffic (nobody uses the pod: the idle stop's case)
+                 ``stall-<served name>`` makes it hang (``/health`` still 200, its requests
+                 stay running, no token moves, completions wait; a restart ends it), a
+                 file ``quiet`` stops the traffic (nobody uses the pod: the idle stop's case)
 """
 
 from __future__ import annotations
@@ -313,6 +315,12 @@ def log(msg: str, level: str = "INFO") -> None:
 
 async def serve(args: argparse.Namespace, engine: Engine) -> None:
     faults = Path(os.environ["DEMO_FAULTS"]) if os.environ.get("DEMO_FAULTS") else None
+    hang = faults / f"stall-{args.served_model_name}" if faults else None
+    if hang is not None:
+        hang.unlink(missing_ok=True)  # a new engine: the hang was the old one's
+
+    def hung() -> bool:
+        return hang is not None and hang.exists()
     models = json.dumps({"object": "list", "data": [
         {"id": args.served_model_name, "object": "model", "owned_by": "vllm",
          "max_model_len": args.max_model_len}]}).encode()
@@ -341,6 +349,8 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         msgs = raw_msgs if isinstance(raw_msgs, list) else []
         prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
         max_tokens = raw_max if isinstance(raw_max, int) else 16
+        while hung():  # a hung engine answers nothing (the client's timeout ends it)
+            await asyncio.sleep(0.5)
         a = engine.answer(prompt, max(1, max_tokens))
         rng = random.Random(len(prompt))
         words = [" ".join(rng.choice(WORDS) for _ in range(n)) + " " for n in a.steps]
@@ -429,7 +439,8 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
             await asyncio.sleep(0.5)
             now = time.time()
             quiet = faults is not None and (faults / "quiet").exists()
-            engine.tick(now, 0.0 if quiet else now - last)
+            if not hung():  # hung: its requests stay in flight and no counter moves
+                engine.tick(now, 0.0 if quiet else now - last)
             last = now
             if faults and (faults / f"kill-{args.served_model_name}").exists():
                 (faults / f"kill-{args.served_model_name}").unlink()

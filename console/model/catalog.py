@@ -164,6 +164,7 @@ SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION = ("vllm:generation_tokens_total",)
+PROMPT = ("vllm:prompt_tokens_total",)
 
 # The order is that of ``metrics --json`` (top-level keys, then the ``spec_decode``
 # object where its first entry stands); columns and plots carry their own order.
@@ -186,7 +187,7 @@ CATALOG: tuple[Figure, ...] = (
                                      narrow_width=3),
            threshold=Threshold("preempt", "{slot} preempted {value:g} request(s)", fixed=0,
                                hint="KV cache full: revisit KV offload")),
-    Figure("prompt_tokens", Increase(("vllm:prompt_tokens_total",)), "prompt tokens",
+    Figure("prompt_tokens", Increase(PROMPT), "prompt tokens",
            fmt.num, json="top", detail=False),
     Figure("generation_tokens", Increase(GENERATION), "generation tokens", fmt.num,
            json="top", detail=False),
@@ -228,13 +229,19 @@ CATALOG: tuple[Figure, ...] = (
            "prefill p95", fmt.secs),
     Figure("decode_p95_s", Quantile(0.95, ("vllm:request_decode_time_seconds",)),
            "decode p95", fmt.secs),
-    Figure("prompt_tps", Increase(("vllm:prompt_tokens_total",), per_second=True),
+    Figure("prompt_tps", Increase(PROMPT, per_second=True),
            "prompt tok/s", _num1),
     Figure("generation_tps", Increase(GENERATION, per_second=True), "gen tok/s", _num1,
            column=Column("GEN tok/s", 9, 60, priority=2, show=fmt.rate),
            plot=Plot("generation", 40, unit="tok/s")),
     Figure("spec_drafts_per_s", Increase((SPEC_DRAFTS,), per_second=True), "drafts/s",
            _num1),
+    # the counters as they stand (summed over the model's series): the stall detector
+    # (``console/model/stall.py``) asks whether they moved since the last poll
+    Figure("generation_total", Gauge(GENERATION), "generation tokens (lifetime)", fmt.num,
+           detail=False),
+    Figure("prompt_total", Gauge(PROMPT), "prompt tokens (lifetime)", fmt.num,
+           detail=False),
     Figure("kv_p99", OverTime(0.99, KV), "KV p99", _pct1, per_slot=True,
            column=Column("KV p99", 6, 30, priority=1),
            threshold=Threshold("kv", "{slot} KV p99 {value:.0%} > {limit:.0%}",

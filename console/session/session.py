@@ -47,6 +47,7 @@ from console.model.history import History
 from console.model.pod_stop import PlannedStop, planned_stop
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+from console.model.stall import StallWatch
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -239,6 +240,9 @@ class Session:
         once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.stalls = StallWatch()
+        """Slots with requests running and no token for ``alerts.stall_after_s``: only
+        polls a while apart tell it, so the session (which sees every poll) owns it."""
         self.polls = 0
         self.first_data_at: float | None = None
         self.poll_failure: tuple[float, str] | None = None
@@ -426,8 +430,10 @@ class Session:
         if ctx is None:  # a staged start: the slots only, no pod and no alerts yet
             judged = Judged(None, (), None)
         else:
+            self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
             judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
-                           ctx.settings, now, self.failures.values(), self.faults,
+                           ctx.settings, now,
+                           [*self.failures.values(), *self.stalls.conditions()], self.faults,
                            self._agent_seen)
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
@@ -566,7 +572,7 @@ class Session:
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
-                            stop=r.stop, gpu_marks=marks)
+                            stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls))
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from console.model.fleet import FleetSnapshot
     from console.model.pod_stop import PlannedStop
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
+    from console.model.stall import Stall
     from console.operations.planner import Planner
     from console.operations.registry import OperationRegistry
     from console.session.deployment import Deployment
@@ -156,6 +157,9 @@ class ConsoleState:
     "stopped at HH:MM (reason)" instead of a countdown."""
     gpu_marks: dict[int, str] = field(default_factory=dict)
     """GPU index → what is wrong with it (``XID 79``, ``ECC``, ``REMAP``, ``HOT``)."""
+    stalled: dict[str, Stall] = field(default_factory=dict)
+    """Slot → its stall (requests running, no token for ``alerts.stall_after_s``): the
+    row says STALLED (``console.model.stall``)."""
 
     @property
     def slot_marks(self) -> dict[str, str]:

@@ -72,6 +72,13 @@ class AgentClient:
         return await self._t().run([*args, "--action-id", action_id], on_event=on_event,
                                    timeout_s=timeout_s)
 
+    async def restart(self, slot: str, action_id: str, on_event: EventSink | None = None,
+                      timeout_s: float = 3600.0) -> AgentResult:
+        """Stop one slot and start it again (the agent's ``restart``); its events are the
+        progress, the final event its end (``startup_s`` when it came back up)."""
+        return await self._t().run(["restart", slot, "--action-id", action_id],
+                                   on_event=on_event, timeout_s=timeout_s)
+
     async def watchdog(self, cmd: str, action_id: str | None = None,
                        on_event: EventSink | None = None,
                        timeout_s: float = 300.0, extra: list[str] | None = None

@@ -28,6 +28,7 @@ from console.model.history import History
 from console.model.model_figures import ModelFigures
 from console.model.pod_stop import planned_stop
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot, StopPlan
+from console.model.stall import Stall
 from console.session.view import ConsoleState, ConsoleView, slot_columns
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
@@ -218,8 +219,10 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
           operation: str | None = None, fleet_: FleetSnapshot | None = None,
           contexts: tuple[str, ...] = (), context: str | None = None,
           failures: tuple[Condition, ...] = (), acked: bool = False,
-          settings_: Settings | None = None, **view_changes: Any) -> ConsoleState:
-    """What every open screen is handed after a poll; keywords change one thing."""
+          settings_: Settings | None = None, stalled: tuple[str, ...] = (),
+          **view_changes: Any) -> ConsoleState:
+    """What every open screen is handed after a poll; keywords change one thing
+    (``stalled``: those slots have had 3 requests running and no token for 45 s)."""
     s = settings_ or settings()
     v = view(read_only=read_only, contexts=contexts, context=context, **view_changes)
     p = pod() if pod_ == "default" else pod_
@@ -229,19 +232,22 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
         from console.session.session import stale_header
 
         stale = stale_header(snap, planned_stop(p, p, NOW))
+    stalls = {name: Stall(name, 3.0, NOW - 45, NOW) for name in stalled}
+    failures = (*failures, *(st.condition() for st in stalls.values()))
     active, events = alerts(snap, p, s, failures, acked)
     gpus_, utils, states = slot_columns(v, p)
     faults = fault_book(p, s).of(p.pod_id if p is not None else None)
     marks = gpu_marks(faults, p.gpus if p is not None else None)
     allowed = frozenset() if read_only else frozenset(
-        ("refresh", "resume", "fallback", "host_checks", "rebalance", "ack", "smoke", "bench",
-         "watchdog"))
+        ("refresh", "resume", "fallback", "host_checks", "rebalance", "restart", "ack",
+         "smoke", "bench", "watchdog"))
     return ConsoleState(view=v, ready=ready, now=NOW, snapshot=snap, pod=p, alerts=active,
                         stale=stale, history=history(), allowed=allowed, gpus=gpus_,
                         utils=utils, states=states, operation=operation,
                         alert_history=events,
                         thresholds={t.slot: s.thresholds_for(t.slot) for t in v.targets},
-                        fleet=fleet_, stop=planned_stop(p, p, NOW), gpu_marks=marks)
+                        fleet=fleet_, stop=planned_stop(p, p, NOW), gpu_marks=marks,
+                        stalled=stalls)
 
 
 def _clock(t: float) -> str:

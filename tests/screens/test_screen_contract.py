@@ -10,6 +10,7 @@ from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.detail import SlotDetailScreen
 from console.ui.screens.main import MainScreen
 from console.ui.screens.modals import RebalanceScreen
+from console.ui.widgets.panels import AlertsPanel
 from console.ui.widgets.slots import SlotsTable
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
@@ -60,6 +61,43 @@ async def test_a_new_state_is_drawn_and_the_detail_asks_for_its_log() -> None:
         assert await _until(pilot, lambda: len(log.lines) == 2)
         shown = "\n".join(line.text for line in log.lines)
         assert "first line" in shown and "[bold]not markup[/]" in shown
+
+
+async def test_a_stalled_slot_says_so_in_its_row_and_R_offers_its_restart() -> None:
+    app = ScreenHost(lambda: MainScreen(states.state(stalled=("Q27",))))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen: ConsoleScreen = app.top
+        table = screen.query_one(SlotsTable)
+        assert "STALLED" in str(table.get_row("Q27"))  # up on /health, and yet
+        assert "STALLED" not in str(table.get_row("FLASH"))
+        assert "UP" in str(table.get_row("FLASH"))
+        panel = screen.query_one(AlertsPanel).text
+        assert "Q27 STALLED: 3 request(s) stuck since" in panel, panel
+        table.move_cursor(table.slots.index("Q27"))
+        await pilot.press("R")
+        await pilot.pause()
+        assert ("operation", "restart", {"slot": "Q27"}) in app.asked
+        # progress resumed: the next poll's state has no stall, the row says UP again
+        screen.show(states.state())
+        assert await _until(pilot, lambda: "STALLED" not in str(table.get_row("Q27")))
+
+
+async def test_the_wall_card_of_a_stalled_slot_says_stalled() -> None:
+    from console.ui.screens.wall import WallScreen
+    from console.ui.widgets.board import SlotCard
+
+    app = ScreenHost(lambda: WallScreen(states.state(read_only=True, stalled=("Q27",)),
+                                        rotate_s=60))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        def title(slot: str) -> str:
+            card = next(c for c in app.top.query(SlotCard) if c.slot == slot)
+            return str(card.query_one(".title").render())
+
+        assert await _until(pilot, lambda: "STALLED" in title("Q27")), title("Q27")
+        assert "UP" in title("FLASH") and "STALLED" not in title("FLASH")
 
 
 async def test_rebalance_validates_as_typed() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from console.config.settings import AlertTiming, Settings
 from console.model.history import History
+from console.model.model_figures import ModelFigures
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
 from console.operations.audit import AuditLog
 from console.operations.registry import OperationRegistry
@@ -52,6 +53,8 @@ class Slots:
         self.prometheus_url: str | None = None
         self.timeout_s = 1.0
         self.down: set[str] = set()
+        self.values: dict[str, dict[str, float | None]] = {}
+        """Slot → catalog figures it reports (none: a slot without figures)."""
         self.gate: asyncio.Event | None = None
         self.calls = 0
         self.running = 0
@@ -72,7 +75,9 @@ class Slots:
                     slot=t.slot, served_model_name=t.served_model_name, port=t.port,
                     url=t.base_url, health="up" if up else "down",
                     health_detail="200" if up else "connection refused", fetched_at=now,
-                    error=None if up else "/metrics: connection refused"))
+                    error=None if up else "/metrics: connection refused",
+                    figures=ModelFigures(t.served_model_name, None, dict(self.values[t.slot]))
+                    if up and t.slot in self.values else None))
                 self.history.add(t.slot, "kv_cache_usage", now, 0.25)
             return DeploymentSnapshot("rtx6000-2x", tuple(slots), fetched_at=now)
         finally:
@@ -133,9 +138,9 @@ def world(tmp: Path, t0: float, *, refresh_s: float = 2.0, history_s: float = 36
     """A console on the fake sources, its session on the clock at ``t0``."""
     clock = Clock(t0)
     profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    settings.setdefault("alerts", AlertTiming(down_for_s=0, for_s=0, hold_s=0))
     s = Settings(profiles_dir=PROFILES, state_dir=tmp / "state", refresh_s=refresh_s,
-                 history_s=history_s, alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0),
-                 **settings)
+                 history_s=history_s, **settings)
     history = History(s.history_s, s.refresh_s)  # as make_context builds it
     slots = Slots(targets_for(profile, "127.0.0.1"), history, clock)
     pod = Pod(clock)

@@ -101,3 +101,35 @@ def stop_pids(pids: list[int], grace_s: float = 10.0) -> None:
         else:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, their children…), read from each
+    process's parent in ``/proc/<pid>/stat``: a test's own server's processes, found by
+    the tree of the process it started, never by a name shared with anyone else's."""
+    parents: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        # the command sits in parentheses and may hold spaces: the fields follow the last ')'
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(d.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ") \
+            .decode(errors="replace").strip()
+    except OSError:
+        return ""

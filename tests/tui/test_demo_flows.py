@@ -8,6 +8,7 @@ from __future__ import annotations
 from console.commands.tui_cmd import demo_context
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
+from console.ui.widgets.slots import SlotsTable
 from tests.tui.conftest import live, wait_for
 
 
@@ -36,6 +37,59 @@ async def test_slot_dies_alert_raised_then_cleared(demo) -> None:
         # the first pod poll may have come before the agent answered: no slots yet
         assert await wait_for(
             pilot, lambda: app.pod.agent_slots.get("Q27", {}).get("restarts", 0) >= 1, 20)
+
+
+async def test_a_hung_slot_is_stalled_and_R_restarts_it_through_the_agent(demo) -> None:
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: live(app), 40)
+
+        def busy() -> bool:
+            f = app.snapshot.slot("FLASH").figures
+            return bool(f and (f.value("running") or 0) >= 1)
+
+        # requests in flight when it hangs (a fresh engine has none until its first ones)
+        assert await wait_for(pilot, busy, 30)
+        before = app.pod.agent_slots.get("FLASH")
+        hang = next(f for t, _, f in demo.faults() if t == "slot FLASH hangs")
+        hang()
+
+        def stalled() -> bool:
+            a = app.alerts.active.get("stall:FLASH")
+            return a is not None and a.state == "firing"
+
+        def seen() -> str:
+            s = app.snapshot.slot("FLASH")
+            f = s.figures
+            return (f"{s.health} stale={s.stale_since} src={s.source} err={s.error} "
+                    + str(f and {k: f.value(k) for k in ("running", "generation_total",
+                                                         "prompt_total", "kv_cache_usage")})
+                    + f" after={app.ctx.settings.alerts.stall_after_s} polls={app.polls} "
+                    f"agent before={before} now={app.pod.agent_slots.get('FLASH')} "
+                    f"faults={sorted(p.name for p in demo.faults_dir.iterdir())}")
+
+        assert await wait_for(pilot, stalled, 30), seen()
+        assert app.snapshot.slot("FLASH").health == "up"  # /health: 200 all along
+        table = app.screen.query_one(SlotsTable)
+        assert "STALLED" in str(table.get_row("FLASH"))
+        assert "stuck since" in app.alerts.active["stall:FLASH"].title
+        table.move_cursor(table.slots.index("FLASH"))
+        await pilot.press("R")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                              and app.screen.done, 90)
+        _, action, out = ctx.registry.history[-1]
+        assert action == "restart" and out.ok, out.message
+        assert [(r["action"], r["arguments"], r["result"])
+                for r in ctx.registry.audit.records() if r["action"] == "restart"] == [
+            ("restart", {"slot": "FLASH"}, "started"), ("restart", {"slot": "FLASH"}, "ok")]
+        await pilot.press("escape")
+        # a new engine: it decodes again, and the stall clears
+        assert await wait_for(pilot, lambda: "stall:FLASH" not in _alerts(app)
+                              and live(app), 60)
+        assert "STALLED" not in str(table.get_row("FLASH"))
 
 
 async def test_rebalance_applies_and_rewrites_the_profile(demo) -> None:

@@ -109,7 +109,8 @@ def _guarded(tmp_path: Path, **mode: bool) -> tuple[OperationRegistry, list[str]
 async def test_read_only_refuses_every_dangerous_operation_at_the_sender(tmp_path) -> None:
     reg, ran = _guarded(tmp_path, read_only=True)
     dangerous = {s.id for s in SPECS.values() if s.dangerous}
-    assert dangerous == {"resume", "fallback", "host_checks", "rebalance", "watchdog", "bench"}
+    assert dangerous == {"resume", "fallback", "host_checks", "rebalance", "restart", "watchdog",
+                         "bench"}
     for op_id in SPECS:
         out = await reg.invoke(op_id, {"cmd": "stop-now"})
         if op_id in dangerous:
@@ -438,3 +439,60 @@ def test_every_dangerous_question_fills_in(tmp_path: Path, op_id: str) -> None:
     text = OPERATIONS[op_id].confirmation(facts, {"slot": "FLASH", "cmd": "arm",
                                                   "set": {"FLASH": 0.5}})
     assert "{" not in text and "}" not in text and text.endswith(("?", ".")), text
+
+
+class _AgentOnThePod:
+    """What the agent answers ``restart`` with (its events, then its end); the commands
+    it was sent. The real agent's restart runs in tests/tui/test_demo_flows.py."""
+
+    def __init__(self, final: dict[str, Any]) -> None:
+        from console.sources.remote import AgentEndpoint
+
+        self.ep = AgentEndpoint(host="pod")
+        self.final = final
+        self.sent: list[list[str]] = []
+
+    async def run(self, args: list[str], on_event: Any = None, timeout_s: float = 60.0):
+        from console.sources.remote import AgentResult
+
+        self.sent.append(args)
+        ev = {"kind": "progress", "step": f"stop {args[1]}", "fraction": 0.0}
+        if on_event is not None:
+            on_event(ev)
+        return AgentResult(0, self.final, (ev, self.final))
+
+
+async def test_restart_asks_names_the_slot_runs_through_the_agent_and_is_audited(
+        tmp_path: Path) -> None:
+    agent = _AgentOnThePod({"kind": "result", "state": "ok", "slot": "FLASH",
+                            "startup_s": 41.0})
+    reg = build_registry(AuditLog(tmp_path / "audit.jsonl"),
+                         agent=AgentClient(agent))  # type: ignore[arg-type]
+    host = FakeHost(reg, _facts(tmp_path, PodSnapshot(pod_id="emu7")), answer=False)
+    host.ready.set()
+    assert SPECS["restart"].per_slot and SPECS["restart"].dangerous
+    assert await run_operation(host, "restart", {"slot": "FLASH"}) is None  # n
+    assert host.questions == [("Restart slot", "Restart slot FLASH on pod emu7? Its "
+                               "running requests fail and it serves nothing for its "
+                               "start-up time.")]
+    assert agent.sent == [] and reg.executed == []
+    host.answer = True
+    out = await run_operation(host, "restart", {"slot": "FLASH"})
+    assert out is not None and out.ok and out.message == "FLASH restarted (up after 41 s)"
+    [cmd] = agent.sent
+    assert cmd[:3] == ["restart", "FLASH", "--action-id"] and cmd[3].startswith("restart-")
+    assert [(r["action"], r["arguments"], r["result"]) for r in reg.audit.records()] == [
+        ("restart", {"slot": "FLASH"}, "started"), ("restart", {"slot": "FLASH"}, "ok")]
+    assert host.progress and host.progress[0].steps[0][0] == "stop FLASH"
+    # the agent's refusal is the outcome, said and recorded
+    agent.final = {"kind": "error", "state": "failed", "message": "FLASH did not start"}
+    out = await run_operation(host, "restart", {"slot": "FLASH"})
+    assert out is not None and not out.ok and "FLASH did not start" in out.message
+    assert reg.audit.records()[-1]["result"] == "failed"
+    # without an agent it says why before asking
+    bare = build_registry(AuditLog(tmp_path / "a2.jsonl"), agent=AgentClient(None))
+    host2 = FakeHost(bare, _facts(tmp_path, PodSnapshot(pod_id="emu7"), agent=False))
+    host2.ready.set()
+    assert await run_operation(host2, "restart", {"slot": "FLASH"}) is None
+    assert host2.notes == ["Restart slot: not started — no pod agent configured "
+                           "(pod.ssh_host in the config)"] and not host2.questions

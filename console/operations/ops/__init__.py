@@ -19,6 +19,7 @@ from console.operations.ops import (
     host_checks,
     rebalance,
     refresh,
+    restart,
     resume,
     smoke,
     watchdog,
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
 OPERATIONS: dict[str, Operation] = {
     op.spec.id: op for op in map(Operation.of, (
-        refresh, resume, fallback, host_checks, rebalance, ack, smoke, bench, watchdog))}
+        refresh, resume, fallback, host_checks, rebalance, restart, ack, smoke, bench,
+        watchdog))}
 """In footer order (the bindings are generated in this order)."""
 
 

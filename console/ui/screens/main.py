@@ -88,7 +88,8 @@ class MainScreen(ConsoleScreen):
         snap = state.snapshot
         if snap is not None:
             self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
-                                            state.thresholds, state.slot_marks)
+                                            state.thresholds, state.slot_marks,
+                                            state.stalled)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now)
         self.query_one(AlertsPanel).show(list(state.alerts), now)

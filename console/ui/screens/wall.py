@@ -99,7 +99,8 @@ class WallScreen(ConsoleScreen):
         box = self.query_one("#wfocus", TableLines)
         if snap is not None:
             self.query_one(WallBoard).show(state.pod, {s.slot: s for s in snap.slots},
-                                           state.thresholds, state.states, now)
+                                           state.thresholds, state.states, now,
+                                           state.stalled)
             short = self.has_class("short")
             # a slot's own view on a short screen: its figures in place of the board
             self.query_one(WallBoard).display = not (focus and short)

@@ -8,7 +8,7 @@ Only renders what it is handed."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -92,11 +92,14 @@ class SlotCard(Card):
         for key in BOARD_FIGURES:
             yield Metric(classes=f"m-{key}")
 
-    def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None) -> None:
+    def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None,
+             stalled: bool = False) -> None:
         health = s.health if s is not None else "unknown"
         if health != "up" and agent_state in ("starting", "backoff"):
             health = "starting"
         glyph, word, style = fmt.HEALTH_GLYPH.get(health, fmt.HEALTH_GLYPH["unknown"])
+        if health == "up" and stalled:  # 200 on /health, requests running, no token
+            glyph, word, style = "■", "STALLED", "bold red"
         title = Text.assemble((self.slot, "bold"), "  ", (f"{glyph} {word}", style),
                               no_wrap=True, overflow="ellipsis")
         if s is not None and s.stale_since is not None:
@@ -154,8 +157,8 @@ class WallBoard(Horizontal):
             yield SlotCard(slot)
 
     def show(self, pod: PodSnapshot | None, snaps: Mapping[str, SlotSnapshot],
-             thresholds: Mapping[str, Any], agent_states: Mapping[str, str], now: float
-             ) -> None:
+             thresholds: Mapping[str, Any], agent_states: Mapping[str, str], now: float,
+             stalled: Collection[str] = ()) -> None:
         self.query_one(PodCard).show(pod, now)
         if snaps and tuple(snaps) != self.slots:
             # another profile's slots (a fallback brought up a different pod): one card
@@ -164,8 +167,9 @@ class WallBoard(Horizontal):
             for card in self.query(SlotCard):
                 card.remove()
             self.mount_all([SlotCard(slot) for slot in self.slots])
-            self.call_after_refresh(self.show, pod, snaps, thresholds, agent_states, now)
+            self.call_after_refresh(self.show, pod, snaps, thresholds, agent_states, now,
+                                    stalled)
             return
         for card in self.query(SlotCard):
             card.show(snaps.get(card.slot), thresholds.get(card.slot),
-                      agent_states.get(card.slot))
+                      agent_states.get(card.slot), card.slot in stalled)

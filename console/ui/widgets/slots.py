@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rich.text import Text
@@ -18,21 +18,24 @@ from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
 STATE_COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
-                 ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 8))
+                 ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 9))
 STATE_PRIORITY = {"slot": 0, "health": 0, "util": 2, "model": 3, "gpus": 4, "port": 5}
 """Slot and health always; the rest as the figures' own priorities allow."""
 FIGURE_COLUMNS = catalog.columns()
 COLUMNS = STATE_COLUMNS + tuple((f.key, c.header, c.width) for f, c in FIGURE_COLUMNS)
 
 
-def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None = None
-                ) -> Text:
+def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None = None,
+                stalled: bool = False) -> Text:
     """The slot's health; on a GPU with a hardware fault (``gpu_mark``: ``XID 79``,
     ``ECC``, ``REMAP``) that fault, whatever the slot answers (a GPU off the bus may go
-    on serving from what it had), and ``HOT`` on an overheating one."""
+    on serving from what it had), and ``HOT`` on an overheating one; ``stalled``: 200 on
+    /health with requests running and no token (``console.model.stall``)."""
     h = s.health
     if h != "up" and agent_state in ("starting", "backoff"):
         h = "starting"
+    if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
+        return Text("■ STALLED", style="bold red")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
     if gpu_mark is not None and gpu_mark != "HOT" and h != "down":
         return Text(f"✖ {gpu_mark}", style="bold white on red")
@@ -44,14 +47,15 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
 
 
 def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
-        thresholds: Any = None, gpu_mark: str | None = None) -> list[object]:
+        thresholds: Any = None, gpu_mark: str | None = None,
+        stalled: bool = False) -> list[object]:
     """The cells of one slot; a figure past its configured threshold is bold yellow;
     ``gpu_mark``: what is wrong with a GPU it runs on (its health cell says so)."""
     dim = "dim" if s.stale_since is not None else ""
     cells: list[object] = [
         Text(s.slot, style="bold"), Text(s.served_model_name), str(s.port), gpus,
         fmt.num(util, 2) if util is not None else fmt.DASH,
-        health_cell(s, agent_state, gpu_mark)]
+        health_cell(s, agent_state, gpu_mark, stalled)]
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
             # a slot that is down or starting serves nothing: its last numbers would
@@ -65,8 +69,8 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     return cells
 
 
-def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None
-               ) -> tuple[int, str | float]:
+def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None,
+               stalled: bool = False) -> tuple[int, str | float]:
     """What a column sorts a slot by: its number (a figure, the port, gpu_util), else its
     text; a slot with no value for it (down, not measured) sorts last either way round."""
     if key == "slot":
@@ -80,12 +84,13 @@ def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str |
     if key == "util":
         return (1, 0.0) if util is None else (0, util)
     if key == "health":
-        return 0, STATE_ORDER.get(health_cell(s, agent_state).plain.split()[1], 9)
+        return 0, STATE_ORDER.get(health_cell(s, agent_state, stalled=stalled).plain.split()[1],
+                                  9)
     v = s.figure(key) if s.health == "up" else None
     return (1, 0.0) if v is None or v != v else (0, v)
 
 
-STATE_ORDER = {"DOWN": 0, "PROBE✗": 1, "START": 2, "UP": 3}
+STATE_ORDER = {"DOWN": 0, "STALLED": 1, "PROBE✗": 1, "START": 2, "UP": 3}
 """Health sorts worst first."""
 
 NARROW_BELOW = 100
@@ -219,15 +224,16 @@ class SlotsTable(Widget, can_focus=True):
     # -- data --------------------------------------------------------------------
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
              agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,
-             marks: Mapping[str, str] | None = None) -> None:
-        """``marks``: slot → what is wrong with a GPU it runs on (``XID 79``, ``HOT``)."""
-        self._last = (snap, gpus, utils, agent_states, thresholds, marks)
+             marks: Mapping[str, str] | None = None, stalled: Collection[str] = ()) -> None:
+        """``marks``: slot → what is wrong with a GPU it runs on (``XID 79``, ``HOT``);
+        ``stalled``: the slots the session finds stalled (``ConsoleState.stalled``)."""
+        self._last = (snap, gpus, utils, agent_states, thresholds, marks, stalled)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
                             agent_states.get(s.slot), (thresholds or {}).get(s.slot),
-                            (marks or {}).get(s.slot))
+                            (marks or {}).get(s.slot), s.slot in stalled)
                 for s in snap.slots}
         self._last_rows = rows
-        order = self._order(snap, utils, agent_states)
+        order = self._order(snap, utils, agent_states, stalled)
         if order != self.slots:
             selected = self.selected_slot()
             self.slots = order
@@ -250,14 +256,15 @@ class SlotsTable(Widget, can_focus=True):
                     self.refresh(Region(x1, y, x2 - x1, 1))
 
     def _order(self, snap: DeploymentSnapshot, utils: dict[str, float],
-               agent_states: dict[str, str]) -> list[str]:
+               agent_states: dict[str, str], stalled: Collection[str] = ()) -> list[str]:
         needle = self.filter.lower()
         shown = [s for s in snap.slots if not needle or needle in s.slot.lower()
                  or needle in s.served_model_name.lower()]
         if self.sort_key is None:
             return [s.slot for s in shown]
         key = self.sort_key
-        vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot))
+        vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot),
+                                   s.slot in stalled)
                 for s in shown}
         present = sorted((s.slot for s in shown if vals[s.slot][0] == 0),
                          key=lambda n: vals[n][1], reverse=self.sort_reverse)

@@ -1,0 +1,132 @@
+"""The stall detector: a slot that says 200 on ``/health`` while nothing decodes.
+
+The field's most asked-about failure (vllm #39863): the engine hangs — a collective that
+never returns, a kernel that never ends — and the API server keeps answering ``/health``
+and ``/metrics``, with the last figures the engine reported. Requests are "running" and
+nothing moves. No single reading tells it; two readings a while apart do.
+
+A slot is **STALLED** when, for ``stall_after`` seconds, it had requests running
+(``vllm:num_requests_running`` > 0) and neither its generation-token counter
+(``vllm:generation_tokens_total``) nor its prompt-token counter
+(``vllm:prompt_tokens_total``) moved. The prompt counter is there so that a slot busy
+reading prompts (new requests prefilled, no new token out yet) is not called stalled.
+The counters are the catalog's ``generation_total`` and ``prompt_total`` (the counters
+as they stand), read alike from a direct scrape and from Prometheus.
+
+vLLM 0.32 adds a request's prompt tokens to its counter only once its prefill is done
+(with the first token: ``IterationStats.update_from_output``), so one prompt whose
+prefill outlasts ``stall_after`` moves neither counter. Its scheduler reports its stats
+every step, with or without output (``Scheduler.update_from_output``), and each prefill
+chunk takes KV blocks: the KV usage gauge (the catalog's ``kv_cache_usage``) moving is
+the engine stepping, and counts as progress too. An engine that hangs reports nothing,
+and all three stand still.
+
+A counter that drops has restarted (the engine did): that is a change, so progress. A
+slot that is not up, or whose figures are stale (a failed scrape repeats the last good
+ones), is not judged; an idle slot (nothing running) never is stalled, and the time it
+became busy is where its clock starts.
+
+:class:`StallWatch` is owned by the session (one per console); it keeps, per slot, the
+counters last seen and when they last moved. Nothing here reads a clock: ``now`` comes
+with every reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from console.model import fmt
+from console.model.conditions import Condition
+from console.model.snapshot import SlotSnapshot
+
+STALL_ALERT = "stall"
+"""Alert keys are ``stall:<slot>``."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A slot found stalled: how many requests are stuck and since when."""
+
+    slot: str
+    running: float
+    """Requests running (as the engine last reported them) that make no progress."""
+    since: float
+    """When its counters last moved (or when it became busy, if they never did since)."""
+    now: float
+    """When it was judged."""
+
+    @property
+    def for_s(self) -> float:
+        return max(0.0, self.now - self.since)
+
+    def condition(self) -> Condition:
+        n = round(self.running)
+        return Condition(
+            f"{STALL_ALERT}:{self.slot}", "crit",
+            f"{self.slot} STALLED: {n} request(s) stuck since {fmt.clock(self.since)}",
+            f"no token generated or prompt read for {fmt.duration(self.for_s)} while "
+            "/health says 200 — R restarts the slot through the agent (asks first)")
+
+
+@dataclass(frozen=True)
+class _Seen:
+    marks: tuple[float | None, float | None, float | None]
+    """(generation, prompt, KV usage) as last read."""
+    moved_at: float
+    """When they last moved, or when the slot became busy."""
+
+
+Reading = tuple[float | None, float | None, float | None, float | None]
+"""(running, generation counter, prompt counter, KV usage) of one slot at one poll."""
+
+
+def counters(s: SlotSnapshot) -> Reading | None:
+    """What a slot that can be judged now reads, else None: not up, stale figures, no
+    figures, or neither token counter exported."""
+    f = s.figures
+    if s.health != "up" or s.stale_since is not None or f is None:
+        return None
+    gen, prompt = f.value("generation_total"), f.value("prompt_total")
+    if gen is None and prompt is None:
+        return None
+    return f.value("running"), gen, prompt, f.value("kv_cache_usage")
+
+
+class StallWatch:
+    """Per slot, the counters last seen and when they last moved (see the module)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, _Seen] = {}
+        self.stalls: dict[str, Stall] = {}
+        """The slots stalled at the last :meth:`observe`."""
+
+    def observe(self, slots: Iterable[SlotSnapshot], now: float, stall_after: float
+                ) -> dict[str, Stall]:
+        """One poll's slots; the slots stalled now (also kept in :attr:`stalls`)."""
+        out: dict[str, Stall] = {}
+        present: set[str] = set()
+        for s in slots:
+            present.add(s.slot)
+            read = counters(s)
+            if read is None:
+                if s.health != "up":
+                    self._seen.pop(s.slot, None)  # a restart begins a new record
+                continue  # stale or not measured: judged again when fresh
+            running, *marks = read
+            mark = (marks[0], marks[1], marks[2])
+            seen = self._seen.get(s.slot)
+            busy = running is not None and running > 0
+            if seen is None or not busy or seen.marks != mark:
+                # moved (a reset is a move too), idle, or first seen: the clock starts now
+                self._seen[s.slot] = _Seen(mark, now)
+                continue
+            if now - seen.moved_at >= stall_after:
+                out[s.slot] = Stall(s.slot, running or 0.0, seen.moved_at, now)
+        for gone in set(self._seen) - present:
+            del self._seen[gone]
+        self.stalls = out
+        return out
+
+    def conditions(self) -> list[Condition]:
+        return [st.condition() for st in self.stalls.values()]
