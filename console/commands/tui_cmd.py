@@ -90,6 +90,12 @@ def _web_flags(p: argparse.ArgumentParser) -> None:
 def cmd_watch(args: argparse.Namespace) -> int:
     if getattr(args, "web", None):
         return cmd_web_wall(args)
+    from console.config.config_file import no_config_found
+
+    why = no_config_found(args.config)
+    if why is not None:
+        print(why, file=sys.stderr)
+        return 1
     from console.session.boot import plan
     from console.ui.app import make_app
 
