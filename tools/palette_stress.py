@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +38,20 @@ PALETTE = ["Refresh now", "Help: keys", "Watchdog", "Resume pod", "Fallback prov
 """Palette commands besides the demo's faults (all of those are fired)."""
 
 
-@dataclass
 class Result:
-    seconds: float
-    actions: int = 0
-    palette: int = 0
-    faults: int = 0
-    alive: bool = False
-    answered_keys: bool = False
-    main_screen_kept: bool = False
-    crash: str | None = None
-    survived: list[str] = field(default_factory=list)
+    """One run's counts and verdicts (a plain class: the script also loads outside
+    ``sys.modules``, where a dataclass cannot be made)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.actions = 0
+        self.palette = 0
+        self.faults = 0
+        self.alive = False
+        self.answered_keys = False
+        self.main_screen_kept = False
+        self.crash: str | None = None
+        self.survived: list[str] = []
 
     @property
     def ok(self) -> bool:
