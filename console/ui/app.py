@@ -532,6 +532,8 @@ class PodConsoleApp(App[Any]):
 
     def _demo_fault(self, fn: Callable[[], Any], title: str) -> None:
         assert self.ctx is not None
+        if self._exit:
+            return  # quitting: nothing new starts
         if self.wall or self.ctx.registry.read_only:
             self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
             return
