@@ -18,9 +18,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from console.app import make_app  # noqa: E402
 from console.commands.tui_cmd import build_demo  # noqa: E402
-from console.screens.modals import ProgressScreen, RebalanceScreen  # noqa: E402
+from console.ui.app import make_app  # noqa: E402
+from console.ui.screens.modals import ProgressScreen, RebalanceScreen  # noqa: E402
 
 SIZE = (160, 48)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ from console.config.settings import AlertTiming, PodSettings, Settings, SlotThre
 from console.operations.provision import ProvisionConfig
 from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
 from console.sources.remote import LocalAgentTransport
+from pod_agent.profile import duration_s
 from pod_agent.profiles import LoadedProfile, load_profiles
 
 HERE = Path(__file__).resolve().parent
@@ -77,6 +79,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+WARN_REAL_S = 25.0
+"""On an accelerated pod clock the warning still comes this many real seconds before the
+stop: time for a person to read it and press ``w 1 y`` (issue: the README's story)."""
+
+
+def demo_warn_before(idle_stop_after: str, clock_speed: float) -> str:
+    """``warn_before`` (whole pod minutes) that leaves ``WARN_REAL_S`` real seconds between
+    the warning and the stop at ``clock_speed``, kept a minute below ``idle_stop_after``:
+    the profile refuses a warning window as long as the idle limit (it would warn after
+    every request)."""
+    want = math.ceil(WARN_REAL_S * clock_speed / 60.0)
+    idle_min = int(duration_s(idle_stop_after) // 60)
+    return f"{max(1, min(max(want, 10), idle_min - 1))}m"
+
+
 class DemoDeployment:
     def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
                  rate: float = 0.6, clock_speed: float = 1.0) -> None:
@@ -120,7 +137,10 @@ class DemoDeployment:
             slot["startup_timeout_s"] = 60
         data.pop("patches", None)  # no vLLM package to patch in the demo
         # the idle stop, shown: the palette's "traffic stops" makes the pod idle
-        data.setdefault("schedule", {}).setdefault("idle_stop_after", "30m")
+        sched = data.setdefault("schedule", {})
+        sched.setdefault("idle_stop_after", "30m")
+        if self.clock_speed > 1.0:
+            sched["warn_before"] = demo_warn_before(sched["idle_stop_after"], self.clock_speed)
         header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
         (self.profiles_dir / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
 

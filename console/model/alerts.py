@@ -117,6 +117,16 @@ class AlertBook:
                                                f"by {who}"))
         return done
 
+    def adopt_ack(self, key: str, who: str, at: float) -> Alert | None:
+        """An acknowledgement made in another session (the shared book): the alert, now
+        marked, or None when it is not firing here or is already acknowledged."""
+        a = self.active.get(key)
+        if a is None or a.state != "firing" or a.acked_by is not None:
+            return None
+        self.active[key] = replace(a, acked_by=who, acked_at=at)
+        self.history.append(AlertEvent(at, "acknowledged", a.severity, a.title, f"by {who}"))
+        return self.active[key]
+
     def event(self, ev: AlertEvent) -> None:
         """Record something that happened once (a failed operation)."""
         self.history.append(ev)

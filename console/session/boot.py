@@ -33,6 +33,7 @@ from console.config.config_file import (
     read_config,
     read_current_pod,
 )
+from console.model.printable import has_controls
 from console.sources.collect.targets import SlotTarget
 
 REFRESH_FLOOR_S = defaults.REFRESH_FLOOR_S
@@ -135,6 +136,7 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
 
 
 def _target(slot: str, s: dict[str, Any], host: str, port_map: dict[int, int]) -> SlotTarget:
+    slot = _str(slot)
     port = _int(s.get("port"))  # the same URL ``targets_for`` builds from a valid profile
     return SlotTarget(slot=slot, served_model_name=_str(s.get("served_model_name")),
                       port=port, base_url=f"http://{host}:{port_map.get(port, port)}",
@@ -198,7 +200,8 @@ def _int(v: Any) -> int:
 
 
 def _str(v: Any) -> str:
-    if not isinstance(v, str) or not v:
+    # a name with a control character is left to the validated start (which refuses it)
+    if not isinstance(v, str) or not v or has_controls(v):
         raise _Unsure(repr(v))
     return v
 

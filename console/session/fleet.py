@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from console.model.fleet import FleetRow, FleetSnapshot
+from console.model.printable import clean
 
 HEALTH_ORDER = {"down": 0, "unknown": 1, "starting": 2, "up": 3}
 
@@ -125,7 +126,8 @@ class FleetCollector:
                     prefetched[m.name] = exc
         rows = await asyncio.gather(*(self._row(m, now, prefetched.get(m.name))
                                       for m in self.members))
-        return FleetSnapshot(tuple(rows), now, self.current, shared, queries)
+        # other contexts' pods and config errors: no control character on screen
+        return FleetSnapshot(clean(tuple(rows)), now, self.current, shared, queries)
 
     async def _row(self, m: Member, now: float, prefetched: Any) -> FleetRow:
         from console.session.session import judge_once

@@ -21,6 +21,11 @@ the pod is not read faster; instead the header and the GPU line show their age b
 them once it passes one refresh + 0.5 s (``ConsoleState.ages``): no number on screen is
 older than that without saying how old it is, and the CPU and terminal-byte budgets of
 ``bench/tui_bench.py`` keep what they measured (no extra poll; a few cells a refresh).
+
+Every session judges its own polls, but what the alerts tell the world is shared by every
+session on the state dir (``shared_alerts.py``): the webhook hears of an alert once
+however many consoles, walls and browser tabs see it, and an acknowledgement made in one
+is shown in all.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from console.model import fmt
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
 from console.model.history import History
+from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.spend import SpendBook
 from console.session.view import (
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.model.gpu_state import GpuReport
     from console.session.fleet import FleetCollector, FleetSnapshot
+    from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.poller import DeploymentPoller
     from pod_agent.profile import Profile
 
@@ -62,6 +69,8 @@ POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
+WALL_REFRESH_GAP_S = 1.0
+"""On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
 GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
 """Alert keys of hardware faults: facts about the pod that the audit log keeps."""
 
@@ -174,7 +183,8 @@ class Session:
     it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
     (default: tasks of the running loop, which :meth:`settle` waits for). ``note``: the
     action log. ``on_change``: told after a poll (``"poll"``), a fleet cycle
-    (``"fleet"``) or a backfill (``"backfill"``) — the screens' cue. ``fleet_wanted``:
+    (``"fleet"``), a backfill (``"backfill"``) or an acknowledgement made in another
+    session (``"alerts"``) — the screens' cue. ``fleet_wanted``:
     whether anyone looks at the fleet now (it is polled at each tick while so).
     ``waiting_operations``: what a console still loading lets be asked for (they wait).
     """
@@ -211,11 +221,19 @@ class Session:
         self._pod_polled_at: float | None = None
         self._pod_wanted = True
         self._polling = False
+        self._poll_started_at: float | None = None
         self._fleet_busy = False
         self._fleet_collector: FleetCollector | None = None
         self._book: SpendBook | None = None
         self._no_book = SpendBook(None)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._shared: SharedAlerts | None = None
+        self._share_lock = asyncio.Lock()
+        self._share_failed = False
+        self._acked: list[Alert] = []
+        """Acknowledged here, not yet in the shared book."""
+        self._unposted: set[str] = set()
+        """Alerts whose post this session claimed and could not deliver."""
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -309,9 +327,24 @@ class Session:
             self.want_fleet()
 
     def refresh_now(self) -> None:
-        """Every source now, the pod's too (ctrl+r, after an operation)."""
+        """Every source now, the pod's too (after an operation, once the context is in,
+        an unsettled ledger found)."""
         self._pod_wanted = True
         self.tick()
+
+    def refresh_asked(self) -> None:
+        """A viewer's ctrl+r (or the palette's "Refresh now"): a poll, never an operation.
+
+        On a wall anyone whose browser shows it may press it, so it comes no sooner than
+        ``WALL_REFRESH_GAP_S`` after the last poll, and the pod is read at its own
+        cadence: a key held down must not become RunPod API requests, or a scrape of
+        every slot, per keystroke."""
+        if not self.wall:
+            self.refresh_now()
+            return
+        last = self._poll_started_at
+        if last is None or not 0.0 <= self.now() - last < WALL_REFRESH_GAP_S:
+            self.tick()
 
     def _pod_due(self, now: float) -> bool:
         last = self._pod_polled_at
@@ -324,6 +357,7 @@ class Session:
         if self._polling:
             return False
         self._polling = True
+        self._poll_started_at = self.now()
         ok = False
         try:
             await self._poll()
@@ -400,10 +434,45 @@ class Session:
         faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
         if faults and not self.wall:
             self._spawn(self._audit_faults(faults), "audit-gpu")
-        url = self.ctx.settings.webhook_url if self.ctx is not None else None
-        if url and (raised or cleared):
-            # beside the poll, never inside it: a slow webhook must not hold the figures
-            self._spawn(self._send(url.get_secret_value(), raised, cleared), "webhook")
+        if self.ctx is not None and (raised or cleared or self._acked or self.alerts.firing()):
+            # beside the poll, never inside it: neither a slow disk nor a slow webhook
+            # may hold the figures
+            self._spawn(self._share(raised, cleared), "alerts")
+
+    async def _share(self, raised: list[Alert], cleared: list[Alert]) -> None:
+        """This session's alert changes into the book every session on the state dir
+        shares (``shared_alerts.py``); post to the webhook what no other session has, and
+        show the acknowledgements made elsewhere. In the order the polls made them."""
+        from console.session.shared_alerts import SharedAlerts, SharedAlertsError, Synced
+
+        assert self.ctx is not None
+        url = self.ctx.settings.webhook_url
+        async with self._share_lock:
+            if self._shared is None:
+                self._shared = SharedAlerts(self.ctx.settings.state_dir)
+            acked, self._acked = self._acked, []
+            unposted, self._unposted = self._unposted, set()
+            try:
+                synced = await self._run_blocking(
+                    self._shared.sync, self.now(), raised=raised, cleared=cleared,
+                    firing=self.alerts.firing(), acked=acked, webhook=url is not None,
+                    unposted=unposted)
+                self._share_failed = False
+            except SharedAlertsError as exc:  # this session then posts on its own
+                if not self._share_failed:
+                    self._note(f"shared alert book not usable ({exc}): this session posts "
+                               "its own alerts", "yellow")
+                self._share_failed = True
+                synced = Synced(tuple(raised), tuple(cleared))
+            if synced.warning:
+                self._note(synced.warning, "yellow")
+            adopted = [a for key, (who, at) in synced.acks.items()
+                       if (a := self.alerts.adopt_ack(key, who, at)) is not None]
+        if adopted:
+            self._on_change("alerts")
+        if url and (synced.post_raised or synced.post_cleared):
+            self._spawn(self._send(url.get_secret_value(), list(synced.post_raised),
+                                   list(synced.post_cleared)), "webhook")
 
     async def _audit_faults(self, faults: list[Alert]) -> None:
         """Hardware faults outlive the screen: audited (the agent's own audit log on the
@@ -417,13 +486,15 @@ class Session:
             except Exception as exc:  # a full disk: said, the alert still stands
                 self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
 
-    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> None:
+    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> bool:
         from console.model.alerts import notify
 
         err = await notify(url, raised, cleared, f"pod-console {self.view.profile_name}",
                            timeout_s=self.webhook_timeout_s)
         if err:
             self._note(err, "red")
+            self._unposted.update(a.key for a in raised)  # another session may post them
+        return err is None
 
     # -- what a screen shows ---------------------------------------------------------
     @property
@@ -533,8 +604,13 @@ class Session:
         return n
 
     def acknowledge(self, who: str) -> list[str]:
-        """Every firing alert marked as seen by ``who``; their titles."""
-        return [a.title for a in self.alerts.acknowledge(who, self.now())]
+        """Every firing alert marked as seen by ``who``; their titles. Every other session
+        on this state dir shows the acknowledgement from its next poll."""
+        done = self.alerts.acknowledge(who, self.now())
+        if done and self.ctx is not None:
+            self._acked.extend(done)
+            self._spawn(self._share([], []), "alerts")
+        return [a.title for a in done]
 
     async def slot_logs(self, slot: str, lines: int = 200) -> list[str]:
         """A slot's recent log lines through the agent, or one line that says why not."""
@@ -544,8 +620,11 @@ class Session:
         try:
             r = await agent.logs(slot, lines)
         except Exception as exc:  # the panel shows why, it never crashes
-            return [f"(could not fetch logs: {exc})"]
-        return list(r.final.get("lines", [])) if r.ok and r.final else [r.message]
+            return [printable(f"(could not fetch logs: {exc})")]
+        got = r.final.get("lines", []) if r.ok and r.final else [r.message]
+        # a slot's own output: whatever it printed (colours, titles, clipboard writes)
+        # is drawn as text only
+        return [printable(line) for line in (got if isinstance(got, list) else [got])]
 
     def want_fleet(self) -> None:
         """Read every context's pod now (none while a cycle runs: polls never overlap)."""

@@ -233,12 +233,12 @@ class PodConsoleApp(App[Any]):
             if isinstance(screen, ConsoleScreen) and screen.is_mounted:
                 await screen.when_ready()
         self._keep_pace()  # the validated settings may set another refresh
-        self.action_refresh_now()  # pod state and alerts now, not at the next tick
+        self.session.refresh_now()  # pod state and alerts now, not at the next tick
 
     def _became_ready(self) -> None:
         assert self.ctx is not None
         collect_garbage_again()
-        self.ctx.registry.attach_console(refresh=self.action_refresh_now,
+        self.ctx.registry.attach_console(refresh=self.session.refresh_now,
                                          acknowledge=self._acknowledge)
         self.ready_after_s = time.monotonic() - self._mounted_at
         self._context_ready.set()
@@ -264,10 +264,12 @@ class PodConsoleApp(App[Any]):
         self.session.tick()
 
     def action_refresh_now(self) -> None:
-        self.session.refresh_now()
+        """ctrl+r, f5, the palette's "Refresh now": a viewer asks for a poll."""
+        self.session.refresh_asked()
 
     def _session_changed(self, kind: str) -> None:
-        """After a poll, a fleet cycle or a backfill: the screens show the new state."""
+        """After a poll, a fleet cycle, a backfill or an acknowledgement made in another
+        session: the screens show the new state."""
         if kind == "poll":
             self._polled.set()
         self.refresh_screens()
@@ -511,10 +513,11 @@ class PodConsoleApp(App[Any]):
         if self.ctx is None:
             return  # operations appear once the console has loaded
         reg = self.ctx.registry
-        for spec in reg.specs.values():
+        for spec in reg.specs.values() if not self.wall else ():  # a wall offers none
             if reg.allowed(spec.id) and spec.id != "refresh":
                 yield SystemCommand(spec.title, spec.description,
                                     lambda i=spec.id: self.start_operation(i))
+        # a poll, not an operation (on a wall: at most one a second, see the session)
         yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
         if self.view.contexts:
             yield SystemCommand("Fleet: every pod", "one line per context's pod (F)",
@@ -551,7 +554,7 @@ class PodConsoleApp(App[Any]):
             if asyncio.iscoroutine(r):
                 await r
             self.note(f"DEMO fault injected: {title}", "magenta")
-            self.action_refresh_now()
+            self.session.refresh_now()
         self.run_worker(run(), group="demo", exit_on_error=False)
 
     # -- operations ----------------------------------------------------------------

@@ -260,7 +260,7 @@ class AppFlowHost:
         self.app.call_later(self.app.refresh_screens)
 
     def refresh_now(self) -> None:
-        self.app.action_refresh_now()
+        self.app.session.refresh_now()
 
     def record_event(self, event: AlertEvent) -> None:
         self.app.alerts.event(event)

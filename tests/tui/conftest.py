@@ -41,6 +41,15 @@ def live(app) -> bool:
             and all(s.health == "up" and s.figures for s in app.snapshot.slots))
 
 
+def why_not_live(app) -> str:
+    """What ``live`` is still waiting for: the message of a failed wait."""
+    snap, pod = app.snapshot, app.pod
+    slots = [] if snap is None else [
+        (s.name, s.health, s.health_detail, bool(s.figures), s.error) for s in snap.slots]
+    return (f"snapshot={'none' if snap is None else 'yes'} pod="
+            f"{None if pod is None else (pod.status, pod.agent_error)} slots={slots}")
+
+
 def demo_slots(demo) -> dict[str, tuple[int, str]]:
     """The running pod's slots: name → (port on this machine, served model name)."""
     prof = demo.profiles()[0].profile

@@ -4,6 +4,7 @@ screen until it ends."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from console.operations.audit import AuditLog
@@ -36,9 +37,10 @@ async def test_a_second_dangerous_operation_is_refused_while_one_runs(tmp_path: 
     for op in ("fallback", "rebalance"):
         reg.register(SPECS[op], handler(op))
     first = asyncio.create_task(reg.invoke("fallback"))
-    for _ in range(1000):  # until it has started (turns of the loop, not a delay)
-        if reg.in_flight is not None:
-            break
+    # until it has started: its audit record is fsynced in a thread first, which took
+    # more than 1000 turns of the loop on a busy disk (a condition with a generous limit)
+    deadline = time.monotonic() + 30.0
+    while reg.in_flight is None and time.monotonic() < deadline:
         await asyncio.sleep(0)
     assert reg.in_flight == "fallback"
     second = await reg.invoke("rebalance")

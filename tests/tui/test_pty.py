@@ -172,3 +172,70 @@ def test_a_terminal_closed_without_a_hangup_signal_ends_the_console(tmp_path) ->
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
             raise AssertionError("the console kept running after its terminal was closed")
+
+
+def _screen_until(session: str, cond, limit_s: float) -> tuple[str, float | None]:
+    """Capture the pane every half second until ``cond(screen)``; (last screen, when)."""
+    deadline = time.time() + limit_s
+    screen = ""
+    while time.time() < deadline:
+        screen = _tmux("capture-pane", "-p", "-t", session)
+        if cond(screen):
+            return screen, time.time()
+        time.sleep(0.5)
+    return screen, None
+
+
+def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
+    """The README's story of ``demo --clock-speed 60``, typed by a person in a real terminal:
+    the palette stops the traffic, the warning comes, ``w 1 y`` (a second and a half per
+    key, a few seconds to read first) extends the pod in time, and when the extension runs
+    out the pod's own watchdog warns again and stops it — with at least 20 real seconds
+    between the warning on screen and the stop."""
+    session = f"podconsole-speed-{os.getpid()}"
+    state = tmp_path / "state"
+    cmd = (f"cd {REPO} && TERM=xterm-256color PYTHONPATH={REPO} POD_CONSOLE_STATE_DIR={state} "
+           f"exec {sys.executable} -m console.cli demo --refresh 1 --seed 5 --clock-speed 60")
+    _tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "48", cmd)
+    human = 1.5  # seconds between a person's keys
+
+    def warned(s: str) -> bool:
+        return "pod stops in" in s and "w extends" in s
+
+    try:
+        screen, up = _screen_until(session, lambda s: s.count("UP") >= 2, 240)
+        assert up is not None, screen
+        _tmux("send-keys", "-t", session, "C-p")
+        time.sleep(human)
+        _tmux("send-keys", "-t", session, "-l", "traffic stops")
+        time.sleep(human)
+        _tmux("send-keys", "-t", session, "Enter")
+        screen, first = _screen_until(session, warned, 150)
+        assert first is not None, screen
+        time.sleep(3 * human)  # reading the warning
+        for key in ("w", "1", "y"):
+            _tmux("send-keys", "-t", session, key)
+            time.sleep(human)
+        # extended in time: the pod is still running, and the console says it was extended
+        audit = state / "audit.jsonl"
+        _, ok = _screen_until(session, lambda s: audit.exists() and any(
+            '"cmd": "extend"' in line and '"result": "ok"' in line
+            for line in audit.read_text().splitlines()), 60)
+        assert ok is not None, audit.read_text() if audit.exists() else "no audit"
+        time.sleep(human)  # reads "✓ pod kept until …" and closes the dialog
+        _tmux("send-keys", "-t", session, "Escape")
+        screen = _tmux("capture-pane", "-p", "-t", session)
+        assert "EXITED" not in screen, screen
+        screen, cleared = _screen_until(session, lambda s: not warned(s), 60)
+        assert cleared is not None, screen  # the extension answered the warning
+        # the extension (+1 pod hour: a real minute) runs out; the watchdog warns again
+        screen, second = _screen_until(session, lambda s: warned(s) and "EXITED" not in s,
+                                       180)
+        assert second is not None, screen
+        screen, stopped = _screen_until(session, lambda s: "EXITED" in s, 180)
+        assert stopped is not None, screen
+        assert stopped - second >= 20, (stopped - second, screen)
+        assert "Traceback" not in screen
+        _quit_with_q(session)
+    finally:
+        _tmux("kill-session", "-t", session, check=False)

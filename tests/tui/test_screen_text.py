@@ -385,7 +385,7 @@ async def test_wall_board_follows_the_slots_polled_now(tmp_path: Path) -> None:
         poller = app.ctx.poller
         big = replace(poller.snap.slots[0], slot="BIG", served_model_name="big-model")
         poller.snap = replace(poller.snap, slots=(big,))
-        app.action_refresh_now()
+        app.session.refresh_now()  # (a viewer's ctrl+r on a wall waits a second)
         assert await wait_for(pilot, lambda: {c.slot for c in app.screen.query(SlotCard)}
                               == {"BIG"})
         card = next(iter(app.screen.query(SlotCard)))

@@ -14,7 +14,7 @@ from console.commands.tui_cmd import build_demo
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, WatchdogScreen
 from console.ui.widgets.header import stop_text
-from tests.tui.conftest import PATIENCE, live, wait_for
+from tests.tui.conftest import PATIENCE, live, wait_for, why_not_live
 
 SPEED = 30.0  # the idle limit (30 min) is a minute here
 
@@ -34,7 +34,7 @@ async def test_warning_extend_then_idle_stop(fast_demo) -> None:
     ctx.on_exit = [f for f in ctx.on_exit if f != demo.stop]
     app = make_app(ctx)
     async with app.run_test(size=(160, 48)) as pilot:
-        assert await wait_for(pilot, lambda: live(app), 40)
+        assert await wait_for(pilot, lambda: live(app), 40), why_not_live(app)
 
         async def poll_until(cond, timeout: float) -> bool:
             deadline = time.monotonic() + timeout * PATIENCE

@@ -14,7 +14,8 @@ ON_THE_GPU_MACHINE = {"pynvml"}
 """Libraries only the device machine has (``tools/nvml_capture.py`` runs there): a script
 that needs one is compiled here, and its own imports of the console are still checked."""
 
-SCRIPTS = sorted([*(REPO / "bench").glob("*.py"), *(REPO / "tools").glob("*.py")])
+SCRIPTS = sorted([*(REPO / "bench").glob("*.py"), *(REPO / "tools").glob("*.py"),
+                  *(REPO / "screenshots").glob("*.py")])
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")

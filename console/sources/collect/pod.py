@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from console.model import gpu_state
+from console.model.printable import clean
 from console.model.snapshot import PodSnapshot, StopPlan
 from console.sources.agent_client import AgentClient
 from console.sources.collect.gpu_metrics import GpuMetrics
@@ -88,4 +89,6 @@ class PodCollector:
                     fields.update(stop_plan=plan, watchdog_armed=armed)
             except TimeoutError:
                 fields["gpus"] = gpu_state.GpuReport(error="GPU metrics: timed out")
-        return PodSnapshot(**fields)
+        # the provider's, the agent's and the exporter's words, drawn on every screen: no
+        # control character (a pod name, an agent error, a watchdog result, a GPU name)
+        return clean(PodSnapshot(**fields))

@@ -20,6 +20,7 @@ from dataclasses import replace
 from console.model.catalog import plots
 from console.model.history import History
 from console.model.model_figures import ModelFigures
+from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
 from console.sources.collect.http import HttpClient
 from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
@@ -258,5 +259,6 @@ class DeploymentPoller:
             slots.append(snap)
         return DeploymentSnapshot(
             profile=self.profile, slots=tuple(slots), fetched_at=now,
-            prometheus_url=self.prometheus_url, prometheus_error=prom_err,
+            prometheus_url=self.prometheus_url,
+            prometheus_error=None if prom_err is None else printable(prom_err, 300),
             cycle_s=time.perf_counter() - t0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from console.model.catalog import KV, exposition_families
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
+from console.model.printable import printable
 from console.model.snapshot import Health
 from console.sources.collect.exposition import Exposition, ParseMemo, parse
 from console.sources.collect.figures import compute
@@ -51,8 +52,8 @@ class SlotProbe:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HttpError):
-        return exc.describe()[:200]
-    return f"{type(exc).__name__}: {exc}"[:200]
+        return printable(exc.describe(), 200)
+    return printable(f"{type(exc).__name__}: {exc}", 200)
 
 
 async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
@@ -87,7 +88,9 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
     served: tuple[str, ...] = ()
     if isinstance(models_r, Response) and models_r.status_code == 200:
         try:
-            served = tuple(sorted(str(m.get("id")) for m in models_r.json().get("data", [])
+            # a server's words: drawn on every screen, so no control character
+            served = tuple(sorted(printable(m.get("id"), 200)
+                                  for m in models_r.json().get("data", [])
                                   if isinstance(m, dict)))
         except (ValueError, AttributeError):
             errors.append("/v1/models: unreadable JSON")
@@ -112,9 +115,9 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
                 errors.append(f"/metrics: {exp.error_count} unreadable lines")
     if health == "down" and not errors:
         errors.append(detail)
-    return SlotProbe(target=target, t=t, health=health, health_detail=detail,
+    return SlotProbe(target=target, t=t, health=health, health_detail=printable(detail),
                      served_models=served, exposition=exp,
-                     error="; ".join(errors) if errors else None)
+                     error=printable("; ".join(errors)) if errors else None)
 
 
 class ScrapeWindow:

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, RichLog, Static
 
 from console.model import catalog, fmt
+from console.model.printable import printable
 from console.model.snapshot import SlotSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
@@ -50,9 +51,11 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
     for i in range(0, len(cells), per_row):
         # Text, not str: a server's error or a model name is shown as written, never
         # read as Rich markup ("[y]" vanishing, "[/]" raising)
-        t.add_row(*(Text(x) for pair in cells[i:i + per_row] for x in pair))
+        # read as Rich markup ("[y]" vanishing, "[/]" raising), and with no control
+        # character (a model id's escape sequence retitled the terminal)
+        t.add_row(*(Text(printable(x)) for pair in cells[i:i + per_row] for x in pair))
     if s.stale_since is not None:
-        t.add_row("STALE", Text(f"since {fmt.clock(s.stale_since)} — {s.error}",
+        t.add_row("STALE", Text(printable(f"since {fmt.clock(s.stale_since)} — {s.error}"),
                                 style="bold red"), *[""] * (2 * per_row - 2))
     return t
 
@@ -105,4 +108,4 @@ class SlotDetailScreen(ConsoleScreen):
         log = self.query_one("#dlog", RichLog)
         log.clear()
         for line in lines:
-            log.write(Text(line))
+            log.write(Text(printable(line)))  # the slot's own output, as text only

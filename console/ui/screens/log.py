@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.widgets import Footer, Input, RichLog
 
 from console.model import fmt
+from console.model.printable import printable
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
@@ -16,7 +17,8 @@ from console.ui.widgets.header import PodHeader
 
 def log_text(t: float, text: str, style: str) -> Text:
     line = Text(f"{fmt.clock(t)} ", style="dim")
-    line.append(text, style)  # appended as plain text: a server's words are never markup
+    # appended as plain text: a server's words are never markup, nor control characters
+    line.append(printable(text), style)
     return line
 
 

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, RichLog, Static
 
 from console.model import fmt
+from console.model.printable import printable
 from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
 
 
@@ -34,7 +35,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(Text(f"⚠ {self.title_text}", style="bold"))
-            yield Static(Text(self.question))  # remote text: never markup
+            yield Static(Text(printable(self.question)))  # remote text: never markup
             with Horizontal():
                 yield Button(Text("Yes [y]"), id="yes", variant="error")
                 yield Button(Text("No [n]"), id="no")
@@ -108,7 +109,7 @@ class ProgressScreen(ModalScreen[None]):
         self.current = f"{step}  {message}".strip()
         if fraction is not None or step:
             self.fraction = fraction
-        line = Text(f"{step}: {message}" if message and step else (message or step))
+        line = Text(printable(f"{step}: {message}" if message and step else (message or step)))
         if line.plain:
             self._add(line)
         self._draw()
@@ -117,7 +118,7 @@ class ProgressScreen(ModalScreen[None]):
         self.done = True
         self.ended = self.clock()
         self.outcome = (ok, message)
-        self._add(Text(message, style="bold green" if ok else "bold red"))
+        self._add(Text(printable(message), style="bold green" if ok else "bold red"))
         self._draw()
 
     def _add(self, line: Text) -> None:
@@ -136,14 +137,14 @@ class ProgressScreen(ModalScreen[None]):
             if self.outcome is not None:
                 ok, message = self.outcome
                 bar.update(total=100, progress=100 if ok else (self.fraction or 0) * 100)
-                label.update(Text(("✓ " if ok else "✖ FAILED: ") + message,
+                label.update(Text(printable(("✓ " if ok else "✖ FAILED: ") + message),
                                   style="bold green" if ok else "bold red"))
             else:
                 if self.fraction is None:
                     bar.update(total=None)
                 else:
                     bar.update(total=100, progress=max(0.0, min(1.0, self.fraction)) * 100)
-                label.update(Text(self.current or "starting…"))
+                label.update(Text(printable(self.current or "starting…")))
             self._draw_elapsed()
 
     def _draw_elapsed(self) -> None:
@@ -252,7 +253,8 @@ class FatalScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         t = Text("pod-console cannot start\n\n", style="bold red")
-        t.append(self.problem)
+        # a file's words: its lines kept, no control character in them
+        t.append("\n".join(printable(line) for line in self.problem.split("\n")))
         t.append("\n\nFix the file and start again. q quits.", "dim")
         with Vertical():
             yield Static(t, id="fatal")
@@ -288,7 +290,7 @@ class WatchdogScreen(ModalScreen[dict | None]):
             yield Label(Text(f"Watchdog: {state}; next stop "
                              f"{fmt.stop_time(self.next_stop, self.now)}", style="bold"))
             if self.extension:
-                yield Label(Text(self.extension, style="cyan"))  # remote text: no markup
+                yield Label(Text(printable(self.extension), style="cyan"))  # remote text
             yield Label(Text("Keep the pod running:", style="dim"))
             yield Input(placeholder="reason (optional, said in every warning)", id="reason",
                         max_length=200)

@@ -18,6 +18,7 @@ from textual.widgets import Digits, Label
 
 from console.model import catalog, fmt
 from console.model.snapshot import PodSnapshot, SlotSnapshot
+from console.ui.widgets.lines import safe_text
 
 BOARD_FIGURES = ("ttft_p95_s", "kv_cache_usage", "acceptance_rate")
 """The figures an on-looker needs, per slot (the field's panels)."""
@@ -45,6 +46,7 @@ _SHOWN: weakref.WeakKeyDictionary[Label, Text] = weakref.WeakKeyDictionary()
 
 def set_label(label: Label, text: Text) -> None:
     """Update only on a change: an update repaints the label's whole line each poll."""
+    text = safe_text(text)
     if _SHOWN.get(label) != text:
         _SHOWN[label] = text
         label.update(text)

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from console.model import fmt
 from console.model.snapshot import PodSnapshot
 from console.session.view import ConsoleState
+from console.ui.widgets.lines import safe_text
 
 
 class PodHeader(Static):
@@ -38,6 +39,7 @@ class PodHeader(Static):
             if i:
                 t.append(" │ ", "dim")
             t.append_text(part)
+        t = safe_text(t)  # a pod name, a GPU name, a profile: someone else's words
         if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
             self._last = t
             self.update(t)

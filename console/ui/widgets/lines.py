@@ -22,6 +22,24 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from console.model.printable import has_controls, printable
+
+
+def safe_text(text: Text) -> Text:
+    """``text`` with no control character (``printable``), its styles kept: the last
+    guard before a line reaches the terminal or the browser, whatever its source forgot."""
+    if not has_controls(text.plain):
+        return text
+    cuts = sorted({x for span in text.spans for x in (span.start, span.end)})
+    out = Text(style=text.style, justify=text.justify, overflow=text.overflow,
+               no_wrap=text.no_wrap, end=text.end)
+    for piece in text.divide(cuts):
+        start = len(out)
+        out.append(printable(piece.plain))
+        for span in piece.spans:  # after the cuts each span covers its piece whole
+            out.stylize(span.style, start, len(out))
+    return out
+
 
 def segments(text: Text, console: Console) -> list[Segment]:
     """The line's segments, its own base style included (``Text.render`` leaves the base
@@ -102,7 +120,7 @@ class LinesView(Widget):
         return "\n".join(t.plain for t in self._rows)
 
     def show_lines(self, lines: Sequence[Text]) -> None:
-        lines = list(lines)
+        lines = [safe_text(t) for t in lines]
         if len(lines) != len(self._rows) or not self.is_mounted or not self.size.width:
             self._rows, self._spans = lines, {}
             self.refresh(layout=True)

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from console.model import fmt
 from console.model.alerts import Alert, AlertEvent
-from console.ui.widgets.lines import LinesView
+from console.ui.widgets.lines import LinesView, safe_text
 
 KIND_STYLE = {"firing": ("▲ FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
               "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red")}
@@ -31,7 +31,7 @@ def active_line(a: Alert, now: float) -> Text:
         t.append("  condition gone, clearing", "green")
     if a.detail:
         t.append(f"  {a.detail}", "dim")
-    return t
+    return safe_text(t)  # titles and details quote servers, agents and the alert book
 
 
 def history_line(e: AlertEvent) -> Text:
@@ -42,7 +42,7 @@ def history_line(e: AlertEvent) -> Text:
     t.append(e.title)
     if e.detail:
         t.append(f"  {e.detail}", "dim")
-    return t
+    return safe_text(t)
 
 
 class AlertsPanel(LinesView):
