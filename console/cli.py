@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from console import __version__
 from console.commands import (
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebalance_cmd.register(sub)
     verify_cmd.register(sub)
     _context_everywhere(parser)
+    _config_before_or_after(parser)
     return parser
 
 
@@ -58,11 +60,44 @@ def _context_everywhere(parser: argparse.ArgumentParser, top: bool = True) -> No
                 _context_everywhere(sp, top=False)
 
 
+CONFIG_HELP = "the config file (default: $POD_CONSOLE_CONFIG, else " \
+    "$XDG_CONFIG_HOME/pod-console/config.yaml)"
+
+
+def _config_before_or_after(parser: argparse.ArgumentParser) -> None:
+    """``--config PATH`` before the subcommand (or with none: ``pod-console --config
+    ctx.yaml`` opens the console) as well as after it. The subcommands' own ``--config``
+    leaves the value alone when it is not given there (argparse would otherwise write
+    its default, None, over the one given before the subcommand)."""
+    parser.add_argument("--config", type=Path, metavar="PATH", default=None, help=CONFIG_HELP)
+
+    def walk(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sp in action.choices.values():
+                    for a in sp._actions:
+                        if a.dest == "config":
+                            a.default = argparse.SUPPRESS
+                    walk(sp)
+    walk(parser)
+
+
+def _takes_config(parser: argparse.ArgumentParser, command: str) -> bool:
+    """Whether ``command`` has a ``--config`` of its own."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return any(a.dest == "config" for a in action.choices[command]._actions)
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if args.command is None:  # plain `pod-console` opens the console
-        args = parser.parse_args(["watch", *(argv or [])])
+    if args.command is None:  # plain `pod-console` (any of its options) opens the console
+        args = parser.parse_args(["watch", *argv])
+    if args.config is not None and not _takes_config(parser, args.command):
+        parser.error(f"--config: `{args.command}` reads no config file")
     if getattr(args, "context", None):
         # every settings load of this run, and every process it starts (a web wall's
         # sessions, a tmux demo), reads the same context

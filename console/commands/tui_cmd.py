@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.session.boot import BootPlan
     from console.session.view import ConsoleContext, StagedStart
+    from console.ui.app import PodConsoleApp
 
 
 
@@ -90,6 +93,12 @@ def _web_flags(p: argparse.ArgumentParser) -> None:
 def cmd_watch(args: argparse.Namespace) -> int:
     if getattr(args, "web", None):
         return cmd_web_wall(args)
+    from console.config.config_file import no_config_found
+
+    why = no_config_found(args.config)
+    if why is not None:
+        print(why, file=sys.stderr)
+        return 1
     from console.session.boot import plan
     from console.ui.app import make_app
 
@@ -104,12 +113,35 @@ def cmd_watch(args: argparse.Namespace) -> int:
     else:
         app = make_app(staged_start(boot, args.config, args.refresh, args.wall,
                                     getattr(args, "rotate", 15.0)), wall=args.wall)
-    app.run()
+    code = run_console(app)
     from console.session.view import SwitchRequest
 
-    if isinstance(app.return_value, SwitchRequest):
+    if code == 0 and isinstance(app.return_value, SwitchRequest):
         reopen_on(app.return_value.context)  # does not return
-    return int(app.return_code or 0)
+    return code
+
+
+def run_console(app: PodConsoleApp) -> int:
+    """Run the console; its exit status. An unexpected end — an exception the error
+    boundary could not survive, or one out of Textual itself — leaves a crash report
+    (traceback, time, version) in the state directory and is never status 0."""
+    import traceback
+
+    from console.ui.crash import write_crash_report
+
+    try:
+        app.run()
+    except Exception:
+        app.crash = app.crash or traceback.format_exc()
+    if app.crash is None:
+        return int(app.return_code or 0)
+    state_dir = app._state_dir()
+    path = write_crash_report(state_dir, app.crash)
+    where = f"crash report: {path}" if path is not None else \
+        f"(no crash report: {state_dir} is not writable)"
+    print(f"pod-console ended unexpectedly; {where}\n"
+          f"{app.crash.strip().splitlines()[-1]}", file=sys.stderr)
+    return int(app.return_code or 1) or 1
 
 
 def without_context(argv: list[str]) -> list[str]:
@@ -244,19 +276,58 @@ def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """The demo in this terminal. Every process it starts (the pod agent, its simulated
+    slots, the exporter) stops when it ends, however it ends: q, SIGTERM, SIGHUP (the
+    console quits on those), a crash (the ``finally``), a signal before the console is
+    up (turned into an exit that runs the ``finally``)."""
     if args.web:
         return demo_web_wall(args)
+    from console.demo.deployment import DemoDeployment
     from console.ui.app import make_app
 
     print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
-    demo, ctx = build_demo(args.seed, args.refresh, args.wall,
-                           clock_speed=args.clock_speed)
-    ctx.rotate_s = args.rotate
+    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed)
+    with exit_on_signals():
+        try:
+            demo.start()
+            ctx = demo_context(demo, args.refresh, args.wall)
+            ctx.rotate_s = args.rotate
+            app = make_app(ctx, wall=args.wall)
+            code = run_console(app)
+        finally:
+            with signals_held():  # a second signal must not cut the clean-up short
+                demo._stop_all()
+    return code
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def exit_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``SystemExit(128+n)`` here, so ``finally`` blocks run
+    (Python's default for them ends the process on the spot). The console's own
+    handlers take over while it runs and quit it cleanly."""
+    def leave(sig: int, _frame: object) -> None:
+        raise SystemExit(128 + sig)
+
+    before = {s: signal.signal(s, leave) for s in _STOP_SIGNALS}
     try:
-        make_app(ctx, wall=args.wall).run()
+        yield
     finally:
-        demo._stop_all()
-    return 0
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGTERM, SIGHUP and SIGINT wait until the block is done."""
+    held = {*_STOP_SIGNALS, signal.SIGINT}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def demo_web_wall(args: argparse.Namespace) -> int:

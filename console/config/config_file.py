@@ -39,6 +39,47 @@ def config_path(path: Path | None) -> tuple[Path, bool]:
     return Path(os.environ.get("POD_CONSOLE_CONFIG") or default_config_path()), False
 
 
+DEPLOYMENT_ENV = ("POD_CONSOLE_POD", "POD_CONSOLE_PROFILES_DIR", "POD_CONSOLE_PROFILE",
+                  "POD_CONSOLE_PROMETHEUS_URL", "POD_CONSOLE_GATEWAY_URL",
+                  "POD_CONSOLE_GPU_METRICS_URL")
+"""Environment variables that say which deployment to watch (``POD_CONSOLE_POD__*``
+included); the state directory, the refresh or the context alone say nothing of it."""
+
+
+def deployment_env() -> list[str]:
+    """The environment variables set that describe a deployment, sorted."""
+    return sorted(k for k in os.environ
+                  if k.upper() in DEPLOYMENT_ENV or k.upper().startswith("POD_CONSOLE_POD__"))
+
+
+def no_config_found(path: Path | None) -> str | None:
+    """Why there is no deployment to open the console on (every place looked at, and
+    how to make one), or None when a config file or the environment names one.
+
+    Without it the console would open on the defaults (the profiles in ``./profiles``,
+    the slots on 127.0.0.1) and show whatever listens there, say a demo, as if it were
+    the operator's pod, offering to start and bill a pod nobody named."""
+    if path is not None:
+        return None  # asked for: a missing file is the settings' error, with its path
+    if os.environ.get("POD_CONSOLE_CONFIG") or deployment_env():
+        return None
+    found, _ = config_path(None)
+    if found.exists():
+        return None
+    return "\n".join([
+        "pod-console: no config found, so there is no pod to watch. Looked at:",
+        "  --config PATH                  not given",
+        "  $POD_CONSOLE_CONFIG            not set",
+        f"  {found}  no such file",
+        "  $POD_CONSOLE_POD__* and the other deployment variables: none set",
+        "Make one (README, \"Configuration for a real deployment\"): at least",
+        "  profiles_dir: /path/to/profiles",
+        "  pod: {machine_id: <the RunPod pod id>, host: <its address>}",
+        f"in {found} or a file given with --config PATH.",
+        "To see the console first, on simulated pods: pod-console demo",
+    ])
+
+
 def read_config(path: Path, explicit: bool) -> SourceDoc | None:
     """The file's document, or None when there is no file and none was asked for.
 

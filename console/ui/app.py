@@ -17,16 +17,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual.app import App, SystemCommand
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerFailed, WorkerState
 
 from console.session.session import Session
 from console.session.view import (
@@ -48,6 +50,11 @@ FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
 QUIT_CLEANUP_S = 180.0
 """How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
+FAILURE_BURST = (20, 10.0)
+"""More survived failures than this many within this many seconds is a loop, not a
+passing fault: the console then ends with a crash report instead of going on."""
+SIGNAL_CODES = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGHUP: 128 + signal.SIGHUP}
+"""The exit status after quitting on a signal (the shell's convention)."""
 
 
 def _session_reads(name: str) -> Any:
@@ -84,6 +91,12 @@ class PodConsoleApp(App[Any]):
         self._mounted_at = time.monotonic()
         self._timer: Timer | None = None
         self._timer_every = 0.0  # the session's refresh when the poll timer was made
+        self.crash: str | None = None
+        """The traceback of what ended the console (a crash report is written from it)."""
+        self.failures: deque[tuple[float, str, str]] = deque(maxlen=200)
+        """Failures the console survived: (time, where, reason)."""
+        self._quit_code = 0
+        self._signals_before: dict[int, Any] = {}
 
     # -- what the operation flow and the tests read: the session's ------------------------
     ctx = _session_reads("ctx")
@@ -117,11 +130,13 @@ class PodConsoleApp(App[Any]):
         self.note("console started" + (" (DEMO)" if view.demo else "")
                   + (" in READ-ONLY wall mode" if view.read_only else ""))
         # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
-        try:
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGHUP, self._on_hangup)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+        # SIGTERM too: quitting stops what the console started (the demo's processes).
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                before = signal.getsignal(sig)
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self._signals_before[sig] = before
         if self.ctx is not None:
             self._became_ready()
         self.tick()
@@ -170,7 +185,13 @@ class PodConsoleApp(App[Any]):
         self.call_later(self.refresh_screens)
         return titles
 
+    def _on_signal(self, sig: int) -> None:
+        self._quit_code = SIGNAL_CODES.get(signal.Signals(sig), 128 + sig)
+        self._on_hangup()
+
     def _on_hangup(self) -> None:
+        if self._quit_code == 0:
+            self._quit_code = SIGNAL_CODES[signal.SIGHUP]
         self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
 
     async def action_quit(self) -> None:
@@ -187,7 +208,7 @@ class PodConsoleApp(App[Any]):
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(QUIT_CLEANUP_S):
                         await w.wait()
-        self.exit()
+        self.exit(return_code=self._quit_code)
 
     async def _finish(self) -> None:
         """Build the full context in a thread; on failure show why and stop there."""
@@ -224,7 +245,15 @@ class PodConsoleApp(App[Any]):
         self.session.started()
 
     async def on_unmount(self) -> None:
-        await self.session.aclose()
+        try:
+            await self.session.aclose()  # the demo's processes stop here
+        finally:
+            # what handled them before (the demo's: stop its processes) handles them again
+            loop = asyncio.get_running_loop()
+            for sig, before in self._signals_before.items():
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+                    signal.signal(sig, before)
 
     # -- the session's beat -------------------------------------------------------------
     def tick(self) -> None:
@@ -273,13 +302,95 @@ class PodConsoleApp(App[Any]):
         self.load_slot_logs(message.slot, message.done)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place a worker's unexpected exception lands: said, never swallowed.
-        (A poll's own failure the session catches and shows on every screen.)"""
-        if event.state is not WorkerState.ERROR:
+        """Where a console worker's unexpected exception lands: said, never swallowed.
+        (A poll's own failure the session catches and shows on every screen; a worker
+        that exits on error — Textual's own, the palette's — reaches the boundary.)"""
+        if event.state is not WorkerState.ERROR or event.worker.exit_on_error:
             return
         err = event.worker.error
-        reason = f"{type(err).__name__}: {err}"[:200] if err else "unknown error"
-        self.note(f"{event.worker.group or 'worker'} failed: {reason}", "bold red")
+        self.failed(event.worker.group or event.worker.name or "worker",
+                    err if err is not None else RuntimeError("unknown error"))
+
+    # -- the error boundary --------------------------------------------------------------
+    def failed(self, where: str, err: BaseException) -> None:
+        """A failure the console survives: a line in the action log, a notification on
+        whatever screen is open, and its traceback in ``STATE_DIR/errors.log``."""
+        reason = f"{type(err).__name__}: {err}"[:200]
+        now = time.monotonic()
+        self.failures.append((now, where, reason))
+        self.note(f"{where} failed: {reason} (the console goes on; {ERRORS_LOG_NAME})",
+                  "bold red")
+        with contextlib.suppress(Exception):
+            self.notify(f"{where} failed: {reason}", title="error", severity="error",
+                        timeout=12, markup=False)
+        self.log.error(f"{where} failed", err)
+        from console.ui.crash import append_error
+
+        state_dir = self._state_dir()
+        with contextlib.suppress(RuntimeError):  # no loop: the log line is enough
+            asyncio.get_running_loop().run_in_executor(None, append_error, state_dir,
+                                                       where, err)
+
+    def _state_dir(self) -> Any:
+        from console.config.config_file import default_state_dir
+
+        if self.ctx is not None:
+            return self.ctx.settings.state_dir
+        return default_state_dir()
+
+    def _survivable(self, error: Exception) -> tuple[str, ModalScreen[Any] | None] | None:
+        """Where a failure Textual handed over came from, when the console can go on
+        after it (and the dialog to close with it); None for one it cannot: a message
+        loop of the app or of a console screen has stopped with it."""
+        if self._exit:
+            return None
+        recent = [f for f in self.failures if f[0] > time.monotonic() - FAILURE_BURST[1]]
+        if len(recent) >= FAILURE_BURST[0]:
+            return None  # failing in a loop: going on would only repeat it
+        if isinstance(error, WorkerFailed):
+            from textual.worker import active_worker
+
+            worker = active_worker.get(None)
+            name = (worker.group or worker.name) if worker is not None else "worker"
+            return (f"worker {name}", None)
+        caller = sys._getframe(2).f_code  # who called Textual's _handle_exception
+        if caller.co_name == "_tick" and caller.co_filename.endswith("timer.py"):
+            return ("timer", None)
+        if caller.co_name == "_flush_next_callbacks":
+            return ("callback", None)
+        from textual._context import active_message_pump
+
+        pump = active_message_pump.get(None)
+        screen = pump if isinstance(pump, Screen) else getattr(pump, "_parent_screen", None)
+        if screen is None and pump is not None:
+            with contextlib.suppress(Exception):
+                screen = pump.screen  # type: ignore[attr-defined]
+        if isinstance(screen, ModalScreen) and screen in self.screen_stack:
+            return (f"dialog {type(screen).__name__}", screen)  # its loop is gone: close it
+        return None
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Every failure Textual catches comes here (workers, timers, message handlers).
+        One in a worker, a timer, a callback or a dialog is shown and logged, and the
+        console goes on; anything else ends it with a crash report and a non-zero exit
+        (``console/commands/tui_cmd.py`` writes the report from ``self.crash``)."""
+        try:
+            survivable = self._survivable(error)
+        except Exception:  # the boundary itself must never be what crashes
+            survivable = None
+        if survivable is not None:
+            where, dialog = survivable
+            self.failed(where, error.error if isinstance(error, WorkerFailed) else error)
+            if dialog is not None:
+                with contextlib.suppress(Exception):
+                    if self.screen is dialog:
+                        dialog.dismiss(None)
+            return
+        from console.ui.crash import format_error
+
+        if self.crash is None:
+            self.crash = format_error(error)
+        super()._handle_exception(error)
 
     # -- action log ----------------------------------------------------------------
     def note(self, text: str, style: str = "") -> None:
@@ -368,7 +479,36 @@ class PodConsoleApp(App[Any]):
         self.run_worker(fetch(), group="logs", exclusive=True, exit_on_error=False)
 
     # -- command palette -----------------------------------------------------------
+    def action_command_palette(self) -> None:
+        """The palette that closes once and never fails for being closed
+        (``console/ui/palette.py``)."""
+        from textual.command import CommandPalette
+
+        from console.ui.palette import ConsolePalette
+
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(ConsolePalette(id="--command-palette"))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every command through the error boundary: it runs in the app's own message
+        loop, where an exception would end the console."""
+        for cmd in self._system_commands(screen):
+            yield SystemCommand(cmd.title, cmd.help, self._guarded(cmd.title, cmd.callback),
+                                cmd.discover)
+
+    def _guarded(self, title: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        async def run() -> None:
+            if self._exit:
+                return
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self.failed(f"palette command {title!r}", exc)
+        return run
+
+    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         if self.ctx is None:
             return  # operations appear once the console has loaded
@@ -395,6 +535,8 @@ class PodConsoleApp(App[Any]):
 
     def _demo_fault(self, fn: Callable[[], Any], title: str) -> None:
         assert self.ctx is not None
+        if self._exit:
+            return  # quitting: nothing new starts
         if self.wall or self.ctx.registry.read_only:
             self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
             return
@@ -420,9 +562,14 @@ class PodConsoleApp(App[Any]):
         """Preflight, ask, confirm, progress: the one flow (``ui/operation_flow.py``)."""
         from console.ui.operation_flow import AppFlowHost, run_operation
 
+        if self._exit:
+            return  # quitting: nothing new starts (its coroutine would never be awaited)
         host = AppFlowHost(self, self._context_ready)
         self.run_worker(run_operation(host, operation_id, dict(args or {})),
                         group="operation", exit_on_error=False)
+
+
+ERRORS_LOG_NAME = "details in errors.log"
 
 
 def collect_garbage_again() -> None:

@@ -247,9 +247,12 @@ class AppFlowHost:
 
     def open_progress(self, title: str, on_cancel: Callable[[], None] | None
                       ) -> ProgressView:
+        from console.operations.specs import SPECS
         from console.ui.screens.modals import ProgressScreen
 
-        screen = ProgressScreen(title, on_cancel=on_cancel)
+        # a stop warning can be acted on from a running operation's dialog too
+        screen = ProgressScreen(title, on_cancel=on_cancel,
+                                urgent_keys=frozenset({SPECS["watchdog"].key}))
         self.app.push_screen(screen)
         return screen
 

@@ -12,8 +12,11 @@ SPEC = OperationSpec(
 
 
 def preflight(facts: OperationFacts, args: Args) -> str | None:
-    """No "begin billing?" for a pod that already bills."""
+    """No "begin billing?" for a pod that already bills, nor for one nobody named."""
     pod = facts.pod
+    if not ((pod is not None and pod.pod_id) or facts.settings.pod.machine_id):
+        return ("no pod is known to start: the config names none (pod.machine_id); "
+                "pod-console up makes one")
     if pod is not None and pod.status == "RUNNING":
         return f"pod {pod.pod_id or ''} is already RUNNING".replace("  ", " ")
     return None

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
 from console.session.view import ConsoleState
-from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.panels import active_line, history_line
 
@@ -21,7 +21,8 @@ class AlertHistoryScreen(ConsoleScreen):
     BINDINGS = [Binding("escape,backspace,A", "app.pop_screen", "back", id="back"),
                 Binding("a", "op('ack')", "acknowledge", id="ack"),
                 Binding("question_mark", "app.help", "help", id="help"),
-                Binding("q", "app.quit", "quit", id="quit")]
+                Binding("q", "app.quit", "quit", id="quit"),
+                *URGENT_BINDINGS]
 
     def compose(self) -> ComposeResult:
         view = self.state.view

@@ -12,11 +12,19 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
+from console.operations.specs import SPECS
 from console.session.view import ConsoleState
+
+URGENT_BINDINGS = [Binding(SPECS["watchdog"].key, "op('watchdog')", "watchdog: extend, "
+                           "disarm or stop now", id="watchdog", show=False)]
+"""Keys that act on a warning needing action (``pod stops in 5 min — w extends``): bound
+on every console screen (the main screen has them among its operations), so the warning
+can be acted on wherever the user is."""
 
 
 class ConsoleScreen(Screen):

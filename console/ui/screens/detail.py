@@ -12,7 +12,7 @@ from console.model import catalog, fmt
 from console.model.printable import printable
 from console.model.snapshot import SlotSnapshot
 from console.session.view import ConsoleState
-from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.plots import PlotGrid
 
@@ -65,7 +65,8 @@ class SlotDetailScreen(ConsoleScreen):
                 Binding("l", "reload_logs", "reload logs", id="logs"),
                 Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
                 Binding("question_mark", "app.help", "help", id="help"),
-                Binding("q", "app.quit", "quit", id="quit")]
+                Binding("q", "app.quit", "quit", id="quit"),
+                *URGENT_BINDINGS]
 
     def __init__(self, state: ConsoleState, slot: str) -> None:
         super().__init__(state)

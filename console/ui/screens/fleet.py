@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from console.model import fmt
 from console.session.view import ConsoleState
-from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 
 HEALTH_STYLE = {"up": "green", "down": "bold red", "starting": "yellow"}
@@ -27,7 +27,8 @@ class FleetScreen(ConsoleScreen):
                 Binding("down,j", "cursor(1)", "down", show=False),
                 Binding("enter", "switch", "switch to this pod", id="switch"),
                 Binding("question_mark", "app.help", "help", id="help"),
-                Binding("q", "app.quit", "quit", id="quit")]
+                Binding("q", "app.quit", "quit", id="quit"),
+                *URGENT_BINDINGS]
 
     class SwitchContext(Message):
         def __init__(self, context: str) -> None:

@@ -20,7 +20,7 @@ from textual.widgets import Footer, Static
 from console.model import fmt
 from console.model.gpu_state import Gpu, GpuReport
 from console.session.view import ConsoleState
-from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
 
@@ -104,7 +104,8 @@ def process_lines(report: GpuReport, now: float) -> Text:
 class GpuScreen(ConsoleScreen):
     BINDINGS = [Binding("escape,backspace,g", "app.pop_screen", "back", id="back"),
                 Binding("question_mark", "app.help", "help", id="help"),
-                Binding("q", "app.quit", "quit", id="quit")]
+                Binding("q", "app.quit", "quit", id="quit"),
+                *URGENT_BINDINGS]
     DEFAULT_CSS = """
     GpuScreen #gtable { height: auto; border: round $primary; padding: 0 1; }
     GpuScreen #gprocs { height: auto; max-height: 12; border: round $secondary;

@@ -11,7 +11,7 @@ from textual.widgets import Footer, Input, RichLog
 from console.model import fmt
 from console.model.printable import printable
 from console.session.view import ConsoleState
-from console.ui.screens.base import ConsoleScreen
+from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 
 
@@ -26,7 +26,8 @@ class LogScreen(ConsoleScreen):
     BINDINGS = [Binding("escape", "back", "back", id="back"),
                 Binding("slash", "search", "search", id="search"),
                 Binding("question_mark", "app.help", "help", id="help"),
-                Binding("q", "app.quit", "quit", id="quit")]
+                Binding("q", "app.quit", "quit", id="quit"),
+                *URGENT_BINDINGS]
 
     def __init__(self, state: ConsoleState, lines: tuple[tuple[float, str, str], ...]) -> None:
         super().__init__(state)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -58,13 +59,20 @@ class ProgressScreen(ModalScreen[None]):
     length (a P2P probe takes 5 s or 90 s)."""
 
     BINDINGS = [Binding("escape", "hide", "hide"), Binding("c", "cancel_op", "cancel")]
+    CLOSING_KEYS = frozenset({"escape", "enter", "space"})
+    """Keys that only close a finished dialog; every other key closes it and goes on to
+    the screen beneath (``w`` then ``1`` extends the watchdog, ``L`` opens the log)."""
 
     def __init__(self, title: str, clock: Callable[[], float] = time.monotonic,
-                 on_cancel: Callable[[], None] | None = None) -> None:
+                 on_cancel: Callable[[], None] | None = None,
+                 urgent_keys: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.title_text = title
         self.on_cancel = on_cancel
         """Set for an operation that may stop halfway (``c``); None: it cannot."""
+        self.urgent_keys = urgent_keys
+        """Keys that act on a warning (the watchdog's ``w`` before a stop): even while the
+        operation runs they hide the dialog and reach the screen beneath."""
         self.cancelling = False
         self.done = False
         self.clock = clock
@@ -152,6 +160,27 @@ class ProgressScreen(ModalScreen[None]):
 
     def action_hide(self) -> None:
         self.dismiss(None)
+
+    def on_key(self, event: events.Key) -> None:
+        """A finished dialog does not hold the keyboard: the next key closes it and,
+        unless it is only a closing key, is handed on to the screen it uncovers. While
+        the operation runs, only an urgent key does that (the operation goes on)."""
+        if self.done:
+            passes = event.key not in self.CLOSING_KEYS
+            if event.key == "escape":
+                return  # the hide binding closes it
+        elif event.key in self.urgent_keys:
+            passes = True
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+        if self.app.screen is not self:
+            return
+        self.dismiss(None)
+        if passes:
+            key = events.Key(event.key, event.character)
+            self.app.call_later(self.app.post_message, key)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_op":
