@@ -280,6 +280,13 @@ class Settings(BaseSettings):
         return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
 
     @property
+    def spend_path(self) -> Path | None:
+        """Where the spend book is kept across runs (``console/session/spend.py``); None:
+        in memory only. The demo's simulated pods cost nothing real: their spend is the
+        demo's own, never booked into the user's ``today`` and gone when it ends."""
+        return None if self.demo else self.state_dir / "spend.json"
+
+    @property
     def request_timeout_s(self) -> float:
         """Every request finishes (or fails) well inside one refresh interval."""
         return defaults.request_timeout_s(self.refresh_s)

@@ -294,7 +294,8 @@ class DemoDeployment:
                             agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
             gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
                              if self.exporter_port else None),
-            RUNPOD_API_KEY=DEMO_KEY)
+            # the simulation's spend is its own: kept in memory, never in the user's book
+            demo=True, RUNPOD_API_KEY=DEMO_KEY)
 
     def write_config(self, refresh_s: float = 2.0) -> Path:
         """These settings as a ``config.yaml`` (``demo: true``, no secrets): what another

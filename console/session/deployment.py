@@ -136,8 +136,8 @@ class Deployment:
         return f"{self.settings.pod.agent_dir}/pkg/profiles/{self.today.path.name}"
 
     @property
-    def spend_path(self) -> Path:
-        return self.settings.state_dir / "spend.json"
+    def spend_path(self) -> Path | None:
+        return self.settings.spend_path
 
     @property
     def backfill_step_s(self) -> float:
