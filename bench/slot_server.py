@@ -1,7 +1,8 @@
 """A minimal keep-alive HTTP server answering like N vLLM slots, for benchmarks.
 
-Serves an exposition file on ``/metrics``, 200 on ``/health`` and a model list on
-``/v1/models`` on each of N consecutive ports. Like a busy server, every scrape's
+Serves an exposition file on ``/metrics``, 200 on ``/health``, a model list on
+``/v1/models`` and a fixed "OK" on ``/v1/chat/completions`` (the console's completion
+probe) on each of N consecutive ports. Like a busy server, every scrape's
 counters, buckets and sums have grown since the last one (by the scrape's number), so
 no scrape repeats an earlier one. Runs in its own process so its CPU is not counted
 against the console.
@@ -48,16 +49,24 @@ async def main() -> None:
     ap.add_argument("--base-port", type=int, required=True)
     ap.add_argument("--slots", type=int, required=True)
     ap.add_argument("--exposition", type=Path, required=True)
+    ap.add_argument("--model", default=None,
+                    help="the model every port serves (default: slot-N on the N-th port)")
     args = ap.parse_args()
     text = args.exposition.read_bytes()
 
     def handler_for(i: int):
-        models = json.dumps({"object": "list", "data": [{"id": f"slot-{i}"}]}).encode()
-        metrics = text.replace(b'model_name="tiny-main"', f'model_name="slot-{i}"'.encode())
+        name = args.model or f"slot-{i}"
+        models = json.dumps({"object": "list", "data": [{"id": name}]}).encode()
+        metrics = text.replace(b'model_name="tiny-main"', f'model_name="{name}"'.encode())
         growing = Growing(metrics)
         answers = {
             b"/health": response(b"", b"application/json"),
             b"/v1/models": response(models, b"application/json"),
+            b"/v1/chat/completions": response(json.dumps({
+                "object": "chat.completion", "model": name, "choices": [{
+                    "index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "OK"}}]}).encode(),
+                b"application/json"),
         }
         missing = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
 
@@ -66,6 +75,12 @@ async def main() -> None:
                 while True:
                     head = await reader.readuntil(b"\r\n\r\n")
                     path = head.split(b" ", 2)[1].split(b"?", 1)[0]
+                    length = 0
+                    for line in head.lower().split(b"\r\n"):
+                        if line.startswith(b"content-length:"):
+                            length = int(line.split(b":", 1)[1])
+                    if length:
+                        await reader.readexactly(length)
                     if path == b"/metrics":
                         writer.write(response(growing.next(),
                                               b"text/plain; version=1.0.0; charset=utf-8"))

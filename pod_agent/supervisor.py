@@ -109,6 +109,9 @@ class Supervisor:
         self._restore_state()
         self.watchdog.armed = self.policy.armed
         self.decision = Decision()
+        self.busy = False
+        """Whether the last watchdog tick saw requests (in flight, or finished since the
+        tick before): the pod is not idle, whatever time passed since that tick."""
         self._mem_warned = False
         self._guard_stopped: dict[str, float] = {}
         """Slots the memory guard stopped → the GiB each held then (what it needs back)."""
@@ -361,6 +364,7 @@ class Supervisor:
                       for p in self.procs.values())
         if loading or busy:
             self.policy.touch(now, mono)
+        self.busy = busy
         self._traffic = reads
         sched = self.profile.schedule
         pol = self.policy
@@ -529,7 +533,10 @@ class Supervisor:
             "next_stop_reason": d.next_reason, "stop_in_s":
                 None if d.next_at is None else round(d.next_at - now, 1),
             "warning": d.warn, "grace_until": stoppolicy.iso(d.grace_until, tz),
-            "idle_s": round(pol.idle_s(self.clock.monotonic()), 1),
+            # requests at the last tick: not idle, however long ago (on an accelerated
+            # clock) that tick was; a reader does not count idle time on from a busy pod
+            "idle_s": 0.0 if self.busy else round(pol.idle_s(self.clock.monotonic()), 1),
+            "busy": self.busy,
             "idle_stop_after_s": sched.seconds("idle_stop_after"),
             "idle_stop_in_hours": sched.idle_stop_in_hours,
             "busy_grace_s": sched.seconds("busy_grace"),

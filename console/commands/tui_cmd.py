@@ -55,12 +55,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console demo --web 8080             # its wall in a browser, http://127.0.0.1:8080',
             'pod-console demo --clock-speed 60       # the pod\'s evening in a minute: palette'
             ' "traffic stops", then w',
+            'pod-console demo --fleet                # three pods, three contexts: F, enter',
         ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
     _web_flags(d)
     d.add_argument("--refresh", type=REFRESH, default=2.0)
     d.add_argument("--rotate", type=ROTATE, default=15.0)
     d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--fleet", action="store_true",
+                   help="three simulated pods, each a context of the demo's config: F shows "
+                        "them all, enter opens the console on another")
     d.add_argument("--clock-speed", type=_speed, default=1.0, metavar="N",
                    help="the pod agent's clock runs N times as fast, from 90 min before "
                         "the scheduled stop (the stop policy in a minute)")
@@ -249,15 +253,26 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
     return StagedStart(view=view, poller=poller, history=history, finish=finish)
 
 
-def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True):
-    """A console context on a running demo deployment (a new one per app)."""
+def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True,
+                 context: str | None = None):
+    """A console context on a running demo deployment (a new one per app); with
+    ``--fleet``, on ``context``'s pod (default: the first), its config the demo's own
+    file of three contexts, as the fleet (``F``) reads it."""
     from console.session.context import make_context
 
-    settings = demo.settings(refresh_s)
-    ctx = make_context(settings, read_only=wall, transport=demo.transport_for(demo.pod_id),
+    settings = demo.settings(refresh_s, context)
+    pid = settings.pod.machine_id or demo.pod_id
+    ctx = make_context(settings, read_only=wall, transport=demo.transport_for(pid),
                        transport_factory=demo.provision_transport,
                        runpod_base=demo.emulator.base_url, demo=demo,
                        provision_cfg=demo.provision_config(), probe_interval_s=30)
+    if demo.fleet:
+        import os
+
+        ctx.config = demo.write_config(refresh_s)
+        # the fleet's collector reads the demo's RunPod as any context's: from the
+        # environment, never the file
+        os.environ.update(demo.session_env())
     if not stop_demo_on_exit:
         ctx.on_exit = [f for f in ctx.on_exit if f != demo.stop]
     return ctx
@@ -265,14 +280,15 @@ def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_
 
 def build_demo(seed: int = 7, refresh_s: float = 2.0, wall: bool = False,
                workdir: Path | None = None, startup_s: float = 4.0,
-               clock_speed: float = 1.0):
+               clock_speed: float = 1.0, fleet: bool = False):
     """Start the demo deployment and return (demo, context): used by the CLI, tests, screenshots."""
     from console.demo.deployment import DemoDeployment
 
     demo = DemoDeployment(workdir=workdir, seed=seed, startup_s=startup_s,
-                          clock_speed=clock_speed)
+                          clock_speed=clock_speed, fleet=fleet)
     demo.start()
-    return demo, demo_context(demo, refresh_s, wall)
+    # with --fleet, the demo outlives one console: enter on another pod opens the next
+    return demo, demo_context(demo, refresh_s, wall, stop_demo_on_exit=not fleet)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -283,17 +299,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.web:
         return demo_web_wall(args)
     from console.demo.deployment import DemoDeployment
+    from console.session.view import SwitchRequest
     from console.ui.app import make_app
 
-    print("starting the demo deployment (simulated pod, real agent)…", file=sys.stderr)
-    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed)
+    print("starting the demo deployment (simulated pod" + ("s" if args.fleet else "")
+          + ", real agent)…", file=sys.stderr)
+    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed, fleet=args.fleet)
     with exit_on_signals():
         try:
             demo.start()
-            ctx = demo_context(demo, args.refresh, args.wall)
-            ctx.rotate_s = args.rotate
-            app = make_app(ctx, wall=args.wall)
-            code = run_console(app)
+            # with --fleet, the demo outlives one console: enter on another pod opens the next
+            ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=not args.fleet)
+            while True:
+                ctx.rotate_s = args.rotate
+                app = make_app(ctx, wall=args.wall)
+                code = run_console(app)
+                # the fleet's enter: the console again, on that context's pod of the demo
+                result = app.return_value
+                if code != 0 or not (isinstance(result, SwitchRequest)
+                                     and result.context in demo.contexts):
+                    break
+                ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=False,
+                                   context=result.context)
         finally:
             with signals_held():  # a second signal must not cut the clean-up short
                 demo._stop_all()
@@ -338,7 +365,8 @@ def demo_web_wall(args: argparse.Namespace) -> int:
 
     from console.demo.deployment import DemoDeployment
 
-    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed)
+    demo = DemoDeployment(seed=args.seed, clock_speed=args.clock_speed,
+                          fleet=getattr(args, "fleet", False))
     config: list[Path] = []
 
     def start() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -284,6 +285,13 @@ class Settings(BaseSettings):
         return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
 
     @property
+    def spend_path(self) -> Path | None:
+        """Where the spend book is kept across runs (``console/session/spend.py``); None:
+        in memory only. The demo's simulated pods cost nothing real: their spend is the
+        demo's own, never booked into the user's ``today`` and gone when it ends."""
+        return None if self.demo else self.state_dir / "spend.json"
+
+    @property
     def request_timeout_s(self) -> float:
         """Every request finishes (or fails) well inside one refresh interval."""
         return defaults.request_timeout_s(self.refresh_s)
@@ -381,51 +389,74 @@ class ConfigError(Exception):
     """The config file is unreadable or invalid; the message names file, line and key."""
 
 
+@dataclass(frozen=True)
+class ConfigSource:
+    """The config file read and parsed once: every context's settings are built from it
+    (the fleet's N contexts cost one parse of the file, not N)."""
+
+    path: Path
+    doc: Any
+    """The parsed document with its lines (None: no file, and none was asked for)."""
+    raw: dict[str, Any]
+
+    @classmethod
+    def read(cls, path: Path | None = None) -> ConfigSource:
+        from pod_agent.sourcemap import SourceError
+
+        path, explicit = config_path(path)
+        try:
+            doc = read_config(path, explicit)
+        except SourceError as exc:
+            where = f"{path}:{exc.line}" if exc.line else str(path)
+            raise ConfigError(f"{where}: {exc.message}") from None
+        raw = _file_with_new_names(dict(doc.data), doc, path) if doc is not None else {}
+        return cls(path, doc, raw)
+
+    def settings(self, **overrides: Any) -> Settings:
+        """One deployment's settings (``context=NAME`` picks a context): the file, then
+        the environment, then ``overrides``."""
+        from pydantic import ValidationError
+
+        path, doc, raw = self.path, self.doc, self.raw
+        try:
+            data, ctx = select_context(raw, overrides.pop("context", None))
+        except ContextError as exc:
+            line = doc.line_of(exc.where) if doc is not None and exc.where else 0
+            raise ConfigError(f"{path}:{line}: {exc.message}" if line else
+                              f"{path}: {exc.message}") from None
+        mine = (raw.get("contexts") or {}).get(ctx) or {} if ctx else {}
+        names = (list(raw.get("contexts") or {}) if isinstance(raw.get("contexts"), dict)
+                 else [])
+        token = _FILE_DATA.set(data)
+        try:
+            settings = Settings(**{k: v for k, v in overrides.items() if v is not None},
+                                context=ctx, context_names=names)
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors(include_url=False):
+                loc = tuple(err["loc"])
+                # a key the context sets is reported where the context sets it
+                in_ctx = bool(loc) and loc[0] in mine
+                full = _as_written(("contexts", ctx, *loc) if in_ctx else loc, doc)
+                line = doc.line_of(full) if doc is not None else 0
+                dotted = ".".join(str(p) for p in full)
+                where = f"{path}:{line}" if line else str(path)
+                lines.append(f"{where}: {dotted}: {err['msg']}")
+            raise ConfigError("\n".join(lines)) from None
+        finally:
+            _FILE_DATA.reset(token)
+        if ctx is not None and "state_dir" not in mine:
+            # each pod's state apart: its current pod, ledger, spend, audit and bench
+            # records (select_context admits only plain names: this stays under the state
+            # dir)
+            settings.state_dir = settings.state_dir / "contexts" / ctx
+        settings._source = path if doc is not None else None
+        return settings
+
+
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     """Read the YAML config (if any), then the environment, then ``overrides``."""
-    from pydantic import ValidationError
-
-    from pod_agent.sourcemap import SourceError
-
-    path, explicit = config_path(path)
-    try:
-        doc = read_config(path, explicit)
-    except SourceError as exc:
-        where = f"{path}:{exc.line}" if exc.line else str(path)
-        raise ConfigError(f"{where}: {exc.message}") from None
-    raw = _file_with_new_names(dict(doc.data), doc, path) if doc is not None else {}
-    try:
-        data, ctx = select_context(raw, overrides.pop("context", None))
-    except ContextError as exc:
-        line = doc.line_of(exc.where) if doc is not None and exc.where else 0
-        raise ConfigError(f"{path}:{line}: {exc.message}" if line else
-                          f"{path}: {exc.message}") from None
-    mine = (raw.get("contexts") or {}).get(ctx) or {} if ctx else {}
-    names = list(raw.get("contexts") or {}) if isinstance(raw.get("contexts"), dict) else []
-    token = _FILE_DATA.set(data)
-    try:
-        settings = Settings(**{k: v for k, v in overrides.items() if v is not None},
-                            context=ctx, context_names=names)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors(include_url=False):
-            loc = tuple(err["loc"])
-            # a key the context sets is reported where the context sets it
-            in_ctx = bool(loc) and loc[0] in mine
-            full = _as_written(("contexts", ctx, *loc) if in_ctx else loc, doc)
-            line = doc.line_of(full) if doc is not None else 0
-            dotted = ".".join(str(p) for p in full)
-            where = f"{path}:{line}" if line else str(path)
-            lines.append(f"{where}: {dotted}: {err['msg']}")
-        raise ConfigError("\n".join(lines)) from None
-    finally:
-        _FILE_DATA.reset(token)
-    if ctx is not None and "state_dir" not in mine:
-        # each pod's state apart: its current pod, ledger, spend, audit and bench records
-        # (select_context admits only plain names: this stays under the state dir)
-        settings.state_dir = settings.state_dir / "contexts" / ctx
-    settings._source = path if doc is not None else None
-    return settings
+    return ConfigSource.read(path).settings(**overrides)
 
 
 def pods_in_use(settings: Settings) -> set[str]:
@@ -439,9 +470,13 @@ def pods_in_use(settings: Settings) -> set[str]:
 
     ids = of(settings)
     if settings._source is not None:
+        try:
+            source = ConfigSource.read(settings._source)  # read once, not per context
+        except ConfigError:
+            return {i for i in ids if i}
         for name in settings.context_names:
             try:
-                ids |= of(load_settings(settings._source, context=name))
+                ids |= of(source.settings(context=name))
             except ConfigError:
                 continue  # a context that does not load has no pod to protect
     return {i for i in ids if i}

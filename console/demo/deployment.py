@@ -43,6 +43,11 @@ DEMO_KEY = "demo-runpod-key"
 # and +57k per 0.01; the 27B 143k at 0.19 with MTP, and it failed to start at 0.15.
 KV_MODEL = {"qwen3.8-flash-next": "239000@0.76/5700000", "qwen3.8-27b": "143000@0.19/3700000"}
 GPU_MIB = {"RTX PRO 6000": "97887", "H100": "81559", "A100": "81920"}
+FLEET_CONTEXTS = ("east", "west", "staging")
+"""``demo --fleet``: the contexts of its config, each a simulated pod of its own (the
+first is the one the console opens on)."""
+UPTIME_S = 2 * 3600 + 17 * 60
+"""How long the demo's pods have been running when it starts."""
 
 
 POD_ENV_ALLOWED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
@@ -96,7 +101,7 @@ def demo_warn_before(idle_stop_after: str, clock_speed: float) -> str:
 
 class DemoDeployment:
     def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
-                 rate: float = 0.6, clock_speed: float = 1.0) -> None:
+                 rate: float = 0.6, clock_speed: float = 1.0, fleet: bool = False) -> None:
         self.own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pod-console-demo-"))
         self.seed = seed
@@ -118,21 +123,40 @@ class DemoDeployment:
         90 minutes before the first profile's next scheduled stop: a warning, an
         extension and an idle stop in a minute. At 1 it starts 6 hours before it."""
         self.clock_spec: str | None = None
+        self.fleet = fleet
+        """Three pods, each a context of the demo's config (``demo --fleet``): F shows
+        them, enter opens the console on another."""
+        self.contexts: dict[str, str] = {}
+        """Context name → its pod (``--fleet``)."""
+        self.pod_ports: dict[str, dict[int, int]] = {}
+        """An extra pod's slot ports (profile port → port here); the first pod's are
+        ``ports``."""
+        self.pod_faults: dict[str, Path] = {}
+        """An extra pod's faults directory: the palette's faults reach the first pod only."""
+        self.pod_profiles: dict[str, tuple[Path, str]] = {}
+        """An extra pod's profiles directory and the profile it runs."""
 
     # -- setup ---------------------------------------------------------------------
-    def _profile_copy(self, src: Path) -> None:
+    def _profile_copy(self, src: Path, dest: Path | None = None,
+                      ports: dict[int, int] | None = None, faults: Path | None = None) -> None:
+        """``dest``, ``ports``, ``faults``: an extra pod's (its own slot ports, all free
+        ones: the pods share this machine's loopback)."""
+        dest = dest or self.profiles_dir
+        faults = faults or self.faults_dir
+        first = ports is None
+        ports = self.ports if ports is None else ports
         data = yaml.safe_load(src.read_text())
         for i, (_name, slot) in enumerate(sorted(data["slots"].items())):
             port = int(slot["port"])
-            if port not in self.ports:
-                self.ports[port] = port if _port_free(port) else _free_port()
-            slot["port"] = self.ports[port]
+            if port not in ports:
+                ports[port] = port if first and _port_free(port) else _free_port()
+            slot["port"] = ports[port]
             env = dict(slot.get("env") or {})
             served = slot["served_model_name"]
             env.update({"DEMO_KV": KV_MODEL.get(served, f"200000@{slot['gpu_util']}/4000000"),
                         "DEMO_SEED": str(self.seed + i), "DEMO_RATE": str(self.rate),
                         "DEMO_STARTUP_S": str(self.startup_s),
-                        "DEMO_FAULTS": str(self.faults_dir)})
+                        "DEMO_FAULTS": str(faults)})
             slot["env"] = env
             slot["startup_timeout_s"] = 60
         data.pop("patches", None)  # no vLLM package to patch in the demo
@@ -142,7 +166,7 @@ class DemoDeployment:
         if self.clock_speed > 1.0:
             sched["warn_before"] = demo_warn_before(sched["idle_stop_after"], self.clock_speed)
         header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
-        (self.profiles_dir / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
+        (dest / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
 
     def profiles(self) -> list[LoadedProfile]:
         return load_profiles(self.profiles_dir)
@@ -153,12 +177,13 @@ class DemoDeployment:
         env = {k: v for k, v in os.environ.items()
                if k in POD_ENV_ALLOWED or k.startswith("LC_")}
         mib = next((v for k, v in GPU_MIB.items() if k in gpu_name), "97887")
+        faults = self.pod_faults.get(pod_id, self.faults_dir)
         env.update({
             "PATH": f"{HERE / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
             # the simulated GPUs: torch and NVML stand-ins (NVML answers from a real
             # H200 capture; faults through the same directory as the slots')
             "PYTHONPATH": f"{pythonpath}:{HERE / 'faketorch'}:{HERE / 'fakenvml'}",
-            "FAKE_TORCH_MODE": self.torch, "FAKE_NVML_FAULTS": str(self.faults_dir),
+            "FAKE_TORCH_MODE": self.torch, "FAKE_NVML_FAULTS": str(faults),
             # a GPU fault is the pod's: a fallback's new pod does not inherit it
             "FAKE_NVML_GPU_FAULTS": str(self.gpu_faults_dir(pod_id)),
             "FAKE_NVML_ENGINES": "1",
@@ -212,14 +237,16 @@ class DemoDeployment:
         self._transports.append(t)  # so a fault injected later reaches its environment
         return t
 
-    def remote_profile(self, lp: LoadedProfile) -> Path:
-        return self.pod_home(self.pod_id or "none") / "agent-dir" / "pkg" / "profiles" / \
-            lp.path.name
+    def remote_profile(self, lp: LoadedProfile, pod_id: str | None = None) -> Path:
+        """Where ``lp`` lies on a pod as its agent reads it: a ``--fleet`` extra pod's
+        own, else the first pod's."""
+        pid = pod_id if pod_id in self.pod_profiles else self.pod_id
+        return self.pod_home(pid or "none") / "agent-dir" / "pkg" / "profiles" / lp.path.name
 
     def _host_factory(self, pod: dict[str, Any]) -> HostInfo:
         """An emulated pod's host is this machine; stopping it shuts its agent down."""
         pid = pod["id"]
-        return HostInfo("127.0.0.1", 22, "13.0", dict(self.ports),
+        return HostInfo("127.0.0.1", 22, "13.0", dict(self.pod_ports.get(pid, self.ports)),
                         stop=lambda: self._stop_agent(pid))
 
     def _stop_agent(self, pod_id: str) -> None:
@@ -256,22 +283,52 @@ class DemoDeployment:
         self.state.host_factory = self._host_factory
         self.state.stock = {g: 4 for lp in self.profiles() for g in lp.profile.gpu_type_ids}
         self.emulator.start()
-        gpu = first.profile.gpu_type_ids[0]
-        pid = self.state.add_stopped_pod(f"pod-console-{first.name}", gpu,
-                                         first.profile.effective_gpu_count)
+        self.pod_id = self._running_pod(first)
+        self._start_exporter(self.pod_id)
+        if self.fleet:
+            self.contexts[FLEET_CONTEXTS[0]] = self.pod_id
+            for k, name in enumerate(FLEET_CONTEXTS[1:], 1):
+                self.contexts[name] = self._extra_pod(name, k)
+
+    def _running_pod(self, lp: LoadedProfile, prepare: Callable[[str], None] | None = None
+                     ) -> str:
+        """A pod on the emulator, RUNNING for ``UPTIME_S`` already, its agent serving
+        ``lp``'s slots (``prepare``: called with its id before the agent starts)."""
+        gpu = lp.profile.gpu_type_ids[0]
+        pid = self.state.add_stopped_pod(f"pod-console-{lp.name}", gpu,
+                                         lp.profile.effective_gpu_count)
         pod = self.state.pods[pid]
         self.state.set_status(pod, "RUNNING")
         pod["startedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00",
-                                         time.gmtime(time.time() - 2 * 3600 - 17 * 60))
-        self.pod_id = pid
-        self._install_and_serve(pid, first)
-        self._start_exporter(pid)
+                                         time.gmtime(time.time() - UPTIME_S))
+        if prepare is not None:
+            prepare(pid)
+        self._install_and_serve(pid, lp)
         host = self._host_factory(pod)
         self.state.hosts[pid] = host
         pod["ssh"] = {"direct": {"host": "127.0.0.1", "port": 22, "username": "root"}}
-        pod["runtime"] = {"uptime": 7800, "ports": [
+        pod["runtime"] = {"uptime": UPTIME_S, "ports": [
             {"private": k, "public": v, "type": "tcp", "ip": "127.0.0.1"}
-            for k, v in self.ports.items()]}
+            for k, v in host.ports.items()]}
+        return pid
+
+    def _extra_pod(self, name: str, k: int) -> str:
+        """``--fleet``'s k-th pod: its own profile copies (its own ports and faults
+        directory), the k-th shipped profile, its own agent."""
+        d, faults = self.workdir / f"profiles-{name}", self.workdir / f"faults-{name}"
+        d.mkdir(parents=True, exist_ok=True)
+        faults.mkdir(parents=True, exist_ok=True)
+        ports: dict[int, int] = {}
+        for src in sorted(shipped_profiles_dir().glob("*.yaml")):
+            self._profile_copy(src, d, ports, faults)
+        lps = load_profiles(d)
+        lp = lps[k % len(lps)]
+
+        def prepare(pid: str) -> None:
+            self.pod_ports[pid], self.pod_faults[pid] = ports, faults
+            self.pod_profiles[pid] = (d, lp.name)
+
+        return self._running_pod(lp, prepare)
 
     def _install_and_serve(self, pid: str, lp: LoadedProfile) -> None:
         """What provisioning does on a real pod, done locally for the demo's first pod."""
@@ -316,31 +373,55 @@ class DemoDeployment:
 
         return default_state_dir() / "demo"
 
-    def settings(self, refresh_s: float = 2.0) -> Settings:
+    def settings(self, refresh_s: float = 2.0, context: str | None = None) -> Settings:
+        """The console's settings on the first pod, or (``--fleet``) on ``context``'s
+        pod: what the demo's config file says for that context."""
+        if self.fleet and context is None:
+            context = FLEET_CONTEXTS[0]
+        pid = self.contexts.get(context or "", self.pod_id)
         first = self.profiles()[0]
         thresholds = {n: SlotThresholds(acceptance_baseline=0.6)
-                      for n in first.profile.slots}
+                      for lp in self.profiles() for n in lp.profile.slots}
+        profiles_dir, profile = self.pod_profiles.get(pid or "", (self.profiles_dir,
+                                                                  first.name))
+        state = self.state_dir()
         return Settings(
-            profiles_dir=self.profiles_dir, refresh_s=refresh_s, window_s=60,
-            history_s=1800, state_dir=self.state_dir(), thresholds=thresholds,
+            profiles_dir=profiles_dir, profile=profile, refresh_s=refresh_s, window_s=60,
+            history_s=1800, state_dir=state / "contexts" / context if context else state,
+            thresholds=thresholds,
             # faults come and go within a minute here: alerts that fire and clear as fast
             alerts=AlertTiming(down_for_s=3, for_s=10, hold_s=10, stall_after_s=10),
-            pod=PodSettings(machine_id=self.pod_id, host="127.0.0.1",
-                            agent_dir=str(self.pod_home(self.pod_id or "x") / "agent-dir")),
+            pod=PodSettings(machine_id=pid, host="127.0.0.1",
+                            agent_dir=str(self.pod_home(pid or "x") / "agent-dir")),
+            # the exporter serves the first pod's GPUs
             gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
-                             if self.exporter_port else None),
-            RUNPOD_API_KEY=DEMO_KEY)
+                             if self.exporter_port and pid == self.pod_id else None),
+            context=context, context_names=list(self.contexts),
+            # the simulation's spend is its own: kept in memory, never in the user's book
+            demo=True, RUNPOD_API_KEY=DEMO_KEY)
 
     def write_config(self, refresh_s: float = 2.0) -> Path:
         """These settings as a ``config.yaml`` (``demo: true``, no secrets): what another
         process — a browser session of ``demo --web`` — opens the demo with. The RunPod
         key and API address go through its environment (``session_env``), never a file."""
-        data = self.settings(refresh_s).model_dump(
-            mode="json", exclude_defaults=True,
-            exclude={"runpod_api_key", "vllm_api_key", "webhook_url"})
+        secret = {"runpod_api_key", "vllm_api_key", "webhook_url"}
+        per_context = {"context", "context_names"}
+        data = self.settings(refresh_s).model_dump(mode="json", exclude_defaults=True,
+                                                   exclude=secret | per_context)
         data["demo"] = True
+        if self.fleet:
+            # each context's own keys over the top level's (the first pod's settings);
+            # the state directory is split by context as for any config with contexts
+            data["state_dir"] = str(self.state_dir())
+            data["current_context"] = FLEET_CONTEXTS[0]
+            data["contexts"] = {}
+            for name in self.contexts:
+                mine = self.settings(refresh_s, name).model_dump(
+                    mode="json", include={"profiles_dir", "profile", "pod",
+                                          "gpu_metrics_url"})
+                data["contexts"][name] = mine
         path = self.workdir / "config.yaml"
-        path.write_text("# written by pod-console demo --web for its browser sessions\n"
+        path.write_text("# written by pod-console demo for its sessions and its fleet\n"
                         + yaml.safe_dump(data, sort_keys=False))
         return path
 

@@ -48,6 +48,9 @@ class StopPlan:
     clock_speed: float = 1.0
     skew_s: float | None = None
     read_at: float = 0.0
+    busy: bool = False
+    """Requests ran at the agent's last look: idle stays 0 until a report says otherwise
+    (counted on from the report, at ×60 a poll's 10 s read "idle 10m" while requests ran)."""
 
     @classmethod
     def parse(cls, wd: dict[str, Any], read_at: float) -> StopPlan:
@@ -85,7 +88,7 @@ class StopPlan:
             warn_before_s=num("warn_before_s"), pod_now=now,
             memory_warning=wd.get("memory_warning") if isinstance(
                 wd.get("memory_warning"), str) else None,
-            clock_speed=speed,
+            clock_speed=speed, busy=wd.get("busy") is True,
             # a simulated pod clock (the demo's, the tests') has no meaningful skew
             skew_s=None if now is None or speed != 1.0 or wd.get("clock_simulated") is True
             else now - read_at,
@@ -99,7 +102,9 @@ class StopPlan:
         return None if self.in_s is None else self.in_s - self.elapsed(now)
 
     def idle(self, now: float) -> float | None:
-        return None if self.idle_s is None else self.idle_s + self.elapsed(now)
+        if self.idle_s is None:
+            return None
+        return self.idle_s if self.busy else self.idle_s + self.elapsed(now)
 
     def pod_clock(self, now: float) -> float | None:
         """The pod's clock at ``now`` (ours), None when the pod did not say its time."""

@@ -42,7 +42,7 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     what these settings would build, so the first frame's data carries over."""
     dep = open_deployment(settings, clock)
     if demo is not None:
-        dep.remote_profile_of = lambda lp: str(demo.remote_profile(lp))
+        dep.remote_profile_of = lambda lp: str(demo.remote_profile(lp, dep.machine_id))
     fresh_history = History(settings.history_s, settings.refresh_s)
     if history is None or (history.window_s, history.maxlen) != (
             fresh_history.window_s, fresh_history.maxlen):

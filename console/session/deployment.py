@@ -29,6 +29,7 @@ from console.model.history import History
 from console.sources.agent_client import AgentClient, Transport
 from console.sources.collect.gpu_metrics import GpuMetrics
 from console.sources.collect.gpu_metrics import from_settings as gpu_metrics_from_settings
+from console.sources.collect.http import HttpClient
 from console.sources.collect.pod import PodCollector
 from console.sources.collect.poller import DeploymentPoller
 from console.sources.collect.targets import SlotTarget, targets_for
@@ -37,6 +38,7 @@ from pod_agent.profiles import LoadedProfile, load_profiles
 
 if TYPE_CHECKING:
     from console.session.spend import SpendBook
+    from console.sources.provider import SharedProviders
     from console.sources.provider.base import Provider
 
 
@@ -134,8 +136,8 @@ class Deployment:
         return f"{self.settings.pod.agent_dir}/pkg/profiles/{self.today.path.name}"
 
     @property
-    def spend_path(self) -> Path:
-        return self.settings.state_dir / "spend.json"
+    def spend_path(self) -> Path | None:
+        return self.settings.spend_path
 
     @property
     def backfill_step_s(self) -> float:
@@ -143,27 +145,32 @@ class Deployment:
         return max(self.settings.refresh_s, self.settings.history_s / 240)
 
     # -- building the parts ---------------------------------------------------------
-    def new_poller(self, history: History | None = None) -> DeploymentPoller:
-        """A poller of today's slots, reading the selector from this deployment."""
+    def new_poller(self, history: History | None = None,
+                   client: HttpClient | None = None) -> DeploymentPoller:
+        """A poller of today's slots, reading the selector from this deployment.
+        ``client``: an HTTP client shared with other pollers (the fleet's)."""
         s = self.settings
         key = s.vllm_api_key.get_secret_value() if s.vllm_api_key else None
         return DeploymentPoller(
             self.today.name, self.targets, prometheus_url=s.prometheus_url,
             window_s=s.window_s, timeout_s=s.request_timeout_s, api_key=key,
             history=history or History(s.history_s, s.refresh_s),
-            prom_selector=lambda: self.prom_selector, clock=self.clock)
+            prom_selector=lambda: self.prom_selector, clock=self.clock, client=client)
 
     def wire(self, *, read_only: bool = False, transport: Transport | None = None,
              provider_base: str | None = None, history: History | None = None,
-             poller: DeploymentPoller | None = None) -> Parts:
+             poller: DeploymentPoller | None = None, client: HttpClient | None = None,
+             providers: SharedProviders | None = None) -> Parts:
         """Build every part once. ``poller``: one already polling (a staged start's) that
         polls exactly as a new one would, handed over to this deployment; ``transport``:
         the agent's, when not SSH from the settings (the demo's local process). Read-only
-        (a wall) holds no agent connection and needs no SSH key."""
+        (a wall) holds no agent connection and needs no SSH key. ``client`` and
+        ``providers``: HTTP and provider clients shared between deployments (the fleet's
+        contexts), which their owner closes."""
         from console.sources.provider import make_provider
 
         if poller is None:
-            poller = self.new_poller(history)
+            poller = self.new_poller(history, client)
         else:
             poller.derive_selector(lambda: self.prom_selector)
         if read_only:
@@ -173,7 +180,7 @@ class Deployment:
         agent = AgentClient(transport, self.remote_profile)
         gpu = gpu_metrics_from_settings(self.settings, poller.client,
                                         selector=lambda: self.prom_selector)
-        provider = make_provider(self.settings, provider_base)
+        provider = make_provider(self.settings, provider_base, providers)
         pods = PodCollector(lambda: self.machine_id, provider, agent,
                             timeout_s=max(2.0, self.settings.request_timeout_s * 2),
                             gpu_metrics=gpu)
@@ -263,15 +270,24 @@ def apply_current_pod(settings: Settings) -> None:
         settings.profile = cur["profile"]
 
 
-def open_deployment(settings: Settings, clock: Callable[[], float] = time.time) -> Deployment:
+def open_deployment(settings: Settings, clock: Callable[[], float] = time.time,
+                    loaded: dict[Path, tuple[LoadedProfile, ...]] | None = None
+                    ) -> Deployment:
+    """``loaded``: profiles directories already read (the fleet's contexts that share
+    one read it once)."""
     from pod_agent.profiles import ProfileError
 
-    if not settings.profiles_dir.is_dir():
-        raise DeploymentError(no_profiles_hint(settings.profiles_dir))
-    try:
-        profiles = tuple(load_profiles(settings.profiles_dir))
-    except ProfileError as exc:
-        raise DeploymentError(str(exc)) from None
+    if loaded is not None and settings.profiles_dir in loaded:
+        profiles = loaded[settings.profiles_dir]
+    else:
+        if not settings.profiles_dir.is_dir():
+            raise DeploymentError(no_profiles_hint(settings.profiles_dir))
+        try:
+            profiles = tuple(load_profiles(settings.profiles_dir))
+        except ProfileError as exc:
+            raise DeploymentError(str(exc)) from None
+        if loaded is not None:
+            loaded[settings.profiles_dir] = profiles
     if not profiles:
         raise DeploymentError(f"no profiles in {settings.profiles_dir}")
     today = profiles[0]

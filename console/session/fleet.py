@@ -8,6 +8,14 @@ whole fleet come from one fixed set of queries grouped by pod and slot
 (``collect/promql.fetch_fleet``) — as many as for one pod, whatever the fleet's size —
 and each context's poll uses its slice instead of asking Prometheus itself.
 
+A fleet of N contexts costs N times one context, not more: the config file is read
+once (each context's settings are built from that one reading), contexts that share a
+profiles directory read it once, every context's slots are polled through one HTTP
+client and every context of one provider account through one API client (one
+connection pool, one TLS context), and at most ``concurrency`` pods are contacted at
+once (their polls and completion probes): a request's timeout runs from when it is
+sent, never while it waits its turn, so a large fleet is slower, never "timed out".
+
 No Textual here: ``pod-console fleet`` and the console's fleet screen render the same
 immutable :class:`FleetSnapshot`.
 """
@@ -24,6 +32,8 @@ from console.model.fleet import FleetRow, FleetSnapshot
 from console.model.printable import clean
 
 HEALTH_ORDER = {"down": 0, "unknown": 1, "starting": 2, "up": 3}
+CONCURRENCY = 16
+"""Pods contacted at once by a fleet cycle (their provider record, agent and slots)."""
 
 
 @dataclass
@@ -39,15 +49,16 @@ class Member:
     error: str | None = None
 
 
-def _load(config: Path | None, name: str | None) -> Member:
-    from console.config.settings import ConfigError, load_settings
+def _load(source: Any, name: str | None, loaded: dict[Path, Any]) -> Member:
+    """One context from the config read once (``settings.ConfigSource``)."""
+    from console.config.settings import ConfigError
     from console.session.deployment import DeploymentError, apply_current_pod, open_deployment
 
     m = Member(name or "default")
     try:
-        m.settings = load_settings(config, context=name)
+        m.settings = source.settings(context=name)
         apply_current_pod(m.settings)
-        m.deployment = open_deployment(m.settings)
+        m.deployment = open_deployment(m.settings, loaded=loaded)
     except (ConfigError, DeploymentError) as exc:
         m.error = str(exc).splitlines()[0]
     return m
@@ -61,24 +72,35 @@ class FleetCollector:
     clock: Any = time.time
     members: list[Member] = field(default_factory=list)
     current: str | None = None
+    concurrency: int = CONCURRENCY
+    """Pods contacted at once (:data:`CONCURRENCY`)."""
 
     def __post_init__(self) -> None:
-        from console.config.settings import ConfigError, load_settings
+        from console.config.settings import ConfigError, ConfigSource
+        from console.sources.collect.http import HttpClient
 
+        if self.concurrency < 1:
+            raise ValueError("concurrency: at least 1")
+        self._gate = asyncio.Semaphore(self.concurrency)
+        self._client = HttpClient()
+        self._providers: dict[tuple[object, ...], Any] = {}
         try:
-            top = load_settings(self.config)
+            source = ConfigSource.read(self.config)
+            top = source.settings()
             names: list[str | None] = list(top.context_names) or [None]
             self.current = top.context
         except ConfigError as exc:
             self.members = [Member("default", error=str(exc).splitlines()[0])]
             return
+        loaded: dict[Path, Any] = {}
         for name in names:
-            m = _load(self.config, name)
+            m = _load(source, name, loaded)
             if m.deployment is not None:
                 # the console's wiring (``Deployment.wire``): the same parts, GPU source
-                # and agent profile path included
-                parts = m.deployment.wire()
+                # and agent profile path included; the clients shared
+                parts = m.deployment.wire(client=self._client, providers=self._providers)
                 m.poller, m.provider, m.pods = parts.poller, parts.provider, parts.pods
+                m.poller.gate = self._gate
             self.members.append(m)
 
     @property
@@ -135,7 +157,8 @@ class FleetCollector:
         if m.deployment is None:
             return FleetRow(m.name, error=m.error)
         s = m.settings
-        snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
+        async with self._gate:  # its turn: the timeouts start now, not while it waits
+            snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
         judged = await judge_once(snap, pod, m.deployment.today.profile, s, now)
         pod, conds = judged.pod or pod, judged.conditions
         up = [x for x in snap.slots if x.health == "up"]
@@ -165,5 +188,6 @@ class FleetCollector:
         for m in self.members:
             if m.poller is not None:
                 await m.poller.aclose()
-            if m.provider is not None:
-                await m.provider.aclose()
+        for provider in {id(p): p for p in self._providers.values() if p is not None}.values():
+            await provider.aclose()
+        await self._client.aclose()

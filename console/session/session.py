@@ -147,7 +147,7 @@ async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | Non
                      run_blocking: RunBlocking = asyncio.to_thread) -> Judged:
     """:func:`judge` for a one-shot reading (``status``, a fleet row): the spend book is
     read from the state directory (off the loop) and only read, never written."""
-    book = await run_blocking(SpendBook, settings.state_dir / "spend.json")
+    book = await run_blocking(SpendBook, settings.spend_path)
     return judge(snapshot, pod, book, profile, settings, now)
 
 
@@ -453,7 +453,7 @@ class Session:
             return
         if self._book is None:
             self._book = await self._run_blocking(
-                SpendBook, self.ctx.settings.state_dir / "spend.json")
+                SpendBook, self.ctx.settings.spend_path)
         book = self._book
         book.observe(pod, now)
         if book.due(now):

@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from console.model.catalog import plots
 from console.model.history import History
@@ -57,7 +58,8 @@ class DeploymentPoller:
                  history: History | None = None,
                  prom_selector: str | Callable[[], str] = "",
                  probe_interval_s: float = 300.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 client: HttpClient | None = None) -> None:
         self.profile = profile
         self.targets = targets
         self.prometheus_url = prometheus_url
@@ -67,7 +69,12 @@ class DeploymentPoller:
         self.history = history or History()
         self._selector = _as_source(prom_selector)
         self.clock = clock
-        self._client: HttpClient | None = None
+        self._client: HttpClient | None = client
+        self._owns_client = client is None
+        """A client handed in is shared (the fleet's pollers): its owner closes it."""
+        self.gate: contextlib.AbstractAsyncContextManager[Any] | None = None
+        """Held while this poller's completion probes run beside its polls (the fleet's
+        bound on pods contacted at once); None: unbounded."""
         self._lock = asyncio.Lock()
         self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
         self._good: dict[str, SlotSnapshot] = {}
@@ -120,7 +127,7 @@ class DeploymentPoller:
             self._probe_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe_task
-        if self._client is not None:
+        if self._client is not None and self._owns_client:
             await self._client.aclose()
             self._client = None
 
@@ -175,8 +182,9 @@ class DeploymentPoller:
 
     async def _probe(self, now: float, due: list[SlotTarget]) -> None:
         probes = self._probes  # a retarget meanwhile starts a new table
-        results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
-                                                          self._api_key) for t in due))
+        async with self.gate or contextlib.nullcontext():
+            results = await asyncio.gather(*(probe_completion(self.client, t, self.timeout_s,
+                                                              self._api_key) for t in due))
         for t, (ok, detail) in zip(due, results, strict=True):
             probes[t.slot] = (now, ok, detail)
 
