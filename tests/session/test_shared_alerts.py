@@ -83,27 +83,27 @@ async def test_sessions_on_one_state_dir_post_a_firing_alert_once(tmp_path: Path
     first = session_on(tmp_path, hook)
     first.pod.run(T0 - 600, status="EXITED")
     await poll(first)
-    assert len(hook.about("EXITED")) == 1
+    assert len(hook.about("pod stopped")) == 1
     # ten more sessions start (tabs opened, reconnects), each sees the pod EXITED
     others = []
     for _ in range(10):
         w = session_on(tmp_path, hook)
         w.pod.run(T0 - 600, status="EXITED")
         await poll(w)
-        assert any("EXITED" in a.title for a in w.session.state().alerts)  # shown there
+        assert any(a.key == "stopped" for a in w.session.state().alerts)  # shown there
         others.append(w)
     await poll(first, *others)  # and they go on polling
-    assert len(hook.about("EXITED")) == 1, hook.posts
+    assert len(hook.about("pod stopped")) == 1, hook.posts
     # the pod is resumed: the clear is posted once, whoever sees it first
     for w in (first, *others):
         w.pod.run(T0 + 60)
     await poll(first, *others)
-    assert len(hook.about("cleared: pod EXITED")) == 1, hook.posts
+    assert len(hook.about("cleared: pod stopped")) == 1, hook.posts
     # it stops again: a new alert, posted again (once)
     for w in (first, *others):
         w.pod.run(T0 - 600, status="EXITED")
     await poll(*others, first)
-    assert len([p for p in hook.about("EXITED") if "cleared" not in p]) == 2, hook.posts
+    assert len([p for p in hook.about("pod stopped") if "cleared" not in p]) == 2, hook.posts
 
 
 async def test_an_acknowledgement_in_one_session_is_seen_in_another(tmp_path: Path,
@@ -112,7 +112,8 @@ async def test_an_acknowledgement_in_one_session_is_seen_in_another(tmp_path: Pa
     for w in (console, wall):
         w.pod.run(T0 - 600, status="EXITED")
     await poll(console, wall)
-    assert console.session.acknowledge("alice") == ["pod EXITED: its slots are down with it"]
+    (acked,) = console.session.acknowledge("alice")
+    assert acked.startswith("pod stopped"), acked  # a stop made elsewhere: one info event
     await console.session.settle()
     await poll(wall)
     (alert,) = [a for a in wall.session.state().alerts if a.key == "stopped"]
@@ -132,7 +133,7 @@ async def test_an_acknowledgement_in_one_session_is_seen_in_another(tmp_path: Pa
         w.pod.run(T0 - 600, status="EXITED")
     await poll(console, wall, late)
     assert [a.acked_by for a in wall.session.state().alerts if a.key == "stopped"] == [None]
-    assert len(hook.about("EXITED")) == 3  # fired, cleared, fired: once each
+    assert len(hook.about("pod stopped")) == 3  # fired, cleared, fired: once each
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"null", b"[1, 2]", b'{"alerts": 7}',
@@ -146,7 +147,7 @@ async def test_a_bad_book_starts_clean_with_a_warning(tmp_path: Path, hook: Rece
     w = session_on(tmp_path, hook)
     w.pod.run(T0 - 600, status="EXITED")
     await poll(w)  # never a crash
-    assert len(hook.about("EXITED")) == 1
+    assert len(hook.about("pod stopped")) == 1
     data = json.loads((state / "alerts.json").read_text())
     assert data["alerts"]["stopped"]["posted"] is True
     if b"seen_at" not in content:  # (an entry of the wrong shape is dropped, not the book)
@@ -163,7 +164,7 @@ async def test_a_book_that_cannot_be_written_costs_duplicates_never_the_post(
     w.pod.run(T0 - 600, status="EXITED")
     await poll(w)
     await poll(w)
-    assert len(hook.about("EXITED")) == 1
+    assert len(hook.about("pod stopped")) == 1
     assert sum("shared alert book not usable" in text for text, _ in w.notes) == 1
 
 
