@@ -37,6 +37,7 @@ from console.session.view import (
     state_path,
     view_of,
 )
+from console.ui.no_color import NoColorEmphasis
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
 from console.ui.terminal import terminal_closed
@@ -56,7 +57,7 @@ def _session_reads(name: str) -> Any:
                     doc=f"The session's ``{name}`` (``console.session.session.Session``).")
 
 
-class PodConsoleApp(App[Any]):
+class PodConsoleApp(NoColorEmphasis, App[Any]):
     TITLE = "pod-console"
     CSS_PATH = "console.tcss"
     ENABLE_COMMAND_PALETTE = True
