@@ -80,6 +80,8 @@ class MainScreen(ConsoleScreen):
         w, h = self.app.size
         self.set_class(w < 100, "narrow")
         self.set_class(h < 34, "short")
+        if self.is_mounted:
+            self._alert_room()
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
@@ -91,7 +93,20 @@ class MainScreen(ConsoleScreen):
                                             state.thresholds)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now)
+        self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
+
+    def _alert_room(self) -> None:
+        """The alerts panel's room at this size: it grows before the plots do."""
+        from console.ui.widgets.panels import alert_room
+
+        table = self.query_one(SlotsTable)
+        prompts = self.query("#filter")
+        room = alert_room(self.app.size.height, min(12, 1 + len(table.slots)),
+                          self.query_one(GpuStrip).display,
+                          not (self.has_class("narrow") or self.has_class("short")),
+                          bool(prompts) and prompts.first().display)
+        self.query_one(AlertsPanel).set_room(room)
 
     async def when_ready(self) -> None:
         await self.query_one(PlotGrid).mount_plots()
