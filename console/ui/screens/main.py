@@ -106,6 +106,8 @@ class MainScreen(ConsoleScreen):
                           self.query_one(GpuStrip).display,
                           not (self.has_class("narrow") or self.has_class("short")),
                           bool(prompts) and prompts.first().display)
+        if prompts and prompts.first().display:
+            room -= 1  # its hint line
         self.query_one(AlertsPanel).set_room(room)
 
     async def when_ready(self) -> None:
@@ -116,24 +118,35 @@ class MainScreen(ConsoleScreen):
         self.query_one(ActionLog).add(t, text, style)
 
     async def action_filter(self) -> None:
-        """``/``: a prompt under the table (k9s-like); enter applies, escape clears."""
-        from console.ui.screens.filter_prompt import FilterPrompt
+        """``/``: a prompt under the table (k9s-like) and a line saying what it does; the
+        table follows what is typed; enter keeps it, escape clears it."""
+        from textual.widgets import Static
+
+        from console.ui.screens.filter_prompt import HINT, FilterPrompt
 
         table = self.query_one(SlotsTable)
         prompts = self.query(FilterPrompt)
         prompt = prompts.first() if prompts else None
         if prompt is None:  # built on first use: the first frame does not pay for Input
             prompt = FilterPrompt(id="filter")
-            await self.mount(prompt, after=table)
+            hint = Static(f"/ {HINT}", id="filter-hint")
+            await self.mount(prompt, hint, after=table)
         prompt.value = table.filter
         prompt.display = True
+        self.query_one("#filter-hint").display = True
         prompt.focus()
+        self._alert_room()
+
+    def on_filter_prompt_typed(self, event: FilterPrompt.Typed) -> None:
+        self.query_one(SlotsTable).set_order(filter=event.value)
 
     def on_filter_prompt_done(self, event: FilterPrompt.Done) -> None:
         table = self.query_one(SlotsTable)
         table.set_order(filter=event.value)
         event.prompt.display = False
+        self.query_one("#filter-hint").display = False
         table.focus()
+        self._alert_room()
 
     def action_op(self, operation_id: str) -> None:
         spec = SPECS.get(operation_id)
