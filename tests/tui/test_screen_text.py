@@ -116,9 +116,17 @@ async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
     app = build(tmp_path)  # refresh_s 5
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.ready)
+        lines_before = len(app.log_lines)
         await pilot.press("plus")
         assert await wait_for(pilot, lambda: app.refresh_s == 2.0)
         assert app.poller.timeout_s < 2.0  # requests still end inside the interval
+        # the header says the rate; the action log gets no line per press (issue 30 #11)
+        from console.ui.widgets.header import PodHeader
+
+        header = app.screen.query_one(PodHeader)
+        assert await wait_for(pilot, lambda: "refresh 2s" in str(header.render()))
+        assert not any("refresh every" in text for _, text, _ in
+                       list(app.log_lines)[lines_before:])
         await pilot.press("minus")
         await pilot.press("minus")
         assert await wait_for(pilot, lambda: app.refresh_s == 10.0)

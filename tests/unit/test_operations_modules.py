@@ -214,8 +214,11 @@ class FakeHost:
     def now(self) -> float:
         return NOW
 
-    def note(self, text: str, style: str = "") -> None:
-        self.notes.append(text)
+    def note(self, text: str, style: str = "", replace: bool = False) -> None:
+        if replace and self.notes:
+            self.notes[-1] = text
+        else:
+            self.notes.append(text)
 
     async def confirm(self, title: str, question: str) -> bool:
         self.questions.append((title, question))
@@ -438,3 +441,47 @@ def test_every_dangerous_question_fills_in(tmp_path: Path, op_id: str) -> None:
     text = OPERATIONS[op_id].confirmation(facts, {"slot": "FLASH", "cmd": "arm",
                                                   "set": {"FLASH": 0.5}})
     assert "{" not in text and "}" not in text and text.endswith(("?", ".")), text
+
+
+def _chatty(tmp_path: Path, compact: bool) -> OperationRegistry:
+    """An operation that counts down a round like the fallback, tries GPU types, and
+    (``compact``) has the benchmark's many steps."""
+    spec = OperationSpec("chatty", "x", "Fallback", "falls back", False, shows_progress=True,
+                         compact_log=compact)
+
+    async def handler(deps: Any, args: dict[str, Any], progress: Progress) -> Outcome:
+        progress("create", 0.1, "H100 SXM: sold out")
+        progress("create", 0.2, "A100 80GB: sold out")
+        for left in range(30, 0, -1):
+            progress("wait", 1 - left / 30, f"everything sold out; round 2/3 in {left} s")
+        for i in range(30):
+            progress(f"step-{i}", i / 30, f"run {i}/30: 142.0 tok/s")
+        return Outcome(True, "done")
+
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    reg.register(spec, Operation(spec, handler).bound(None))  # type: ignore[arg-type]
+    return reg
+
+
+async def test_a_countdown_is_one_line_in_place_and_tried_gpus_stay(tmp_path) -> None:
+    """Issue 30 #11: the fallback's countdown updates its one line, not a line a second;
+    the GPU types it tried stay in the log."""
+    host = FakeHost(_chatty(tmp_path, compact=False), _facts(tmp_path))
+    host.ready.set()
+    out = await run_operation(host, "chatty", {})
+    assert out is not None and out.ok
+    waits = [n for n in host.notes if "round 2/3" in n]
+    assert waits == ["  Fallback · wait everything sold out; round 2/3 in 1 s"], host.notes
+    assert any("H100 SXM: sold out" in n for n in host.notes)
+    assert any("A100 80GB: sold out" in n for n in host.notes)
+
+
+async def test_a_compact_operation_keeps_one_progress_line(tmp_path) -> None:
+    """Issue 30 #11: a benchmark's thirty steps are one line of the action log."""
+    host = FakeHost(_chatty(tmp_path, compact=True), _facts(tmp_path))
+    host.ready.set()
+    await run_operation(host, "chatty", {})
+    progress_lines = [n for n in host.notes if n.startswith("  Fallback ·")]
+    assert len(progress_lines) == 1, host.notes
+    assert "step-29" in progress_lines[0]
+    assert SPECS["bench"].compact_log

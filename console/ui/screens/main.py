@@ -114,8 +114,8 @@ class MainScreen(ConsoleScreen):
         await self.query_one(PlotGrid).mount_plots()
         self.refresh_bindings()
 
-    def log_line(self, t: float, text: str, style: str = "") -> None:
-        self.query_one(ActionLog).add(t, text, style)
+    def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        self.query_one(ActionLog).add(t, text, style, replace)
 
     async def action_filter(self) -> None:
         """``/``: a prompt under the table (k9s-like) and a line saying what it does; the

@@ -75,6 +75,8 @@ class ProgressScreen(ModalScreen[None]):
         self.lines: list[Text] = []
         self._drawn = False
         """Composed and mounted (``is_mounted`` is not yet true inside ``on_mount``)."""
+        self._last_shape: tuple[str, str] | None = None
+        """The last line's step and message without its numbers (``progress_shape``)."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -102,8 +104,22 @@ class ProgressScreen(ModalScreen[None]):
             self.fraction = fraction
         line = Text(f"{step}: {message}" if message and step else (message or step))
         if line.plain:
-            self._add(line)
+            key = fmt.progress_shape(step, message)
+            if key == self._last_shape and self.lines:
+                self._replace(line)  # a countdown: its one line, updated in place
+            else:
+                self._add(line)
+            self._last_shape = key
         self._draw()
+
+    def _replace(self, line: Text) -> None:
+        self.lines[-1] = line
+        if self._drawn:
+            with contextlib.suppress(NoMatches):
+                log = self.query_one("#plog", RichLog)
+                log.clear()
+                for earlier in self.lines:
+                    log.write(earlier)
 
     def finish(self, ok: bool, message: str) -> None:
         self.done = True

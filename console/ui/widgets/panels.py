@@ -183,9 +183,13 @@ class ActionLog(LinesView):
         super().on_resize()
         self._show()
 
-    def add(self, t: float, text: str, style: str = "") -> None:
+    def add(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        """A new line; ``replace``: in place of the last one (only its changed cells are
+        repainted)."""
         line = Text(f"{fmt.clock(t)} ", style="dim", no_wrap=True, overflow="ellipsis")
         line.append(text, style)
+        if replace and self.lines:
+            self.lines.pop()
         self.lines.append(line)
         self._show()
 
