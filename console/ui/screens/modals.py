@@ -92,6 +92,8 @@ class ProgressScreen(ModalScreen[None]):
             log.write(line)
         self._drawn = True
         self._draw()
+        if self.done:
+            self._fit()
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
@@ -116,10 +118,8 @@ class ProgressScreen(ModalScreen[None]):
         self.lines[-1] = line
         if self._drawn:
             with contextlib.suppress(NoMatches):
-                log = self.query_one("#plog", RichLog)
-                log.clear()
-                for earlier in self.lines:
-                    log.write(earlier)
+                self._rewrite_log()
+                self.query_one("#plog", RichLog).scroll_end(animate=False)
 
     def finish(self, ok: bool, message: str) -> None:
         self.done = True
@@ -127,6 +127,37 @@ class ProgressScreen(ModalScreen[None]):
         self.outcome = (ok, message)
         self._add(Text(message, style="bold green" if ok else "bold red"))
         self._draw()
+        self._fit()
+
+    def _fit(self) -> None:
+        """At the end, the dialog takes the room its result needs (a benchmark's table
+        is ~120 columns: on a 160-column terminal it fits unwrapped), and its log shows
+        the result from its first line, not scrolled to its end."""
+        if not self._drawn:
+            return  # on_mount fits it
+        with contextlib.suppress(NoMatches):
+            box = self.query_one(Vertical)
+            widest = max((line.cell_len for line in self.lines), default=0)
+            # border 2, padding 2, the log's scrollbar 2
+            width = min(self.app.size.width - 2, max(90, widest + 6))
+            box.styles.width = width
+            box.styles.max_width = "100%"
+            # title, step, bar (and its margins), elapsed, borders: 8 rows
+            box.styles.height = max(20, min(self.app.size.height - 2, len(self.lines) + 9))
+            box.styles.max_height = "100%"
+            # the log wrapped its lines at the old width: written again at the new one
+            # (its width given: the new layout may not have reached it yet)
+            self.query_one("#plog", RichLog).min_width = width - 6
+            self._rewrite_log()
+
+    def _rewrite_log(self) -> None:
+        with contextlib.suppress(NoMatches):
+            log = self.query_one("#plog", RichLog)
+            log.clear()
+            for line in self.lines:
+                log.write(line, scroll_end=False)
+            log.scroll_home(animate=False)
+            self.call_after_refresh(log.scroll_home, animate=False)
 
     def _add(self, line: Text) -> None:
         self.lines.append(line)
