@@ -304,12 +304,16 @@ async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.ready and app.snapshot is not None)
         table = app.screen.query_one(SlotsTable)
-        assert await wait_for(pilot, lambda: table.slots == ["FLASH", "Q27"])
-        await pilot.press("greater_than_sign")  # the first column: SLOT
-        assert table.sort_key == "slot" and table.slots == ["FLASH", "Q27"]
-        assert "SLOT▼" in table._header.plain
+        # worst first from the start: the down slot on top, HEALTH marked ascending
+        assert await wait_for(pilot, lambda: table.slots == ["Q27", "FLASH"])
+        assert table.sort_key == "health" and "HEALTH▲" in table._header.plain
+        while table.sort_key != "slot":  # the first column: SLOT
+            await pilot.press("greater_than_sign")
+        assert table.slots == ["FLASH", "Q27"]
+        # ▲ ascending, beside the label (never over it); I inverts to ▼
+        assert "SLOT▲" in table._header.plain
         await pilot.press("I")
-        assert table.slots == ["Q27", "FLASH"] and "SLOT▲" in table._header.plain
+        assert table.slots == ["Q27", "FLASH"] and "SLOT▼" in table._header.plain
         await pilot.press("I")
         # on to HEALTH: the down slot first (worst first)
         while table.sort_key != "health":
