@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from console.sources.collect.promql import _w, figure_queries
 
 
@@ -10,3 +12,17 @@ def test_windows_in_the_largest_whole_unit() -> None:
     assert _w(1.5) == "1500ms" and _w(45) == "45s" and _w(600.0) == "10m"
     text = " ".join(figure_queries(300).values())
     assert "[5m]" in text and "ms]" not in text
+
+
+def test_plain_words_not_jargon() -> None:
+    """Issue 30, #14: what the screens say in place of ``source direct · 58s``,
+    ``no DCGM_FI_DEV_* series`` and "needs a second (util, tokens) point"."""
+    from console.operations import capacity
+    from console.sources.collect import gpu_metrics
+    from console.ui.screens.detail import source_words
+
+    assert source_words("direct", 58) == "the slot's own /metrics, over the last 58 s"
+    assert source_words("prometheus", 300).startswith("Prometheus, over the last 5m")
+    assert "DCGM_FI" not in gpu_metrics.NO_GPU_READINGS
+    src = Path(capacity.__file__).read_text()
+    assert "needs a second (util, tokens) point" not in src

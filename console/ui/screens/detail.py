@@ -15,6 +15,18 @@ from console.ui.screens.base import ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.plots import PlotGrid
 
+SOURCE_WORDS = {"direct": "the slot's own /metrics", "prometheus": "Prometheus"}
+
+
+def source_words(source: str | None, window_s: float | None) -> str:
+    """Where a slot's figures come from and over what time, in words ("the slot's own
+    /metrics, over the last 58 s"), not ``direct · 58s``."""
+    where = SOURCE_WORDS.get(source or "", source or fmt.DASH)
+    if not window_s:
+        return f"{where}, since the server started"
+    span = f"{window_s:.0f} s" if window_s < 120 else fmt.duration(window_s, False)
+    return f"{where}, over the last {span}"
+
 
 def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
     """Every catalog figure of the slot, ``per_row`` to a row, then what is not one
@@ -26,10 +38,9 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
         t.add_column()
     sd = f.spec_decode if f else None
     c = f.cache if f else None
-    window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
     cells: list[tuple[str, str]] = [
         ("health", f"{s.health} ({s.health_detail})"),
-        ("source", f"{s.source} · {window}"),
+        ("figures from", source_words(s.source, f.window_s if f else None)),
         ("served", ", ".join(s.served_models) or fmt.DASH),
         ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
