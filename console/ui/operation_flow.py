@@ -181,7 +181,11 @@ def args_text(args: dict[str, Any]) -> str:
     never a Python dict."""
     parts = []
     for k, v in args.items():
-        if k == "set" and isinstance(v, dict):
+        if v is None or v == "" or v is False:
+            continue  # nothing given: not "reason " with nothing after it
+        if v is True:
+            parts.append(str(k))
+        elif k == "set" and isinstance(v, dict):
             parts.append(", ".join(f"{slot} → {float(u):.2f}" for slot, u in v.items()))
         elif k == "cmd":
             parts.append(str(v))

@@ -314,13 +314,31 @@ class WatchdogScreen(ModalScreen[dict | None]):
             yield Button(Text("[2] +2 h"), id="plus-2h")
             yield Input(placeholder="until HH:MM (the profile's zone), Enter", id="until",
                         max_length=32)
-            yield Button(Text("[c] end the extension"), id="clear")
-            yield Button(Text("[a] arm"), id="arm")
-            yield Button(Text("[d] disarm (nothing stops the pod)"), id="disarm")
+            # only what can be done now: no "end the extension" without one, no "arm"
+            # when armed, no "disarm" when disarmed
+            if self.extension:
+                yield Button(Text("[c] end the extension"), id="clear")
+            if self.armed is not True:
+                yield Button(Text("[a] arm"), id="arm")
+            if self.armed is not False:
+                yield Button(Text("[d] disarm (nothing stops the pod)"), id="disarm")
             yield Button(Text("[s] stop the pod now"), id="stop-now", variant="error")
 
     def _reason(self) -> str:
         return self.query_one("#reason", Input).value.strip()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The keys of actions that do not apply now do nothing (as their buttons are
+        not there)."""
+        if action == "pick" and parameters:
+            what = parameters[0]
+            if what == "clear" and not self.extension:
+                return False
+            if what == "arm" and self.armed is True:
+                return False
+            if what == "disarm" and self.armed is False:
+                return False
+        return True
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         bid = event.button.id or ""
