@@ -485,3 +485,25 @@ async def test_a_compact_operation_keeps_one_progress_line(tmp_path) -> None:
     assert len(progress_lines) == 1, host.notes
     assert "step-29" in progress_lines[0]
     assert SPECS["bench"].compact_log
+
+
+async def test_the_smoke_dialog_says_each_checks_time() -> None:
+    """Issue 30 #14: every smoke check's progress line carries how long it took."""
+    from types import SimpleNamespace
+
+    from console.operations.ops import smoke as smoke_op
+    from tests.screens import states
+
+    report = states.smoke_report()
+
+    async def smoke(on_check: Callable[[Any], None]) -> Any:
+        for c in report.checks:
+            on_check(c)
+        return report
+
+    lines: list[str] = []
+    await smoke_op.handler(SimpleNamespace(smoke=smoke), {},  # type: ignore[arg-type]
+                           lambda step, frac, msg: lines.append(f"{step}: {msg}"))
+    assert len(lines) == len(report.checks)
+    for c, line in zip(report.checks, lines, strict=True):
+        assert line.endswith(f"({c.duration_s:.2f} s)"), line
