@@ -26,3 +26,16 @@ def test_plain_words_not_jargon() -> None:
     assert "DCGM_FI" not in gpu_metrics.NO_GPU_READINGS
     src = Path(capacity.__file__).read_text()
     assert "needs a second (util, tokens) point" not in src
+
+
+def test_kv_p99_beside_kv_now_in_the_detail() -> None:
+    """Issue 30, #14: the slot's detail shows KV p99 right after KV now, not at the end."""
+    from console.ui.screens.detail import figures_table
+    from tests.screens import states
+
+    slot = states.slots()[0]
+    table = figures_table(slot, states.NOW, 2)
+    # row-major: the labels as they read, left to right then down
+    rows = list(zip(*[list(map(str, col._cells)) for col in table.columns[::2]], strict=True))
+    flat = [label for row in rows for label in row]
+    assert flat.index("KV p99") == flat.index("KV now") + 1, flat

@@ -15,6 +15,20 @@ from console.ui.screens.base import ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.plots import PlotGrid
 
+
+def detail_figures() -> list[catalog.Figure]:
+    """The catalog's detail figures, each beside the one it is read with: KV p99 right
+    after KV now (the catalog lists it last, with the figures over time)."""
+    figs = [f for f in catalog.CATALOG if f.detail]
+    for key, after in {"kv_p99": "kv_cache_usage"}.items():
+        fig = next((f for f in figs if f.key == key), None)
+        if fig is None or not any(f.key == after for f in figs):
+            continue
+        figs.remove(fig)
+        figs.insert(next(i for i, f in enumerate(figs) if f.key == after) + 1, fig)
+    return figs
+
+
 SOURCE_WORDS = {"direct": "the slot's own /metrics", "prometheus": "Prometheus"}
 
 
@@ -44,7 +58,7 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
         ("served", ", ".join(s.served_models) or fmt.DASH),
         ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
-    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in catalog.CATALOG if fig.detail]
+    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
         ("requests/s", fmt.num(f.request_rate if f else None, 2)),
