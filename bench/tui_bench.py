@@ -21,7 +21,7 @@ process, so only the console is measured:
     prints it, against the demo's GPU exporter (``pod-agent exporter``, the same simulated
     NVML, whose power drifts with the clock) scraped every 0.1 s; "oldest number" is the
     older of the two, and the GPU line's own worst age is printed beside it.
-Each at a 1 s and a 2 s refresh (plots every 300 s, the default, and every 120 s).
+Each at a 1 s and a 2 s refresh (plots every 60 s, the default, and every 300 s).
 Targets: ≤ 3 % of a core, ≤ 40 KB/min at 2 s, first number ≤ 2× the bare app's first
 frame, oldest number ≤ one refresh + 0.5 s.
 
@@ -282,7 +282,7 @@ def main() -> int:
         print(f"{'refresh':>8} {'plots':>6} {'first number':>13} {'ratio':>6} {'CPU':>7} "
               f"{'KB/min':>8} {'oldest number':>14} {'GPU line':>9} {'samples':>8} "
               f"{'never served':>13}")
-        for refresh, plots in ((1.0, 300), (2.0, 300), (2.0, 120)):
+        for refresh, plots in ((1.0, 60), (2.0, 60), (2.0, 300)):
             argv = [sys.executable, "-m", "console.cli", "watch", "--config", str(cfg),
                     "--refresh", str(refresh)]
             penv = dict(env, POD_CONSOLE_PLOT_REFRESH_S=str(plots))

@@ -9,10 +9,11 @@ REFRESH_FLOOR_S = 1.0
 REFRESH_S = 2.0
 WINDOW_S = 300.0
 HISTORY_S = 3600.0
-PLOT_REFRESH_S = 300.0
-"""Plots redraw at most this often (and when a series first has data, or the view or size
-changes). Their time axis ends at the clock time of the drawing, so an older plot says
-how old it is; the table's numbers are from every poll."""
+PLOT_REFRESH_S = 60.0
+"""Plots redraw with new points at most this often (and at once when a series first has
+data, a young plot's data has grown, or the view or size changes). Their time axis ends
+at the last poll of the drawing and spans the data (at most 15 minutes); the table's
+numbers are from every poll."""
 PROFILES_DIR = "profiles"
 
 

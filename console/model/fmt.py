@@ -6,6 +6,7 @@ Undefined figures print as "–" (never 0): a quantile with no observations is u
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Sequence
 
@@ -122,3 +123,9 @@ def aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
             for r in rows]
+
+
+def progress_shape(step: str, message: str) -> tuple[str, str]:
+    """A progress line without its numbers: two lines of one shape are one line whose
+    numbers moved (``round 2/3 in 29 s``, ``in 28 s``…), shown in place of each other."""
+    return step, re.sub(r"\d+(?:\.\d+)?", "#", message)

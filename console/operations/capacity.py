@@ -109,4 +109,5 @@ def model_for(slot_name: str, slot: Slot, points: list[tuple[float, int]],
                                  f"1 point + weights {slot.weights_gb:g} GB: "
                                  f"{slope / 100:,.0f} tokens per 0.01")
     return CapacityModel(slot_name, tuple(pts), None,
-                         "needs a second (util, tokens) point" if pts else "no data yet")
+                         "needs one more reading (at another gpu_util) to estimate"
+                         if pts else "no data yet")

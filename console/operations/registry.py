@@ -59,6 +59,9 @@ class OperationSpec:
     behind to undo (a benchmark keeps nothing of an unfinished run)."""
     per_slot: bool = False
     """Acts on the slot under the cursor (``args["slot"]``)."""
+    compact_log: bool = False
+    """The action log keeps one progress line for it, updated in place (a benchmark's
+    thirty steps); its dialog keeps every step."""
 
     @property
     def recorded(self) -> bool:

@@ -39,6 +39,7 @@ from console.session.view import (
     state_path,
     view_of,
 )
+from console.ui.no_color import NoColorEmphasis
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
 from console.ui.terminal import terminal_closed
@@ -63,7 +64,7 @@ def _session_reads(name: str) -> Any:
                     doc=f"The session's ``{name}`` (``console.session.session.Session``).")
 
 
-class PodConsoleApp(App[Any]):
+class PodConsoleApp(NoColorEmphasis, App[Any]):
     TITLE = "pod-console"
     CSS_PATH = "console.tcss"
     ENABLE_COMMAND_PALETTE = True
@@ -171,11 +172,11 @@ class PodConsoleApp(App[Any]):
         time out inside the new interval; polls still never overlap."""
         new = self.session.step_refresh(direction)
         if new is None:
-            self.note(f"refresh stays every {self.session.refresh_s:g} s", "dim")
+            self.bell()  # at the fastest or slowest step already
             return
         self._keep_pace()
-        self.note(f"refresh every {new:g} s (requests time out after "
-                  f"{self.session.request_timeout_s:g} s)")
+        # the header says the new rate at once: not a log line per press
+        self.refresh_screens()
 
     def _acknowledge(self) -> list[str]:
         """The ack operation's effect: every firing alert marked as seen by this user."""
@@ -393,12 +394,18 @@ class PodConsoleApp(App[Any]):
         super()._handle_exception(error)
 
     # -- action log ----------------------------------------------------------------
-    def note(self, text: str, style: str = "") -> None:
+    def note(self, text: str, style: str = "", replace: bool = False) -> None:
+        """A line in the action log; ``replace``: in place of the last line (a countdown,
+        a progress line whose numbers moved)."""
         t = self.now()
-        self.log_lines.append((t, text, style))
+        replace = replace and bool(self.log_lines)
+        if replace:
+            self.log_lines[-1] = (t, text, style)
+        else:
+            self.log_lines.append((t, text, style))
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen) and screen.is_mounted:
-                screen.log_line(t, text, style)
+                screen.log_line(t, text, style, replace)
 
     # -- navigation ----------------------------------------------------------------
     def open_detail(self, slot: str) -> None:

@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from console.model import fmt
 from console.model.alerts import AlertEvent
 from console.operations.operation import Dialogs, Operation, OperationFacts
 from console.operations.registry import OperationRegistry, Outcome
@@ -47,8 +48,8 @@ class FlowHost(Protocol):
 
     def now(self) -> float: ...
 
-    def note(self, text: str, style: str = "") -> None:
-        """A line in the action log."""
+    def note(self, text: str, style: str = "", replace: bool = False) -> None:
+        """A line in the action log (``replace``: in place of the last one)."""
 
     async def confirm(self, title: str, question: str) -> bool: ...
 
@@ -133,13 +134,20 @@ async def _with_progress(host: FlowHost, reg: OperationRegistry, operation_id: s
 
     progress = host.open_progress(spec.title, cancel if spec.cancellable else None)
 
+    last: list[tuple[str, str]] = []
+
     def on_progress(step: str, fraction: float | None, message: str) -> None:
         # Escape hides the dialog and the operation goes on: a dialog that is gone
         # (or half gone) must never turn a progress line into an exception
         with contextlib.suppress(Exception):
             progress.step(step, fraction, message)
         if step:
-            host.note(f"  {spec.title} · {step} {message}".rstrip(), "dim")
+            # a countdown (the same line with other numbers) or a compact operation's
+            # next step updates its one line in place, not a line a second
+            key = ("", "") if spec.compact_log else fmt.progress_shape(step, message)
+            host.note(f"  {spec.title} · {step} {message}".rstrip(), "dim",
+                      replace=last == [key])
+            last[:] = [key]
 
     run = asyncio.ensure_future(reg.invoke(operation_id, args, on_progress))
     running.append(run)
@@ -173,7 +181,11 @@ def args_text(args: dict[str, Any]) -> str:
     never a Python dict."""
     parts = []
     for k, v in args.items():
-        if k == "set" and isinstance(v, dict):
+        if v is None or v == "" or v is False:
+            continue  # nothing given: not "reason " with nothing after it
+        if v is True:
+            parts.append(str(k))
+        elif k == "set" and isinstance(v, dict):
             parts.append(", ".join(f"{slot} → {float(u):.2f}" for slot, u in v.items()))
         elif k == "cmd":
             parts.append(str(v))
@@ -236,8 +248,8 @@ class AppFlowHost:
     def now(self) -> float:
         return self.app.now()
 
-    def note(self, text: str, style: str = "") -> None:
-        self.app.note(text, style)
+    def note(self, text: str, style: str = "", replace: bool = False) -> None:
+        self.app.note(text, style, replace)
 
     async def confirm(self, title: str, question: str) -> bool:
         from console.ui.screens.modals import ConfirmScreen

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 import console.ui
+from console.ui.no_color import NoColorEmphasis
 from console.ui.screens.base import ConsoleScreen
 from tests.screens import states
 
@@ -30,9 +31,10 @@ Step = Callable[[Any], Awaitable[None] | None]
 given to a dialog after it was drawn)."""
 
 
-class ScreenHost(App):
+class ScreenHost(NoColorEmphasis, App):
     TITLE = "pod-console"  # the exported SVG's title: the console's own
     CSS_PATH = str(CSS)
+    # and the console's own terminal filters (NO_COLOR's emphasis), as the app has them
 
     def __init__(self, *screens: ScreenFactory, slot_log: list[str] | None = None) -> None:
         super().__init__()

@@ -134,6 +134,32 @@ def gpus(**doc_changes: Any) -> GpuReport:
     return report
 
 
+def faulty_gpus() -> GpuReport:
+    """GPU 0 fell off the bus (Xid 79, two minutes ago); GPU 1 throttles for heat at 91°C
+    and has double-bit ECC errors: each fault as the agent reports it, with its advice."""
+    from pod_agent.gpus import xid_meaning
+
+    doc = json.loads(json.dumps(_gpu_doc()))
+    hot = doc["gpus"][1]
+    hot.update(temp_c=91.0, throttled=["sw_thermal_slowdown", "hw_thermal_slowdown"],
+               throttle=["sw_thermal_slowdown", "hw_thermal_slowdown"], sm_clock_mhz=727,
+               ecc_dbe_volatile=2)
+    severity, meaning, advice = xid_meaning(79)
+    doc["xid_events"] = [{"t": NOW - 120, "gpu": 0, "xid": 79, "severity": severity,
+                          "meaning": meaning, "advice": advice}]
+    report = parse_gpus(doc)
+    assert report is not None
+    return report
+
+
+def six_alerts(**changes: Any) -> ConsoleState:
+    """Six alerts firing: Q27 down, Xid 79, ECC, thermal throttling, FLASH's TTFT and the
+    pod running outside working hours (each from the real rules)."""
+    out = state(down=("Q27",), pod_=pod(gpus=faulty_gpus()), **changes)
+    assert len([a for a in out.alerts if a.state == "firing"]) == 6, out.alerts
+    return out
+
+
 def stop_plan(**changes: Any) -> StopPlan:
     kw: dict[str, Any] = {"next_reason": "schedule", "in_s": 6 * 3600.0, "idle_s": 12.0,
                           "idle_after_s": 1800.0, "read_at": NOW, "skew_s": 0.0}

@@ -83,7 +83,8 @@ def _progress(steps: tuple[tuple[str, float | None, str], ...] = states.PROGRESS
 
 def _smoke() -> tuple[Callable[[], Screen], Step]:
     report = states.smoke_report()
-    steps = tuple((c.name, (i + 1) / len(report.checks), f"{c.verdict}: {c.evidence}")
+    steps = tuple((c.name, (i + 1) / len(report.checks),
+                   f"{c.verdict}: {c.evidence} ({c.duration_s:.2f} s)")
                   for i, c in enumerate(report.checks))
     return _progress(steps, "Smoke test", end=states.smoke_outcome(report))
 

@@ -32,7 +32,7 @@ def test_backfill_merges_older_points_under_live_ones() -> None:
     assert [t for t, _ in small.series("A", "kv").points] == [95, 96, 97, 98, 99, 100]
 
 
-def test_a_young_plot_is_drawn_again_once_a_minute_has_gathered() -> None:
+def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
     h = History(3600, 1)
     plot = SeriesPlot("KV", "kv")
     draws: list[float] = []
@@ -40,9 +40,11 @@ def test_a_young_plot_is_drawn_again_once_a_minute_has_gathered() -> None:
     for now in range(1000, 1400, 2):
         h.add("A", "kv", float(now), 0.5)
         plot.show(h, ["A"], float(now))
-    # "waiting for data", then at 2 points, again once 60 s had gathered, then every_s
-    # (300 s) after that — one extra drawing, not one per poll
-    assert draws == [1000, 1002, 1060, 1360], draws
+    # "waiting for data", then at 2 points, again once 60 s had gathered, then as the
+    # data grows by a quarter (the axis spans the data) or every_s (60 s) brought new
+    # points — not one drawing per poll
+    assert draws == [1000, 1002, 1060, 1076, 1096, 1120, 1150, 1188, 1236, 1296, 1356],\
+        draws
 
 
 @pytest.fixture

@@ -116,9 +116,17 @@ async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
     app = build(tmp_path)  # refresh_s 5
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.ready)
+        lines_before = len(app.log_lines)
         await pilot.press("plus")
         assert await wait_for(pilot, lambda: app.refresh_s == 2.0)
         assert app.poller.timeout_s < 2.0  # requests still end inside the interval
+        # the header says the rate; the action log gets no line per press (issue 30 #11)
+        from console.ui.widgets.header import PodHeader
+
+        header = app.screen.query_one(PodHeader)
+        assert await wait_for(pilot, lambda: "refresh 2s" in str(header.render()))
+        assert not any("refresh every" in text for _, text, _ in
+                       list(app.log_lines)[lines_before:])
         await pilot.press("minus")
         await pilot.press("minus")
         assert await wait_for(pilot, lambda: app.refresh_s == 10.0)
@@ -181,8 +189,9 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         now = app.now()
         plot.show(app.history, ["FLASH", "Q27"], now, force=True)
         drawn = plot.render().plain  # the figure is built at render, for its size
-        # the right end of the time axis is the clock time of this drawing
-        assert _time.strftime("%H:%M:%S", _time.localtime(now)) in drawn
+        # the right end of the time axis is the last poll
+        assert plot.layout is not None
+        assert _time.strftime("%H:%M:%S", _time.localtime(plot.layout.end)) in drawn
         # without colour the second series has a glyph of its own
         import os as _os
 
@@ -295,12 +304,16 @@ async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.ready and app.snapshot is not None)
         table = app.screen.query_one(SlotsTable)
-        assert await wait_for(pilot, lambda: table.slots == ["FLASH", "Q27"])
-        await pilot.press("greater_than_sign")  # the first column: SLOT
-        assert table.sort_key == "slot" and table.slots == ["FLASH", "Q27"]
-        assert "SLOT▼" in table._header.plain
+        # worst first from the start: the down slot on top, HEALTH marked ascending
+        assert await wait_for(pilot, lambda: table.slots == ["Q27", "FLASH"])
+        assert table.sort_key == "health" and "HEALTH▲" in table._header.plain
+        while table.sort_key != "slot":  # the first column: SLOT
+            await pilot.press("greater_than_sign")
+        assert table.slots == ["FLASH", "Q27"]
+        # ▲ ascending, beside the label (never over it); I inverts to ▼
+        assert "SLOT▲" in table._header.plain
         await pilot.press("I")
-        assert table.slots == ["Q27", "FLASH"] and "SLOT▲" in table._header.plain
+        assert table.slots == ["Q27", "FLASH"] and "SLOT▼" in table._header.plain
         await pilot.press("I")
         # on to HEALTH: the down slot first (worst first)
         while table.sort_key != "health":

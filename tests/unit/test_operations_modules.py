@@ -215,8 +215,11 @@ class FakeHost:
     def now(self) -> float:
         return NOW
 
-    def note(self, text: str, style: str = "") -> None:
-        self.notes.append(text)
+    def note(self, text: str, style: str = "", replace: bool = False) -> None:
+        if replace and self.notes:
+            self.notes[-1] = text
+        else:
+            self.notes.append(text)
 
     async def confirm(self, title: str, question: str) -> bool:
         self.questions.append((title, question))
@@ -496,3 +499,69 @@ async def test_restart_asks_names_the_slot_runs_through_the_agent_and_is_audited
     assert await run_operation(host2, "restart", {"slot": "FLASH"}) is None
     assert host2.notes == ["Restart slot: not started — no pod agent configured "
                            "(pod.ssh_host in the config)"] and not host2.questions
+
+
+def _chatty(tmp_path: Path, compact: bool) -> OperationRegistry:
+    """An operation that counts down a round like the fallback, tries GPU types, and
+    (``compact``) has the benchmark's many steps."""
+    spec = OperationSpec("chatty", "x", "Fallback", "falls back", False, shows_progress=True,
+                         compact_log=compact)
+
+    async def handler(deps: Any, args: dict[str, Any], progress: Progress) -> Outcome:
+        progress("create", 0.1, "H100 SXM: sold out")
+        progress("create", 0.2, "A100 80GB: sold out")
+        for left in range(30, 0, -1):
+            progress("wait", 1 - left / 30, f"everything sold out; round 2/3 in {left} s")
+        for i in range(30):
+            progress(f"step-{i}", i / 30, f"run {i}/30: 142.0 tok/s")
+        return Outcome(True, "done")
+
+    reg = OperationRegistry(AuditLog(tmp_path / "audit.jsonl"))
+    reg.register(spec, Operation(spec, handler).bound(None))  # type: ignore[arg-type]
+    return reg
+
+
+async def test_a_countdown_is_one_line_in_place_and_tried_gpus_stay(tmp_path) -> None:
+    """Issue 30 #11: the fallback's countdown updates its one line, not a line a second;
+    the GPU types it tried stay in the log."""
+    host = FakeHost(_chatty(tmp_path, compact=False), _facts(tmp_path))
+    host.ready.set()
+    out = await run_operation(host, "chatty", {})
+    assert out is not None and out.ok
+    waits = [n for n in host.notes if "round 2/3" in n]
+    assert waits == ["  Fallback · wait everything sold out; round 2/3 in 1 s"], host.notes
+    assert any("H100 SXM: sold out" in n for n in host.notes)
+    assert any("A100 80GB: sold out" in n for n in host.notes)
+
+
+async def test_a_compact_operation_keeps_one_progress_line(tmp_path) -> None:
+    """Issue 30 #11: a benchmark's thirty steps are one line of the action log."""
+    host = FakeHost(_chatty(tmp_path, compact=True), _facts(tmp_path))
+    host.ready.set()
+    await run_operation(host, "chatty", {})
+    progress_lines = [n for n in host.notes if n.startswith("  Fallback ·")]
+    assert len(progress_lines) == 1, host.notes
+    assert "step-29" in progress_lines[0]
+    assert SPECS["bench"].compact_log
+
+
+async def test_the_smoke_dialog_says_each_checks_time() -> None:
+    """Issue 30 #14: every smoke check's progress line carries how long it took."""
+    from types import SimpleNamespace
+
+    from console.operations.ops import smoke as smoke_op
+    from tests.screens import states
+
+    report = states.smoke_report()
+
+    async def smoke(on_check: Callable[[Any], None]) -> Any:
+        for c in report.checks:
+            on_check(c)
+        return report
+
+    lines: list[str] = []
+    await smoke_op.handler(SimpleNamespace(smoke=smoke), {},  # type: ignore[arg-type]
+                           lambda step, frac, msg: lines.append(f"{step}: {msg}"))
+    assert len(lines) == len(report.checks)
+    for c, line in zip(report.checks, lines, strict=True):
+        assert line.endswith(f"({c.duration_s:.2f} s)"), line

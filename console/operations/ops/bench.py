@@ -13,7 +13,8 @@ SPEC = OperationSpec(
     "last run", True,
     "Benchmark slot {slot} on pod {pod}? It sends {requests} streamed requests via "
     "{via} for a few minutes: users' requests to this slot slow down meanwhile.",
-    label="bench", shows_progress=True, cancellable=True, per_slot=True)
+    label="bench", shows_progress=True, cancellable=True, per_slot=True,
+    compact_log=True)
 
 
 def question(facts: OperationFacts, args: Args) -> str:

@@ -24,7 +24,9 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     def on_check(c: Any) -> None:
         nonlocal done
         done += 1
-        progress(c.name, done / len(CHECKS), f"{c.verdict}: {c.evidence}")
+        # each check with the time it took (a slow check is what the dialog must show)
+        progress(c.name, done / len(CHECKS),
+                 f"{c.verdict}: {c.evidence} ({c.duration_s:.2f} s)")
 
     report = await deps.smoke(on_check)
     failed = ", ".join(f"{c.name} ({c.evidence})" for c in report.failed)

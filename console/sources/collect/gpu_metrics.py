@@ -41,6 +41,9 @@ FIELDS: dict[str, tuple[str, Any]] = {
 }
 
 
+NO_GPU_READINGS = ("Prometheus has no GPU readings for this pod (is its DCGM exporter "
+                   "scraped?)")
+
 def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
            t: float) -> GpuReport:
     """(metric name, labels, value) of the DCGM-named series → the GPUs."""
@@ -64,7 +67,7 @@ def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
         if field is not None and value == value:  # NaN: not reported
             g[field[0]] = field[1](value)
     gpus = tuple(Gpu(**g) for _, g in sorted(by_gpu.items()))
-    return GpuReport(gpus, source, None if gpus else "no DCGM_FI_DEV_* series", t,
+    return GpuReport(gpus, source, None if gpus else NO_GPU_READINGS, t,
                      tuple(xids))
 
 

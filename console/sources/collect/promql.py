@@ -33,7 +33,16 @@ from console.sources.collect.http import HttpClient, HttpError
 
 
 def _w(seconds: float) -> str:
-    return f"{round(seconds * 1000)}ms"
+    """A PromQL range as a person writes it: ``5m``, ``90s``, ``1h``; milliseconds only
+    for a window that is not whole seconds."""
+    ms = round(seconds * 1000)
+    if ms % 1000:
+        return f"{ms}ms"
+    s = ms // 1000
+    for unit, size in (("h", 3600), ("m", 60)):
+        if s and s % size == 0:
+            return f"{s // size}{unit}"
+    return f"{s}s"
 
 
 def _selector(sel: str, where: tuple[str, str] | None) -> str:

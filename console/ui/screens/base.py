@@ -63,8 +63,9 @@ class ConsoleScreen(Screen):
     def render_state(self, state: ConsoleState) -> None:
         """Draw ``state``; called after every poll while the screen is open."""
 
-    def log_line(self, t: float, text: str, style: str = "") -> None:
-        """A new action-log line (screens that show the log add it)."""
+    def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        """A new action-log line (screens that show the log add it); ``replace``: it
+        takes the last line's place."""
 
     async def when_ready(self) -> None:
         """The full context has loaded: mount what waited for it (the plots)."""

@@ -17,6 +17,32 @@ from console.ui.widgets.header import PodHeader
 from console.ui.widgets.plots import PlotGrid
 
 
+def detail_figures() -> list[catalog.Figure]:
+    """The catalog's detail figures, each beside the one it is read with: KV p99 right
+    after KV now (the catalog lists it last, with the figures over time)."""
+    figs = [f for f in catalog.CATALOG if f.detail]
+    for key, after in {"kv_p99": "kv_cache_usage"}.items():
+        fig = next((f for f in figs if f.key == key), None)
+        if fig is None or not any(f.key == after for f in figs):
+            continue
+        figs.remove(fig)
+        figs.insert(next(i for i, f in enumerate(figs) if f.key == after) + 1, fig)
+    return figs
+
+
+SOURCE_WORDS = {"direct": "the slot's own /metrics", "prometheus": "Prometheus"}
+
+
+def source_words(source: str | None, window_s: float | None) -> str:
+    """Where a slot's figures come from and over what time, in words ("the slot's own
+    /metrics, over the last 58 s"), not ``direct · 58s``."""
+    where = SOURCE_WORDS.get(source or "", source or fmt.DASH)
+    if not window_s:
+        return f"{where}, since the server started"
+    span = f"{window_s:.0f} s" if window_s < 120 else fmt.duration(window_s, False)
+    return f"{where}, over the last {span}"
+
+
 def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
     """Every catalog figure of the slot, ``per_row`` to a row, then what is not one
     number."""
@@ -27,14 +53,13 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
         t.add_column()
     sd = f.spec_decode if f else None
     c = f.cache if f else None
-    window = f"{f.window_s:.0f}s" if f and f.window_s else "lifetime"
     cells: list[tuple[str, str]] = [
         ("health", f"{s.health} ({s.health_detail})"),
-        ("source", f"{s.source} · {window}"),
+        ("figures from", source_words(s.source, f.window_s if f else None)),
         ("served", ", ".join(s.served_models) or fmt.DASH),
         ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
-    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in catalog.CATALOG if fig.detail]
+    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
         ("requests/s", fmt.num(f.request_rate if f else None, 2)),

@@ -65,7 +65,11 @@ class LogScreen(ConsoleScreen):
                                f"“{self.query_text}”" if self.query_text else
                                f"{len(self.lines)} lines")
 
-    def log_line(self, t: float, text: str, style: str = "") -> None:
+    def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        if replace and self.lines:
+            self.lines[-1] = (t, text, style)
+            self._rewrite()
+            return
         self.lines.append((t, text, style))
         del self.lines[:-500]
         if self._matches(text):

@@ -80,6 +80,8 @@ class MainScreen(ConsoleScreen):
         w, h = self.app.size
         self.set_class(w < 100, "narrow")
         self.set_class(h < 34, "short")
+        if self.is_mounted:
+            self._alert_room()
 
     def render_state(self, state: ConsoleState) -> None:
         now = state.now
@@ -92,34 +94,60 @@ class MainScreen(ConsoleScreen):
                                             state.stalled)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now)
+        self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
+
+    def _alert_room(self) -> None:
+        """The alerts panel's room at this size: it grows before the plots do."""
+        from console.ui.widgets.panels import alert_room
+
+        table = self.query_one(SlotsTable)
+        prompts = self.query("#filter")
+        room = alert_room(self.app.size.height, min(12, 1 + len(table.slots)),
+                          self.query_one(GpuStrip).display,
+                          not (self.has_class("narrow") or self.has_class("short")),
+                          bool(prompts) and prompts.first().display)
+        if prompts and prompts.first().display:
+            room -= 1  # its hint line
+        self.query_one(AlertsPanel).set_room(room)
 
     async def when_ready(self) -> None:
         await self.query_one(PlotGrid).mount_plots()
         self.refresh_bindings()
 
-    def log_line(self, t: float, text: str, style: str = "") -> None:
-        self.query_one(ActionLog).add(t, text, style)
+    def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        self.query_one(ActionLog).add(t, text, style, replace)
 
     async def action_filter(self) -> None:
-        """``/``: a prompt under the table (k9s-like); enter applies, escape clears."""
-        from console.ui.screens.filter_prompt import FilterPrompt
+        """``/``: a prompt under the table (k9s-like) and a line saying what it does; the
+        table follows what is typed; enter keeps it, escape clears it."""
+        from textual.widgets import Static
+
+        from console.ui.screens.filter_prompt import HINT, FilterPrompt
 
         table = self.query_one(SlotsTable)
         prompts = self.query(FilterPrompt)
         prompt = prompts.first() if prompts else None
         if prompt is None:  # built on first use: the first frame does not pay for Input
             prompt = FilterPrompt(id="filter")
-            await self.mount(prompt, after=table)
+            hint = Static(f"/ {HINT}", id="filter-hint")
+            await self.mount(prompt, hint, after=table)
         prompt.value = table.filter
         prompt.display = True
+        self.query_one("#filter-hint").display = True
         prompt.focus()
+        self._alert_room()
+
+    def on_filter_prompt_typed(self, event: FilterPrompt.Typed) -> None:
+        self.query_one(SlotsTable).set_order(filter=event.value)
 
     def on_filter_prompt_done(self, event: FilterPrompt.Done) -> None:
         table = self.query_one(SlotsTable)
         table.set_order(filter=event.value)
         event.prompt.display = False
+        self.query_one("#filter-hint").display = False
         table.focus()
+        self._alert_room()
 
     def action_op(self, operation_id: str) -> None:
         spec = SPECS.get(operation_id)

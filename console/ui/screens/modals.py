@@ -84,6 +84,8 @@ class ProgressScreen(ModalScreen[None]):
         self.lines: list[Text] = []
         self._drawn = False
         """Composed and mounted (``is_mounted`` is not yet true inside ``on_mount``)."""
+        self._last_shape: tuple[str, str] | None = None
+        """The last line's step and message without its numbers (``progress_shape``)."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -99,6 +101,8 @@ class ProgressScreen(ModalScreen[None]):
             log.write(line)
         self._drawn = True
         self._draw()
+        if self.done:
+            self._fit()
         self.set_interval(1.0, self._tick)
 
     def _tick(self) -> None:
@@ -111,8 +115,20 @@ class ProgressScreen(ModalScreen[None]):
             self.fraction = fraction
         line = Text(printable(f"{step}: {message}" if message and step else (message or step)))
         if line.plain:
-            self._add(line)
+            key = fmt.progress_shape(step, message)
+            if key == self._last_shape and self.lines:
+                self._replace(line)  # a countdown: its one line, updated in place
+            else:
+                self._add(line)
+            self._last_shape = key
         self._draw()
+
+    def _replace(self, line: Text) -> None:
+        self.lines[-1] = line
+        if self._drawn:
+            with contextlib.suppress(NoMatches):
+                self._rewrite_log()
+                self.query_one("#plog", RichLog).scroll_end(animate=False)
 
     def finish(self, ok: bool, message: str) -> None:
         self.done = True
@@ -120,6 +136,37 @@ class ProgressScreen(ModalScreen[None]):
         self.outcome = (ok, message)
         self._add(Text(printable(message), style="bold green" if ok else "bold red"))
         self._draw()
+        self._fit()
+
+    def _fit(self) -> None:
+        """At the end, the dialog takes the room its result needs (a benchmark's table
+        is ~120 columns: on a 160-column terminal it fits unwrapped), and its log shows
+        the result from its first line, not scrolled to its end."""
+        if not self._drawn:
+            return  # on_mount fits it
+        with contextlib.suppress(NoMatches):
+            box = self.query_one(Vertical)
+            widest = max((line.cell_len for line in self.lines), default=0)
+            # border 2, padding 2, the log's scrollbar 2
+            width = min(self.app.size.width - 2, max(90, widest + 6))
+            box.styles.width = width
+            box.styles.max_width = "100%"
+            # title, step, bar (and its margins), elapsed, borders: 8 rows
+            box.styles.height = max(20, min(self.app.size.height - 2, len(self.lines) + 9))
+            box.styles.max_height = "100%"
+            # the log wrapped its lines at the old width: written again at the new one
+            # (its width given: the new layout may not have reached it yet)
+            self.query_one("#plog", RichLog).min_width = width - 6
+            self._rewrite_log()
+
+    def _rewrite_log(self) -> None:
+        with contextlib.suppress(NoMatches):
+            log = self.query_one("#plog", RichLog)
+            log.clear()
+            for line in self.lines:
+                log.write(line, scroll_end=False)
+            log.scroll_home(animate=False)
+            self.call_after_refresh(log.scroll_home, animate=False)
 
     def _add(self, line: Text) -> None:
         self.lines.append(line)
@@ -298,13 +345,31 @@ class WatchdogScreen(ModalScreen[dict | None]):
             yield Button(Text("[2] +2 h"), id="plus-2h")
             yield Input(placeholder="until HH:MM (the profile's zone), Enter", id="until",
                         max_length=32)
-            yield Button(Text("[c] end the extension"), id="clear")
-            yield Button(Text("[a] arm"), id="arm")
-            yield Button(Text("[d] disarm (nothing stops the pod)"), id="disarm")
+            # only what can be done now: no "end the extension" without one, no "arm"
+            # when armed, no "disarm" when disarmed
+            if self.extension:
+                yield Button(Text("[c] end the extension"), id="clear")
+            if self.armed is not True:
+                yield Button(Text("[a] arm"), id="arm")
+            if self.armed is not False:
+                yield Button(Text("[d] disarm (nothing stops the pod)"), id="disarm")
             yield Button(Text("[s] stop the pod now"), id="stop-now", variant="error")
 
     def _reason(self) -> str:
         return self.query_one("#reason", Input).value.strip()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The keys of actions that do not apply now do nothing (as their buttons are
+        not there)."""
+        if action == "pick" and parameters:
+            what = parameters[0]
+            if what == "clear" and not self.extension:
+                return False
+            if what == "arm" and self.armed is True:
+                return False
+            if what == "disarm" and self.armed is False:
+                return False
+        return True
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         bid = event.button.id or ""

@@ -71,9 +71,13 @@ class WallScreen(ConsoleScreen):
         if self.rotate_s > 0:
             self.set_interval(self.rotate_s, self.action_next)
         self.render_state(self.state)
+        # the box's height depends on what the rest takes: again once they are laid out
+        self.call_after_refresh(lambda: self.show(self.state))
 
     def on_resize(self, event: object = None) -> None:
         self.set_class(self.app.size.height < 34, "short")
+        if self.is_mounted:
+            self.call_after_refresh(lambda: self.show(self.state))
 
     def action_next(self) -> None:
         n = len(self.state.view.targets)
@@ -131,9 +135,24 @@ class WallScreen(ConsoleScreen):
             return
         tables = {s.slot: figures_table(s, now, per_row) for s in slots}
         overview = overview_table(slots)
+        shown = tables[focus] if focus in by_slot else overview
         rows = max([overview.row_count + 1, *(t.row_count for t in tables.values())])
+        if not self._room_for(rows):
+            # one height for every view would leave the plots too short to read (a wall
+            # in a 1280x720 browser window): the box is sized to the view it shows
+            rows = shown.row_count + (1 if shown is overview else 0)
         box.display = True
         title = f"slot {focus}" if focus in by_slot else "all slots"
         if box.border_title != title:
             box.border_title = title
-        box.show_renderable(tables[focus] if focus in by_slot else overview, rows)
+        box.show_renderable(shown, rows)
+
+    def _room_for(self, box_rows: int) -> bool:
+        """Whether a box of ``box_rows`` leaves the plots one row of readable height."""
+        from console.ui.widgets.plots import PLOT_MIN_ROWS
+
+        used = sum(w.outer_size.height for w in (
+            self.query_one(PodHeader), self.query_one(GpuStrip), self.query_one("#wview"),
+            self.query_one(WallBoard), self.query_one(AlertsPanel), self.query_one(Footer))
+            if w.display)
+        return self.size.height - used - (box_rows + 2) >= PLOT_MIN_ROWS

@@ -137,11 +137,20 @@ class PodCard(Card):
         elif left <= 0:
             self.query_one(".m-stop", Metric).set("0:00", "due now", warn=True)
         else:
-            h, m = divmod(int(left) // 60, 60)
+            digits, unit = stop_digits(left)
             disarmed = p.watchdog_armed is False
             self.query_one(".m-stop", Metric).set(
-                f"{h}:{m:02d}", "to the stop" + (" (watchdog disarmed)" if disarmed else ""),
-                warn=disarmed)
+                digits, unit + (" (watchdog disarmed)" if disarmed else ""), warn=disarmed)
+
+
+def stop_digits(left_s: float) -> tuple[str, str]:
+    """The time to the stop as big digits and the words beside them, never ambiguous:
+    ``29`` "min until the stop" (not ``0:29``, which reads as 29 seconds or as half past
+    midnight), ``6:05`` "h:min until the stop"."""
+    h, m = divmod(int(left_s) // 60, 60)
+    if h == 0:
+        return f"{m}", "min until the stop"
+    return f"{h}:{m:02d}", "h:min until the stop"
 
 
 class WallBoard(Horizontal):

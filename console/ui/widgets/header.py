@@ -26,7 +26,11 @@ class PodHeader(Static):
         self.demo = demo
         self.read_only = read_only
 
+    refresh_s: float | None = None
+    """How often the console polls (``+``/``-`` change it): said in the header."""
+
     def show_state(self, state: ConsoleState) -> None:
+        self.refresh_s = state.view.refresh_s
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -101,6 +105,8 @@ class PodHeader(Static):
         out.append((4, Text.assemble(("CUDA ", "dim"), p.host_cuda or fmt.DASH)))
         out.append((4, Text.assemble(("up ", "dim"),
                                      fmt.duration(p.uptime_s(now), seconds=False))))
+        if self.refresh_s is not None:  # + and - change it: the header says it, once
+            out.append((2, Text.assemble(("refresh ", "dim"), f"{self.refresh_s:g}s")))
         return out
 
 

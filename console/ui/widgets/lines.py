@@ -124,6 +124,11 @@ class LinesView(Widget):
         if len(lines) != len(self._rows) or not self.is_mounted or not self.size.width:
             self._rows, self._spans = lines, {}
             self.refresh(layout=True)
+            # once more after this frame: Textual skips a layout refresh while one is
+            # pending, and a layout of the screen in between can have cached the old
+            # height (a box shrunk twice before the next frame kept its first height)
+            if self.is_mounted:
+                self.call_after_refresh(self.refresh, layout=True)
             return
         width = self.size.width
         for y, (old, new) in enumerate(zip(self._rows, lines, strict=True)):

@@ -5,18 +5,23 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from rich.console import Console
 from rich.text import Text
 
 from console.model import fmt
 from console.model.alerts import Alert, AlertEvent
 from console.ui.widgets.lines import LinesView, safe_text
 
-KIND_STYLE = {"firing": ("▲ FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
+KIND_STYLE = {"firing": ("FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
               "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red"),
               "ended": ("■ ENDED", "yellow")}
+"""A fired event also says its severity (``✖ CRIT FIRED``), in the severity's style."""
+KIND_WIDTH = 13
+ADVICE_INDENT = 7
+"""Advice lines start under the title, past ``✖ CRIT ``."""
 
 
-def active_line(a: Alert, now: float) -> Text:
+def active_line(a: Alert, now: float, advice: bool = True) -> Text:
     glyph, word, style = fmt.SEVERITY[a.severity]
     t = Text(no_wrap=True, overflow="ellipsis")
     if a.state == "pending":
@@ -30,66 +35,133 @@ def active_line(a: Alert, now: float) -> Text:
         t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "cyan")
     if a.resolving(now):
         t.append("  condition gone, clearing", "green")
-    if a.detail:
+    if a.detail and advice:
         t.append(f"  {a.detail}", "dim")
     return safe_text(t)  # titles and details quote servers, agents and the alert book
 
 
+def alert_block(a: Alert, now: float, width: int, console: Console) -> list[Text]:
+    """An alert as the panel shows it: its line, then its advice (the detail) on lines of
+    its own under the title, wrapped at word boundaries, never cut mid-sentence. Where
+    the whole alert fits on one line it takes one."""
+    one = active_line(a, now)
+    if one.cell_len <= width or width <= ADVICE_INDENT + 12:
+        return [one]
+    indent = " " * ADVICE_INDENT
+    head = active_line(a, now, advice=False)
+    head.no_wrap, head.overflow = False, "fold"
+    parts = [head] if head.cell_len <= width else list(
+        head.wrap(console, width - ADVICE_INDENT))
+    if a.detail:
+        parts += list(Text(a.detail, style="dim").wrap(console, width - ADVICE_INDENT))
+    lines = []
+    for i, part in enumerate(parts):
+        part.rstrip()
+        part.no_wrap, part.overflow = True, "ellipsis"
+        lines.append(part if i == 0 else Text(indent, no_wrap=True, overflow="ellipsis")
+                     + part)
+    return lines
+
+
 def history_line(e: AlertEvent) -> Text:
     word, style = KIND_STYLE[e.kind]
+    if e.kind == "firing":  # which severity fired: a CRIT reads as one
+        glyph, sev, style = fmt.SEVERITY[e.severity]
+        word = f"{glyph} {sev} {word}"
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{fmt.clock(e.t)} ", "dim")
-    t.append(f"{word:<11}", style)
+    t.append(f"{word:<{KIND_WIDTH}}", style)
     t.append(e.title)
     if e.detail:
         t.append(f"  {e.detail}", "dim")
     return safe_text(t)
 
 
+def fit_alerts(blocks: list[list[Text]], room: int) -> tuple[list[Text], int]:
+    """Whole alerts, most severe first, in at most ``room`` lines; (lines, how many
+    alerts did not fit). Where some do not fit one line is kept to count them."""
+    if sum(len(b) for b in blocks) <= room:
+        return [line for b in blocks for line in b], 0
+    lines: list[Text] = []
+    shown = 0
+    for b in blocks:
+        if len(lines) + len(b) > room - 1:
+            break
+        lines += b
+        shown += 1
+    if shown == 0 and blocks and room > 1:  # the worst alert's line at least
+        lines, shown = blocks[0][:room - 1], 1
+    return lines, len(blocks) - shown
+
+
+def alert_room(height: int, table_rows: int, strip: bool, plots: bool, prompt: bool
+               ) -> int:
+    """How many lines the alerts panel may take on the main screen ``height`` rows tall:
+    what is left after the header, the GPU strip, the table, the filter prompt, the
+    footer, the action log and the plots at their smallest (two rows of 8). The plots
+    give way to the alerts, not the other way round."""
+    fixed = 1 + (1 if strip else 0) + table_rows + (1 if prompt else 0) + 1
+    log = 6 if plots else 5  # its border and 4 lines; on a short screen 3 lines
+    return max(1, height - fixed - log - (16 if plots else 0) - 2)
+
+
 class AlertsPanel(LinesView):
-    """The firing alerts, most severe first, in a panel of fixed height.
+    """The firing alerts, most severe first, each with its advice wrapped under it.
 
-    Fixed, not ``auto``: an alert raised or cleared would otherwise resize the plots
-    below it, and a resized plot is redrawn whole (tens of KB of terminal output each
-    time an alert flips). What does not fit is counted on the last line. Drawn line by
-    line: an alert whose value moves from 2.30s to 2.31s costs a few cells, not the panel."""
+    As tall as its alerts need, up to ``room`` lines (the main screen sets it from its
+    size: the alerts get rows before the plots do); what does not fit is counted on the
+    last line. Its height changes only when the number of lines does, not when a value
+    moves. Drawn line by line: an alert whose value moves from 2.30s to 2.31s costs a few
+    cells, not the panel."""
 
-    DEFAULT_CSS = "AlertsPanel { height: 6; border: round $warning; }"
+    DEFAULT_CSS = "AlertsPanel { height: auto; border: round $warning; }"
     LINES = 4
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.room = self.LINES
+        """The most lines it may take (set by the screen from the terminal's size)."""
+        self._alerts: list[Alert] = []
+        self._now = 0.0
 
     def on_mount(self) -> None:
         self.border_title = "alerts"
 
-    def _room(self) -> int:
-        return max(1, self.content_size.height if self.is_mounted and self.content_size.height
-                   else self.LINES)
+    def set_room(self, room: int) -> None:
+        if room != self.room:
+            self.room = max(1, room)
+            self._layout()
 
     def show(self, alerts: list[Alert], now: float) -> None:
         # firing alerts only: a pending one is a condition that may pass; the alert
         # history (A) lists those too. (A figure hovering at its threshold would
         # otherwise repaint this panel every poll.)
-        alerts = [a for a in alerts if a.state == "firing"]
-        room = self._room()
+        self._alerts = [a for a in alerts if a.state == "firing"]
+        self._now = now
+        self._layout()
+
+    def _layout(self) -> None:
+        alerts, now = self._alerts, self._now
         if not alerts:
             lines = [Text("✓ no alerts firing", style="green")]
             title = "alerts (0)"
         else:
+            width = (self.content_size.width if self.is_mounted and self.content_size.width
+                     else 76)
+            blocks = [alert_block(a, now, width, self.app.console) for a in alerts]
+            lines, hidden = fit_alerts(blocks, self.room)
+            if hidden:
+                lines.append(Text(f"… and {hidden} more: A lists every alert", "bold"))
             firing = sum(1 for a in alerts if not a.acked_by)
-            shown = alerts if len(alerts) <= room else alerts[:room - 1]
-            lines = [active_line(a, now) for a in shown]
-            if len(shown) < len(alerts):
-                lines.append(Text(f"… and {len(alerts) - len(shown)} more", "bold"))
             acked = len(alerts) - firing
             title = f"alerts ({firing} firing{f', {acked} acknowledged' if acked else ''})"
-        self.show_lines(lines + [Text()] * (room - len(lines)))
+        self.show_lines(lines)
         if title != self.border_title:  # a new title repaints the border
             self.border_title = title
 
     def on_resize(self) -> None:
         super().on_resize()
-        if self._rows and len(self._rows) != self._room():
-            self.show_lines(self._rows[:self._room()]
-                            + [Text()] * (self._room() - len(self._rows)))
+        self._layout()  # advice wraps at the new width
 
 
 class ActionLog(LinesView):
@@ -112,9 +184,13 @@ class ActionLog(LinesView):
         super().on_resize()
         self._show()
 
-    def add(self, t: float, text: str, style: str = "") -> None:
+    def add(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        """A new line; ``replace``: in place of the last one (only its changed cells are
+        repainted)."""
         line = Text(f"{fmt.clock(t)} ", style="dim", no_wrap=True, overflow="ellipsis")
         line.append(text, style)
+        if replace and self.lines:
+            self.lines.pop()
         self.lines.append(line)
         self._show()
 

@@ -10,6 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from textual.app import RenderResult
@@ -17,18 +18,28 @@ from textual_plotext import PlotextPlot
 
 from console.model.history import History
 
-PLOT_EVERY_S = 300.0
-"""Default for ``Settings.plot_refresh_s``: a full redraw is several KB of terminal output,
-and a plot of the last hour gains nothing from being repainted every refresh."""
+PLOT_EVERY_S = 60.0
+"""Default for ``Settings.plot_refresh_s``: a full drawing of the four plots is ~16-20 KB
+of terminal output at 160x48, so once a minute keeps the console inside its 40 KB/min
+budget (``bench/tui_bench.py``); each drawing ends at the last poll."""
 
 
 SPAN_S = 15 * 60
+"""The time axis at most: the last 15 minutes."""
+MIN_AXIS_S = 60.0
+"""The time axis at least. Between the two it spans the data: a console started two
+minutes ago plots two minutes across the whole width, not a sliver at the right of a
+mostly empty 15-minute axis."""
 YOUNG_S = 60.0
-"""A plot first drawn over less history than this (a console just started, with no
-Prometheus to fill it) is drawn once more when that much has gathered: one extra
-drawing, so a fresh wall does not show a few seconds of data for five minutes."""
-"""The time axis: the last 15 minutes, whatever the data (an axis that stretches to the
-data would show 8 s as wide as an hour)."""
+"""A plot first drawn over less history than this is drawn again once that much has
+gathered (then as it grows, see ``GROWTH``)."""
+GROWTH = 1.25
+"""While the axis spans the data (less than ``SPAN_S`` of history), a plot is drawn again
+when its data has grown by this factor, not only every ``every_s``: a young plot fills
+out as the data comes (about a dozen extra drawings in the first quarter hour)."""
+PERCENT_UNITS = ("%",)
+"""A plot in one of these units starts its Y axis at 0: a percentage read against a
+range that starts at 0.4 % looks like a swing from empty to full."""
 MARKERS_NO_COLOR = ("braille", "•", "×", "+", "o", "*")
 """Without colour (NO_COLOR) each series needs its own glyph to be told apart."""
 
@@ -67,13 +78,14 @@ X_LABEL_ROOM = 14
 and plotext settles a collision differently from process to process."""
 
 
-def time_ticks(width: int) -> list[float]:
-    """Offsets from now for the time axis: four labels where they fit, else three, two."""
+def time_ticks(width: int, span_s: float = SPAN_S) -> list[float]:
+    """Offsets from the axis' right end for the time labels: four where they fit, else
+    three, two."""
     data = max(1, width - 6)  # y labels and frame
     for n in (4, 3):
         if data / (n - 1) >= X_LABEL_ROOM:
-            return [-SPAN_S + i * SPAN_S / (n - 1) for i in range(n - 1)] + [0.0]
-    return [-SPAN_S, 0.0]
+            return [-span_s + i * span_s / (n - 1) for i in range(n - 1)] + [0.0]
+    return [-span_s, 0.0]
 
 
 def tick_label(v: float, step: float) -> str:
@@ -118,16 +130,65 @@ def sentence(plt: Any, text: str) -> None:
     plt.text(text, x=0, y=0, alignment="center")
 
 
-class SeriesPlot(FreshPlot):
-    """One figure for every slot over the last ``SPAN_S`` seconds, against clock time.
+@dataclass(frozen=True)
+class SeriesLayout:
+    """What a series plot shows, decided from the data alone (``series_layout``)."""
 
-    The right end of the time axis is the clock time of the drawing, not "now": a plot
-    redrawn every two minutes says how old it is."""
+    series: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
+    """(name, ((seconds before ``end``, scaled value), …)) of each series with 2+ points."""
+    end: float
+    """The right end of the time axis: the newest point, i.e. the last poll."""
+    span_s: float
+    """How much time the axis spans, back from ``end``."""
+    y_ticks: tuple[float, ...]
+    """Round values from the bottom of the Y axis to its top."""
+
+
+def series_layout(history: History, slots: list[str], metric: str, scale: float, unit: str,
+                  now: float) -> SeriesLayout | None:
+    """The plot of ``metric`` for ``slots``: every point of the last ``SPAN_S`` before the
+    newest one, the axis ending at that newest point (the last poll), spanning the data
+    (at least ``MIN_AXIS_S``), its Y range from 0 for a percentage. None: nothing to plot
+    (no series with two points)."""
+    kept = []
+    for slot in slots:
+        pts = [(t, v) for t, v in history.series(slot, metric).points if t <= now]
+        if len(pts) >= 2:
+            kept.append((slot, pts))
+    if not kept:
+        return None
+    end = max(pts[-1][0] for _, pts in kept)
+    start = end - SPAN_S
+    kept = [(slot, [(t, v) for t, v in pts if t >= start]) for slot, pts in kept]
+    kept = [(slot, pts) for slot, pts in kept if len(pts) >= 2]
+    if not kept:
+        return None
+    first = min(pts[0][0] for _, pts in kept)
+    span = min(SPAN_S, max(MIN_AXIS_S, end - first))
+    series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
+    ys = [v for _, pts in series for _, v in pts]
+    lo, hi = min(ys), max(ys)
+    if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
+        lo = min(lo, 0.0)
+    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)))
+
+
+class SeriesPlot(FreshPlot):
+    """One figure for every slot against clock time; the axis ends at the last poll.
+
+    Drawn again when new points have come and ``every_s`` has passed since the last
+    drawing (a full drawing is a few KB of terminal output: ``every_s`` keeps the plots
+    inside the console's byte budget), or at once when the data's shape changes (a
+    series gains or loses data, a backfill, a young plot's data grown by ``GROWTH``).
+    Whenever it is drawn, its right edge is the newest point, labelled with its time."""
 
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
     _drawn_at: float = -1e18
     _drawn_key: tuple = ()
     _drawn_span: float = 0.0
+    _drawn_end: float = -1e18
+    layout: SeriesLayout | None = None
+    """What was drawn last (None: nothing to plot)."""
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
                  every_s: float = PLOT_EVERY_S, **kw) -> None:
@@ -143,37 +204,35 @@ class SeriesPlot(FreshPlot):
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts, history.backfills)
         span = self._span(history, slots, now)
-        grown = self._drawn_span < YOUNG_S <= span
-        if not force and not grown and key == self._drawn_key \
-                and now - self._drawn_at < self.every_s:
+        grown = (self._drawn_span < YOUNG_S <= span
+                 or (self._drawn_span >= YOUNG_S and span >= self._drawn_span * GROWTH))
+        newest = max((pts[-1][0] for s in slots
+                      if (pts := history.series(s, self.metric).points)), default=-1e18)
+        due = newest > self._drawn_end and now - self._drawn_at >= self.every_s
+        if not (force or grown or due or key != self._drawn_key):
             return
         self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
-        series = []
-        for slot in slots:
-            pts = [(t, v * self.scale) for t, v in history.series(slot, self.metric).points
-                   if t >= now - SPAN_S]
-            if len(pts) >= 2:
-                series.append((slot, pts))
+        self._drawn_end = newest
+        layout = self.layout = series_layout(history, slots, self.metric, self.scale,
+                                             self.unit, now)
         no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
         def draw(plt: Any, rows: int) -> None:
             plt.title(title)
-            if not series:
+            if layout is None:
                 sentence(plt, "waiting for data")
                 return
-            for i, (slot, pts) in enumerate(series):
+            for i, (slot, pts) in enumerate(layout.series):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
-                plt.plot([t - now for t, _ in pts], [v for _, v in pts], label=slot,
-                         marker=marker)
-            plt.xlim(-SPAN_S, 0)
-            xs = time_ticks(self.size.width)
-            plt.xticks(xs, [time.strftime("%H:%M", time.localtime(now + x)) for x in xs[:-1]]
-                       + [time.strftime("%H:%M:%S", time.localtime(now))])
-            ys = [v for _, pts in series for _, v in pts]
-            lo, hi = min(ys), max(ys)
-            ticks = nice_ticks(min(lo, 0.0) if lo >= 0 and hi > 0 and lo < hi * 0.2 else lo,
-                               hi)
+                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker)
+            plt.xlim(-layout.span_s, 0)
+            xs = time_ticks(self.size.width, layout.span_s)
+            fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
+            plt.xticks(xs, [time.strftime(fmt_, time.localtime(layout.end + x))
+                            for x in xs[:-1]]
+                       + [time.strftime("%H:%M:%S", time.localtime(layout.end))])
+            ticks = list(layout.y_ticks)
             if len(ticks) >= 2:
                 plt.ylim(ticks[0], ticks[-1])
                 shown = fit_ticks(ticks, rows)

@@ -15,10 +15,15 @@ from textual.widgets import Static
 from console.model import catalog
 from console.model.history import History
 
+PLOT_MIN_ROWS = 8
+"""A plot shorter than this has no room for its data under its title, frame and axis
+(and its legend covers what data there is)."""
+
 
 class PlotGrid(Grid):
     """The catalog's plotted figures over time, then acceptance by draft position:
-    two rows, as many columns as they need."""
+    two rows, as many columns as they need; one row of them all where two rows of
+    ``PLOT_MIN_ROWS`` do not fit (a wall in a 1280x720 browser window)."""
 
     DEFAULT_CSS = """
     PlotGrid { height: 1fr; min-height: 12; }
@@ -31,6 +36,8 @@ class PlotGrid(Grid):
         self.styles.grid_size_columns = -(-(len(catalog.plots()) + 1) // 2)
         self.styles.grid_size_rows = 2
         self.ready = ready
+        self.one_row = False
+        """All plots side by side in one row (too short for two)."""
         """Plots mount now (the console has loaded) or on ``mount_plots``."""
         self.plot_refresh_s = plot_refresh_s
 
@@ -52,10 +59,29 @@ class PlotGrid(Grid):
             out.append(SeriesPlot(p.title, fig.key, scale=p.scale, unit=p.unit, every_s=every,
                                   classes=f"p-{fig.key}"))
         bars = PositionBars(every_s=every, classes="p-pos")
-        if len(out) % 2 == 0:  # an odd number of cells: the bars take the last two
-            bars.styles.column_span = 2
         out.append(bars)
+        self._arrange(bars)
         return out
+
+    def _arrange(self, bars: Any = None) -> None:
+        """Two rows (the bars take the last two cells of an even count), or one row."""
+        n = len(catalog.plots()) + 1
+        rows = 1 if self.one_row else 2
+        self.styles.grid_size_rows = rows
+        self.styles.grid_size_columns = n if self.one_row else -(-n // 2)
+        if bars is None:
+            from console.ui.widgets.plot_widgets import PositionBars
+
+            found = self.query(PositionBars)
+            bars = found.first() if found else None
+        if bars is not None:
+            bars.styles.column_span = 2 if not self.one_row and (n - 1) % 2 == 0 else 1
+
+    def on_resize(self) -> None:
+        one_row = 0 < self.size.height < 2 * PLOT_MIN_ROWS
+        if one_row != self.one_row:
+            self.one_row = one_row
+            self._arrange()
 
     async def mount_plots(self) -> None:
         """Replace the placeholder with the plots (the app calls this when it is ready)."""

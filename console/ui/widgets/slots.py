@@ -162,8 +162,9 @@ class SlotsTable(Widget, can_focus=True):
         """Per line, the cells that changed last (its strip is cut there)."""
         self._last_rows: dict[str, list[object]] = {}
         """The cells of the latest poll, per slot (a new width re-lays them out)."""
-        self.sort_key: str | None = None
-        """The column the rows are sorted by; None: the profile's order."""
+        self.sort_key: str | None = "health"
+        """The column the rows are sorted by (at first HEALTH: the worst slot on top, the
+        profile's order among equals); None: the profile's order."""
         self.sort_reverse = False
         self.filter = ""
         """Slots whose name or model contains this (any case) are shown; "" shows all."""
@@ -190,9 +191,13 @@ class SlotsTable(Widget, can_focus=True):
             col = figure_cols.get(key)
             if narrow and col is not None:
                 label, width_ = col.narrow_header or label, col.narrow_width or width_
+            if key == self.sort_key:  # the sorted column says so, and which way:
+                # ▲ smallest (or worst) first, ▼ largest first; beside the label, never
+                # over it (the column is one wider where the label fills it)
+                if len(label) >= width_:
+                    width_ = len(label) + 1
+                label = label + ("▼" if self.sort_reverse else "▲")
             self._widths[key] = width_
-            if key == self.sort_key:  # the sorted column says so, and which way
-                label = label[:width_ - 1] + ("▲" if self.sort_reverse else "▼")
             self._header.append(" " + label[:width_].ljust(width_) + " ",
                                 "reverse" if key == self.sort_key else "")
         if self.filter:
