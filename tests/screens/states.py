@@ -471,3 +471,14 @@ def watchdog_args(extended: bool = True) -> tuple[bool | None, str | None, float
     """What the watchdog dialog is opened with: armed, next stop, now, the extension."""
     ext = ("extended until 20:00 KST by alice: eval run" if extended else None)
     return True, "2026-11-18T20:00:00+09:00", NOW, ext
+
+
+def planned_stop_state() -> ConsoleState:
+    """The watchdog's idle stop, made two minutes ago: the pod EXITED, its slots gone with
+    it — one info event and "stopped at HH:MM (idle)", not outages."""
+    plan = StopPlan.parse({"now": NOW, "stop_in_s": 29 * 60.0, "next_stop_reason": "idle",
+                           "last_stop_reason": "idle", "last_stop": {
+                               "reason": "idle", "at": NOW - 120, "by": "watchdog",
+                               "ok": True, "detail": "stopped"}}, NOW)
+    return state(pod_=pod(status="EXITED", stop_plan=plan, started_at=NOW - 3 * 3600),
+                 down=tuple(profile().slots))

@@ -124,6 +124,15 @@ SCREENS: dict[str, tuple[list[Callable[[], Screen]], list[Step]]] = {
     "log": ([lambda: LogScreen(states.state(), states.log_lines())], []),
     "alert-history": ([lambda: AlertHistoryScreen(states.state(down=("Q27",), acked=True))],
                       []),
+    # the states the issue "never lost, never contradicts itself" names: faults marked on
+    # their GPU and slots, a planned stop as one event, six alerts with whole advice
+    "main-gpu-faults": ([lambda: MainScreen(states.state(pod_=states.pod(
+        gpus=states.faulty_gpus())), states.log_lines())], []),
+    "gpus-faults": ([lambda: GpuScreen(states.state(pod_=states.pod(
+        gpus=states.faulty_gpus())))], []),
+    "main-planned-stop": ([lambda: MainScreen(states.planned_stop_state(),
+                                              states.log_lines())], []),
+    "main-six-alerts": ([lambda: MainScreen(states.six_alerts(), states.log_lines())], []),
 }
 """name → (the screens pushed, bottom first; what is done once they are up)."""
 
@@ -158,3 +167,13 @@ def test_main_without_colour(snap_compare, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ScreenHost(_main(down=("Q27",))), terminal_size=(80, 24),
                         run_before=run_before())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_faults_and_alerts_without_colour(snap_compare, monkeypatch: pytest.MonkeyPatch,
+                                          size: tuple[int, int]) -> None:
+    """NO_COLOR with the worst states on screen: six alerts, an Xid, a dead slot."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(ScreenHost(lambda: MainScreen(states.six_alerts(),
+                                                      states.log_lines())),
+                        terminal_size=size, run_before=run_before())
