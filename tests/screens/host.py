@@ -110,3 +110,31 @@ def run_before(*steps: Step) -> Callable[[Any], Awaitable[None]]:
             await settle(pilot)
 
     return run
+
+
+_warmed = False
+
+
+def warm_renderer() -> None:
+    """Draw the wall and a slot's detail once, off the record, before the first snapshot
+    of a process. The very first plot a process draws places the position chart's ticks
+    differently from every later one (seen at 120×40; the cause is inside the plotting
+    stack, not found yet): without this, which test runs first on a worker decides a
+    snapshot, and xdist changes that order from run to run."""
+    global _warmed
+    if _warmed:
+        return
+    _warmed = True
+    import asyncio
+
+    from console.ui.screens.detail import SlotDetailScreen
+    from console.ui.screens.wall import WallScreen
+
+    async def draw() -> None:
+        for make in (lambda: WallScreen(states.state(read_only=True), rotate_s=60),
+                     lambda: SlotDetailScreen(states.state(), "FLASH")):
+            app = ScreenHost(make)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+
+    asyncio.run(draw())

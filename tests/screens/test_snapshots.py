@@ -37,6 +37,13 @@ SIZES = [(80, 24), (120, 40), (160, 48)]
 CONTEXTS = ("seoul", "tokyo", "oregon")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _warm_renderer() -> None:
+    from tests.screens.host import warm_renderer
+
+    warm_renderer()
+
+
 @pytest.fixture(autouse=True)
 def _pinned_terminal(monkeypatch: pytest.MonkeyPatch):
     """What rendering reads from the environment, pinned: colours and the clock's zone."""

@@ -45,7 +45,7 @@ def why_not_live(app) -> str:
     """What ``live`` is still waiting for: the message of a failed wait."""
     snap, pod = app.snapshot, app.pod
     slots = [] if snap is None else [
-        (s.name, s.health, s.health_detail, bool(s.figures), s.error) for s in snap.slots]
+        (s.slot, s.health, s.health_detail, bool(s.figures), s.error) for s in snap.slots]
     return (f"snapshot={'none' if snap is None else 'yes'} pod="
             f"{None if pod is None else (pod.status, pod.agent_error)} slots={slots}")
 

@@ -40,8 +40,16 @@ class StaticPoller:
 
 
 class StaticPod:
+    """A pod collector that answers with the pod it holds (a test swaps it)."""
+
     def __init__(self, pod: PodSnapshot) -> None:
         self.pod = pod
+
+    @property
+    def pod_id(self) -> str | None:
+        """The pod it reads, as a real collector says (the session compares it with the
+        last reading's: a new id is a new pod, read at once)."""
+        return self.pod.pod_id
 
     async def poll(self) -> PodSnapshot:
         return self.pod

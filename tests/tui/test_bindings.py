@@ -79,16 +79,23 @@ async def test_every_main_binding(demo) -> None:
         await pilot.press("b")
         assert await wait_for(pilot, lambda: isinstance(app.screen, RebalanceScreen))
         await pilot.press("escape")
-        # w → menu → arm → confirm → really runs on the agent
-        await pilot.press("w")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
-        await pilot.press("a")
-        assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("y")
-        assert await wait_for(pilot, lambda: any(a == "watchdog" for _, a, o in
-                                                 ctx.registry.history if o.ok), 30)
-        await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen) and app.screen.done)
-        await pilot.press("escape")
+        # w → menu → disarm → confirm → really runs on the agent; then arm it back (the
+        # menu offers only what can be done now: "arm" once it is disarmed)
+        for key, armed in (("d", False), ("a", True)):
+            done = sum(1 for _, a, o in ctx.registry.history if a == "watchdog" and o.ok)
+            await pilot.press("w")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
+            await pilot.press(key)
+            assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen)), key
+            await pilot.press("y")
+            assert await wait_for(pilot, lambda done=done: sum(
+                1 for _, a, o in ctx.registry.history if a == "watchdog" and o.ok) > done, 30)
+            await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
+                           and app.screen.done)
+            await pilot.press("escape")
+            app.action_refresh_now()
+            assert await wait_for(pilot, lambda armed=armed: app.pod is not None
+                                  and app.pod.watchdog_armed is armed, 30), key
         # ctrl+r → an extra poll; the registry's refresh action does the same
         before = app.polls
         await pilot.press("ctrl+r")

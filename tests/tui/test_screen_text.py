@@ -31,9 +31,11 @@ async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:
         assert await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         app.push_screen(WatchdogScreen(True, None, 0.0))
         assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen)
-                              and len(app.screen.query(Button)) == 6)
+                              and len(app.screen.query(Button)) == 4)
         labels = [str(b.label) for b in app.screen.query(Button)]
-        assert "[s] stop the pod now" in labels, labels
+        # armed, no extension: only what can be done now (no "arm", no "end the extension")
+        assert labels == ["[1] +1 h", "[2] +2 h", "[d] disarm (nothing stops the pod)",
+                          "[s] stop the pod now"], labels
         await pilot.press("escape")
 
 
@@ -373,7 +375,8 @@ async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None
         running = pods.pod
         pods.pod = replace(running, status="EXITED", cost_per_hr=0.0)
         app.action_refresh_now()
-        assert await wait_for(pilot, lambda: app.pod is not None and app.pod.status == "EXITED")
+        assert await wait_for(pilot, lambda: app.pod is not None and app.pod.status == "EXITED"), (
+            app.session.poll_failure, app.pod and app.pod.status)
         assert await wait_for(pilot, lambda: today() == before), today()
         pods.pod = replace(running, started_at=running.fetched_at)  # resumed just now
         app.action_refresh_now()

@@ -15,6 +15,13 @@ from tests.tui.snapshot_app import build
 pytestmark = pytest.mark.usefixtures("_pin_colors")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _warm_renderer() -> None:
+    from tests.screens.host import warm_renderer
+
+    warm_renderer()
+
+
 @pytest.fixture
 def _pin_colors(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -44,6 +44,9 @@ class Counted:
     async def aclose(self) -> None:
         return None
 
+    def __getattr__(self, name: str) -> Any:  # the rest (a pod collector's pod_id) as is
+        return getattr(self.inner, name)
+
 
 def palette_prompts(app: Any) -> list[str]:
     options = app.screen.query_one(CommandList)
