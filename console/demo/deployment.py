@@ -33,6 +33,7 @@ from console.config.settings import AlertTiming, PodSettings, Settings, SlotThre
 from console.operations.provision import ProvisionConfig
 from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
 from console.sources.remote import LocalAgentTransport
+from pod_agent.paths import socket_path_for
 from pod_agent.profile import duration_s
 from pod_agent.profiles import LoadedProfile, load_profiles
 
@@ -252,7 +253,7 @@ class DemoDeployment:
     def _stop_agent(self, pod_id: str) -> None:
         proc = self.agents.pop(pod_id, None)
         home = self.pod_home(pod_id) / "agent"
-        if proc is None and not (home / "agent.sock").exists():
+        if proc is None and not Path(socket_path_for(str(home))).exists():
             return
         t = self.transport_for(pod_id)
         with contextlib.suppress(Exception):

@@ -335,7 +335,9 @@ async def test_shutdown_leaves_nothing_running(pod) -> None:
         while time.time() < deadline and Path(f"/proc/{sup_pid}").exists():
             time.sleep(0.2)
         assert not Path(f"/proc/{sup_pid}").exists()
-        assert not (pod["home"] / "agent.sock").exists()
+        from pod_agent.paths import socket_path_for
+
+        assert not Path(socket_path_for(str(pod["home"]))).exists()
         r = await t.run(["status", "--json"])
         assert not r.ok and r.final["supervisor"] == "not running"  # type: ignore[index]
     finally:

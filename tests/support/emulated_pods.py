@@ -103,8 +103,9 @@ class PodHosts:
     def stop(self, pid: str) -> None:
         srv = self.servers.pop(pid, None)
         home = self.root / pid
-        sock = home / "agent" / "agent.sock"
-        if sock.exists():
+        from pod_agent.paths import socket_path_for
+
+        if Path(socket_path_for(str(home / "agent"))).exists():
             env = dict(os.environ, POD_AGENT_HOME=str(home / "agent"), PYTHONPATH=str(REPO))
             with contextlib.suppress(Exception):
                 subprocess.run([sys.executable, "-m", "pod_agent", "shutdown"], env=env,

@@ -75,7 +75,9 @@ def agent(tmp_path_factory):
              str(PROFILES / "10-rtx6000-2x.yaml"), "--vllm", str(vllm), "--no-patches",
              "--watchdog-interval", "3600"], stdout=log, stderr=subprocess.STDOUT, env=env,
             cwd=root, start_new_session=True)
-    sock = home / "agent.sock"
+    from pod_agent.paths import socket_path_for
+
+    sock = Path(socket_path_for(str(home)))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not sock.exists():
@@ -134,3 +136,27 @@ def test_checked_requests_keep_what_was_sent() -> None:
     assert parse_request(b"") == {}  # an empty line: the supervisor says "unknown op"
     with pytest.raises(BadRequest):
         check_request(["op", "status"])
+
+
+def test_a_home_too_deep_for_a_socket_path_gets_a_short_private_one(tmp_path) -> None:
+    """A unix socket's path is at most ~104 bytes: a deep home (a test's temporary
+    directory under a worker's, a long volume path) made the agent die at start with
+    "AF_UNIX path too long". Agent and clients derive the same short path instead."""
+    import os
+    import socket
+    import stat
+
+    from pod_agent.paths import SUN_PATH_MAX, socket_path_for
+
+    short = tmp_path / "h"
+    assert socket_path_for(str(short)) == str(short / "agent.sock")
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "agent"
+    path = socket_path_for(str(deep))
+    assert len(os.fsencode(path)) <= SUN_PATH_MAX and path == socket_path_for(str(deep))
+    assert path != socket_path_for(str(tmp_path / ("d" * 60) / ("f" * 60) / "agent"))
+    folder = os.lstat(os.path.dirname(path))
+    assert folder.st_uid == os.getuid() and not folder.st_mode & 0o077
+    with socket.socket(socket.AF_UNIX) as s:  # it binds where the long one could not
+        s.bind(path)
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+    os.unlink(path)
