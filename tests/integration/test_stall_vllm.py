@@ -120,6 +120,15 @@ async def _polls(session: Session, until, limit_s: float):
     return None, None
 
 
+async def _server_running(url: str) -> float:
+    """The server's own ``vllm:num_requests_running`` (its API process answers while the
+    engine core is frozen)."""
+    async with httpx.AsyncClient(timeout=5) as c:
+        text = (await c.get(url + "/metrics")).text
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+               if ln.startswith("vllm:num_requests_running{"))
+
+
 def _running(state) -> float:
     s = state.snapshot.slot("TINY") if state.snapshot else None
     return (s.figures.value("running") or 0.0) if s and s.figures and s.health == "up" \
@@ -147,8 +156,18 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         assert not busy.stalled and not [a for a in busy.alerts if a.key.startswith("stall")]
         assert session.snapshot is not None
         assert session.snapshot.slot("TINY").source == path
-        os.kill(core, signal.SIGSTOP)
-        stopped, frozen_at = True, time.time()
+        # frozen between two batches, the server's last word is "0 running" (no request is
+        # stuck, so nothing is stalled): freeze again until it is frozen mid-batch
+        for _attempt in range(10):
+            os.kill(core, signal.SIGSTOP)
+            stopped, frozen_at = True, time.time()
+            await asyncio.sleep(0.3)  # the last stats the engine sent reach the gauge
+            if await _server_running(real_vllm.url) >= 1:
+                break
+            os.kill(core, signal.SIGCONT)
+            stopped = False
+            await asyncio.sleep(0.5)
+        assert stopped, "never frozen with a request running"
         # /health still says 200: without that, this test would prove nothing
         async with httpx.AsyncClient(timeout=5) as c:
             assert (await c.get(real_vllm.url + "/health")).status_code == 200
