@@ -269,7 +269,9 @@ class PositionBars(FreshPlot):
         self._last, self._drawn_at = key, now
         slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
         n = max((len(per_slot[s]) for s in slots), default=0)
-        labels = [f"pos {i}" for i in range(n)]
+        # short labels: plotext drops tick labels that might collide, and where "pos 1"
+        # only just fits whether it is drawn varied with what the process drew before
+        labels = [str(i) for i in range(n)]
         data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
                  for i in range(n)] for s in slots]
 
