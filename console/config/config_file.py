@@ -100,9 +100,10 @@ def current_pod_file(state_dir: Path) -> Path:
     return state_dir / "current_pod.json"
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all (temp file, fsync, rename)."""
-    tmp = path.with_name(path.name + ".tmp")
+def replace_whole(path: Path, data: bytes, tmp: Path | None = None) -> None:
+    """Write ``path`` whole or not at all (temp file, fsync, rename); ``tmp``: the temp
+    file, where writers in several processes must not share one."""
+    tmp = tmp or path.with_name(path.name + ".tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -123,7 +124,7 @@ def write_current_pod(state_dir: Path, pod_id: str, profile: str, host: str,
                       port_map: dict[int, int]) -> None:
     """Remember the pod ``up``, ``r`` or ``f`` brought up; raises OSError (a full disk)."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    _replace(current_pod_file(state_dir), json.dumps({
+    replace_whole(current_pod_file(state_dir), json.dumps({
         "pod_id": pod_id, "profile": profile, "host": host,
         "port_map": {str(k): v for k, v in port_map.items()}, "since": time.time()},
         indent=1).encode())
@@ -141,7 +142,7 @@ def restore_current_pod(state_dir: Path, before: bytes | None) -> None:
     if before is None:
         current_pod_file(state_dir).unlink(missing_ok=True)
     else:
-        _replace(current_pod_file(state_dir), before)
+        replace_whole(current_pod_file(state_dir), before)
 
 
 def read_current_pod(state_dir: Path) -> dict[str, Any]:

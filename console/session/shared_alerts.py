@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.config.config_file import replace_whole
 from console.model.alerts import Alert
 from console.model.printable import printable
 
@@ -138,20 +139,10 @@ class SharedAlerts:
 
     def _write(self, entries: dict[str, dict[str, Any]]) -> None:
         data = json.dumps({"version": VERSION, "alerts": entries}, sort_keys=True).encode()
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # one per writer
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            replace_whole(self.path, data, tmp)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             raise SharedAlertsError(f"{self.path}: {exc.strerror or exc}") from None
 
     # -- the one transaction -----------------------------------------------------------------
