@@ -127,8 +127,9 @@ class PodHeader(LinesView):
         return out
 
 
-AGE_ROOM = len(" │ read 59m59s ago")
-"""Cells kept at the header's right end for how old the pod's fields are."""
+AGE_ROOM = len("  read 59s ago")
+"""Cells kept at the header's right end for how old the pod's fields are (an age over a
+minute, a pod that stopped answering, takes a few more from the rest of the line)."""
 
 
 def age_text(age: float) -> str:
