@@ -139,6 +139,14 @@ class SqliteTape:
 
     def refresh(self) -> None:
         try:
+            self._refresh()
+        except RecordingError:
+            raise
+        except _READ_ERRORS as exc:
+            raise self._guard("the index", exc) from None
+
+    def _refresh(self) -> None:
+        try:
             rows = self._db.execute("SELECT seq, t FROM polls ORDER BY seq").fetchall()
             chunks = self._db.execute(
                 "SELECT id, seq0, seq1, dict FROM chunks ORDER BY seq0, seq1 DESC").fetchall()
@@ -164,7 +172,10 @@ class SqliteTape:
                 "SELECT t, kind, text, key FROM markers ORDER BY t, id").fetchall()
         except sqlite3.DatabaseError as exc:
             raise self._guard("the markers", exc) from None
-        return [Marker(float(t), k, str(x), str(key)) for t, k, x, key in rows]
+        try:
+            return [Marker(float(t), k, str(x), str(key)) for t, k, x, key in rows]
+        except _READ_ERRORS as exc:
+            raise self._guard("the markers", exc) from None
 
     def close(self) -> None:
         self._db.close()

@@ -359,6 +359,7 @@ class Recorder:
         self.on_pause = on_pause or (lambda why: None)
         self.fault = fault
         """Called before every write (tests inject a full disk here)."""
+        self.retry_s = RETRY_S
         self.dropped = 0
         self.written = 0
         self.paused: str | None = None
@@ -487,7 +488,7 @@ class Recorder:
             self._held.append(Marker(self._paused_at, "recording",
                                      f"recording paused: {why}", "paused"))
             self.on_pause(why)
-        self._next_try = time.monotonic() + RETRY_S
+        self._next_try = time.monotonic() + self.retry_s
 
     def _resumed(self) -> None:
         why, self.paused = self.paused, None
