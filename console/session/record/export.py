@@ -92,7 +92,7 @@ def export(src: Path, dest: Path, t_from: float, t_to: float,
             db.executescript(SCHEMA)
             db.execute("BEGIN")
             meta = {k: tape.meta[k] for k in ("profile", "context", "window_s", "history_s",
-                                              "refresh_s", "wall") if k in tape.meta}
+                                              "refresh_s", "wall", "plotted") if k in tape.meta}
             write_meta(db, {"format": FORMAT, "version": VERSION, "exported": time.time(),
                             "range": [t_from, t_to], **scrub(meta, secrets)})
             for (lay_id,) in {(r[1],) for s in range(start, chosen[-1] + 1)

@@ -120,8 +120,8 @@ class SqliteTape:
         self._codecs: dict[int | None, ChunkCodec] = {}
         self._layouts: dict[int, tuple[codec.SeriesKeys, Layout]] = {}
         self._chunk_cache: OrderedDict[int, tuple[list[dict[str, Any]],
-                                                  dict[tuple[int, str], list[float]]]] = \
-            OrderedDict()
+                                                  list[dict[str, list[float]]]]] = OrderedDict()
+        self._kv: dict[tuple[int, str], float | None] = {}
         self._points_cache: OrderedDict[int, list[Any]] = OrderedDict()
         self._exp_cache: OrderedDict[tuple[int, str], Exposition] = OrderedDict()
         self._cache_n = cache_chunks
@@ -214,7 +214,7 @@ class SqliteTape:
                                      "(dropped by retention, or the file is cut short)")
         return self._chunks[i]
 
-    def _load(self, c: _Chunk) -> tuple[list[dict[str, Any]], dict[tuple[int, str], list[float]]]:
+    def _load(self, c: _Chunk) -> tuple[list[dict[str, Any]], list[dict[str, list[float]]]]:
         got = self._chunk_cache.get(c.id)
         if got is not None:
             self._chunk_cache.move_to_end(c.id)
@@ -248,8 +248,7 @@ class SqliteTape:
         c = self._chunk_of(seq)
         recs, arrays = self._load(c)
         i = seq - c.seq0
-        rec = recs[i]
-        return rec, {slot: v for (j, slot), v in arrays.items() if j == i}
+        return recs[i], arrays[i]
 
     def _layout(self, lay_id: int) -> tuple[codec.SeriesKeys, Layout]:
         got = self._layouts.get(lay_id)
@@ -290,11 +289,16 @@ class SqliteTape:
             kvs: list[float] = []
             if raw[6] is not None:
                 for k in range(int(raw[6]), seq + 1):
-                    r, _ = self.record(k)
-                    if slot.slot in r["raw"]:
-                        kv = kv_usage(self._exposition(k, slot.slot)[1], model)
-                        if kv is not None:
-                            kvs.append(kv)
+                    key = (k, slot.slot)
+                    if key not in self._kv:
+                        r, _ = self.record(k)
+                        self._kv[key] = kv_usage(self._exposition(k, slot.slot)[1], model) \
+                            if slot.slot in r["raw"] else None
+                        if len(self._kv) > 65536:
+                            self._kv.clear()
+                    kv = self._kv.get(key)
+                    if kv is not None:
+                        kvs.append(kv)
             return figs, quantile_over_time(0.99, kvs)
         if how[0] == "p":
             rec, _ = self.record(seq)
@@ -368,7 +372,8 @@ class SqliteTape:
             c = self._chunks[i]
         rec, _ = self.record(seq)
         slots = set(rec["fig"])
-        missing = {s for s in slots if s in seen and set(PLOTTED) - seen[s]}
+        plotted = set(self.meta.get("plotted") or PLOTTED)
+        missing = {s for s in slots if s in seen} if set(PLOTTED) - plotted else set()
         if missing:  # a figure plotted since this was recorded: computed from the samples
             self._fill(h, missing, self._seqs[start:end])
         return h

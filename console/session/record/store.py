@@ -47,7 +47,7 @@ from console.session.record import codec
 from console.session.record.tape import Marker
 from console.session.view import ConsoleState
 from console.sources.collect.exposition import Layout
-from console.sources.collect.poller import PollRead, plotted_values
+from console.sources.collect.poller import PLOTTED, PollRead, plotted_values
 
 FORMAT = "pod-console-recording"
 VERSION = 1
@@ -274,14 +274,15 @@ def pack_chunk(codec_: ChunkCodec, records: list[dict[str, Any]],
 
 
 def unpack_chunk(codec_: ChunkCodec, blob: bytes
-                 ) -> tuple[list[dict[str, Any]], dict[tuple[int, str], list[float]]]:
-    """A chunk's records and each (poll position, slot)'s values."""
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, list[float]]]]:
+    """A chunk's records and, for each, its slots' values."""
     head, body = codec_.unpack(blob)
     if head.get("v") != VERSION:
         raise RecordingError(f"a chunk of format {head.get('v')!r} (this console reads "
                              f"{VERSION})")
     prev: dict[tuple[str, int], bytes] = {}
-    out: dict[tuple[int, str], list[float]] = {}
+    polls = list(head["polls"])
+    out: list[dict[str, list[float]]] = [{} for _ in polls]
     pos = 0
     for i, slot, lay_id, n, delta in head["arrays"]:
         b = body[pos:pos + 8 * n]
@@ -289,8 +290,8 @@ def unpack_chunk(codec_: ChunkCodec, blob: bytes
         if delta:
             b = codec.xor(b, prev[(slot, lay_id)])
         prev[(slot, lay_id)] = b
-        out[(i, slot)] = codec.unpack(b)
-    return list(head["polls"]), out
+        out[i][slot] = codec.unpack(b)
+    return polls, out
 
 
 def open_db(path: Path, create: bool) -> sqlite3.Connection:
@@ -367,7 +368,10 @@ class Recorder:
         """Thread CPU seconds the writer has spent (what the benchmark reads)."""
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(QUEUE_MAX)
         self._meta = {"format": FORMAT, "version": VERSION, "pid": os.getpid(),
-                      "host": socket.gethostname(), "started": clock(), **meta}
+                      "host": socket.gethostname(), "started": clock(),
+                      "plotted": list(PLOTTED), **meta}
+        """``plotted``: the figures the plots' points were stored for (a figure plotted
+        since is computed from the samples on replay)."""
         self.path: Path | None = None
         """This recorder's file (set by its thread, which creates it)."""
         self._lock_fd = -1
