@@ -89,6 +89,7 @@ async def test_a_full_disk_pauses_recording_with_an_alert_and_a_marker(tmp_path:
     assert await asyncio.to_thread(rec.flush)
     await asyncio.sleep(0)  # the writer's news reaches the loop
     await _polls(w, 1)  # the console goes on; the next poll judges it
+    assert await asyncio.to_thread(rec.flush)
     assert rec.paused == "disk full"
     assert "recording" in {a.key for a in w.session.alerts.firing()}
     full = False
@@ -100,11 +101,12 @@ async def test_a_full_disk_pauses_recording_with_an_alert_and_a_marker(tmp_path:
     w.clock.advance(3600)  # past the alert's hold
     await _polls(w, 1)
     assert "recording" not in {a.key for a in w.session.alerts.firing()}
+    assert await asyncio.to_thread(rec.flush)
     tape = SqliteTape(path)
     texts = [m.text for m in tape.markers() if m.kind == "recording"]
     assert texts[0] == "recording paused: disk full"
     assert texts[1].startswith("recording resumed")
-    assert len(tape.times()) == 3 + 3 + 2  # before, and from the first write that worked
+    assert len(tape.times()) == 3 + 4  # before, and from the first write that worked on
     for i in range(len(tape.times())):
         tape.state_at(i)
     await w.session.aclose()
