@@ -58,6 +58,9 @@ DICT_AFTER = 24
 """Polls the compression dictionary is trained on (the first ones)."""
 DICT_SIZE = 16 * 1024
 LEVEL = 9
+STALE_REF_POLLS = 600
+"""A stale slot's figures are told as "those of poll N" this many polls back at most;
+older ones are stored as numbers (retention may have dropped poll N)."""
 QUEUE_MAX = 256
 RETRY_S = 10.0
 """While paused (a full disk), how often a write is tried again."""
@@ -219,7 +222,8 @@ def encode_poll(enc: _Encoder, item: PollItem, seq: int, keyframe: bool,
                   and read.prom_answers is not None):
                 how = ["p", read.window_s]
             elif (s.stale_since is not None and s.figures is not None
-                  and enc.fresh.get(s.slot, (None, 0))[0] == s.stale_since):
+                  and enc.fresh.get(s.slot, (None, 0))[0] == s.stale_since
+                  and seq - enc.fresh[s.slot][1] <= STALE_REF_POLLS):
                 how = ["s", enc.fresh[s.slot][1]]
             if s.figures is not None and s.stale_since is None:
                 enc.fresh[s.slot] = (s.fetched_at, seq)
