@@ -256,3 +256,29 @@ def test_kill_9_loses_at_most_the_last_poll(tmp_path: Path) -> None:
     for i in (0, n - 1, len(tape.times()) - 1):
         st = tape.state_at(i)
         assert st.snapshot is not None
+
+
+@pytest.mark.realtime
+def test_headless_record_then_export(tmp_path: Path) -> None:
+    """``pod-console record`` (no screen) on a deployment at 127.0.0.1, then ``record
+    export`` of what it wrote: a file that opens on its own."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {REPO / 'profiles'}\nstate_dir: {tmp_path / 'state'}\n"
+                   "refresh_s: 1\npod:\n  host: 127.0.0.1\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "console.cli", "record", "--config", str(cfg),
+                        "--for", "3"], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    path = Path(r.stdout.split("recording to ", 1)[1].split()[0])
+    (info,) = list_recordings(path.parent)
+    assert info.path == path and info.polls >= 2 and not info.live
+    out = tmp_path / "ticket.podrec"
+    r = subprocess.run([sys.executable, "-m", "console.cli", "record", "export", "--config",
+                        str(cfg), "--from", "10m ago", "--to", "now", str(out)],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    tape = SqliteTape(out)
+    assert len(tape.times()) == info.polls
+    st = tape.state_at(len(tape.times()) - 1)
+    assert st.snapshot is not None and {s.slot for s in st.snapshot.slots} == {"FLASH", "Q27"}
