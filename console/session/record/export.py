@@ -157,7 +157,10 @@ def _write_chunk(db: sqlite3.Connection, tape: SqliteTape, plain: ChunkCodec,
         recs.append(scrub(rec, secrets))
         arrays.append([(slot, int(raw[1]), values[slot]) for slot, raw in rec["raw"].items()])
         c = tape._chunk_of(s)
-        points.append(scrub(tape._points(c)[s - c.seq0], secrets))
+        keys, polls = tape._points(c)
+        flat = polls[s - c.seq0]
+        points.append(scrub([[*keys[flat[i]], flat[i + 1], flat[i + 2]]
+                             for i in range(0, len(flat), 3)], secrets))
     db.execute("INSERT INTO chunks (seq0, seq1, t0, t1, dict, body, points) "
                "VALUES (?, ?, ?, ?, NULL, ?, ?)",
                (batch[0], batch[-1], recs[0]["t"], recs[-1]["t"],

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import sqlite3
 import struct
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -122,7 +123,8 @@ class SqliteTape:
         self._chunk_cache: OrderedDict[int, tuple[list[dict[str, Any]],
                                                   list[dict[str, list[float]]]]] = OrderedDict()
         self._kv: dict[tuple[int, str], float | None] = {}
-        self._points_cache: OrderedDict[int, list[Any]] = OrderedDict()
+        self._points_cache: OrderedDict[int, tuple[list[tuple[str, str]], list[list[Any]]]] \
+            = OrderedDict()
         self._exp_cache: OrderedDict[tuple[int, str], Exposition] = OrderedDict()
         self._cache_n = cache_chunks
         self._seqs: list[int] = []
@@ -229,7 +231,7 @@ class SqliteTape:
             self._chunk_cache.popitem(last=False)
         return got
 
-    def _points(self, c: _Chunk) -> list[Any]:
+    def _points(self, c: _Chunk) -> tuple[list[tuple[str, str]], list[list[Any]]]:
         got = self._points_cache.get(c.id)
         if got is not None:
             return got
@@ -237,7 +239,7 @@ class SqliteTape:
         if row is None:
             self.refresh()
             return self._points(self._chunk_of(c.seq0))
-        got = self._codec(c.dict).unpack_points(bytes(row[0]))
+        got = self._codec(c.dict).unpack_points_flat(bytes(row[0]))
         self._points_cache[c.id] = got
         while len(self._points_cache) > 256:
             self._points_cache.popitem(last=False)
@@ -354,22 +356,40 @@ class SqliteTape:
             return h
         first, last = self._seqs[start], self._seqs[end - 1]
         seen: dict[str, set[str]] = {}
-        slots: set[str] = set()
+        series: dict[tuple[str, str], list[tuple[float, float]]] = {}
         c = self._chunk_of(first)
         while True:
-            pts = self._points(c)
-            for j, poll_pts in enumerate(pts):
+            keys, polls = self._points(c)
+            lists = []
+            for key in keys:
+                got = series.get(key)
+                if got is None:
+                    got = series[key] = []
+                lists.append(got)
+            for j, flat in enumerate(polls):
                 if not first <= c.seq0 + j <= last:
                     continue
-                for name, metric, pt, v in poll_pts:
-                    h.add(name, metric, float(pt), v)
-                    seen.setdefault(name, set()).add(metric)
+                for k in range(0, len(flat), 3):
+                    v = flat[k + 2]
+                    if v is None or v != v:
+                        continue
+                    got = lists[flat[k]]
+                    pt = float(flat[k + 1])
+                    if not got or pt > got[-1][0]:  # as History.add: in order, once
+                        got.append((pt, float(v)))
             if c.seq1 >= last:
                 break
-            i = self._chunks.index(c) + 1
+            i = bisect.bisect_right(self._chunk_starts, c.seq0)
             if i >= len(self._chunks):
                 break
             c = self._chunks[i]
+        for (name, metric), got in series.items():
+            if not got:
+                continue
+            seen.setdefault(name, set()).add(metric)
+            cutoff = got[-1][0] - h.window_s  # History.add trims by the newest point
+            k = bisect.bisect_left(got, (cutoff, -math.inf))
+            h.series(name, metric).points = deque(got[k:], maxlen=h.maxlen)
         rec, _ = self.record(seq)
         slots = set(rec["fig"])
         plotted = set(self.meta.get("plotted") or PLOTTED)

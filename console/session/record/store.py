@@ -160,12 +160,27 @@ class ChunkCodec:
         head = json.loads(raw[codec.HEADER.size:codec.HEADER.size + n])
         return head, codec.unshuffle(raw[codec.HEADER.size + n:])
 
-    def pack_points(self, points: list[Any]) -> bytes:
-        return self._c.compress(json.dumps(points, separators=(",", ":"),
-                                           allow_nan=False).encode())
+    def pack_points(self, points: list[list[list[Any]]]) -> bytes:
+        """Each poll's plot points ([series, metric, t, value] each) as the series'
+        names once and, per poll, flat (series index, t, value) triplets."""
+        keys: dict[tuple[str, str], int] = {}
+        polls = []
+        for poll in points:
+            flat: list[Any] = []
+            for name, metric, t, v in poll:
+                flat += [keys.setdefault((name, metric), len(keys)), t, v]
+            polls.append(flat)
+        return self._c.compress(json.dumps({"k": [list(k) for k in keys], "p": polls},
+                                           separators=(",", ":"), allow_nan=False).encode())
 
-    def unpack_points(self, blob: bytes) -> list[Any]:
-        return list(json.loads(self._d.decompress(blob, max_output_size=64 * 1024 * 1024)))
+    def unpack_points_flat(self, blob: bytes) -> tuple[list[tuple[str, str]], list[list[Any]]]:
+        got = json.loads(self._d.decompress(blob, max_output_size=64 * 1024 * 1024))
+        return [(str(a), str(b)) for a, b in got["k"]], list(got["p"])
+
+    def unpack_points(self, blob: bytes) -> list[list[list[Any]]]:
+        keys, polls = self.unpack_points_flat(blob)
+        return [[[*keys[flat[i]], flat[i + 1], flat[i + 2]] for i in range(0, len(flat), 3)]
+                for flat in polls]
 
 
 def _finite(x: float | None) -> float | None:
