@@ -282,3 +282,26 @@ def test_headless_record_then_export(tmp_path: Path) -> None:
     assert len(tape.times()) == info.polls
     st = tape.state_at(len(tape.times()) - 1)
     assert st.snapshot is not None and {s.slot for s in st.snapshot.slots} == {"FLASH", "Q27"}
+
+
+async def test_retention_by_size_drops_this_files_oldest_chunks(tmp_path: Path) -> None:
+    w, path = await _recorded(tmp_path, 250)
+    rec = w.session.recorder
+    assert rec is not None
+    rec.max_bytes = 1  # far under: all but the chunk being written go
+    await _polls(w, 60)  # the next chunk runs retention
+    assert await asyncio.to_thread(rec.flush)
+    tape = SqliteTape(path)
+    times = tape.times()
+    assert times[0] > T0 + 2 * 200  # the oldest polls went
+    assert times[-1] == w.clock() - 2.0  # the newest stay, and read
+    tape.state_at(len(times) - 1)
+    await w.session.aclose()
+
+
+async def test_record_false_records_nothing(tmp_path: Path) -> None:
+    w = world(tmp_path, T0, record=False)
+    _figures(w)
+    await _polls(w, 3)
+    assert w.session.recorder is None
+    assert not (w.settings.state_dir / "recordings").exists()
