@@ -100,3 +100,49 @@ async def test_a_figure_plotted_since_is_drawn_on_an_old_recording(
     old = tape.state_at(len(live) - 1).history
     want = history.series("MAIN", new).points
     assert want and old.series("MAIN", new).points == want
+
+
+async def test_figures_from_prometheus_rebuilt_from_its_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Prometheus, what it answered is stored, and the figures are made from the
+    answers again by ``figures_from_answers``."""
+    from tests.unit.test_deployment import OLD, PODS, FakePrometheus
+
+    prom = FakePrometheus()
+    await prom.start()
+    clock = [T0]
+    model = PODS[OLD].model
+    target = SlotTarget("MAIN", model, 8000, "http://127.0.0.1:8000", (0,), 0.5)
+
+    async def probe(client, t, timeout, api_key=None, metrics=True, memo=None):  # type: ignore[no-untyped-def]
+        return SlotProbe(t, clock[0], "up", "200", (t.served_model_name,), None, None)
+
+    monkeypatch.setattr(poller_mod, "probe_slot", probe)
+    p = DeploymentPoller("p", (target,), prometheus_url=prom.url, window_s=60.0,
+                         prom_selector=f'{{pod="{OLD}"}}', probe_interval_s=1e12,
+                         clock=lambda: clock[0])
+    view = ConsoleView("p", (target,), False, False, 2.0, 30.0)
+    rec = Recorder(tmp_path, {"profile": "p", "window_s": 60.0}, clock=lambda: clock[0])
+    live = []
+    try:
+        for _ in range(5):
+            snap = await p.poll()
+            st = ConsoleState(view=view, ready=True, now=clock[0], snapshot=snap, pod=None,
+                              alerts=(), stale=None, history=History(), allowed=frozenset(),
+                              polled_at=clock[0])
+            assert rec.poll(PollItem(st, p.last_read))
+            live.append(st)
+            clock[0] += 2.0
+        assert await asyncio.to_thread(rec.flush)
+    finally:
+        await asyncio.to_thread(rec.close)
+        await p.aclose()
+        assert prom.server is not None
+        prom.server.close()
+    assert rec.path is not None
+    tape = SqliteTape(rec.path)
+    for i, st in enumerate(live):
+        assert st.snapshot is not None and st.snapshot.slots[0].source == "prometheus"
+        assert st.snapshot.slots[0].figures is not None
+        assert tape.record(i)[0]["fig"]["MAIN"][0] == "p"
+        assert tape.state_at(i).snapshot == st.snapshot
