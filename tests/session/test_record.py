@@ -305,3 +305,53 @@ async def test_record_false_records_nothing(tmp_path: Path) -> None:
     await _polls(w, 3)
     assert w.session.recorder is None
     assert not (w.settings.state_dir / "recordings").exists()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 512 KiB filesystem of its own (tmpfs), where this machine lets the test mount
+    one; skipped elsewhere (the injected ENOSPC above covers the same path)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def test_a_really_full_disk_pauses_and_resumes(tiny_disk: Path) -> None:
+    w = world(tiny_disk, T0)
+    _figures(w)
+    await _polls(w, 5)
+    rec = w.session.recorder
+    assert rec is not None and await asyncio.to_thread(rec.flush)
+    rec.retry_s = 0.0
+    filler = tiny_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    await _polls(w, 80)  # more than a chunk: every write meets the full disk
+    assert await asyncio.to_thread(rec.flush)
+    await _polls(w, 1)
+    assert rec.paused == "disk full"
+    assert "recording" in {a.key for a in w.session.alerts.firing()}
+    filler.unlink()
+    await _polls(w, 5)
+    assert await asyncio.to_thread(rec.flush)
+    assert rec.paused is None
+    assert rec.path is not None
+    tape = SqliteTape(rec.path)
+    assert [m.text for m in tape.markers() if m.kind == "recording"] == [
+        "recording paused: disk full", "recording resumed (was: disk full)"]
+    assert len(tape.times()) >= 10
+    tape.state_at(len(tape.times()) - 1)
+    await w.session.aclose()
