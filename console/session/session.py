@@ -487,9 +487,14 @@ class Session:
             clock=self.now, on_pause=paused)
         rec = self.recorder
 
-        def audited(r: dict[str, Any]) -> None:
+        def audited(r: dict[str, Any]) -> None:  # the audit's thread: the queue is safe
+            args = r.get("arguments")
+            said = ", ".join(f"{k}={v}" for k, v in args.items()
+                             if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                             ) if isinstance(args, dict) else ""
             rec.mark(Marker(float(r.get("t") or self.now()), "operation",
-                            f"{r.get('action')} {r.get('result')}",
+                            printable(f"{r.get('action')} {r.get('result')}"
+                                      + (f" ({said})" if said else ""), 200),
                             f"audit:{r.get('t')}:{r.get('action')}"))
 
         listeners = getattr(ctx.registry.audit, "listeners", None)

@@ -1,7 +1,8 @@
 """Issue 32, "done when": the demo recorded with faults injected from its palette's list
 (a slot dies, Xid 79, traffic stops), then opened as a tape. Every figure of every
 recorded poll, rebuilt from the stored samples by the poller's own code, equals what the
-live session showed at that poll, and every fault is a marker.
+live session showed at that poll, and every fault is a marker: its injection (audited as
+the palette audits it, with its title) and, for the slot and the GPU, the alert it fires.
 
 Real parts: the demo's slots (HTTP, their real exposition), its agent and NVML stand-in,
 the RunPod emulator, the poller, the session, the recorder's SQLite file. The polls run
@@ -65,9 +66,12 @@ async def test_demo_recorded_and_replayed_figure_for_figure(tmp_path: Path,
         assert await asyncio.to_thread(session.recorder.flush)
         first = session.recorder.written
         for i in range(POLLS):
-            if i in FAULTS:
-                faults[FAULTS[i]]()
-                injected[FAULTS[i]] = time.time()
+            if i in FAULTS:  # as the palette injects one: audited, then caused
+                title = FAULTS[i]
+                await asyncio.to_thread(ctx.registry.audit.append, "demo_fault",
+                                        {"fault": title}, "started")
+                faults[title]()
+                injected[title] = time.time()
             assert await session.poll()
             live.append(session.state())
             await asyncio.sleep(0.15)
@@ -96,7 +100,9 @@ async def test_demo_recorded_and_replayed_figure_for_figure(tmp_path: Path,
         assert any(m.kind == "alert" and "FLASH" in m.text for m in after["slot FLASH dies"]), \
             kinds
         assert any(m.kind == "xid" and "79" in m.text for m in after["GPU 0 Xid 79"]), kinds
-        assert any(m.kind == "watchdog" for m in after["traffic stops"]), kinds
+        for title in FAULTS.values():  # each injection, where ] reaches it
+            assert any(m.kind == "operation" and title in m.text
+                       for m in after[title]), (title, kinds)
         tape.close()
         await session.aclose()
     finally:
