@@ -215,6 +215,12 @@ class Settings(BaseSettings):
     alerts: AlertTiming = Field(default_factory=AlertTiming)
     state_dir: Path = Field(default_factory=default_state_dir)
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
+    record: bool = True
+    """Record every poll to ``STATE_DIR/recordings/`` (``pod-console replay`` reads it)."""
+    record_keep_days: float = Field(default=7.0, gt=0, le=3650)
+    """Recordings older than this are deleted, oldest chunks first."""
+    record_max_mb: float = Field(default=1024.0, gt=0)
+    """The recordings directory is kept under this many MiB, oldest chunks first."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
     gpu_metrics_url: str | None = None
