@@ -253,7 +253,9 @@ class ReplayCursor:
         if when.at is not None:
             return self.seek(when.at)
         by = when.by if when.signed or forward else -when.by
-        return self.seek(self.position + by)
+        # from the poll shown (after a marker the moment is before it), or while
+        # playing from where the moment has got to
+        return self.seek(max(self.position, self.t) + by)
 
     def marker(self, direction: int) -> Marker | None:
         """``]`` (+1): the next marker after the moment; ``[`` (-1): the one before. The

@@ -173,6 +173,15 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)))
 
 
+def newest_at(points: Any, now: float) -> float:
+    """The newest point's time at or before ``now`` (a replay shows the past of the
+    history; live, the last point is it at once)."""
+    for t, _ in reversed(points):
+        if t <= now:
+            return float(t)
+    return -1e18
+
+
 class SeriesPlot(FreshPlot):
     """One figure for every slot against clock time; the axis ends at the last poll.
 
@@ -206,9 +215,11 @@ class SeriesPlot(FreshPlot):
         span = self._span(history, slots, now)
         grown = (self._drawn_span < YOUNG_S <= span
                  or (self._drawn_span >= YOUNG_S and span >= self._drawn_span * GROWTH))
-        newest = max((pts[-1][0] for s in slots
-                      if (pts := history.series(s, self.metric).points)), default=-1e18)
+        newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
+                     default=-1e18)
         due = newest > self._drawn_end and now - self._drawn_at >= self.every_s
+        if now < self._drawn_at and newest != self._drawn_end:
+            due = True  # a replay went back in time: the plot ends where it now is
         if not (force or grown or due or key != self._drawn_key):
             return
         self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
@@ -264,7 +275,8 @@ class PositionBars(FreshPlot):
                     for s, vals in per_slot.items())
         shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
         old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
-        if key == self._last or (shape == old_shape and now - self._drawn_at < self.every_s):
+        if key == self._last or (shape == old_shape
+                                 and 0 <= now - self._drawn_at < self.every_s):
             return
         self._last, self._drawn_at = key, now
         slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
