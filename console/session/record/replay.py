@@ -130,8 +130,11 @@ class LiveTape(MemoryTape):
 
 
 def alert_markers(events: Iterable[AlertEvent], after: float) -> list[Marker]:
-    """Markers for the alert events later than ``after``."""
-    return [Marker(e.t, "alert", f"{e.kind} {e.title}") for e in events if e.t > after]
+    """Markers for the alert events later than ``after``, worded as the recorder words
+    them: ``CRIT Q27 down`` when one fires, ``cleared: Q27 down`` and the like after."""
+    return [Marker(e.t, "alert", f"{e.severity.upper()} {e.title}" if e.kind == "firing"
+                   else f"{'cleared' if e.kind == 'resolved' else e.kind}: {e.title}")
+            for e in events if e.t > after]
 
 
 class ReplaySession(Session):
