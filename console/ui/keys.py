@@ -59,7 +59,8 @@ def help_rows(wall: bool, specs: Mapping[str, Any], allowed: Callable[[str], boo
         rows.append(("enter", "slot detail (figures, plots, log lines)", False, True))
     rows.extend((b.key, b.description, False, True) for b in COMMON_BINDINGS)
     if wall:
-        rows.append(("space", "next view", False, True))
+        if not replay:  # a recording's space plays and pauses
+            rows.append(("space", "next view", False, True))
         return rows
     from console.ui.widgets.slots import SlotsTable
 
