@@ -67,9 +67,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from console.session.record.replay import Replay
 
     try:
-        replay = Replay(tape, state_dir=state_dir)
         if not tape.times():
             raise files.NotARecording(f"{path}: a recording with no polls in it")
+        replay = Replay(tape, state_dir=state_dir)
         if args.at:
             start_at(replay.cursor, args.at)
     except (WhenError, files.NotARecording, ValueError) as exc:

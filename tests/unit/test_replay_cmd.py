@@ -148,3 +148,12 @@ def test_start_at_a_clock_time_before_the_start_is_the_next_day() -> None:
     c = ReplayCursor(tape)
     replay_cmd.start_at(c, "02:00")
     assert time.strftime("%d %H:%M", time.gmtime(c.t)) == "19 01:06"
+
+
+def test_a_recording_with_no_polls_says_so(home: Path, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    f = sqlite_file(tmp_path / "new.podrec")
+    monkeypatch.setattr(files, "open_tape", lambda path: MemoryTape([]))
+    code, _, err = run(["replay", str(f)], capsys)
+    assert code == 1 and "no polls" in err and "Traceback" not in err
