@@ -212,16 +212,15 @@ class ReplayCursor:
     def advance(self) -> bool:
         """While playing: to where the real clock has carried the moment since play
         (the last poll at or before it); at the end, paused on the last poll. True when
-        the poll shown changed."""
+        the poll shown changed, or playing stopped at the end."""
         if not self.playing:
             return False
         t0, r0 = self._anchor
         pos = t0 + (self._clock() - r0) * self.speed
         times = self.times()
-        if pos >= times[-1]:
-            changed = self.index != len(times) - 1
+        if pos >= times[-1]:  # the end: paused there (a change the header shows)
             self.index, self.position, self.playing = len(times) - 1, times[-1], False
-            return changed
+            return True
         new = max(self.index, index_at(times, pos))  # never back while playing
         changed = new != self.index
         self.index, self.position = new, pos

@@ -3,14 +3,15 @@
 Every way of opening a file goes through :func:`open_tape`, so what ``pod-console
 replay`` and ``replay --list`` say about a file that is missing, unreadable or not a
 recording is said once, here, as a :class:`NotARecording` naming the file and what is
-wrong (never a traceback). The SQLite reader (the recorder's ``SqliteTape``) plugs in at
-:func:`open_tape`; until it does, every file is refused with a sentence that says so.
+wrong (never a traceback). The SQLite reader (the recorder's ``reader.SqliteTape``) plugs in at
+:func:`open_tape`; a build without it refuses every file with a sentence that says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from console.session.record.tape import Marker, Tape
 
@@ -81,9 +82,19 @@ def open_tape(path: Path) -> Tape:
 
     The one place a file becomes a tape: the recorder's SQLite reader is connected here
     (until then an SQLite file is refused as one this build cannot read)."""
+    import importlib
+
     check_file(path)
-    raise NotARecording(f"{path}: an SQLite file, but this pod-console cannot read "
-                        "recordings (no recording reader in this build)")
+    try:  # the recorder's reader (``reader.SqliteTape``), where this build has it
+        reader: Any = importlib.import_module("console.session.record.reader")
+    except ImportError:
+        raise NotARecording(f"{path}: an SQLite file, but this pod-console cannot read "
+                            "recordings (no recording reader in this build)") from None
+    try:
+        tape: Tape = reader.SqliteTape(path)
+    except reader.RecordingError as exc:  # its sentence names the file and the fault
+        raise NotARecording(str(exc)) from None
+    return tape
 
 
 @dataclass(frozen=True)
