@@ -30,7 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerFailed, WorkerState
 
-from console.session.record.replay import Replay
+from console.session.record.replay import LiveTape, Replay
 from console.session.session import Session
 from console.session.view import (
     ConsoleContext,
@@ -79,9 +79,8 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         self.replay: Replay | None = None
         """The recording shown instead of the live state: a replay (``pod-console
         replay``), or the live pause (``p``) on what this console has polled."""
-        self.live_tape: Any = None
-        """The live pause's tape (``console.session.record.replay.LiveTape``): every poll's
-        state, bounded; None in a replay."""
+        self.live_tape: LiveTape | None = None
+        """The live pause's tape: every poll's state as shown, bounded; None in a replay."""
         self._replay_timer: Timer | None = None
         # the session's jobs run as workers: an unexpected exception lands in
         # on_worker_state_changed, and quitting cancels them
@@ -96,8 +95,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
                 start, replay_registry(start.state_dir or default_state_dir()), note=self.note,
                 spawn=spawn, on_change=self._session_changed)
         else:
-            from console.session.record.replay import LiveTape
-
             self.live_tape = LiveTape()
             self.session = Session(start, wall=wall, note=self.note, spawn=spawn,
                                    on_change=self._session_changed,
@@ -726,7 +723,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         host = AppFlowHost(self, self._context_ready)
         self.run_worker(run_operation(host, operation_id, dict(args or {})),
                         group="operation", exit_on_error=False)
-
 
     async def _refused(self, operation_id: str, args: dict[str, Any] | None) -> None:
         """A recording is shown: no operation runs. A replay's registry (a wall's) refuses
