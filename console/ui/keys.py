@@ -48,8 +48,6 @@ def help_rows(wall: bool, specs: Mapping[str, Any], allowed: Callable[[str], boo
     if replay:
         rows.extend((b.key, b.tooltip or b.description, False, True)
                     for b in REPLAY_BINDINGS)
-    if live:
-        rows.append((PAUSE_BINDING.key, PAUSE_BINDING.description, False, True))
     for b in [] if wall else OPERATION_BINDINGS:
         op = b.id or ""
         spec = specs.get(op)
@@ -58,6 +56,8 @@ def help_rows(wall: bool, specs: Mapping[str, Any], allowed: Callable[[str], boo
     if not wall:
         rows.append(("enter", "slot detail (figures, plots, log lines)", False, True))
     rows.extend((b.key, b.description, False, True) for b in COMMON_BINDINGS)
+    if live:
+        rows.append((PAUSE_BINDING.key, PAUSE_BINDING.description, False, True))
     if wall:
         if not replay:  # a recording's space plays and pauses
             rows.append(("space", "next view", False, True))

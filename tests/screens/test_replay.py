@@ -161,3 +161,19 @@ def test_replay_header_snapshot(snap_compare, size: tuple[int, int],
 
     assert snap_compare(replay_app(at=states.NOW - 180), terminal_size=size,
                         run_before=run_before)
+
+
+def test_help_lists_the_replay_keys_only_while_a_recording_is_shown() -> None:
+    from console.ui.keys import help_rows
+
+    def keys(**kw: Any) -> list[str]:
+        return [k for k, *_ in help_rows(False, {}, lambda op: False, **kw)]
+
+    live = keys()
+    assert "p" in live and "T" not in live and "right_square_bracket" not in live
+    replayed = keys(replay=True, live=False)
+    assert replayed[:3] == ["space", "t", "T"] and "p" not in replayed
+    for k in ("j", "J", "left_square_bracket", "right_square_bracket", "1", "2", "3"):
+        assert k in replayed
+    wall = [k for k, *_ in help_rows(True, {}, lambda op: False, replay=True, live=False)]
+    assert wall.count("space") == 1  # plays; not the wall's next view
