@@ -78,7 +78,15 @@ async def main() -> int:
         replay = make_app(Replay(recorded))
         async with replay.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: replay.screen.__class__.__name__ == "MainScreen")
-            await pilot.press("right_square_bracket", "t")
+
+            def q27_down() -> bool:
+                snap = replay.console_state().snapshot
+                return snap is not None and any(x.health != "up" for x in snap.slots)
+            for _ in range(40):  # marker by marker, to the one where Q27 died
+                await pilot.press("right_square_bracket")
+                await pilot.pause(0.1)
+                if q27_down():
+                    break
             await pilot.pause(3)
             replay.save_screenshot(str(HERE / "replay.svg"))
         wall = make_app(ctx, wall=True)

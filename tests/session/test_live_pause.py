@@ -14,6 +14,7 @@ import pytest
 
 from console.ui.app import make_app
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.plot_widgets import SeriesPlot
 from console.ui.widgets.slots import SlotsTable
 from tests.session.world import world
 
@@ -87,6 +88,10 @@ async def test_p_freezes_the_screen_while_polling_goes_on_and_p_returns(tmp_path
         # the replay keys over what was polled, after the pause too
         await pilot.press("T")
         await until(pilot, lambda: clock(paused_at - 2) in header(app), "one poll back")
+        # the plots end where the cursor is (not once a plot_refresh_s, as live)
+        kv = next(p for p in app.screen.query(SeriesPlot) if p.metric == "kv_cache_usage")
+        await until(pilot, lambda: kv.layout is not None and kv.layout.end == paused_at - 2,
+                    "the KV plot ends at the poll shown")
         await pilot.press("right_square_bracket")  # the alert that fired: Q27 down
         await until(pilot, lambda: q27_health(app) == "down", "at the marker")
         assert app.replay.cursor.t == paused_at + 2

@@ -208,8 +208,11 @@ class SeriesPlot(FreshPlot):
         self.scale = scale
         self.unit = unit
 
-    def show(self, history: History, slots: list[str], now: float, force: bool = False
-             ) -> None:
+    def show(self, history: History, slots: list[str], now: float, force: bool = False,
+             exact: bool = False) -> None:
+        """``exact``: a recording is shown: drawn whenever the newest point at or before
+        ``now`` is another than the one drawn (a replay moves at its user's pace; live,
+        new points wait for ``every_s``)."""
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts, history.backfills)
         span = self._span(history, slots, now)
@@ -218,8 +221,8 @@ class SeriesPlot(FreshPlot):
         newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
                      default=-1e18)
         due = newest > self._drawn_end and now - self._drawn_at >= self.every_s
-        if now < self._drawn_at and newest != self._drawn_end:
-            due = True  # a replay went back in time: the plot ends where it now is
+        if (exact or now < self._drawn_at) and newest != self._drawn_end:
+            due = True  # a replay moved (back in time, too): the plot ends where it is
         if not (force or grown or due or key != self._drawn_key):
             return
         self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
@@ -268,14 +271,15 @@ class PositionBars(FreshPlot):
         super().__init__(**kw)
         self.every_s = every_s
 
-    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
+    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0,
+             exact: bool = False) -> None:
         # whole percent is what the bars can show; redraw when that changes, at most
         # every plot_refresh_s unless a slot gains or loses data
         key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
                     for s, vals in per_slot.items())
         shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
         old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
-        if key == self._last or (shape == old_shape
+        if key == self._last or (shape == old_shape and not exact
                                  and 0 <= now - self._drawn_at < self.every_s):
             return
         self._last, self._drawn_at = key, now
