@@ -93,7 +93,7 @@ class MainScreen(ConsoleScreen):
                                             state.thresholds, state.slot_marks,
                                             state.stalled)
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now)
+                                          now, exact=state.replay is not None)
         self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 

@@ -113,7 +113,7 @@ class WallScreen(ConsoleScreen):
             # rotation that redrew them for one slot cost ~150 KB of output and a build
             # of every plot per view, four times a minute, on a screen nobody touches
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now)
+                                          now, exact=state.replay is not None)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],

@@ -10,7 +10,7 @@ from rich.text import Text
 from console.model import fmt
 from console.model.pod_stop import OVERDUE_S, PlannedStop
 from console.model.snapshot import PodSnapshot
-from console.session.view import ConsoleState
+from console.session.view import ConsoleState, ReplayMark
 from console.ui.widgets.lines import LinesView
 
 
@@ -33,8 +33,12 @@ class PodHeader(LinesView):
     refresh_s: float | None = None
     """How often the console polls (``+``/``-`` change it): said in the header."""
 
+    replay: ReplayMark | None = None
+    """A recording is shown (a replay, the live pause): REPLAY and the recorded time."""
+
     def show_state(self, state: ConsoleState) -> None:
         self.refresh_s = state.view.refresh_s
+        self.replay = state.replay
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -81,7 +85,9 @@ class PodHeader(LinesView):
         out: list[tuple[int, Text]] = []
         if self.demo:
             out.append((0, Text(" DEMO ", "bold black on yellow")))
-        if self.read_only:
+        if self.replay is not None:
+            out.extend(replay_segments(self.replay))
+        elif self.read_only:
             out.append((0, Text(" READ-ONLY ", "bold white on blue")))
         p = pod or PodSnapshot()
         status = p.status or "?"
@@ -130,6 +136,18 @@ class PodHeader(LinesView):
 AGE_ROOM = len("  read 59s ago")
 """Cells kept at the header's right end for how old the pod's fields are (an age over a
 minute, a pod that stopped answering, takes a few more from the rest of the line)."""
+
+
+def replay_segments(mark: ReplayMark) -> list[tuple[int, Text]]:
+    """``REPLAY 03:10:05 paused`` (always shown), then the day, then (the live pause)
+    how far behind live it is and how to return."""
+    out = [(0, Text(f" {mark.badge} ", "bold white on magenta")),
+           (0, Text.assemble((mark.clock, "bold"), " ", (mark.play, "magenta")))]
+    if mark.behind_s is not None:
+        out.append((1, Text.assemble((f"{fmt.duration(mark.behind_s)} behind live", "yellow"),
+                                     (" · p: live", "dim"))))
+    out.append((3, Text(mark.day, "dim")))
+    return out
 
 
 def age_text(age: float) -> str:
