@@ -46,9 +46,7 @@ async def until(pilot: Any, cond: Callable[[], bool], what: str) -> None:
 
 
 def header(app: PodConsoleApp) -> str:
-    h = app.screen.query_one(PodHeader)
-    last = getattr(h, "_last", None)
-    return last.plain if last is not None else ""
+    return app.screen.query_one(PodHeader).render().plain
 
 
 def clock(t: float) -> str:

@@ -65,11 +65,11 @@ def test_a_file_that_is_no_recording_gets_one_sentence(
     assert "Traceback" not in err and err.count("\n") == 1
 
 
-def test_an_sqlite_file_this_build_cannot_read_says_so(
+def test_an_sqlite_file_that_is_no_recording_says_so(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = sqlite_file(tmp_path / "r.podrec")
     code, _, err = run(["replay", str(f)], capsys)
-    assert code == 1 and "cannot read recordings" in err and "Traceback" not in err
+    assert code == 1 and "not a pod-console recording" in err and "Traceback" not in err
 
 
 def test_no_recordings_says_where_it_looked(home: Path,
