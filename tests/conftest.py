@@ -47,6 +47,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "integration/test_agent_over_ssh.py": ("vllm", "sshd", "realtime"),
     "integration/test_federation.py": ("prometheus", "realtime"),
     "integration/test_fleet.py": ("sshd",),
+    "integration/test_gateway_litellm.py": ("litellm", "prometheus", "realtime"),
     "integration/test_gpu_exporter_prometheus.py": ("prometheus", "realtime"),
     "integration/test_ledger_across_processes.py": ("sshd", "realtime"),
     "integration/test_prometheus_agreement.py": ("vllm", "prometheus", "realtime"),

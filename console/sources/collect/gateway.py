@@ -21,7 +21,7 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ from console.model.numbers import bucket_quantile, counter_delta, cumulative_buc
 from console.model.printable import printable
 from console.sources.collect.exposition import Exposition, Labels, finite, parse
 from console.sources.collect.http import HttpClient, HttpError, Response
+from console.sources.collect.promql import PromClient, PromError
 
 if TYPE_CHECKING:
     from console.config.settings import GatewaySettings
@@ -240,6 +241,31 @@ class _UserSeries:
     last_seen: float | None
 
 
+DROP_LABELS = frozenset({"__name__", "job", "instance"})
+"""What Prometheus adds to a series: not the proxy's."""
+
+
+def exposition_of(result: list[dict[str, object]]) -> Exposition:
+    """A Prometheus instant-vector answer as the exposition it was scraped from."""
+    samples: dict[str, dict[Labels, float]] = {}
+    for item in result:
+        metric = item.get("metric")
+        value = item.get("value")
+        if not isinstance(metric, dict) or not isinstance(value, list) or len(value) != 2:
+            continue
+        name = metric.get("__name__")
+        try:
+            v = float(value[1])
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(name, str):
+            continue
+        labels = tuple(sorted((str(k), str(x)) for k, x in metric.items()
+                              if k not in DROP_LABELS))
+        samples.setdefault(name, {})[labels] = v
+    return Exposition(_samples=samples)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HttpError):
         return printable(exc.describe(), 200)
@@ -252,7 +278,8 @@ class GatewayCollector:
 
     def __init__(self, url: str, settings: GatewaySettings, window_s: float,
                  timeout_s: float, client: HttpClient | None = None,
-                 zone: dt.tzinfo | None = None) -> None:
+                 zone: dt.tzinfo | None = None, prom: PromClient | None = None,
+                 prom_selector: str = "") -> None:
         self.url = url.rstrip("/")
         self.settings = settings
         self.window_s = window_s
@@ -266,6 +293,10 @@ class GatewayCollector:
         """model_id → (cooldown counter total, when it was last seen to move)."""
         self._starts: deque[float] = deque(maxlen=16)
         self._multi = False
+        self.prom = prom
+        self.prom_selector = prom_selector
+        """Matchers added to the Prometheus query (``,job="litellm"``)."""
+        self._prom_earlier: tuple[float, Exposition] | None = None
 
     @property
     def client(self) -> HttpClient:
@@ -276,6 +307,7 @@ class GatewayCollector:
     async def aclose(self) -> None:
         if self._own_client and self._client is not None:
             await self._client.aclose()
+            self._client = None  # a later poll (another loop: a one-shot command) opens anew
 
     # -- the key ----------------------------------------------------------------------
     def _key_where(self) -> str:
@@ -343,10 +375,40 @@ class GatewayCollector:
                          "set in the proxy's litellm_settings?")
         return exp, None
 
+    async def via_prometheus(self, now: float) -> tuple[
+            tuple[Exposition, tuple[float, Exposition] | None] | None, str | None]:
+        """The gateway's families as Prometheus holds them now and a window ago (its
+        latest sample of each series), read by the same maths as a direct scrape."""
+        if self.prom is None:
+            return None, "gateway.via is prometheus but no prometheus_url is set"
+        sel = "{__name__=~\"" + "|".join(sorted(FAMILIES)) + "\"" + self.prom_selector + "}"
+        try:
+            now_r, then_r = await asyncio.gather(
+                self.prom.query(sel, now), self.prom.query(sel, now - self.window_s))
+        except PromError as exc:
+            return None, f"Prometheus: {exc}"
+        later = exposition_of(now_r)
+        if not later.names():
+            return None, ("Prometheus holds no litellm_ series for the gateway (is it "
+                          "scraping the proxy's /metrics/ with a key?)")
+        earlier = exposition_of(then_r)
+        return (later, (now - self.window_s, earlier) if earlier.names() else None), None
+
     async def poll(self, now: float) -> GatewaySnapshot:
-        live_r, ready_r, scraped = await asyncio.gather(
-            self._get("/health/liveliness"), self._get("/health/readiness"), self.scrape(),
-            return_exceptions=True)
+        if self.settings.via == "prometheus":
+            live_r, ready_r, prom = await asyncio.gather(
+                self._get("/health/liveliness"), self._get("/health/readiness"),
+                self.via_prometheus(now), return_exceptions=True)
+            if isinstance(prom, BaseException):
+                scraped: object = prom
+            else:
+                got, perr = prom
+                scraped = (None, perr) if got is None else (got[0], None)
+                self._prom_earlier = got[1] if got is not None else None
+        else:
+            live_r, ready_r, scraped = await asyncio.gather(
+                self._get("/health/liveliness"), self._get("/health/readiness"),
+                self.scrape(), return_exceptions=True)
         live = isinstance(live_r, Response) and live_r.status_code == 200
         ready: bool | None
         detail = ""
@@ -369,22 +431,27 @@ class GatewayCollector:
         if isinstance(scraped, BaseException):
             exp, err = None, _describe(scraped)
         else:
-            exp, err = scraped
+            exp, err = scraped  # type: ignore[misc]
         if exp is None:
             return GatewaySnapshot(url=self.url, t=now, live=live, ready=ready,
                                    ready_detail=detail, metrics_error=err)
-        return self.read(exp, now, live=live, ready=ready, ready_detail=detail, error=err)
+        earlier, self._prom_earlier = self._prom_earlier, None
+        snap = self.read(exp, now, live=live, ready=ready, ready_detail=detail, error=err,
+                         earlier=earlier)
+        return replace(snap, via=self.settings.via)
 
     def read(self, exp: Exposition, now: float, *, live: bool | None = True,
              ready: bool | None = True, ready_detail: str = "",
-             error: str | None = None) -> GatewaySnapshot:
-        """A new scrape into a snapshot (the window from the kept scrapes)."""
+             error: str | None = None,
+             earlier: tuple[float, Exposition] | None = None) -> GatewaySnapshot:
+        """A new scrape into a snapshot: over the window from ``earlier`` (Prometheus's
+        samples a window ago), else from the oldest kept scrape inside the window."""
         self._observe_workers(exp)
-        earlier: tuple[float, Exposition] | None = None
-        for t, e in self.scrapes:
-            if now - t <= self.window_s and now - t >= 1.0:
-                earlier = (t, e)
-                break
+        if earlier is None:
+            for t, e in self.scrapes:
+                if now - t <= self.window_s and now - t >= 1.0:
+                    earlier = (t, e)
+                    break
         self.scrapes.append((now, exp))
         while self.scrapes and now - self.scrapes[0][0] > self.window_s * 2:
             self.scrapes.popleft()
@@ -441,9 +508,10 @@ class GatewayCollector:
         for mid, v in totals.items():
             old = self._cooled.get(mid)
             if old is None:
-                # first sight: a cooldown counted before this console watched is not
-                # known to be recent (the failures in the window still tell "failing")
-                self._cooled[mid] = (v, -math.inf)
+                # on the first scrape a cooldown counted before this console watched is
+                # not known to be recent (the failures in the window still tell
+                # "failing"); a series born since the last scrape has just moved
+                self._cooled[mid] = (v, -math.inf if len(self.scrapes) <= 1 else now)
             elif v != old[0]:
                 self._cooled[mid] = (v, now)
 
