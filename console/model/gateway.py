@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from console.model import catalog
+from console.model import catalog, fmt
 from console.model.conditions import Condition
 
 if TYPE_CHECKING:
@@ -148,10 +148,40 @@ class GatewaySnapshot:
         }
 
 
+def who_text(gw: GatewaySnapshot | None, now: float, within_s: float) -> str | None:
+    """Who made requests through the gateway within ``within_s`` (the watchdog dialog's
+    line when deciding whether to extend); None without a gateway reading."""
+    if gw is None or (gw.metrics_error is not None and not gw.users):
+        return None
+    span = f"{within_s / 3600:g} h" if within_s % 3600 == 0 else f"{within_s / 60:.0f} min"
+    active = gw.active_users(now, within_s)
+    if not active:
+        return f"gateway: no requests in the last {span}"
+    parts = [f"{u.name} ({fmt.duration(max(0.0, now - (u.last_seen or now)), False)} ago, "
+             f"{fmt.num(u.requests)} today)" for u in active[:6]]
+    more = f" +{len(active) - 6} more" if len(active) > 6 else ""
+    return f"used in the last {span}: " + ", ".join(parts) + more
+
+
+def idle_for(slots_idle: float | None, gw: GatewaySnapshot | None, source: str,
+               now: float) -> float | None:
+    """How long the pod has been idle, counting as activity what ``idle_source`` says:
+    the slots' requests (the pod agent's figure), the gateway's (since its last request
+    seen), or either (the shorter)."""
+    last = gw.last_request_at() if gw is not None else None
+    gw_idle = None if last is None else max(0.0, now - last)
+    if source == "gateway":
+        return gw_idle if gw_idle is not None else slots_idle
+    if source == "both":
+        known = [x for x in (slots_idle, gw_idle) if x is not None]
+        return min(known) if known else None
+    return slots_idle
+
+
 _HOST = re.compile(r"^https?://(\[[^\]]+\]|[^/:]+)(?::(\d+))?")
 
 
-def _port_of(url: str | None) -> int | None:
+def port_of(url: str | None) -> int | None:
     m = _HOST.match(url or "")
     return int(m.group(2)) if m and m.group(2) else None
 
@@ -198,7 +228,7 @@ def conditions(gw: GatewaySnapshot | None, snap: DeploymentSnapshot | None,
         # route (a RunPod HTTPS proxy hop, an api_base, a key) is wrong, not the slot
         by_port = {s.port: s for s in snap.slots if s.health == "up"}
         for d in gw.deployments:
-            slot = by_port.get(_port_of(d.api_base) or -1)
+            slot = by_port.get(port_of(d.api_base) or -1)
             failed = d.figure("failures") or 0
             ok = d.figure("requests") or 0
             if slot is not None and failed > 0 and failed >= ok - failed and (

@@ -542,7 +542,8 @@ class GatewayCollector:
                     if st is not None:  # a new day: its count starts where yesterday ended
                         base = st.last_value if st.last_value <= v else 0.0
                     start = day_start if base == 0.0 else now
-                    last = (born if fresh and v > 0 else st.last_seen if st else None)
+                    last = (min(born, now) if fresh and born is not None and v > 0
+                            else st.last_seen if st else None)
                     st = self._users[k] = _UserSeries(day, base, start, v, last)
                 elif v != st.last_value:
                     if v < st.last_value:  # the proxy restarted: counted from zero again

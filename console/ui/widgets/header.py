@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.model import fmt
+from console.model.gateway import GatewaySnapshot, idle_for
 from console.model.pod_stop import OVERDUE_S, PlannedStop
 from console.model.snapshot import PodSnapshot
 from console.session.view import ConsoleState
@@ -29,8 +30,14 @@ class PodHeader(Static):
     refresh_s: float | None = None
     """How often the console polls (``+``/``-`` change it): said in the header."""
 
+    gateway: GatewaySnapshot | None = None
+    """The gateway's last reading: its state, requests/s and error rate in the header."""
+    idle_source: str = "slots"
+
     def show_state(self, state: ConsoleState) -> None:
         self.refresh_s = state.view.refresh_s
+        self.gateway = state.gateway
+        self.idle_source = state.idle_source
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -78,6 +85,10 @@ class PodHeader(Static):
         if stale:
             out.append((0, Text(stale, "bold red")))
         out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
+        gw = self.gateway
+        if gw is not None:
+            out.append((1, Text(gw.headline(), "green" if gw.live and gw.ready and not (
+                gw.metrics_error) else "bold red")))
         out.append((0 if stop is not None else 1, stop_text(p, now, stop)))
         plan = p.stop_plan
         if plan is not None and plan.extension_until and stop is None:
@@ -86,7 +97,7 @@ class PodHeader(Static):
                 "bold cyan"))))
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None:
-            idle = plan.idle(now) or 0.0
+            idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
             out.append((2, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
                 "yellow" if idle >= 0.75 * plan.idle_after_s else ""))))
