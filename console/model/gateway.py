@@ -134,7 +134,8 @@ class GatewaySnapshot:
     def as_json(self) -> dict[str, object]:
         """``status --json``'s ``gateway`` block and ``metrics --gateway --json``."""
         return {
-            "url": self.url, "via": self.via, "live": self.live, "ready": self.ready,
+            "url": self.url, "via": self.via, "headline": self.headline(),
+            "live": self.live, "ready": self.ready,
             "ready_detail": self.ready_detail, "metrics_error": self.metrics_error,
             "window_s": self.window_s, "workers_note": self.workers_note,
             "total": self.total, "groups": self.groups,

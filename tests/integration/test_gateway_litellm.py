@@ -252,3 +252,60 @@ def test_prometheus_path_says_when_it_holds_nothing(tmp_path: Path) -> None:
             await col.aclose()
     snap = asyncio.run(run())
     assert snap.live is False and "prometheus_url" in (snap.metrics_error or "")
+
+
+def test_status_json_and_metrics_gateway(gw: SimpleNamespace, tmp_path: Path) -> None:
+    """``status --json`` carries the gateway block; ``metrics URL --gateway`` prints the
+    gateway's figures (the key from the environment, never argv)."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    _chat(gw.proxy, "carol", 2)
+    prof = tmp_path / "profiles"
+    prof.mkdir()
+    doc = {"gpu_type_ids": ["GPU A1"], "gpu_count": 1, "image": "sim/vllm:latest",
+           "slots": {"TINY": {"served_model_name": "tiny", "hf_repo_id": "sim/a",
+                              "port": gw.a.port, "gpus": [0], "gpu_util": 0.4,
+                              "max_model_len": 4096}}}
+    (prof / "10-test.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {prof}\nstate_dir: {tmp_path / 'state'}\n"
+                   f"pod:\n  host: 127.0.0.1\ngateway_url: {gw.proxy.url}\n"
+                   f"gateway:\n  key_file: {gw.key}\n  cooldown_s: {COOLDOWN_S}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM")}
+    env["PYTHONPATH"] = str(REPO)
+    r = subprocess.run([sys.executable, "-m", "console.cli", "status", "--json", "--config",
+                        str(cfg), "--sample", "1"], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    block = json.loads(r.stdout)["gateway"]
+    assert block["live"] and block["ready"] and block["metrics_error"] is None
+    assert block["window_s"] is not None and block["window_s"] >= 1
+    assert {"tiny-a", "tiny-b", "small-c"} <= {d["model_id"] for d in block["deployments"]}
+    assert {"alice", "bob", "carol"} <= {u["name"] for u in block["users"]}
+    assert litellm_proxy.MASTER_KEY not in r.stdout + r.stderr
+
+    direct = _poll(_collector(gw))
+    env["LITELLM_MASTER_KEY"] = litellm_proxy.MASTER_KEY
+    m = subprocess.run([sys.executable, "-m", "console.cli", "metrics",
+                        gw.proxy.url + "/metrics", "--gateway", "--json"],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    assert m.returncode == 0, m.stderr
+    figs = json.loads(m.stdout)
+    assert figs["total"]["requests"] == direct.total["requests"]
+    assert {d["model_id"]: d["requests"] for d in figs["deployments"]} == {
+        d.model_id: d.figure("requests") for d in direct.deployments}
+    table = subprocess.run([sys.executable, "-m", "console.cli", "metrics",
+                            gw.proxy.url + "/metrics/", "--gateway"], capture_output=True,
+                           text=True, timeout=120, env=env, cwd=REPO)
+    assert table.returncode == 0 and "overhead p95" in table.stdout and "carol" in table.stdout
+    del env["LITELLM_MASTER_KEY"]
+    keyless = subprocess.run([sys.executable, "-m", "console.cli", "metrics",
+                              gw.proxy.url + "/metrics/", "--gateway"], capture_output=True,
+                             text=True, timeout=120, env=env, cwd=REPO)
+    assert keyless.returncode == 1 and "LITELLM_MASTER_KEY" in keyless.stderr
