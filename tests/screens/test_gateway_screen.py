@@ -91,3 +91,14 @@ def test_idle_source() -> None:
     assert idle_for(3000.0, gw, "gateway", now) == 600.0
     assert idle_for(300.0, gw, "both", now) == 300.0
     assert idle_for(None, None, "gateway", now) is None
+
+
+async def test_wall_shows_the_gateway_line() -> None:
+    from console.ui.screens.wall import WallScreen
+
+    state = replace(states.state(read_only=True), gateway=_reading(), now=T)
+    app = ScreenHost(lambda: WallScreen(state, rotate_s=0))
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        text = _text(app)
+    assert "view: overview" in text and "gateway up · ready" in text
