@@ -386,6 +386,9 @@ GATEWAY: tuple[Figure, ...] = (
            column=Column("FB ok", 5, 70)),
     Figure("fallbacks_failed", Increase((GW_FALLBACK_FAILED,)), "fallbacks failed", fmt.num,
            column=Column("FB fail", 7, 80)),
+    Figure("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num,
+           column=Column("TOKENS", 7, 90)),
+    Figure("spend", Increase((GW_USER_SPEND,)), "spend", _usd, column=Column("SPEND", 8, 95)),
     Figure("state", Gauge((GW_STATE,)), "deployment state (max)", fmt.num, detail=False),
 )
 """A gauge here is the largest of the scope's series (the worst deployment's state)."""

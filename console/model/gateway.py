@@ -78,6 +78,8 @@ class UserRow:
     since: float | None = None
     """When "today" starts for these counts (midnight, or the console's first reading of
     a series older than today: counted from then)."""
+    team: str | None = None
+    """The team (alias, else id) its key belongs to, when LiteLLM labels one."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,9 @@ class GatewaySnapshot:
                              "api_base": d.api_base, "status": d.status,
                              "cooled_at": d.cooled_at, **d.values}
                             for d in self.deployments],
-            "users": [{"name": u.name, "requests": u.requests, "tokens": u.tokens,
-                       "spend": u.spend, "last_seen": u.last_seen, "since": u.since}
+            "users": [{"name": u.name, "team": u.team, "requests": u.requests,
+                       "tokens": u.tokens, "spend": u.spend, "last_seen": u.last_seen,
+                       "since": u.since}
                       for u in self.users],
         }
 

@@ -69,6 +69,7 @@ async def test_header_carries_the_gateway() -> None:
         await settle(pilot)
         first = _text(app).splitlines()[0]
     assert "gateway up · ready" in first and "cooldown: tiny-b" in first
+    assert "2 users 1h00m" in first  # who used it in the last hour, beside the idle time
 
 
 async def test_watchdog_dialog_says_who_used_it() -> None:

@@ -83,6 +83,11 @@ def test_capture_figures_equal_an_independent_reading() -> None:
             _p95(rows, "litellm_llm_api_latency_metric", model_id=mid), rel=1e-12)
     assert snap.groups["tiny"]["total_latency_p95_s"] == pytest.approx(
         _p95(rows, "litellm_request_total_latency_metric", model="tiny"), rel=1e-12)
+    for group in ("tiny", "small"):  # spend and tokens per model too
+        assert snap.groups[group]["tokens"] == _sum(rows, "litellm_total_tokens_metric_total",
+                                                    model=group)
+        assert snap.groups[group]["spend"] == pytest.approx(
+            _sum(rows, "litellm_spend_metric_total", model=group), rel=1e-12)
     users = {u.name: u for u in snap.users}
     assert set(users) == {"alice", "bob"}
     for who in users:

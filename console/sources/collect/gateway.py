@@ -526,6 +526,7 @@ class GatewayCollector:
         sums: dict[str, dict[str, float]] = {}
         seen: dict[str, float] = {}
         since: dict[str, float] = {}
+        teams: dict[str, str] = {}
         for fig in GATEWAY_USAGE:
             name = fig.source.names[0] if isinstance(fig.source, Increase) else ""
             created = exp.series(name[:-len("_total")] + "_created") if name else {}
@@ -533,6 +534,9 @@ class GatewayCollector:
                 who = user_name(labels)
                 if who is None or finite(v) is None:
                     continue
+                team = _label(labels, "team_alias") or _label(labels, "team")
+                if team:
+                    teams.setdefault(who, team)
                 k = (name, labels)
                 st = self._users.get(k)
                 if st is None or st.day != day:
@@ -557,6 +561,7 @@ class GatewayCollector:
                 since[who] = min(since.get(who, math.inf), st.since)
         rows = [UserRow(name=printable(who, 80), requests=v.get("requests"),
                         tokens=v.get("tokens"), spend=v.get("spend"), last_seen=seen.get(who),
-                        since=since.get(who)) for who, v in sums.items()]
+                        since=since.get(who), team=teams.get(who))
+                for who, v in sums.items()]
         rows.sort(key=lambda u: (-(u.requests or 0.0), u.name))
         return tuple(rows)

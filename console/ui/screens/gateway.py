@@ -57,14 +57,16 @@ def groups_table(gw: GatewaySnapshot, state: ConsoleState) -> Table:
 
 def users_table(gw: GatewaySnapshot, now: float, active_s: float) -> Table:
     t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
-    for col, just in (("user / key", "left"), ("requests", "right"), ("tokens", "right"),
+    for col, just in (("user / key", "left"), ("team", "left"), ("requests", "right"),
+                      ("tokens", "right"),
                       ("spend", "right"), ("last seen", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for u in gw.users:
         recent = u.last_seen is not None and now - u.last_seen <= active_s
         seen = fmt.DASH if u.last_seen is None else (
             f"{fmt.duration(max(0.0, now - u.last_seen), False)} ago")
-        t.add_row(Text(u.name, "bold" if recent else ""), fmt.num(u.requests),
+        t.add_row(Text(u.name, "bold" if recent else ""), Text(u.team or fmt.DASH, "dim"),
+                  fmt.num(u.requests),
                   fmt.num(u.tokens), fmt.money(u.spend, 4), Text(seen, "" if recent
                                                                    else "dim"))
     return t

@@ -33,11 +33,13 @@ class PodHeader(Static):
     gateway: GatewaySnapshot | None = None
     """The gateway's last reading: its state, requests/s and error rate in the header."""
     idle_source: str = "slots"
+    active_window_s: float = 3600.0
 
     def show_state(self, state: ConsoleState) -> None:
         self.refresh_s = state.view.refresh_s
         self.gateway = state.gateway
         self.idle_source = state.idle_source
+        self.active_window_s = state.active_window_s
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -98,9 +100,13 @@ class PodHeader(Static):
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None:
             idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
+            who = (self.gateway.active_users(now, self.active_window_s)
+                   if self.gateway is not None else ())
             out.append((2, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
-                "yellow" if idle >= 0.75 * plan.idle_after_s else ""))))
+                "yellow" if idle >= 0.75 * plan.idle_after_s else ""), *(
+                ((f" · {len(who)} user{'s' if len(who) > 1 else ''} "
+                  f"{fmt.duration(self.active_window_s, False)}", "cyan"),) if who else ()))))
         # dimes: the spend changes ~every 90 s, not every poll
         spent, proj = p.spend_today(now), p.projected_today(now)
         out.append((2, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
