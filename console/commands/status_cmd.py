@@ -88,7 +88,9 @@ def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:
             if settings.prometheus_url and settings.gateway.via == "prometheus" else None)
     return GatewayCollector(settings.gateway_url, settings.gateway, settings.window_s,
                             settings.request_timeout_s, client=client,
-                            zone=day_zone(profile), prom=prom)
+                            zone=day_zone(profile), prom=prom,
+                            prom_selector=(f",{settings.gateway.prometheus_match}"
+                                           if settings.gateway.prometheus_match else ""))
 
 
 def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:

@@ -150,6 +150,9 @@ class GatewaySettings(BaseModel):
     via: Literal["direct", "prometheus"] = "direct"
     """``direct``: scrape the proxy's ``/metrics`` with a key; ``prometheus``: read
     ``prometheus_url``'s copy of it (the liveliness and readiness still come direct)."""
+    prometheus_match: str = Field(default="", pattern=r'^$|^[a-zA-Z_][a-zA-Z0-9_]*=~?"[^"]*"$')
+    """With ``via: prometheus``: one label matcher picking this gateway's series when
+    Prometheus scrapes several (``job="litellm"``)."""
     metrics_path: str = "/metrics/"
     """The proxy's exposition path (LiteLLM mounts it at ``/metrics/``; ``/metrics``
     answers a redirect)."""

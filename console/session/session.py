@@ -542,7 +542,9 @@ class Session:
                     if st.prometheus_url and st.gateway.via == "prometheus" else None)
             col = self._gateway_collector = GatewayCollector(
                 st.gateway_url or "", st.gateway, st.window_s, st.request_timeout_s,
-                client=self.poller.client, zone=day_zone(ctx.profile), prom=prom)
+                client=self.poller.client, zone=day_zone(ctx.profile), prom=prom,
+                prom_selector=f",{st.gateway.prometheus_match}" if st.gateway.prometheus_match
+                else "")
         return await col.poll(now)
 
     async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:

@@ -221,6 +221,7 @@ def test_gateway_figures_users_and_cooldown(gw: SimpleNamespace, monkeypatch) ->
         client = HttpClient()
         col = _collector(gw, via="prometheus")
         col.prom = PromClient(gw.prom.url, client, timeout=5.0)
+        col.prom_selector = ',job="vllm"'  # the job tests/support/prometheus_server names
         try:
             return await col.poll(time.time())
         finally:
