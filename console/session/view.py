@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings, SlotThresholds
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
+    from console.model.gateway import GatewaySnapshot
     from console.model.pod_stop import PlannedStop
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
     from console.model.stall import Stall
@@ -178,6 +179,12 @@ class ConsoleState:
     replay: ReplayMark | None = None
     """Shown from a recording (a replay, the live pause): what the header says; the
     state is then read-only."""
+    gateway: GatewaySnapshot | None = None
+    """The gateway's last reading (LiteLLM), None when none is watched."""
+    idle_source: str = "slots"
+    """``gateway.idle_source``: what the idle countdown counts as activity."""
+    active_window_s: float = 3600.0
+    """``gateway.active_window_s``: "who is using it" looks this far back."""
 
     @property
     def slot_marks(self) -> dict[str, str]:

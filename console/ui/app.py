@@ -568,6 +568,12 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         if not isinstance(self.screen, GpuScreen):
             self.push_screen(GpuScreen(self.console_state()))
 
+    def action_gateway(self) -> None:
+        from console.ui.screens.gateway import GatewayScreen
+
+        if not isinstance(self.screen, GatewayScreen):
+            self.push_screen(GatewayScreen(self.console_state()))
+
     # -- the fleet: every context's pod ------------------------------------------------
     def action_fleet(self) -> None:
         from console.ui.screens.fleet import FleetScreen
