@@ -9,6 +9,7 @@ wrong (never a traceback). The recorder's reader
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def is_incident(m: Marker) -> bool:
     return m.kind in ("alert", "xid") and not m.text.split(" ", 1)[0].endswith(":")
 
 
-def summarize(path: Path, open_: object = None) -> Summary:
+def summarize(path: Path, open_: Callable[[Path], Tape] | None = None) -> Summary:
     """What ``--list`` says about one file (a file it cannot read is listed with why)."""
     import time
 
@@ -119,7 +120,7 @@ def summarize(path: Path, open_: object = None) -> Summary:
     except OSError:
         size = 0
     try:
-        tape = opener(path)  # type: ignore[operator]
+        tape = opener(path)
     except NotARecording as exc:
         return Summary(path, size, problem=str(exc))
     try:

@@ -57,10 +57,10 @@ def groups_table(gw: GatewaySnapshot, state: ConsoleState) -> Table:
 
 def users_table(gw: GatewaySnapshot, now: float, active_s: float) -> Table:
     t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
-    for col, just in (("user / key", "left"), ("team", "left"), ("requests", "right"),
-                      ("tokens", "right"),
-                      ("spend", "right"), ("last seen", "right")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for col in ("user / key", "team"):
+        t.add_column(col, justify="left", no_wrap=True)
+    for col in ("requests", "tokens", "spend", "last seen"):
+        t.add_column(col, justify="right", no_wrap=True)
     for u in gw.users:
         recent = u.last_seen is not None and now - u.last_seen <= active_s
         seen = fmt.DASH if u.last_seen is None else (
