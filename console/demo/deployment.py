@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import math
 import os
 import shutil
@@ -29,7 +30,13 @@ from typing import Any
 
 import yaml
 
-from console.config.settings import AlertTiming, PodSettings, Settings, SlotThresholds
+from console.config.settings import (
+    AlertTiming,
+    GatewaySettings,
+    PodSettings,
+    Settings,
+    SlotThresholds,
+)
 from console.operations.provision import ProvisionConfig
 from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
 from console.sources.remote import LocalAgentTransport
@@ -119,6 +126,10 @@ class DemoDeployment:
         self._transports: list[LocalAgentTransport] = []
         self.exporter: subprocess.Popen[bytes] | None = None
         self.exporter_port: int | None = None
+        self.gateway: subprocess.Popen[bytes] | None = None
+        self.gateway_port: int | None = None
+        """The simulated LiteLLM proxy in front of the first pod's slots
+        (``fake_litellm``): the console watches it as ``gateway_url``."""
         self.clock_speed = clock_speed
         """The pod agent's clock runs this many times as fast (``--clock-speed``), from
         90 minutes before the first profile's next scheduled stop: a warning, an
@@ -286,6 +297,7 @@ class DemoDeployment:
         self.emulator.start()
         self.pod_id = self._running_pod(first)
         self._start_exporter(self.pod_id)
+        self._start_gateway(first)
         if self.fleet:
             self.contexts[FLEET_CONTEXTS[0]] = self.pod_id
             for k, name in enumerate(FLEET_CONTEXTS[1:], 1):
@@ -362,6 +374,32 @@ class DemoDeployment:
             env=t.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, start_new_session=True)
 
+    def _start_gateway(self, lp: LoadedProfile) -> None:
+        """LiteLLM in front of the first pod's slots: each slot a deployment (its name
+        the ``model_id``) of the model group of its served name, the profile's aliases
+        routed as the field's ``litellm.yaml`` does."""
+        routes = [[name, s.served_model_name, s.port]
+                  for name, s in sorted(lp.profile.slots.items())]
+        self.gateway_port = _free_port()
+        log = open(self.workdir / "gateway.log", "ab")  # noqa: SIM115 - owned by the child
+        env = {k: v for k, v in os.environ.items()
+               if k in POD_ENV_ALLOWED or k.startswith("LC_")}
+        env["PYTHONPATH"] = str(REPO)
+        self.gateway = subprocess.Popen(
+            [sys.executable, "-m", "console.demo.fake_litellm", "--port",
+             str(self.gateway_port), "--routes", json.dumps(routes),
+             "--aliases", json.dumps(lp.profile.alias_targets()),
+             "--faults", str(self.faults_dir), "--seed", str(self.seed),
+             "--rate", str(self.rate)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, cwd=str(REPO))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.gateway.poll() is None:
+            with socket.socket() as s, contextlib.suppress(OSError):
+                s.connect(("127.0.0.1", self.gateway_port))
+                return
+            time.sleep(0.05)
+
     def state_dir(self) -> Path:
         """A workdir given by the caller (tests) holds it; else ``POD_CONSOLE_STATE_DIR``;
         else the user's state directory: the demo's audit log outlives its temp files."""
@@ -397,6 +435,11 @@ class DemoDeployment:
             # the exporter serves the first pod's GPUs
             gpu_metrics_url=(f"http://127.0.0.1:{self.exporter_port}/metrics"
                              if self.exporter_port and pid == self.pod_id else None),
+            # the simulated LiteLLM before the first pod's slots (no key asked for
+            # /metrics: its require_auth_for_metrics_endpoint is false)
+            gateway_url=(f"http://127.0.0.1:{self.gateway_port}"
+                         if self.gateway_port and pid == self.pod_id else None),
+            gateway=GatewaySettings(cooldown_s=10.0),
             context=context, context_names=list(self.contexts),
             # the simulation's spend is its own: kept in memory, never in the user's book
             demo=True, RUNPOD_API_KEY=DEMO_KEY)
@@ -466,12 +509,25 @@ class DemoDeployment:
                     lambda: (self.faults_dir / "quiet").touch()))
         out.append(("traffic resumes", "undo 'traffic stops'",
                     lambda: (self.faults_dir / "quiet").unlink(missing_ok=True)))
+        for lp in self.profiles()[:1]:
+            for name in lp.profile.slots:
+                out.append((f"gateway puts {name} in cooldown", "LiteLLM's calls to it fail "
+                            "with 500 for 30 s: cooldowns, fallbacks, the alert",
+                            functools.partial(self.gateway_cooldown, name)))
+        out.append(("gateway down", "the LiteLLM proxy answers nothing, liveliness included",
+                    lambda: (self.faults_dir / "gw-down").touch()))
+        out.append(("gateway back up", "undo 'gateway down'",
+                    lambda: (self.faults_dir / "gw-down").unlink(missing_ok=True)))
         out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
         out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
         return out
 
     def kill_slot(self, served: str) -> None:
         (self.faults_dir / f"kill-{served}").touch()
+
+    def gateway_cooldown(self, slot: str) -> None:
+        """The simulated LiteLLM puts the deployment of ``slot`` in cooldown."""
+        (self.faults_dir / f"gw-cooldown-{slot}").touch()
 
     def stall_slot(self, served: str) -> None:
         """The engine hangs (the field's silent hang): ended by restarting the slot."""
@@ -508,6 +564,13 @@ class DemoDeployment:
         await asyncio.to_thread(self._stop_all)
 
     def _stop_all(self) -> None:
+        if self.gateway is not None and self.gateway.poll() is None:
+            self.gateway.terminate()
+            try:
+                self.gateway.wait(10)
+            except subprocess.TimeoutExpired:
+                self.gateway.kill()
+                self.gateway.wait(5)
         if self.exporter is not None and self.exporter.poll() is None:
             self.exporter.terminate()
             try:

@@ -38,7 +38,8 @@ async def test_B_benchmarks_the_slot_under_the_cursor(demo) -> None:
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         question = app.screen.question
         assert f"Benchmark slot {slot} on pod {demo.pod_id}?" in question
-        assert "3 streamed requests via direct" in question
+        # through the demo's gateway, as a benchmark goes on the field's pod
+        assert "3 streamed requests via gateway http://127.0.0.1:" in question
         await pilot.press("y")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen))
         progress = app.screen
