@@ -507,3 +507,30 @@ def replay_tape() -> Any:
              Marker(REPLAY_DOWN_AT + 20, "xid", "XID 79 on GPU1", "1"),
              Marker(NOW - 90, "operation", "restart Q27", "audit-7"))
     return MemoryTape(polls, marks)
+
+
+def gateway_reading() -> Any:
+    """The gateway (issue 34) read from the real LiteLLM capture
+    (``tests/fixtures/litellm_metrics.txt``) at ``NOW - 10`` and again at ``NOW`` with one
+    more cooldown of tiny-b and two more requests of alice: a deployment in cooldown,
+    users with a last-seen time, figures over a 10 s window."""
+    import re
+
+    from console.config.settings import GatewaySettings
+    from console.sources.collect.gateway import FAMILIES, GatewayCollector
+
+    capture = (FIXTURES / "litellm_metrics.txt").read_text()
+    col = GatewayCollector("http://127.0.0.1:4000", GatewaySettings(cooldown_s=30), 300.0,
+                           1.0, zone=__import__("datetime").timezone.utc)
+    col.read(parse(capture, FAMILIES), NOW - 10)
+    later = re.sub(r'(litellm_deployment_cooled_down_total\{[^}]*\}) (\S+)',
+                   lambda m: f"{m.group(1)} {float(m.group(2)) + 1}", capture)
+    later = re.sub(r'(litellm_proxy_total_requests_metric_total\{[^}]*end_user="alice"'
+                   r'[^}]*model_id="tiny-a"[^}]*\}) (\S+)',
+                   lambda m: f"{m.group(1)} {float(m.group(2)) + 2}", later)
+    return col.read(parse(later, FAMILIES), NOW)
+
+
+def gateway_state() -> ConsoleState:
+    """``state()`` with the gateway's reading: the header's gateway line, ``G``."""
+    return replace(state(), gateway=gateway_reading())

@@ -4,7 +4,7 @@ a recording's states, read-only, the header saying REPLAY and the recorded time,
 keys moving it (space, t/T, j/J, [/], 1/2/3). The recording is ten minutes of fixed
 states (``states.replay_tape``): no process, no poll.
 
-Snapshots: the replay header on the main screen at 80×24 and 120×40.
+Snapshots: the replay header on the main screen at 80×24, 120×40 and 160×48.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ async def test_detail_gpu_and_wall_screens_show_the_recording() -> None:
         assert wall.replay is not None and wall.replay.cursor.playing
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
 def test_replay_header_snapshot(snap_compare, size: tuple[int, int],
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The main screen on a recording, paused on the poll after Q27 went down."""

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from console.ui.screens.alerts import AlertHistoryScreen
 from console.ui.screens.detail import SlotDetailScreen
 from console.ui.screens.fleet import FleetScreen
+from console.ui.screens.gateway import GatewayScreen
 from console.ui.screens.gpus import GpuScreen
 from console.ui.screens.log import LogScreen
 from console.ui.screens.main import MainScreen
@@ -140,6 +141,9 @@ SCREENS: dict[str, tuple[list[Callable[[], Screen]], list[Step]]] = {
     "main-planned-stop": ([lambda: MainScreen(states.planned_stop_state(),
                                               states.log_lines())], []),
     "main-six-alerts": ([lambda: MainScreen(states.six_alerts(), states.log_lines())], []),
+    # G (issue 34): model groups, deployments (one in cooldown), users, from the real
+    # LiteLLM capture read twice by the collector
+    "gateway": ([lambda: GatewayScreen(states.gateway_state())], []),
 }
 """name → (the screens pushed, bottom first; what is done once they are up)."""
 
