@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from console.commands import examples
 from console.commands.argtypes import seconds
@@ -26,22 +27,38 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def rows(window_s: float) -> list[dict[str, object]]:
-    from dataclasses import asdict
-
-    from console.model.catalog import CATALOG
-    from console.sources.collect.promql import source_query
+    """Every figure of the slots' catalog, then the gateway's (issue 34): per deployment,
+    and its usage per user."""
+    from console.model.catalog import CATALOG, GATEWAY, GATEWAY_USAGE
+    from console.sources.collect.promql import GATEWAY_BY, MODEL_BY, USERS_BY
 
     out: list[dict[str, object]] = []
-    for fig in CATALOG:
-        out.append({
-            "key": fig.key, "label": fig.label, "source": type(fig.source).__name__,
-            "definition": asdict(fig.source), "promql": source_query(fig.source, window_s),
-            "metrics_json": fig.json, "column": fig.column.header if fig.column else None,
-            "plot": fig.plot.title if fig.plot else None,
-            "threshold": None if fig.threshold is None else (
-                fig.threshold.setting or f"fixed {fig.threshold.fixed:g}"),
-            "per_slot": fig.per_slot})
+    for family, figs, by in (("slot", CATALOG, MODEL_BY), ("gateway", GATEWAY, GATEWAY_BY),
+                             ("gateway usage", GATEWAY_USAGE, USERS_BY)):
+        for fig in figs:
+            out.append(_row(fig, family, window_s, by))
     return out
+
+
+def _row(fig: Any, family: str, window_s: float, by: tuple[str, ...]) -> dict[str, object]:
+    from dataclasses import asdict
+
+    from console.sources.collect.promql import source_query
+
+    gateway = family != "slot"
+    setting = None if fig.threshold is None else fig.threshold.setting
+    return {
+        "family": family, "key": fig.key, "label": fig.label,
+        "source": type(fig.source).__name__, "definition": asdict(fig.source),
+        # a gateway gauge is its scope's worst series (the deployment state's max)
+        "promql": source_query(fig.source, window_s, by=by,
+                               gauge="max" if gateway else "sum"),
+        "metrics_json": fig.json, "column": fig.column.header if fig.column else None,
+        "plot": fig.plot.title if fig.plot else None,
+        "threshold": None if fig.threshold is None else (
+            (f"gateway.{setting}" if gateway else setting) if setting
+            else f"fixed {fig.threshold.fixed:g}"),
+        "per_slot": fig.per_slot}
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
@@ -49,7 +66,14 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
+    family = None
     for r in data:
+        if r["family"] != family:
+            family = r["family"]
+            print(f"# {family} figures" + (" (per deployment, model group and gateway; "
+                                           "LiteLLM's /metrics/)" if family == "gateway" else
+                                           " (per user/key, today)" if family != "slot"
+                                           else " (per slot; vLLM's /metrics)"))
         where = ", ".join(x for x in (
             f"column {r['column']}" if r["column"] else "",
             f"plot {r['plot']}" if r["plot"] else "",

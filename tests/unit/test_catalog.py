@@ -72,6 +72,15 @@ def test_every_entry_has_promql_and_old_names_join_with_or() -> None:
         assert queries[fig.key] == source_query(fig.source, 300)
     assert "vllm:gpu_prefix_cache_hits_total" in queries["prefix_cache_hit_rate"]
     assert 'reason="capacity"' in queries["waiting_capacity"]
+    # a source's match is PromQL's =~, joined with a selector into one matcher list
+    five = catalog.GATEWAY_BY_KEY["error_5xx_ratio"].source
+    q = source_query(five, 60, '{job="litellm"}', by=("model_id",))
+    assert q == ('sum by (model_id) (increase(litellm_deployment_failure_responses_total'
+                 '{job="litellm",exception_status=~"5.."}[1m])) / sum by (model_id) '
+                 '(increase(litellm_deployment_total_requests_total{job="litellm"}[1m]))')
+    assert source_query(catalog.GATEWAY_BY_KEY["errors_4xx"].source, 60) == (
+        'sum by (model_name) (increase(litellm_deployment_failure_responses_total'
+        '{exception_status=~"4.."}[1m]))')
     # a selector and the entry's own label join into one matcher list
     q = source_query(catalog.BY_KEY["waiting_deferred"].source, 60, '{pod="abc"}')
     assert '{pod="abc",reason="deferred"}' in q
@@ -155,8 +164,18 @@ def test_metrics_all_prints_every_model_figure() -> None:
     r = subprocess.run([sys.executable, "-m", "console.cli", "catalog", "--json"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    rows = {x["key"]: x for x in json.loads(r.stdout)}
+    every = json.loads(r.stdout)
+    rows = {x["key"]: x for x in every if x["family"] == "slot"}
     assert set(rows) == set(catalog.BY_KEY)
+    # the gateway's figures follow, with their sources and PromQL (issue 34)
+    gw = {x["key"]: x for x in every if x["family"] == "gateway"}
+    assert set(gw) == set(catalog.GATEWAY_BY_KEY)
+    assert gw["error_5xx_ratio"]["threshold"] == "gateway.error_5xx_ratio"
+    assert gw["errors_5xx"]["definition"]["match"] == ["exception_status", "5.."]
+    assert 'exception_status=~"5.."' in gw["errors_5xx"]["promql"]
+    assert gw["state"]["promql"] == "max by (model_id) (litellm_deployment_state)"
+    usage = {x["key"] for x in every if x["family"] == "gateway usage"}
+    assert usage == {f.key for f in catalog.GATEWAY_USAGE}
     assert rows["ttft_p95_s"]["threshold"] == "ttft_p95_s"
     assert rows["generation_tps"]["plot"] == "generation"
 

@@ -53,8 +53,21 @@ def _selector(sel: str, where: tuple[str, str] | None) -> str:
     return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
 
 
+def _match_selector(sel: str, match: tuple[str, str] | None) -> str:
+    """``sel`` plus a source's ``match`` (label, regular expression) as PromQL's ``=~``:
+    the gateway's 5xx are ``exception_status=~"5.."``."""
+    if match is None:
+        return sel
+    matcher = f'{match[0]}=~"{match[1]}"'
+    return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
+
+
 MODEL_BY = ("model_name",)
 FLEET_BY = ("pod", "slot", "model_name")
+GATEWAY_BY = ("model_id",)
+"""The gateway's figures per deployment (LiteLLM's ``model_id``)."""
+USERS_BY = ("end_user",)
+"""The gateway's usage per user (the request's ``user``; a key's alias with keys)."""
 """The labels ``profile render`` gives each slot's target (pod, slot) and vLLM gives
 each series (model_name): one series per slot of every pod."""
 
@@ -70,20 +83,22 @@ def _either(exprs: list[str]) -> str:
 
 
 def source_query(source: Source, window_s: float, sel: str = "",
-                 by: tuple[str, ...] = MODEL_BY) -> str:
-    """PromQL for one catalog source, every model (or every slot: ``by``) at once."""
+                 by: tuple[str, ...] = MODEL_BY, gauge: str = "sum") -> str:
+    """PromQL for one catalog source, every model (or every slot, every gateway
+    deployment: ``by``) at once; ``gauge``: how a gauge's series are joined."""
     w = _w(window_s)
     g = ", ".join(by)
     if isinstance(source, Gauge):
-        return _either([f"sum by ({g}) ({n}{_selector(sel, source.where)})"
+        return _either([f"{gauge} by ({g}) ({n}{_selector(sel, source.where)})"
                         for n in source.names])
     if isinstance(source, Increase):
         fn = "rate" if source.per_second else "increase"
-        return _either([f"sum by ({g}) ({fn}({n}{sel}[{w}]))" for n in source.names])
+        m = _match_selector(sel, source.match)
+        return _either([f"sum by ({g}) ({fn}({n}{m}[{w}]))" for n in source.names])
     if isinstance(source, Quantile):
         return _either([quantile_query(source.q, n, window_s, sel, by) for n in source.names])
     if isinstance(source, Ratio):
-        num = source_query(Increase(source.num), window_s, sel, by)
+        num = source_query(Increase(source.num, match=source.match), window_s, sel, by)
         den = source_query(Increase(source.den), window_s, sel, by)
         # a zero denominator gives NaN or ±Inf, which read back as undefined
         expr = f"{num} / {den}"
