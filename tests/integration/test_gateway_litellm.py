@@ -310,3 +310,137 @@ def test_status_json_and_metrics_gateway(gw: SimpleNamespace, tmp_path: Path) ->
                               gw.proxy.url + "/metrics/", "--gateway"], capture_output=True,
                              text=True, timeout=120, env=env, cwd=REPO)
     assert keyless.returncode == 1 and "LITELLM_MASTER_KEY" in keyless.stderr
+
+
+WINDOWED = ("requests_per_s", "error_5xx_ratio", "latency_p95_s", "total_latency_p95_s",
+            "overhead_p95_s")
+REL = 1e-9
+
+
+def _exposition(gw: SimpleNamespace):  # type: ignore[no-untyped-def]
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.gateway import FAMILIES
+
+    r = httpx.get(gw.proxy.url + "/metrics/", timeout=10,
+                  headers={"Authorization": f"Bearer {litellm_proxy.MASTER_KEY}"})
+    r.raise_for_status()
+    return parse(r.text, FAMILIES)
+
+
+def _settled(gw: SimpleNamespace):  # type: ignore[no-untyped-def]
+    """The proxy's exposition once its counters stop moving (LiteLLM counts a call in its
+    logging callback, after the answer is sent)."""
+    names = ("litellm_deployment_total_requests_total",
+             "litellm_deployment_failure_responses_total",
+             "litellm_overhead_latency_metric_bucket")
+    last = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        exp = _exposition(gw)
+        now = {n: exp.series(n) for n in names}
+        if now == last:
+            return exp
+        last = now
+        time.sleep(1.0)
+    raise AssertionError("the proxy's counters never settled")
+
+
+def _same_series(a, b, family: str, mid: str) -> bool:  # type: ignore[no-untyped-def]
+    """Every series of ``family`` for deployment ``mid`` in the later scrape was already
+    in the earlier one: Prometheus's increase() of a series born inside the window starts
+    at its first sample, the console's counts it from zero (both right, not comparable)."""
+    def of(exp):  # type: ignore[no-untyped-def]
+        return {k for k in exp.series(family) if dict(k).get("model_id") == mid}
+    return of(b) <= of(a)
+
+
+def test_windowed_figures_equal_prometheus_on_aligned_windows(gw: SimpleNamespace) -> None:
+    """The gateway's figures over the window between two scrapes (requests/s, the 5xx
+    share, the p95s) equal Prometheus's ``increase()``/``rate()`` and
+    ``histogram_quantile`` on the same samples. Exact as in
+    ``test_prometheus_agreement.py``: PromQL is evaluated at the timestamp of a scrape
+    taken after the traffic, over a window that starts exactly on a scrape before it, so
+    both edges sit on samples and Prometheus's extrapolation factor is 1; the console's
+    two scrapes are taken while the proxy is idle, reading the same counters as those
+    samples."""
+    from console.sources.collect.gateway import deployment_key
+
+    gw.b.failing = True  # calls routed to tiny-b fail: a 5xx share to compare
+
+    def traffic() -> None:
+        _chat(gw.proxy, "alice", 5)
+        _chat(gw.proxy, "bob", 3)
+        before = gw.b.failed
+        deadline = time.time() + 60
+        while gw.b.failed == before and time.time() < deadline:
+            _chat(gw.proxy, "bob", 1)
+
+    traffic()  # every series the window's traffic touches exists before it starts
+    s0 = _settled(gw)
+    gw.prom.wait_scrapes(2)
+    t_load = time.time()
+    traffic()
+    s1 = _settled(gw)
+    gw.prom.wait_scrapes(2)
+    assert _exposition(gw).series("litellm_deployment_total_requests_total") == \
+        s1.series("litellm_deployment_total_requests_total")  # still idle
+    stamps = sorted(float(v[0]) for v in gw.prom.query("up[5m]")[0]["values"])
+    t1 = max(t for t in stamps if t < t_load)
+    t2 = stamps[-1]
+    w_ms = round((t2 - t1) * 1000)
+    w = f"{w_ms}ms"
+
+    col = _collector(gw)
+    col.read(s0, t2 - w_ms / 1000)
+    snap = col.read(s1, t2)
+    assert snap.window_s == pytest.approx(w_ms / 1000, rel=1e-12)
+
+    def prom(expr: str, by: str = "model_id") -> dict[str, float]:
+        return {r["metric"].get(by, ""): float(r["value"][1])
+                for r in gw.prom.query(expr, at=t2)}
+
+    req = "litellm_deployment_total_requests_total"
+    fail5 = 'litellm_deployment_failure_responses_total{exception_status=~"5.."}'
+    queries = {
+        "requests_per_s": f"sum by (model_id) (rate({req}[{w}]))",
+        "error_5xx_ratio": (f"sum by (model_id) (increase({fail5}[{w}])) / "
+                            f"sum by (model_id) (increase({req}[{w}]))"),
+        "latency_p95_s": ("histogram_quantile(0.95, sum by (model_id, le) "
+                          f"(rate(litellm_llm_api_latency_metric_bucket[{w}])))"),
+        "total_latency_p95_s": ("histogram_quantile(0.95, sum by (model_id, le) "
+                                f"(rate(litellm_request_total_latency_metric_bucket[{w}])))"),
+        "overhead_p95_s": ("histogram_quantile(0.95, sum by (model_id, le) "
+                           f"(rate(litellm_overhead_latency_metric_bucket[{w}])))"),
+    }
+    families = {"requests_per_s": (req,),
+                "error_5xx_ratio": (req, "litellm_deployment_failure_responses_total"),
+                "latency_p95_s": ("litellm_llm_api_latency_metric_bucket",),
+                "total_latency_p95_s": ("litellm_request_total_latency_metric_bucket",),
+                "overhead_p95_s": ("litellm_overhead_latency_metric_bucket",)}
+    dep = {d.model_id: d for d in snap.deployments}
+    compared: dict[str, int] = dict.fromkeys(WINDOWED, 0)
+    for key in WINDOWED:
+        for mid, v in prom(queries[key]).items():
+            if math.isnan(v) or not all(_same_series(s0, s1, f, mid) for f in families[key]):
+                continue
+            ours = dep[mid].figure(key)
+            assert ours is not None and math.isclose(ours, v, rel_tol=REL, abs_tol=1e-12), (
+                key, mid, ours, v)
+            compared[key] += 1
+    # the whole gateway, over the same window
+    born = any(not _same_series(s0, s1, req, deployment_key(k) or "")
+               for k in s1.series(req))
+    if not born:
+        total = prom(f"sum(rate({req}[{w}]))", by="")[""]
+        assert math.isclose(snap.total["requests_per_s"] or 0.0, total, rel_tol=REL)
+        share = prom(f"sum(increase({fail5}[{w}])) / sum(increase({req}[{w}]))", by="")
+        if share and not math.isnan(share[""]):
+            assert math.isclose(snap.total["error_5xx_ratio"] or 0.0, share[""],
+                                rel_tol=REL, abs_tol=1e-12)
+    # tiny-a serves in every window: its rate and its latencies are always compared
+    assert min(compared["requests_per_s"], compared["overhead_p95_s"],
+               compared["latency_p95_s"]) >= 1, compared
+    assert (dep["tiny-a"].figure("requests_per_s") or 0) > 0
+    print(f"gateway window {w_ms} ms: compared {compared}; 5xx share "
+          f"{snap.total.get('error_5xx_ratio')}, tiny-b "
+          f"{dep['tiny-b'].figure('error_5xx_ratio')}")
