@@ -38,6 +38,9 @@ class Increase:
     names: tuple[str, ...]
     per_second: bool = False
     """Divide by the window: a rate (undefined for lifetime figures)."""
+    match: tuple[str, str] | None = None
+    """(label, regular expression) the series must match whole, as PromQL's ``=~``:
+    the gateway's 5xx (``exception_status=~"5.."``); None: every series."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Ratio:
     num: tuple[str, ...]
     den: tuple[str, ...]
     plus: float = 0.0
+    match: tuple[str, str] | None = None
+    """As ``Increase.match``, for the numerator's series only."""
 
 
 @dataclass(frozen=True)
@@ -321,4 +326,95 @@ def exposition_families() -> frozenset[str]:
         for suffix in ("_total", "_bucket"):
             if n.endswith(suffix):
                 names.add(n[:-len(suffix)] + "_created")
+    return frozenset(names)
+
+
+# -- the gateway (LiteLLM's ``callbacks: ["prometheus"]``) ---------------------------------
+# One family of figures like the slots': each is computed per deployment (``model_id``),
+# per model group and for the whole gateway by ``console/sources/collect/gateway.py``,
+# over two scrapes of the proxy's ``/metrics`` or through PromQL, with the maths above
+# (``numbers.py``). The names are LiteLLM 1.100's (``integrations/prometheus.py``);
+# ``tests/fixtures/litellm_metrics.txt`` is a capture of the real proxy.
+GW_REQUESTS = "litellm_deployment_total_requests_total"
+GW_FAILURES = "litellm_deployment_failure_responses_total"
+GW_STATE = "litellm_deployment_state"
+GW_COOLDOWNS = "litellm_deployment_cooled_down_total"
+GW_FALLBACK_OK = "litellm_deployment_successful_fallbacks_total"
+GW_FALLBACK_FAILED = "litellm_deployment_failed_fallbacks_total"
+GW_OVERHEAD = "litellm_overhead_latency_metric"
+"""Its help says milliseconds; LiteLLM observes seconds (``total_time_seconds``)."""
+GW_USER_REQUESTS = "litellm_proxy_total_requests_metric_total"
+GW_USER_TOKENS = "litellm_total_tokens_metric_total"
+GW_USER_SPEND = "litellm_spend_metric_total"
+FIVE_XX = ("exception_status", "5..")
+FOUR_XX = ("exception_status", "4..")
+
+
+def _rate(x: float | None) -> str:
+    return fmt.rate(x)
+
+
+def _usd(x: float | None) -> str:
+    return fmt.money(x, 4)
+
+
+GATEWAY: tuple[Figure, ...] = (
+    Figure("requests_per_s", Increase((GW_REQUESTS,), per_second=True), "requests/s", _rate,
+           column=Column("REQ/s", 6, 10)),
+    Figure("requests", Increase((GW_REQUESTS,)), "requests", fmt.num, detail=False),
+    Figure("failures", Increase((GW_FAILURES,)), "failed calls", fmt.num, detail=False),
+    Figure("errors_4xx", Increase((GW_FAILURES,), match=FOUR_XX), "4xx", fmt.num,
+           column=Column("4xx", 5, 20)),
+    Figure("errors_5xx", Increase((GW_FAILURES,), match=FIVE_XX), "5xx", fmt.num,
+           column=Column("5xx", 5, 30)),
+    Figure("error_rate", Ratio((GW_FAILURES,), (GW_REQUESTS,)), "error rate", fmt.pct),
+    Figure("error_5xx_ratio", Ratio((GW_FAILURES,), (GW_REQUESTS,), match=FIVE_XX),
+           "5xx share", fmt.pct,
+           threshold=Threshold("gw-5xx", "gateway 5xx {value:.0%} of {slot} calls > "
+                               "{limit:.0%}", setting="error_5xx_ratio")),
+    Figure("latency_p95_s", Quantile(0.95, ("litellm_llm_api_latency_metric",)),
+           "backend p95", fmt.secs, column=Column("p95", 7, 40)),
+    Figure("total_latency_p95_s", Quantile(0.95, ("litellm_request_total_latency_metric",)),
+           "total p95", fmt.secs, column=Column("TOTAL p95", 9, 45)),
+    Figure("overhead_p95_s", Quantile(0.95, (GW_OVERHEAD,)), "overhead p95", fmt.secs,
+           column=Column("OVERHEAD", 8, 50),
+           threshold=Threshold("gw-overhead", "gateway overhead p95 {value:.2f}s on {slot} "
+                               "> {limit:g}s", setting="overhead_p95_s")),
+    Figure("cooldowns", Increase((GW_COOLDOWNS,)), "cooldowns", fmt.num,
+           column=Column("COOL", 4, 60)),
+    Figure("fallbacks_ok", Increase((GW_FALLBACK_OK,)), "fallbacks ok", fmt.num,
+           column=Column("FB ok", 5, 70)),
+    Figure("fallbacks_failed", Increase((GW_FALLBACK_FAILED,)), "fallbacks failed", fmt.num,
+           column=Column("FB fail", 7, 80)),
+    Figure("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num,
+           column=Column("TOKENS", 7, 90)),
+    Figure("spend", Increase((GW_USER_SPEND,)), "spend", _usd, column=Column("SPEND", 8, 95)),
+    Figure("state", Gauge((GW_STATE,)), "deployment state (max)", fmt.num, detail=False),
+)
+"""A gauge here is the largest of the scope's series (the worst deployment's state)."""
+
+GATEWAY_USAGE: tuple[Figure, ...] = (
+    Figure("requests", Increase((GW_USER_REQUESTS,)), "requests", fmt.num),
+    Figure("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num),
+    Figure("spend", Increase((GW_USER_SPEND,)), "spend", _usd),
+)
+"""Per user/key counters (the proxy's ``end_user``, ``user``, key alias labels)."""
+GATEWAY_BY_KEY = {f.key: f for f in GATEWAY}
+
+
+def gateway_families() -> frozenset[str]:
+    """Every sample name the gateway's scrape reads (the rest of a 2 MB exposition is
+    skipped unread), with the ``process_start_time_seconds`` that tells workers apart."""
+    names: set[str] = {"process_start_time_seconds"}
+    for fig in GATEWAY + GATEWAY_USAGE:
+        src = fig.source
+        if isinstance(src, Gauge | Increase):
+            names.update(src.names)
+        elif isinstance(src, Ratio):
+            names.update(src.num + src.den)
+        elif isinstance(src, Quantile):
+            names.update(n + "_bucket" for n in src.names)
+    for fig in GATEWAY_USAGE:  # a user's series born today is counted whole
+        if isinstance(fig.source, Increase):
+            names.update(n[:-len("_total")] + "_created" for n in fig.source.names)
     return frozenset(names)

@@ -133,32 +133,53 @@ class ScrapeWindow:
     def add(self, t: float, exp: Exposition, model: str) -> None:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
-        for name in KV.names:
-            vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
-            if vals:
-                kv = sum(vals)
-                if math.isfinite(kv):
-                    self.kv.append((t, kv))
-                break
+        kv = kv_usage(exp, model)
+        if kv is not None:
+            self.kv.append((t, kv))
         while self.scrapes and self.scrapes[0][0] < t - self.window_s:
             self.scrapes.popleft()
         while self.kv and self.kv[0][0] < t - self.window_s:
             self.kv.popleft()
 
-    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
-        earlier = None
-        window = None
+    def earlier(self, t: float) -> tuple[float, Exposition] | None:
+        """The scrape a window ending at ``t`` starts from (None: none far enough back)."""
         for t0, e0 in self.scrapes:
             # two scrapes milliseconds apart are not a window: a rate over 9 ms reads
             # 0 tok/s on a busy server. Lifetime figures (rates undefined) until one is.
             if t - t0 >= MIN_WINDOW_S:
-                earlier, window = e0, t - t0
-                break
-        figs = compute(exp, earlier, window, only=model)
-        return figs.get(model)
+                return t0, e0
+        return None
+
+    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
+        return window_figures(t, exp, self.earlier(t), model)
 
     def kv_p99(self) -> float | None:
         return quantile_over_time(0.99, [v for _, v in self.kv])
+
+    @property
+    def kv_from(self) -> float | None:
+        """When the oldest KV reading the p99 counts was scraped (None: none)."""
+        return self.kv[0][0] if self.kv else None
+
+
+def kv_usage(exp: Exposition, model: str) -> float | None:
+    """The KV cache usage of ``model`` in one scrape (None: not there, or not finite)."""
+    for name in KV.names:
+        vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
+        if vals:
+            kv = sum(vals)
+            return kv if math.isfinite(kv) else None
+    return None
+
+
+def window_figures(t: float, exp: Exposition, earlier: tuple[float, Exposition] | None,
+                   model: str) -> ModelFigures | None:
+    """A slot's figures from its scrape at ``t`` and the earlier one its window starts
+    from (lifetime figures without one): the live poll and a replay both call this."""
+    if earlier is None:
+        return compute(exp, None, None, only=model).get(model)
+    t0, e0 = earlier
+    return compute(exp, e0, t - t0, only=model).get(model)
 
 
 async def probe_completion(client: HttpClient, target: SlotTarget, timeout: float,

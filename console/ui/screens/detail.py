@@ -124,7 +124,8 @@ class SlotDetailScreen(ConsoleScreen):
             self.query_one("#dfig", Static).update("no data yet")
             return
         self.query_one("#dfig", Static).update(figures_table(snap, now))
-        self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now)
+        self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
+                                      exact=state.replay is not None)
 
     def action_reload_logs(self) -> None:
         self.post_message(self.WantLogs(self.slot, self._show_logs))
