@@ -306,7 +306,7 @@ class SeriesPlot(FreshPlot):
              exact: bool = False) -> None:
         """``exact``: a recording is shown: drawn whenever the newest point at or before
         ``now`` is another than the one drawn (a replay moves at its user's pace; live,
-        new points wait for ``every_s``)."""
+        new points are drawn every ``DRAW_EVERY_S`` at most)."""
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts, history.backfills)
         newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
