@@ -205,9 +205,9 @@ class Settings(BaseSettings):
     window_s: float = Field(default=defaults.WINDOW_S, ge=30, le=86400)
     """Window for rates, quantiles and p99s."""
     plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
-    """Plots redraw at most this often. A redraw of the plots is tens of KB of terminal
-    output; their time axis ends at the drawing's clock time, so a plot says how old it is.
-    Lower it on a fast link."""
+    """How far a full plot's time axis moves on at a time. New points are drawn as the
+    polls bring them (every few seconds at most) and cost the cells they change; a move
+    of the axis redraws the plots (~10 KB of terminal output). Lower it on a fast link."""
     history_s: float = Field(default=defaults.HISTORY_S, ge=60, le=86400)
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)

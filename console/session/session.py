@@ -148,7 +148,7 @@ async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | Non
                      run_blocking: RunBlocking = asyncio.to_thread) -> Judged:
     """:func:`judge` for a one-shot reading (``status``, a fleet row): the spend book is
     read from the state directory (off the loop) and only read, never written."""
-    book = await run_blocking(SpendBook, settings.spend_path)
+    book = await run_blocking(SpendBook, settings.spend_path, True)
     return judge(snapshot, pod, book, profile, settings, now)
 
 
@@ -517,8 +517,9 @@ class Session:
         if self.ctx is None:
             return
         if self._book is None:
+            # a wall reads the book the consoles keep and writes nothing in the state dir
             self._book = await self._run_blocking(
-                SpendBook, self.ctx.settings.spend_path)
+                SpendBook, self.ctx.settings.spend_path, self.wall)
         book = self._book
         book.observe(pod, now)
         if book.due(now):
