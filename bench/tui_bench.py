@@ -29,7 +29,8 @@ The console's modules are byte-compiled first, as ``pip install`` leaves an inst
 package (Textual's already are): with ``PYTHONDONTWRITEBYTECODE`` set, as on some
 machines, every start would otherwise compile the console's sources again (~20 ms).
 Terminal bytes vary from run to run with what the demo does (alerts raised and cleared
-write to the log; a plot redraw is 15-25 KB), so compare runs of several minutes.
+write to the log; a plot's axis step redraws the plots, ~8-10 KB), so compare runs of several
+minutes.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.model.gpu_state import GpuReport
     from console.session.fleet import FleetCollector, FleetSnapshot
-    from console.session.record.store import Recorder
+    from console.session.record.store import Recorder, SharedTurn
     from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.gateway import GatewayCollector
     from console.sources.collect.poller import DeploymentPoller
@@ -276,6 +276,8 @@ class Session:
         self.recorder: Recorder | None = None
         """Every poll of this session into a file of its own (``record: true``)."""
         self._recorder_off = False
+        self._turn: SharedTurn | None = None
+        """Web wall tabs: whether this one is the tab that records (``SharedTurn``)."""
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -470,8 +472,15 @@ class Session:
         ctx = self.ctx
         if ctx is None or self._recorder_off or not ctx.settings.record:
             return
-        from console.session.record.store import PollItem
+        from console.session.record.store import PollItem, SharedTurn, recordings_dir
+        from console.sources.collect.http import relay_from_env
 
+        if self._turn is None and self.wall and relay_from_env() is not None:
+            # a web wall's tab: its slots come through the shared scrape relay, and one
+            # tab records them for all (another takes over when that tab closes)
+            self._turn = SharedTurn(recordings_dir(ctx.settings.state_dir) / "web-wall.lock")
+        if self._turn is not None and not self._turn.mine():
+            return
         try:
             rec = self.recorder or self._start_recorder(ctx)
             rec.poll(PollItem(self.state(), getattr(self.poller, "last_read", None), pod_read))
@@ -830,6 +839,8 @@ class Session:
             task.cancel()
         if self.recorder is not None:
             await self._run_blocking(self.recorder.close)
+        if self._turn is not None:
+            self._turn.release()
         await self.poller.aclose()
         if self._fleet_collector is not None:
             await self._fleet_collector.aclose()

@@ -21,6 +21,7 @@ import pytest
 from console.session.record.export import export, secrets_of
 from console.session.record.reader import SqliteTape, list_recordings
 from console.session.record.store import RecordingError
+from console.sources.collect.http import RELAY_ENV
 from tests.conftest import REPO
 from tests.session.world import World, world
 
@@ -72,6 +73,38 @@ async def test_two_sessions_on_one_state_dir_write_files_of_their_own(tmp_path: 
     await a.session.aclose()
     await b.session.aclose()
     assert not any(i.live for i in list_recordings(pa.parent))
+
+
+async def test_web_wall_tabs_record_once_and_a_tab_takes_over_when_the_recorder_goes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tabs of the web wall read their slots through one scrape relay: one of them
+    records for all, and when its process goes another carries on."""
+    monkeypatch.setenv(RELAY_ENV, "http://127.0.0.1:9 token")
+    tabs = [world(tmp_path, T0, wall=True) for _ in range(3)]
+    for w in tabs:
+        _figures(w)
+    for _ in range(3):
+        for w in tabs:
+            assert await w.session.poll()
+    recording = [w for w in tabs if w.session.recorder is not None]
+    assert len(recording) == 1, "every tab recorded its own copy"
+    first = recording[0]
+    assert first.session.recorder is not None
+    assert await asyncio.to_thread(first.session.recorder.flush)
+    first_path = first.session.recorder.path
+    assert first_path is not None
+    await first.session.aclose()  # its tab closes: another tab records from its next poll
+    rest = [w for w in tabs if w is not first]
+    for w in rest:
+        assert await w.session.poll()
+    now_recording = [w for w in rest if w.session.recorder is not None]
+    assert len(now_recording) == 1
+    rec = now_recording[0].session.recorder
+    assert rec is not None and await asyncio.to_thread(rec.flush)
+    assert rec.path is not None and rec.path != first_path
+    for w in rest:
+        await w.session.aclose()
+    assert len(list(first_path.parent.glob("*.podrec"))) == 2
 
 
 async def test_a_full_disk_pauses_recording_with_an_alert_and_a_marker(tmp_path: Path) -> None:

@@ -134,7 +134,8 @@ class World:
 
 
 def world(tmp: Path, t0: float, *, refresh_s: float = 2.0, history_s: float = 3600.0,
-          run_blocking: Callable[..., Any] = inline, **settings: Any) -> World:
+          run_blocking: Callable[..., Any] = inline, wall: bool = False,
+          **settings: Any) -> World:
     """A console on the fake sources, its session on the clock at ``t0``."""
     clock = Clock(t0)
     profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
@@ -150,6 +151,6 @@ def world(tmp: Path, t0: float, *, refresh_s: float = 2.0, history_s: float = 36
                          history=history, pod_collector=pod,  # type: ignore[arg-type]
                          clock=clock)
     notes: list[tuple[str, str]] = []
-    session = Session(ctx, run_blocking=run_blocking,
+    session = Session(ctx, run_blocking=run_blocking, wall=wall,
                       note=lambda text, style: notes.append((text, style)))
     return World(clock, ctx, slots, pod, session, notes)

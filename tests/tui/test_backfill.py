@@ -46,13 +46,13 @@ def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
         plot.show(h, ["A"], float(now))
         if plot.layout is not None:
             spans.append(plot.layout.span_s)
-            # the axis holds the data and is at most a quarter longer than it
+            # the axis holds the data and is at most half as long again
             data = plot.layout.newest - 1000
             assert data <= plot.layout.span_s <= max(60.0, data * GROWTH)
     # new points are drawn as polls bring them, every DRAW_EVERY_S at most (not every
     # plot_refresh_s); the axis grows in a dozen steps, not at every poll
     assert all(b - a <= DRAW_EVERY_S + 2 for a, b in itertools.pairwise(draws))
-    assert len(set(spans)) <= 10, sorted(set(spans))  # 60 s x 1.25^k up to 400 s
+    assert len(set(spans)) <= 6, sorted(set(spans))  # 60 s x 1.5^k past 400 s
 
 
 @pytest.fixture

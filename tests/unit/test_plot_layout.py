@@ -71,7 +71,7 @@ def test_thin_keeps_each_columns_lowest_and_highest_in_order() -> None:
 def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() -> None:
     lay = series_layout(_history(1000, 1120, 5), ["A"], "kv_cache_usage", 100, "%", 1120)
     # two minutes across most of the width: the axis starts at the oldest point and is
-    # at most a quarter longer than the data
+    # at most half as long again as the data
     assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH and lay.end - lay.span_s == 1000
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S

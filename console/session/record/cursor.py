@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from console.session.record.tape import Marker, Tape, index_at
+from console.session.record.when import parse_when as moment
 from console.session.view import ConsoleState
 
 SPEEDS = (1.0, 10.0, 60.0)
@@ -46,7 +47,6 @@ _UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "second
           "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
           "d": 86400.0, "day": 86400.0, "days": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
-_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?")
 
 
 @dataclass(frozen=True)
@@ -105,21 +105,10 @@ def parse_when(text: str, *, position: float, now: float,
     d = parse_duration(low)
     if d is not None:
         return When(by=d)
-    m = _CLOCK.fullmatch(low)
-    if m is not None:
-        h, mi, sec = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-        if h > 23 or mi > 59 or sec > 59:
-            raise WhenError(f"{s!r} is not a clock time (HH:MM or HH:MM:SS)")
-        day = dt.datetime.fromtimestamp(position, tz) if tz is not None else \
-            dt.datetime.fromtimestamp(position).astimezone()
-        return When(at=day.replace(hour=h, minute=mi, second=sec, microsecond=0).timestamp())
-    try:
-        iso = dt.datetime.fromisoformat(s.replace(" ", "T", 1) if " " in s else s)
+    try:  # a clock time (on the day shown), an ISO time: read as the command line reads them
+        return When(at=moment(s, now, tz, day_of=position))
     except ValueError:
         raise WhenError(f"{s!r} is not a time: give {HELP}") from None
-    if iso.tzinfo is None:
-        iso = iso.replace(tzinfo=tz) if tz is not None else iso.astimezone()
-    return When(at=iso.timestamp())
 
 
 class ReplayCursor:

@@ -674,6 +674,38 @@ def is_live(path: Path) -> bool:
     return _locked(path)
 
 
+class SharedTurn:
+    """One recording among processes that show the same polls: the web wall's tabs each
+    run a wall session, and read their slots through one scrape relay, so one of them
+    records for all. Whoever holds ``path`` (a lock file) records; the others ask again
+    at each poll and take over when the holder's process ends (the lock goes with it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def mine(self) -> bool:
+        if self._fd >= 0:
+            return True
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = -1
+
+
 def _remove(path: Path) -> None:
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         with contextlib.suppress(FileNotFoundError):
