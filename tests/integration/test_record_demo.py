@@ -1,7 +1,8 @@
 """Issue 32, "done when": the demo recorded with faults injected from its palette's list
-(a slot dies, Xid 79, traffic stops), then opened as a tape. Every figure of every
-recorded poll, rebuilt from the stored samples by the poller's own code, equals what the
-live session showed at that poll, and every fault is a marker: its injection (audited as
+(a slot dies, Xid 79, the gateway cools a slot down, traffic stops), then opened as a
+tape. Every figure of every recorded poll, rebuilt from the stored samples by the
+poller's own code, equals what the live session showed at that poll (the gateway's
+reading included), and every fault is a marker: its injection (audited as
 the palette audits it, with its title) and, for the slot and the GPU, the alert it fires.
 
 Real parts: the demo's slots (HTTP, their real exposition), its agent and NVML stand-in,
@@ -24,7 +25,8 @@ from console.session.view import ConsoleState
 pytestmark = pytest.mark.realtime
 
 POLLS = 300
-FAULTS = {40: "slot FLASH dies", 110: "GPU 0 Xid 79", 190: "traffic stops"}
+FAULTS = {40: "slot FLASH dies", 110: "GPU 0 Xid 79", 150: "gateway puts Q27 in cooldown",
+          190: "traffic stops"}
 
 
 def _same(live: ConsoleState, back: ConsoleState) -> None:
@@ -33,7 +35,9 @@ def _same(live: ConsoleState, back: ConsoleState) -> None:
     assert back.snapshot == live.snapshot
     for name in ("pod", "alerts", "stale", "allowed", "alert_history", "thresholds",
                  "polled_at", "spend_month", "stop", "gpu_marks", "stalled", "view",
-                 "gpus", "utils", "states", "operation", "ready"):
+                 "gpus", "utils", "states", "operation", "ready",
+                 # the demo's gateway (issue 34): its reading, users and deployments
+                 "gateway", "idle_source", "active_window_s"):
         assert getattr(back, name) == getattr(live, name), name
 
 
@@ -100,6 +104,11 @@ async def test_demo_recorded_and_replayed_figure_for_figure(tmp_path: Path,
         assert any(m.kind == "alert" and "FLASH" in m.text for m in after["slot FLASH dies"]), \
             kinds
         assert any(m.kind == "xid" and "79" in m.text for m in after["GPU 0 Xid 79"]), kinds
+        # the demo's gateway was recorded with the rest, its cooldown fired as an alert
+        assert all(st.gateway is not None for st in live)
+        assert {"alice", "bob"} <= {u.name for u in live[-1].gateway.users}  # type: ignore[union-attr]
+        assert any(m.kind == "alert" and m.key == "gw-cooldown:Q27"
+                   for m in after["gateway puts Q27 in cooldown"]), kinds
         for title in FAULTS.values():  # each injection, where ] reaches it
             assert any(m.kind == "operation" and title in m.text
                        for m in after[title]), (title, kinds)

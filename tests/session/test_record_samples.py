@@ -1,5 +1,7 @@
 """Issue 32, item 5: replay computes every figure from the stored samples with the
 poller's own code, so a figure plotted since a recording was made is drawn on it too.
+The gateway's reading (issue 34: the real LiteLLM capture, its counters growing too) is
+stored each poll and read back equal.
 
 The console's ``DeploymentPoller`` reads the real vLLM 0.32 exposition
 (``tests/fixtures``), its counters growing poll by poll (the HTTP fetch is the only part
@@ -26,6 +28,9 @@ from console.sources.collect.vllm import FAMILIES, SlotProbe
 from tests.conftest import REPO
 
 TEXT = (REPO / "tests/fixtures/vllm-0.32.0-cpu/plain/metrics-after-load.txt").read_text()
+GW_TEXT = (REPO / "tests/fixtures/litellm_metrics.txt").read_text()
+GW_GROWS = re.compile(r"^(litellm_\S*(?:_total|_bucket|_count|_sum)(?:\{[^}]*\})?) (\S+)$",
+                      re.M)
 GROWS = re.compile(r"^(vllm:\S*(?:_total|_bucket|_count|_sum)(?:\{[^}]*\})?) (\S+)$", re.M)
 T0 = 1_796_000_000.0
 
@@ -35,9 +40,21 @@ def _scrape(k: int) -> str:
     return GROWS.sub(lambda m: f"{m[1]} {float(m[2]) * (1 + 0.01 * k)!r}", TEXT)
 
 
+def _gateway_scrape(k: int) -> str:
+    """The LiteLLM capture with its counters grown by k % (users, deployments, buckets)."""
+    return GW_GROWS.sub(lambda m: f"{m[1]} {float(m[2]) * (1 + 0.01 * k)!r}", GW_TEXT)
+
+
 async def _record(tmp: Path, monkeypatch: pytest.MonkeyPatch, polls: int = 80
                   ) -> tuple[Path, list[ConsoleState], History]:
+    import datetime as dt
+
+    from console.config.settings import GatewaySettings
+    from console.sources.collect import gateway as gw_mod
+
     clock = [T0]
+    gw = gw_mod.GatewayCollector("http://127.0.0.1:4000", GatewaySettings(), 60.0, 1.0,
+                                 zone=dt.UTC)
     target = SlotTarget("MAIN", "tiny-main", 8000, "http://127.0.0.1:8000", (0,), 0.5)
     n = [0]
 
@@ -56,9 +73,11 @@ async def _record(tmp: Path, monkeypatch: pytest.MonkeyPatch, polls: int = 80
     live = []
     for _ in range(polls):
         snap = await p.poll()
+        reading = gw.read(parse(_gateway_scrape(len(live)), gw_mod.FAMILIES), clock[0])
         st = ConsoleState(view=view, ready=True, now=clock[0], snapshot=snap, pod=None,
                           alerts=(), stale=None, history=history, allowed=frozenset(),
-                          polled_at=clock[0])
+                          polled_at=clock[0], gateway=reading, idle_source="both",
+                          active_window_s=1800.0)
         assert rec.poll(PollItem(st, p.last_read))
         live.append(st)
         clock[0] += 2.0
@@ -75,6 +94,9 @@ async def test_every_figure_rebuilt_from_the_samples(tmp_path: Path,
     for i, st in enumerate(live):
         got = tape.state_at(i)
         assert got.snapshot == st.snapshot
+        # the gateway as the live state had it: figures, deployments, users
+        assert got.gateway == st.gateway and got.gateway is not None
+        assert (got.idle_source, got.active_window_s) == ("both", 1800.0)
         how = tape.record(i)[0]["fig"]["MAIN"]
         assert how == ["d"]  # from the samples: the figures are not in the file
     assert live[-1].snapshot is not None and live[-1].snapshot.slots[0].kv_p99 is not None

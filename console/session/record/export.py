@@ -27,10 +27,10 @@ from console.session.record.store import (
     CHUNK_POLLS,
     FORMAT,
     SCHEMA,
-    STATE_FIELDS,
     VERSION,
     ChunkCodec,
     RecordingError,
+    is_keyframe,
     pack_chunk,
     write_meta,
 )
@@ -132,7 +132,7 @@ def _lead_in(tape: SqliteTape, chosen: list[int]) -> int:
     told against, and every scrape their windows start from."""
     start = chosen[0]
     k = start
-    while k > tape._chunks[0].seq0 and len(tape.record(k)[0]["st"]) != len(STATE_FIELDS):
+    while k > tape._chunks[0].seq0 and not is_keyframe(tape.record(k)[0]):
         k -= 1
     start = min(start, k)
     for s in chosen:

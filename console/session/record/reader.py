@@ -29,11 +29,11 @@ from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.session.record import codec
 from console.session.record.store import (
     FORMAT,
-    STATE_FIELDS,
     SUFFIX,
     VERSION,
     ChunkCodec,
     RecordingError,
+    is_keyframe,
     is_live,
     unpack_chunk,
 )
@@ -339,7 +339,7 @@ class SqliteTape:
         while True:
             rec, _ = self.record(k)
             back.append(rec["st"])
-            if len(rec["st"]) == len(STATE_FIELDS) or k == self._chunks[0].seq0:
+            if is_keyframe(rec) or k == self._chunks[0].seq0:
                 break
             k -= 1
         out: dict[str, Any] = {}
@@ -422,7 +422,10 @@ class SqliteTape:
             operation=f["operation"], alert_history=f["alert_history"],
             thresholds=f["thresholds"], polled_at=f["polled_at"], ages=f["ages"],
             spend_month=f["spend_month"], stop=f["stop"], gpu_marks=f["gpu_marks"],
-            stalled=f["stalled"])
+            stalled=f["stalled"],
+            # the gateway's reading as the session had it (none in an older recording)
+            gateway=f.get("gateway"), idle_source=f.get("idle_source", "slots"),
+            active_window_s=f.get("active_window_s", 3600.0))
 
 
 # -- what `replay --list` prints ---------------------------------------------------------

@@ -65,11 +65,23 @@ QUEUE_MAX = 256
 RETRY_S = 10.0
 """While paused (a full disk), how often a write is tried again."""
 
-STATE_FIELDS = ("ready", "now", "operation", "alerts", "stale", "allowed", "alert_history",
+FIRST_FIELDS = ("ready", "now", "operation", "alerts", "stale", "allowed", "alert_history",
                 "thresholds", "polled_at", "ages", "spend_month", "stop", "gpu_marks",
                 "stalled", "pod", "view")
+GATEWAY_FIELDS = ("gateway", "idle_source", "active_window_s")
+"""The gateway's reading (issue 34) and how the idle countdown and "who is using it" read
+it: stored since; a recording made before has none (the state's defaults)."""
+STATE_FIELDS = FIRST_FIELDS + GATEWAY_FIELDS
 """What a screen shows beside the slots' readings, stored as the state had it (changes
 only); ``gpus``, ``utils`` and ``states`` follow from ``view`` and ``pod``."""
+
+
+def is_keyframe(rec: dict[str, Any]) -> bool:
+    """A record holding every state field (the others hold changes): marked ``key`` since
+    the gateway's fields were added; before, one holding all the fields there were."""
+    if "key" in rec:
+        return bool(rec["key"])
+    return len(rec["st"]) >= len(FIRST_FIELDS)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -262,7 +274,8 @@ def encode_poll(enc: _Encoder, item: PollItem, seq: int, keyframe: bool,
         if keyframe or enc.prev_state.get(name) != text:
             state[name] = json.loads(text)
             enc.prev_state[name] = text
-    rec = {"seq": seq, "t": _poll_time(st), "snap": codec.encode(snap_out), "fig": figs,
+    rec = {"seq": seq, "key": int(keyframe), "t": _poll_time(st),
+           "snap": codec.encode(snap_out), "fig": figs,
            "raw": raw, "prom": read.prom_answers if read is not None
            and any(h[0] == "p" for h in figs.values()) else None,
            "st": state}
