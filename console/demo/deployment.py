@@ -462,7 +462,7 @@ class DemoDeployment:
             for name in self.contexts:
                 mine = self.settings(refresh_s, name).model_dump(
                     mode="json", include={"profiles_dir", "profile", "pod",
-                                          "gpu_metrics_url"})
+                                          "gpu_metrics_url", "gateway_url"})
                 data["contexts"][name] = mine
         path = self.workdir / "config.yaml"
         path.write_text("# written by pod-console demo for its sessions and its fleet\n"
