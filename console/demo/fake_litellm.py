@@ -264,31 +264,43 @@ class Gateway:
             "epoch in seconds.")
         out.append(f"process_start_time_seconds {_num(self.created)}")
 
-        def user_labels(mid: str, user: str) -> dict[str, str]:
+        def user_labels(mid: str, user: str, model: bool = True,
+                        email: bool = True) -> dict[str, str]:
+            """A user's series as LiteLLM 1.100 labels each family: the request counter
+            has no ``model``, the latency histograms no ``user_email``."""
             d = self.deps[mid]
-            return {**key, "api_provider": "openai", "end_user": user, "model": d.group,
-                    "model_id": mid, "org_alias": "None", "org_id": "None",
-                    "requested_model": d.group, "team_alias": self._team(user),
-                    "user": "default_user_id", "user_email": "None"}
+            out = {**key, "api_provider": "openai", "end_user": user, "model": d.group,
+                   "model_id": mid, "org_alias": "None", "org_id": "None",
+                   "requested_model": d.group, "team_alias": self._team(user),
+                   "user": "default_user_id", "user_email": "None"}
+            if not model:
+                del out["model"]
+            if not email:
+                del out["user_email"]
+            return out
 
-        for base, help_, values in (
+        for base, help_, values, model in (
                 ("litellm_proxy_total_requests_metric", "Total number of requests made to "
-                 "the proxy server - track number of client side requests", self.user_requests),
+                 "the proxy server - track number of client side requests", self.user_requests,
+                 False),
                 ("litellm_total_tokens_metric", "Total number of input + output tokens from "
-                 "LLM requests", self.user_tokens),
-                ("litellm_spend_metric", "Total spend on LLM requests", self.user_spend)):
+                 "LLM requests", self.user_tokens, True),
+                ("litellm_spend_metric", "Total spend on LLM requests", self.user_spend, True)):
             fam(f"{base}_total", "counter", help_)
             for (mid, user), v in sorted(values.items()):
-                out.append(f"{base}_total{{{_labels(user_labels(mid, user))}}} {_num(v)}")
+                sel = _labels(user_labels(mid, user, model))
+                out.append(f"{base}_total{{{sel}}} {_num(v)}")
             fam(f"{base}_created", "gauge", help_)
             for (mid, user) in sorted(values):
-                out.append(f"{base}_created{{{_labels(user_labels(mid, user))}}} "
-                           f"{_num(self.user_created[(mid, user)])}")
+                sel = _labels(user_labels(mid, user, model))
+                out.append(f"{base}_created{{{sel}}} {_num(self.user_created[(mid, user)])}")
         hist("litellm_request_total_latency_metric", "End-to-end latency (seconds) for a "
              "request to LiteLLM Proxy Server",
-             [(user_labels(m, u), h) for (m, u), h in sorted(self.total_lat.items())])
+             [(user_labels(m, u, email=False), h)
+              for (m, u), h in sorted(self.total_lat.items())])
         hist("litellm_llm_api_latency_metric", "Total latency (seconds) for a models LLM API "
-             "call", [(user_labels(m, u), h) for (m, u), h in sorted(self.api_lat.items())])
+             "call", [(user_labels(m, u, email=False), h)
+                      for (m, u), h in sorted(self.api_lat.items())])
 
         def dep_labels(d: Deployment, **extra: str) -> dict[str, str]:
             return {"api_base": d.api_base, "api_provider": "openai",
@@ -331,7 +343,8 @@ class Gateway:
             out.append(f"litellm_deployment_successful_fallbacks_total{{{_labels(lab)}}} "
                        f"{_num(v)}")
         hist("litellm_overhead_latency_metric", "Latency overhead (milliseconds) added by "
-             "LiteLLM processing", [({**key, "api_base": self.deps[m].api_base,
+             "LiteLLM processing", [({"api_key_alias": "None", "hashed_api_key": HASHED_KEY,
+                                      "api_base": self.deps[m].api_base,
                                       "api_provider": "openai",
                                       "litellm_model_name": self.deps[m].group,
                                       "model_group": self.deps[m].group, "model_id": m}, h)
