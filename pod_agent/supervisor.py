@@ -86,6 +86,8 @@ class Supervisor:
         self.profile_path = os.path.abspath(profile_path)
         self.profile: Profile = load_profile(profile_path)
         self.vllm = vllm
+        self.sglang = os.environ.get("POD_AGENT_SGLANG_PYTHON", "python3")
+        """The Python whose ``-m sglang.launch_server`` an SGLang slot runs."""
         self.models_root = models_root
         self.backoff_s = backoff_s
         self.watchdog_interval_s = watchdog_interval_s
@@ -191,6 +193,7 @@ class Supervisor:
             if os.path.isdir(cand):
                 model_path = cand
         return slot_command(prof, name, p2p_disabled=self.p2p_disabled(), vllm=self.vllm,
+                            sglang=self.sglang,
                             model_path=model_path)
 
     # -- slot lifecycle ------------------------------------------------------------

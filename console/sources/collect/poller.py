@@ -25,8 +25,8 @@ from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
 from console.sources.collect.http import HttpClient
 from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
+from console.sources.collect.slot import ScrapeWindow, probe_completion, probe_slot
 from console.sources.collect.targets import SlotTarget
-from console.sources.collect.vllm import ScrapeWindow, probe_completion, probe_slot
 
 PLOTTED = tuple(f.key for f, _ in plots())
 """History keys: the catalog's plotted figures."""
@@ -76,7 +76,7 @@ class DeploymentPoller:
         """Held while this poller's completion probes run beside its polls (the fleet's
         bound on pods contacted at once); None: unbounded."""
         self._lock = asyncio.Lock()
-        self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
+        self._windows = {t.slot: ScrapeWindow(window_s, engine_name=t.engine) for t in targets}
         self._good: dict[str, SlotSnapshot] = {}
         self.last: DeploymentSnapshot | None = None
         self.skipped = 0
@@ -103,7 +103,8 @@ class DeploymentPoller:
         self.profile = profile
         self.targets = targets
         self._generation += 1
-        self._windows = {t.slot: ScrapeWindow(self.window_s) for t in targets}
+        self._windows = {t.slot: ScrapeWindow(self.window_s, engine_name=t.engine)
+                         for t in targets}
         self._good = {}
         self._probes = {}
         self.last = None

@@ -1,4 +1,5 @@
-"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each vLLM server.
+"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each slot's server,
+whatever its engine (vLLM, SGLang: ``console/model/engines``; both answer the three).
 
 All requests of one poll run concurrently with per-request timeouts shorter
 than the refresh interval. Earlier scrapes are kept (bounded) so figures can
@@ -13,7 +14,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from console.model.catalog import KV, exposition_families
+from console.model.catalog import exposition_families
+from console.model.engines import ENGINES, OverTime, engine
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
 from console.model.printable import printable
@@ -29,7 +31,9 @@ polls at least a second apart; ``status --json`` without ``--sample`` polls twic
 MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
 """vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
 FAMILIES = exposition_families()
-"""What a slot's poll parses of its exposition (``parse`` skips the rest unread)."""
+"""What a vLLM slot's poll parses of its exposition (``parse`` skips the rest unread);
+another engine's slot parses its own (``Engine.families``)."""
+_FAMILIES = {name: e.families() for name, e in ENGINES.items()}
 INLINE_PARSE_CHARS = 128 * 1024
 """An exposition this small parses on the event loop: vLLM's (~55 KB) takes about half
 a millisecond once the slot's memo knows its lines, less than a hand-off to a thread and
@@ -106,10 +110,11 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
             errors.append(f"/metrics: HTTP {metrics_r.status_code}")
         elif metrics_r is not None:
             text = metrics_r.text
+            fams = _FAMILIES.get(target.engine) or engine(target.engine).families()
             if len(text) <= INLINE_PARSE_CHARS:
-                exp = parse(text, FAMILIES, target.served_model_name, memo)
+                exp = parse(text, fams, target.served_model_name, memo)
             else:  # up to 8 MB: parsed off the event loop so keys and paints go on
-                exp = await asyncio.to_thread(parse, text, FAMILIES,
+                exp = await asyncio.to_thread(parse, text, fams,
                                               target.served_model_name, memo)
             if exp.error_count:
                 errors.append(f"/metrics: {exp.error_count} unreadable lines")
@@ -123,7 +128,11 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
 class ScrapeWindow:
     """Earlier scrapes of one slot, kept sparse and bounded, for windowed figures."""
 
-    def __init__(self, window_s: float, keep: int = 32) -> None:
+    def __init__(self, window_s: float, keep: int = 32, engine_name: str = "vllm") -> None:
+        self.engine = engine(engine_name)
+        kv = self.engine.sources.get("kv_p99")
+        self.kv_names: tuple[str, ...] = kv.of.names if isinstance(kv, OverTime) else ()
+        self.kv_max = isinstance(kv, OverTime) and kv.of.across == "max"
         self.window_s = window_s
         self.min_gap = window_s / (keep - 2)
         self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
@@ -133,10 +142,10 @@ class ScrapeWindow:
     def add(self, t: float, exp: Exposition, model: str) -> None:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
-        for name in KV.names:
+        for name in self.kv_names:
             vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
             if vals:
-                kv = sum(vals)
+                kv = max(vals) if self.kv_max else sum(vals)
                 if math.isfinite(kv):
                     self.kv.append((t, kv))
                 break
@@ -154,7 +163,7 @@ class ScrapeWindow:
             if t - t0 >= MIN_WINDOW_S:
                 earlier, window = e0, t - t0
                 break
-        figs = compute(exp, earlier, window, only=model)
+        figs = compute(exp, earlier, window, only=model, engine=self.engine)
         return figs.get(model)
 
     def kv_p99(self) -> float | None:
