@@ -348,7 +348,9 @@ class DemoDeployment:
             [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
              "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
              "--watchdog-interval", "5", "--no-patches"],
-            env=t.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # an SGLang slot's server: the same simulation, speaking SGLang
+            env={**t.env, "POD_AGENT_SGLANG_PYTHON": str(HERE / "bin" / "sglang-python")},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
 
     def _start_exporter(self, pid: str) -> None:

@@ -34,6 +34,8 @@ FAMILIES = exposition_families()
 """What a vLLM slot's poll parses of its exposition (``parse`` skips the rest unread);
 another engine's slot parses its own (``Engine.families``)."""
 _FAMILIES = {name: e.families() for name, e in ENGINES.items()}
+ALL_FAMILIES = frozenset().union(*_FAMILIES.values())
+"""Every engine's: for a reader that does not know the slot's engine (the benchmark)."""
 INLINE_PARSE_CHARS = 128 * 1024
 """An exposition this small parses on the event loop: vLLM's (~55 KB) takes about half
 a millisecond once the slot's memo knows its lines, less than a hand-off to a thread and
