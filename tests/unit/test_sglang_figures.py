@@ -120,6 +120,27 @@ def test_promql_maxes_replicas_and_maxes_kv_across_ranks() -> None:
     assert q["engine:sglang"] == "group by (model_name) (sglang:num_running_reqs)"
 
 
+def test_the_detail_shows_sglangs_figures_and_says_what_it_does_not_export() -> None:
+    from rich.console import Console
+
+    from console.model.snapshot import SlotSnapshot
+    from console.ui.screens.detail import figures_table
+
+    snap = SlotSnapshot(slot="SG", served_model_name=MODEL, port=1, url="u", health="up",
+                        figures=_figs("single"), engine="sglang")
+    con = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    con.print(figures_table(snap, 0.0))
+    text = con.export_text()
+    assert re.search(r"per position\s+not exported by SGLang", text)
+    assert re.search(r"engine\s+SGLang", text)
+    assert re.search(r"mean accept len\s+2\.50", text)
+    assert re.search(r"KV free tokens\s+75,?000", text), text
+    assert re.search(r"running\s+3\b", text)
+    # what SGLang does not export is no row, not a 0 or a dash
+    assert "acceptance " not in text and "prefill p95" not in text
+    assert "waiting: capacity" not in text
+
+
 # -- a hostile SGLang -------------------------------------------------------------------
 
 def _drop(text: str, pattern: str) -> str:

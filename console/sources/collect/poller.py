@@ -254,7 +254,7 @@ class DeploymentPoller:
                 figures=figs, kv_p99=kv_p99, source=source,
                 fetched_at=now, error=error,
                 probe_ok=pr[1] if pr else None, probe_detail=pr[2] if pr else "",
-                probe_at=pr[0] if pr else None)
+                probe_at=pr[0] if pr else None, engine=tgt.engine)
             if figs is not None:
                 good_by_slot[tgt.slot] = snap
                 if generation == self._generation:  # the old pod's, after a switch: not
