@@ -256,6 +256,18 @@ BARE = ("from textual.app import App\nfrom textual.widgets import Static\n"
         "Bare().run()\n")
 
 
+def write_config(demo: DemoDeployment, tmp: Path) -> Path:
+    """The console's config for the demo's pod, as a user's would be: no agent over SSH
+    here, so the GPU line (and the stop plan) come from the pod's exporter
+    (``gpu_metrics_url``), the way a console without SSH reads them. Without it the GPU
+    line is never drawn and its age never measured."""
+    cfg = tmp / "config.yaml"
+    cfg.write_text(f"profiles_dir: {demo.profiles_dir}\nstate_dir: {tmp / 'state'}\n"
+                   f"gpu_metrics_url: http://127.0.0.1:{demo.exporter_port}/metrics\n"
+                   f"pod:\n  machine_id: {demo.pod_id}\n  host: 127.0.0.1\n")
+    return cfg
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=2.0)
@@ -266,10 +278,7 @@ def main() -> int:
     demo.start()
     try:
         time.sleep(6)  # slots up
-        tmp = Path(tempfile.mkdtemp())
-        cfg = tmp / "config.yaml"
-        cfg.write_text(f"profiles_dir: {demo.profiles_dir}\nstate_dir: {tmp / 'state'}\n"
-                       f"pod:\n  machine_id: {demo.pod_id}\n  host: 127.0.0.1\n")
+        cfg = write_config(demo, Path(tempfile.mkdtemp()))
         env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor",
                    RUNPOD_API_KEY=DEMO_KEY, RUNPOD_API_BASE=demo.emulator.base_url,
                    PYTHONPATH=str(ROOT))

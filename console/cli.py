@@ -17,6 +17,7 @@ from console.commands import (
     pod_cmd,
     profile_cmd,
     rebalance_cmd,
+    record_cmd,
     status_cmd,
     tui_cmd,
     verify_cmd,
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     pod_cmd.register(sub)
     rebalance_cmd.register(sub)
     verify_cmd.register(sub)
+    record_cmd.register(sub)
     _context_everywhere(parser)
     _config_before_or_after(parser)
     return parser

@@ -49,8 +49,18 @@ def parse_cuda_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def version_tuple(v: str) -> tuple:
-    return tuple(int(x) for x in v.split("."))
+def version_tuple(v: str | None) -> tuple[int, ...]:
+    """``"12.4.1"`` → ``(12, 4, 1)``. Tolerant of what drivers and profiles write: each
+    part's leading digits count (``"13.0-rc1"`` → ``(13, 0)``, ``" 12.4 "`` → ``(12, 4)``)
+    and the first part without any ends it (``"12.x"`` → ``(12,)``); nothing readable
+    (``"N/A"``, ``""``, None) → ``()``, which callers treat as unknown, never raising."""
+    out: list[int] = []
+    for part in (v or "").strip().split("."):
+        m = re.match(r"\s*(\d+)", part)
+        if m is None:
+            break
+        out.append(int(m.group(1)))
+    return tuple(out)
 
 
 def _run(argv: list[str], timeout: float) -> str:

@@ -65,7 +65,11 @@ def check_cuda(info: gpuinfo.GpuInfo, profile: Profile | None) -> Check:
                      "driver CUDA version unknown" + ("" if need else "; no min_cuda to check"))
     if not need:
         return Check("driver_cuda", None, info.cuda, "no min_cuda in the profile")
-    ok = gpuinfo.version_tuple(info.cuda) >= gpuinfo.version_tuple(need)
+    have, want = gpuinfo.version_tuple(info.cuda), gpuinfo.version_tuple(need)
+    if not have or not want:  # unreadable: not a number to compare, and never a crash
+        return Check("driver_cuda", False, info.cuda,
+                     f"cannot compare driver CUDA {info.cuda!r} with required {need!r}")
+    ok = have >= want
     rel = ">=" if ok else "<"
     return Check("driver_cuda", ok, info.cuda, f"driver CUDA {info.cuda} {rel} required {need}")
 

@@ -10,10 +10,9 @@ REFRESH_S = 2.0
 WINDOW_S = 300.0
 HISTORY_S = 3600.0
 PLOT_REFRESH_S = 60.0
-"""Plots redraw with new points at most this often (and at once when a series first has
-data, a young plot's data has grown, or the view or size changes). Their time axis ends
-at the last poll of the drawing and spans the data (at most 15 minutes); the table's
-numbers are from every poll."""
+"""A full plot's time axis (15 minutes) moves on this far at a time; new points are drawn
+as the polls bring them, at most every ``plot_widgets.DRAW_EVERY_S``, and cost only the
+cells they change. A young plot's axis starts at its oldest point and grows with it."""
 PROFILES_DIR = "profiles"
 
 

@@ -205,9 +205,9 @@ class Settings(BaseSettings):
     window_s: float = Field(default=defaults.WINDOW_S, ge=30, le=86400)
     """Window for rates, quantiles and p99s."""
     plot_refresh_s: float = Field(default=defaults.PLOT_REFRESH_S, ge=5, le=3600)
-    """Plots redraw at most this often. A redraw of the plots is tens of KB of terminal
-    output; their time axis ends at the drawing's clock time, so a plot says how old it is.
-    Lower it on a fast link."""
+    """How far a full plot's time axis moves on at a time. New points are drawn as the
+    polls bring them (every few seconds at most) and cost the cells they change; a move
+    of the axis redraws the plots (~10 KB of terminal output). Lower it on a fast link."""
     history_s: float = Field(default=defaults.HISTORY_S, ge=60, le=86400)
     """How much history the plots keep in memory (ring buffers)."""
     thresholds: dict[str, SlotThresholds] = Field(default_factory=dict)
@@ -215,6 +215,12 @@ class Settings(BaseSettings):
     alerts: AlertTiming = Field(default_factory=AlertTiming)
     state_dir: Path = Field(default_factory=default_state_dir)
     """Audit log, host keys and remembered KV points (``POD_CONSOLE_STATE_DIR``)."""
+    record: bool = True
+    """Record every poll to ``STATE_DIR/recordings/`` (``pod-console replay`` reads it)."""
+    record_keep_days: float = Field(default=7.0, gt=0, le=3650)
+    """Recordings older than this are deleted, oldest chunks first."""
+    record_max_mb: float = Field(default=1024.0, gt=0)
+    """The recordings directory is kept under this many MiB, oldest chunks first."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
     gpu_metrics_url: str | None = None

@@ -248,8 +248,8 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.p2p_disabled:
             out.append(Condition("p2p", "info", "P2P disabled on this host",
                                  "NCCL_P2P_DISABLE=1 + --disable-custom-all-reduce (slower TP)"))
-        if pod.host_cuda and profile.min_cuda and (
-                version_tuple(pod.host_cuda) < version_tuple(profile.min_cuda)):
+        have, want = version_tuple(pod.host_cuda), version_tuple(profile.min_cuda)
+        if have and want and have < want:  # an unreadable version is not judged
             out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
                                  f"{profile.min_cuda}"))
         if pod.status == "RUNNING" and stop is None and not _working_hours(profile, now):

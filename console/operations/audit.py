@@ -77,6 +77,8 @@ class AuditLog:
         self.tags = tags
         """Fields every record carries, read when it is written: the context and the pod
         the operation acts on (a fallback moves the console to a new pod)."""
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        """Told of every record written (a recording's operation markers)."""
 
     def append(self, action: str, args: dict[str, Any], result: str, **extra: Any) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +88,8 @@ class AuditLog:
                "user": current_user(), "host": socket.gethostname(), **tags,
                "action": action, "arguments": args, "result": result, **extra}
         write_record(self.path, json.dumps(rec, sort_keys=True, default=str))
+        for listener in self.listeners:
+            listener(rec)
 
     def records(self) -> list[dict[str, Any]]:
         try:

@@ -448,7 +448,18 @@ class Provisioner:
                 last = str(exc)
                 await self.sleep(self.cfg.poll_s)
                 continue
-            slots = (res.final or {}).get("slots") or {}
+            final = res.final or {}
+            if final.get("supervisor") == "not running":
+                # started a moment ago (``bootstrap``: setsid nohup … &) and not yet
+                # listening: its socket comes once it has loaded the profile. Said as
+                # what it is, not as the client's "not running (No such file …)".
+                msg = "waiting for the slot supervisor to start"
+                if msg != last:
+                    self._say("slots", msg)
+                    last = msg
+                await self.sleep(self.cfg.poll_s)
+                continue
+            slots = final.get("slots") or {}
             if slots and all(s.get("state") == "ready" for s in slots.values()):
                 return
             parts = [f"{n} {s.get('state')} {s.get('step', '')}".strip()
@@ -465,6 +476,8 @@ class Provisioner:
                 raise RuntimeError(f"slot {failed[0]} keeps failing to start: "
                                    f"{slots[failed[0]].get('detail', '')}")
             await self.sleep(self.cfg.poll_s)
+        if last == "waiting for the slot supervisor to start":
+            last = f"the slot supervisor never started (its log: {self.agent_dir}/serve.log)"
         raise TimeoutError(f"slots not healthy after {self.cfg.health_wait_s:g} s: {last}")
 
     def address(self, pod: Machine) -> PodAddress:

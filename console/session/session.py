@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.model.gpu_state import GpuReport
     from console.session.fleet import FleetCollector, FleetSnapshot
+    from console.session.record.store import Recorder
     from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.poller import DeploymentPoller
     from pod_agent.profile import Profile
@@ -147,7 +148,7 @@ async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | Non
                      run_blocking: RunBlocking = asyncio.to_thread) -> Judged:
     """:func:`judge` for a one-shot reading (``status``, a fleet row): the spend book is
     read from the state directory (off the loop) and only read, never written."""
-    book = await run_blocking(SpendBook, settings.spend_path)
+    book = await run_blocking(SpendBook, settings.spend_path, True)
     return judge(snapshot, pod, book, profile, settings, now)
 
 
@@ -266,6 +267,9 @@ class Session:
         """Acknowledged here, not yet in the shared book."""
         self._unposted: set[str] = set()
         """Alerts whose post this session claimed and could not deliver."""
+        self.recorder: Recorder | None = None
+        """Every poll of this session into a file of its own (``record: true``)."""
+        self._recorder_off = False
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -446,14 +450,76 @@ class Session:
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
             self.first_data_at = now
         self._tell(raised, cleared)
+        self._record(raw if read_pod else None)
+
+    # -- the recording ------------------------------------------------------------------
+    def _record(self, pod_read: PodSnapshot | None) -> None:
+        """This poll to the recorder's queue (its thread writes it: never the loop)."""
+        ctx = self.ctx
+        if ctx is None or self._recorder_off or not ctx.settings.record:
+            return
+        from console.session.record.store import PollItem
+
+        try:
+            rec = self.recorder or self._start_recorder(ctx)
+            rec.poll(PollItem(self.state(), getattr(self.poller, "last_read", None), pod_read))
+        except Exception as exc:  # the console goes on without its recording
+            self._recorder_off = True
+            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "yellow")
+
+    def _start_recorder(self, ctx: ConsoleContext) -> Recorder:
+        from console.session.record.store import Recorder, recordings_dir
+        from console.session.record.tape import Marker
+
+        loop = asyncio.get_running_loop()
+        s = ctx.settings
+
+        def paused(why: str | None) -> None:  # the writer thread's news, onto the loop
+            loop.call_soon_threadsafe(self._recording_paused, why)
+
+        self.recorder = Recorder(
+            recordings_dir(s.state_dir),
+            {"profile": ctx.profile_name, "context": s.context, "wall": self.wall,
+             "window_s": getattr(self.poller, "window_s", 300.0),
+             "history_s": self.history.window_s,
+             "refresh_s": self.refresh_s},
+            keep_s=s.record_keep_days * 86400.0, max_bytes=int(s.record_max_mb * 1024 * 1024),
+            clock=self.now, on_pause=paused)
+        rec = self.recorder
+
+        def audited(r: dict[str, Any]) -> None:  # the audit's thread: the queue is safe
+            args = r.get("arguments")
+            said = ", ".join(f"{k}={v}" for k, v in args.items()
+                             if isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                             ) if isinstance(args, dict) else ""
+            rec.mark(Marker(float(r.get("t") or self.now()), "operation",
+                            printable(f"{r.get('action')} {r.get('result')}"
+                                      + (f" ({said})" if said else ""), 200),
+                            f"audit:{r.get('t')}:{r.get('action')}"))
+
+        listeners = getattr(ctx.registry.audit, "listeners", None)
+        if listeners is not None:
+            listeners.append(audited)
+        return rec
+
+    def _recording_paused(self, why: str | None) -> None:
+        if why is None:
+            self.failures.pop("recording", None)
+            self._note("recording resumed", "green")
+        else:
+            self.failures["recording"] = Condition(
+                "recording", "warn", "recording paused",
+                f"{why}: polls are not recorded until it can write again")
+            self._note(f"recording paused: {why}", "yellow")
 
     async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
         """A new pod reading into the spend book (read once, saved when due)."""
         if self.ctx is None:
             return
         if self._book is None:
+            # a wall reads the book the consoles keep and writes nothing in the state dir
             self._book = await self._run_blocking(
-                SpendBook, self.ctx.settings.spend_path)
+                SpendBook, self.ctx.settings.spend_path, self.wall)
         book = self._book
         book.observe(pod, now)
         if book.due(now):
@@ -722,6 +788,8 @@ class Session:
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.recorder is not None:
+            await self._run_blocking(self.recorder.close)
         await self.poller.aclose()
         if self._fleet_collector is not None:
             await self._fleet_collector.aclose()

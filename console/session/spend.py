@@ -55,8 +55,13 @@ def month_start(now: float, tz: dt.tzinfo | None = None) -> float:
 
 
 class SpendBook:
-    def __init__(self, path: Path | None) -> None:
+    """The runs in ``path`` (None: in memory only). ``read_only``: read, never written (a
+    wall: it only shows what consoles recorded; its viewers must not change the state
+    directory): ``due`` is never true and ``save`` refuses."""
+
+    def __init__(self, path: Path | None, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self.runs: dict[tuple[str, float], Run] = {}
         self._saved_at = -1e18
         self._retry_at = -1e18
@@ -102,7 +107,7 @@ class SpendBook:
 
     def due(self, now: float) -> bool:
         """Whether ``save`` should run now: a new run at once, else once a minute."""
-        if self.path is None or now < self._retry_at:
+        if self.path is None or self.read_only or now < self._retry_at:
             return False
         return self._dirty or now - self._saved_at >= SAVE_EVERY_S
 
@@ -114,6 +119,8 @@ class SpendBook:
         """Write the book whole (temp file, fsync, rename): a crash leaves the old one."""
         if self.path is None:
             return
+        if self.read_only:
+            raise PermissionError(f"{self.path}: a read-only spend book is never written")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as fh:

@@ -53,8 +53,11 @@ class FlowHost(Protocol):
 
     async def confirm(self, title: str, question: str) -> bool: ...
 
-    def open_progress(self, title: str, on_cancel: Callable[[], None] | None
-                      ) -> ProgressView: ...
+    def open_progress(self, title: str, on_cancel: Callable[[], None] | None,
+                      compact: bool = False) -> ProgressView:
+        """``compact``: the operation's steps are one line, updated in place (its result
+        lines are added below it)."""
+        ...
 
     def show_state(self) -> None:
         """Redraw the screens soon (the header says what runs)."""
@@ -132,7 +135,8 @@ async def _with_progress(host: FlowHost, reg: OperationRegistry, operation_id: s
         for fut in running:
             fut.cancel()
 
-    progress = host.open_progress(spec.title, cancel if spec.cancellable else None)
+    progress = host.open_progress(spec.title, cancel if spec.cancellable else None,
+                                  compact=spec.compact_log)
 
     last: list[tuple[str, str]] = []
 
@@ -257,14 +261,15 @@ class AppFlowHost:
         answer: bool | None = await self.app.push_screen_wait(ConfirmScreen(title, question))
         return bool(answer)
 
-    def open_progress(self, title: str, on_cancel: Callable[[], None] | None
-                      ) -> ProgressView:
+    def open_progress(self, title: str, on_cancel: Callable[[], None] | None,
+                      compact: bool = False) -> ProgressView:
         from console.operations.specs import SPECS
         from console.ui.screens.modals import ProgressScreen
 
         # a stop warning can be acted on from a running operation's dialog too
         screen = ProgressScreen(title, on_cancel=on_cancel,
-                                urgent_keys=frozenset({SPECS["watchdog"].key}))
+                                urgent_keys=frozenset({SPECS["watchdog"].key}),
+                                compact=compact)
         self.app.push_screen(screen)
         return screen
 

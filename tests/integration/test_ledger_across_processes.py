@@ -159,6 +159,9 @@ async def test_an_unknown_create_blocks_every_later_create(world: World,
     w.state.create_5xx_after_create = 1
     w.state.outage = {"GET /v2/pods"}  # the lookup by name fails, run after run
     cfg, env = _cli_env(w, tmp_path)
+    # each failed lookup surfaces at once: the retries' own backoff (30 s a run) is not
+    # what this test is about (tests/unit/test_runpod_retries.py is)
+    env["RUNPOD_API_RETRIES"] = "0"
     first = await asyncio.to_thread(_run, cfg, env, "up", "--rounds", "1", "--no-resume")
     assert first.returncode == EXIT_LEAKED, first.stdout + first.stderr
     [entry] = Ledger(tmp_path / "state" / "pods.jsonl").open_entries()

@@ -35,6 +35,31 @@ async def test_a_countdown_updates_one_line_of_its_dialog() -> None:
         assert "in 2 s" not in text, text
 
 
+async def test_a_benchmarks_dialog_keeps_one_step_line_and_its_result() -> None:
+    """Issue 30 #11: the benchmark's ~30 steps were 30 lines of its dialog; its result
+    scrolled away under them."""
+    holder: dict[str, ProgressScreen] = {}
+
+    def make() -> ProgressScreen:
+        holder["p"] = ProgressScreen("Benchmark", clock=states.clock, compact=True)
+        return holder["p"]
+
+    app = ScreenHost(lambda: MainScreen(states.state()), make)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        p = holder["p"]
+        for i in range(30):
+            p.step(f"config {i % 6}", i / 30, f"request {i} of 30 · 410 tok/s")
+        for row in ("config  TTFT p50  tok/s", "c1-short  95ms  412.0"):
+            p.step("", None, row)
+        p.finish(True, "c1-short 412.0 tok/s; kept bench.json")
+        await settle(pilot)
+        shown = [line.plain for line in p.lines]
+        assert shown == ["config 5: request 29 of 30 · 410 tok/s", "config  TTFT p50  tok/s",
+                         "c1-short  95ms  412.0", "c1-short 412.0 tok/s; kept bench.json"], \
+            shown
+
+
 async def test_the_header_says_the_refresh_rate() -> None:
     app = ScreenHost(lambda: MainScreen(states.state()))
     async with app.run_test(size=(160, 48)) as pilot:

@@ -22,7 +22,7 @@ from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
 class A(App):
     def compose(self):
         yield SeriesPlot("TTFT p95", "ttft_p95_s", unit="s", every_s=0, id="s")
-        yield PositionBars(every_s=0, id="b")
+        yield PositionBars(id="b")
 
 async def main():
     app = A()

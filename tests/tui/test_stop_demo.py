@@ -16,7 +16,7 @@ from console.ui.screens.modals import ConfirmScreen, WatchdogScreen
 from console.ui.widgets.header import stop_text
 from tests.tui.conftest import PATIENCE, live, wait_for, why_not_live
 
-SPEED = 30.0  # the idle limit (30 min) is a minute here
+SPEED = 60.0  # the idle limit (30 min) is half a minute here, the warning 25 real s ahead
 
 
 @pytest.fixture

@@ -156,9 +156,11 @@ async def test_the_context_builds_a_wall_registry_for_a_read_only_console(tmp_pa
 
 # -- one flow: preflight, ask, confirm, progress -----------------------------------------
 class FakeProgress:
-    def __init__(self, title: str, on_cancel: Callable[[], None] | None) -> None:
+    def __init__(self, title: str, on_cancel: Callable[[], None] | None,
+                 compact: bool = False) -> None:
         self.title = title
         self.on_cancel = on_cancel
+        self.compact = compact
         self.steps: list[tuple[str, float | None, str]] = []
         self.end: tuple[bool, str] | None = None
 
@@ -225,8 +227,9 @@ class FakeHost:
         self.questions.append((title, question))
         return self.answer
 
-    def open_progress(self, title: str, on_cancel: Callable[[], None] | None) -> FakeProgress:
-        p = FakeProgress(title, on_cancel)
+    def open_progress(self, title: str, on_cancel: Callable[[], None] | None,
+                      compact: bool = False) -> FakeProgress:
+        p = FakeProgress(title, on_cancel, compact)
         self.progress.append(p)
         self.on_progress_open(p)
         return p
@@ -543,6 +546,8 @@ async def test_a_compact_operation_keeps_one_progress_line(tmp_path) -> None:
     assert len(progress_lines) == 1, host.notes
     assert "step-29" in progress_lines[0]
     assert SPECS["bench"].compact_log
+    # and its dialog is told so (it keeps one step line too: tests/screens/test_floods)
+    assert [p.compact for p in host.progress] == [True]
 
 
 async def test_the_smoke_dialog_says_each_checks_time() -> None:

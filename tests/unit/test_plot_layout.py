@@ -6,10 +6,13 @@ from __future__ import annotations
 from console.model import catalog
 from console.model.history import History
 from console.ui.widgets.plot_widgets import (
+    DRAW_EVERY_S,
+    GROWTH,
     MIN_AXIS_S,
     SPAN_S,
     SeriesPlot,
     series_layout,
+    thin,
 )
 
 
@@ -23,26 +26,53 @@ def _history(start: float, end: float, step: float, value=lambda t: 0.05) -> His
     return h
 
 
-def test_the_right_edge_is_the_last_poll_not_a_drawing_minutes_old() -> None:
+def test_the_newest_point_is_the_last_poll_and_the_axis_moves_in_steps() -> None:
     h = _history(1000, 2000, 5)
-    lay = series_layout(h, ["A", "B"], "kv_cache_usage", 100, "%", now=2003)
-    assert lay is not None and lay.end == 2000
-    assert all(pts[-1][0] == 0.0 for _, pts in lay.series)
-    # the plot draws new points as polls bring them (at its cadence), ending at each
-    plot = SeriesPlot("KV", "kv_cache_usage", scale=100, unit="%", every_s=30)
+    lay = series_layout(h, ["A", "B"], "kv_cache_usage", 100, "%", now=2003, step_s=60)
+    # the axis ends at the newest point rounded up to its step: 2040, the point at 2000
+    assert lay is not None and lay.newest == 2000 and lay.end == 2040
+    assert max(pts[-1][0] for _, pts in lay.series) == 2000 - lay.end
+    # the plot draws the points polls bring (every DRAW_EVERY_S at most, not every
+    # plot_refresh_s): the newest point drawn is never more than that behind the table
+    plot = SeriesPlot("KV", "kv_cache_usage", scale=100, unit="%", every_s=60)
     plot.paint = lambda draw: None  # type: ignore[method-assign]
-    ends = []
-    for now in range(2005, 2300, 5):
+    behind, ends = [], set()
+    for now in range(2001, 2300):
         h.add("A", "kv_cache_usage", float(now), 0.05)
         plot.show(h, ["A", "B"], float(now))
         assert plot.layout is not None
-        ends.append(now - plot.layout.end)
-    assert max(ends) < 30 + 5, ends  # never more than its cadence behind the last poll
+        behind.append(now - plot.layout.newest)
+        ends.add(plot.layout.end)
+        assert plot.layout.newest <= plot.layout.end < plot.layout.newest + 60
+    assert max(behind) < DRAW_EVERY_S, behind  # was up to plot_refresh_s (60 s) behind
+    assert ends == {2040, 2100, 2160, 2220, 2280, 2340}  # one step a minute, not per poll
+
+
+def test_between_steps_a_poll_changes_the_points_at_the_right_edge_alone() -> None:
+    h = _history(1000, 2000, 1)
+    a = series_layout(h, ["A"], "kv_cache_usage", 100, "%", 2000, 60, columns=50)
+    h.add("A", "kv_cache_usage", 2001.0, 0.3)
+    b = series_layout(h, ["A"], "kv_cache_usage", 100, "%", 2001, 60, columns=50)
+    assert a is not None and b is not None and a.end == b.end
+    old, new = a.series[0][1], b.series[0][1]
+    # every point drawn before is drawn again at the same place; the new one is added
+    assert new[:len(old) - 2] == old[:len(old) - 2] and (2001 - b.end, 30.0) in new
+    # thinned to two points a column of dots (900 points would cost ~50 ms a drawing)
+    assert len(new) <= 2 * 2 * 50 + 2
+
+
+def test_thin_keeps_each_columns_lowest_and_highest_in_order() -> None:
+    pts = [(0.0, 1.0), (0.5, 5.0), (0.9, 3.0), (1.2, 2.0), (2.5, 7.0), (2.6, 0.0)]
+    assert thin(pts, 0.0, 1.0) == [(0.0, 1.0), (0.5, 5.0), (1.2, 2.0), (2.5, 7.0),
+                                   (2.6, 0.0)]
+    assert thin(pts, 0.0, 0.0) == pts
 
 
 def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() -> None:
     lay = series_layout(_history(1000, 1120, 5), ["A"], "kv_cache_usage", 100, "%", 1120)
-    assert lay is not None and lay.span_s == 120  # two minutes across the whole width
+    # two minutes across most of the width: the axis starts at the oldest point and is
+    # at most a quarter longer than the data
+    assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH and lay.end - lay.span_s == 1000
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S
     lay = series_layout(_history(0, 3000, 5), ["A"], "kv_cache_usage", 100, "%", 3000)

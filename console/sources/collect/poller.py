@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from console.model.catalog import plots
@@ -23,9 +23,15 @@ from console.model.history import History
 from console.model.model_figures import ModelFigures
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
+from console.sources.collect.exposition import Exposition
 from console.sources.collect.http import HttpClient
 from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
-from console.sources.collect.slot import ScrapeWindow, probe_completion, probe_slot
+from console.sources.collect.slot import (
+    ScrapeWindow,
+    probe_completion,
+    probe_slot,
+    window_figures,
+)
 from console.sources.collect.targets import SlotTarget
 
 PLOTTED = tuple(f.key for f, _ in plots())
@@ -37,6 +43,31 @@ def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
         return dict.fromkeys(PLOTTED)
     return {key: f.value(key) for key in PLOTTED}
 
+
+
+@dataclass(frozen=True)
+class SlotRead:
+    """What one slot's poll read and judged its figures over: the scrape, when the
+    earlier scrape its window starts from was taken, and since when its KV readings
+    count (a recording keeps these; a replay computes the same figures from them)."""
+
+    t: float
+    exposition: Exposition
+    earlier: float | None
+    kv_from: float | None
+
+
+@dataclass(frozen=True)
+class PollRead:
+    """One poll's raw readings beside the snapshot made of them."""
+
+    snapshot: DeploymentSnapshot
+    slots: dict[str, SlotRead]
+    """Slots whose figures came from their own scrape this poll."""
+    prom_answers: dict[str, Any] | None
+    """Prometheus's answers by query name, when the figures came from them."""
+    window_s: float
+    generation: int
 
 
 Prefetched = tuple[dict[str, ModelFigures], dict[str, float | None]] | PromError
@@ -79,6 +110,8 @@ class DeploymentPoller:
         self._windows = {t.slot: ScrapeWindow(window_s, engine_name=t.engine) for t in targets}
         self._good: dict[str, SlotSnapshot] = {}
         self.last: DeploymentSnapshot | None = None
+        self.last_read: PollRead | None = None
+        """The raw readings of ``last`` (what a recording stores)."""
         self.skipped = 0
         self.probe_interval_s = probe_interval_s
         self._probes: dict[str, tuple[float, bool, str]] = {}
@@ -169,6 +202,11 @@ class DeploymentPoller:
             self.last = snap
             return snap
 
+    def _read(self, snap: DeploymentSnapshot, reads: dict[str, SlotRead],
+              answers: dict[str, Any] | None, generation: int) -> DeploymentSnapshot:
+        self.last_read = PollRead(snap, reads, answers, self.window_s, generation)
+        return snap
+
     def _start_completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
         """Every ``probe_interval_s`` per slot at most, never on a slot that is down.
 
@@ -214,12 +252,16 @@ class DeploymentPoller:
                 prom_err = str(prefetched)
             else:
                 prom_figs, kv99 = prefetched
-        elif use_prom:
+        answers: dict[str, Any] | None = None
+        if use_prom and prefetched is None:
             prom = PromClient(self.prometheus_url or "", self.client, self.timeout_s)
+            answers = {}
             try:
-                prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector)
+                prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector,
+                                                      answers=answers)
             except PromError as exc:
                 prom_err = str(exc)
+                answers = None
         probes = await probes_task
         if generation == self._generation:
             self._start_completion_probes(now, [p.target for p in probes if p.health == "up"])
@@ -230,6 +272,7 @@ class DeploymentPoller:
                            memo=windows[t.slot].memo)
                 for t in targets))
         slots = []
+        reads: dict[str, SlotRead] = {}
         for probe in probes:
             tgt = probe.target
             model = tgt.served_model_name
@@ -241,8 +284,12 @@ class DeploymentPoller:
             elif probe.exposition is not None:
                 win = windows[tgt.slot]
                 win.add(probe.t, probe.exposition, model)
-                figs, kv_p99, source = (win.figures(probe.t, probe.exposition, model),
+                earlier = win.earlier(probe.t)
+                figs, kv_p99, source = (window_figures(probe.t, probe.exposition, earlier,
+                                                       model, win.engine),
                                         win.kv_p99(), "direct")
+                reads[tgt.slot] = SlotRead(probe.t, probe.exposition,
+                                           None if earlier is None else earlier[0], win.kv_from)
             error = probe.error
             if figs is None and error is None and probe.health == "up":
                 error = f"no metrics for model_name={model}"
@@ -266,8 +313,9 @@ class DeploymentPoller:
                     snap = replace(snap, figures=good.figures, kv_p99=good.kv_p99,
                                    source=good.source, stale_since=good.fetched_at)
             slots.append(snap)
-        return DeploymentSnapshot(
+        return self._read(DeploymentSnapshot(
             profile=self.profile, slots=tuple(slots), fetched_at=now,
             prometheus_url=self.prometheus_url,
             prometheus_error=None if prom_err is None else printable(prom_err, 300),
-            cycle_s=time.perf_counter() - t0)
+            cycle_s=time.perf_counter() - t0), reads,
+            answers if prom_figs is not None else None, generation)

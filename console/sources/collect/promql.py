@@ -213,19 +213,32 @@ def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | Non
 
 
 async def _fetch(prom: PromClient, window_s: float, sel: str, at: float | None,
-                 by: tuple[str, ...]) -> tuple[dict[tuple[str, ...], ModelFigures],
-                                               dict[tuple[str, ...], float | None]]:
+                 by: tuple[str, ...], answers: dict[str, Any] | None = None
+                 ) -> tuple[dict[tuple[str, ...], ModelFigures],
+                            dict[tuple[str, ...], float | None]]:
     """Every figure per group (``by``'s label values) from one query per figure."""
     queries = figure_queries(window_s, sel, by)
     names = list(queries)
     results = await asyncio.gather(*(prom.query(queries[n], at) for n in names))
     r = dict(zip(names, results, strict=True))
+    if answers is not None:
+        answers.update(r)
+    return figures_from_answers(r, window_s, by)
+
+
+def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
+                         by: tuple[str, ...] = MODEL_BY
+                         ) -> tuple[dict[tuple[str, ...], ModelFigures],
+                                    dict[tuple[str, ...], float | None]]:
+    """Every figure per group from Prometheus's answers to ``figure_queries`` (what a
+    live poll got, or a recording of it)."""
+    results = list(r.values())
     keys: set[tuple[str, ...]] = set()
     for res in results:
         keys.update(_grouped(res, by))
     scalars = {fig.key: _grouped(r[fig.key], by) if fig.key in r else {}
                for fig in MODEL_FIGURES}
-    engine_of = {key: name.split(":", 1)[1] for name in names if name.startswith("engine:")
+    engine_of = {key: name.split(":", 1)[1] for name in r if name.startswith("engine:")
                  for key in _grouped(r[name], by)}
     per_pos_all = _grouped(r["spec_per_pos"], by, "position")
     requests = _grouped(r["requests"], by, "finished_reason")
@@ -255,10 +268,16 @@ async def _fetch(prom: PromClient, window_s: float, sel: str, at: float | None,
 
 
 async def fetch_figures(prom: PromClient, window_s: float, sel: str = "",
-                        at: float | None = None) -> tuple[dict[str, ModelFigures],
-                                                          dict[str, float | None]]:
-    """All figures per model from Prometheus, plus KV p99 per model."""
-    figs, kv = await _fetch(prom, window_s, sel, at, MODEL_BY)
+                        at: float | None = None, answers: dict[str, Any] | None = None
+                        ) -> tuple[dict[str, ModelFigures], dict[str, float | None]]:
+    """All figures per model from Prometheus, plus KV p99 per model. ``answers``: filled
+    with Prometheus's answers, by query name (what a recording keeps)."""
+    figs, kv = await _fetch(prom, window_s, sel, at, MODEL_BY, answers)
+    return by_model(figs, kv)
+
+
+def by_model(figs: dict[tuple[str, ...], ModelFigures], kv: dict[tuple[str, ...], float | None]
+             ) -> tuple[dict[str, ModelFigures], dict[str, float | None]]:
     return {k[0]: f for k, f in figs.items()}, {k[0]: v for k, v in kv.items()}
 
 

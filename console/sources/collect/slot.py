@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from console.model.catalog import exposition_families
-from console.model.engines import ENGINES, OverTime, engine
+from console.model.engines import DEFAULT, ENGINES, Engine, OverTime, engine
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
 from console.model.printable import printable
@@ -132,9 +132,6 @@ class ScrapeWindow:
 
     def __init__(self, window_s: float, keep: int = 32, engine_name: str = "vllm") -> None:
         self.engine = engine(engine_name)
-        kv = self.engine.sources.get("kv_p99")
-        self.kv_names: tuple[str, ...] = kv.of.names if isinstance(kv, OverTime) else ()
-        self.kv_max = isinstance(kv, OverTime) and kv.of.across == "max"
         self.window_s = window_s
         self.min_gap = window_s / (keep - 2)
         self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
@@ -144,32 +141,58 @@ class ScrapeWindow:
     def add(self, t: float, exp: Exposition, model: str) -> None:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
-        for name in self.kv_names:
-            vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
-            if vals:
-                kv = max(vals) if self.kv_max else sum(vals)
-                if math.isfinite(kv):
-                    self.kv.append((t, kv))
-                break
+        kv = kv_usage(exp, model, self.engine)
+        if kv is not None:
+            self.kv.append((t, kv))
         while self.scrapes and self.scrapes[0][0] < t - self.window_s:
             self.scrapes.popleft()
         while self.kv and self.kv[0][0] < t - self.window_s:
             self.kv.popleft()
 
-    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
-        earlier = None
-        window = None
+    def earlier(self, t: float) -> tuple[float, Exposition] | None:
+        """The scrape a window ending at ``t`` starts from (None: none far enough back)."""
         for t0, e0 in self.scrapes:
             # two scrapes milliseconds apart are not a window: a rate over 9 ms reads
             # 0 tok/s on a busy server. Lifetime figures (rates undefined) until one is.
             if t - t0 >= MIN_WINDOW_S:
-                earlier, window = e0, t - t0
-                break
-        figs = compute(exp, earlier, window, only=model, engine=self.engine)
-        return figs.get(model)
+                return t0, e0
+        return None
+
+    def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
+        return window_figures(t, exp, self.earlier(t), model, self.engine)
 
     def kv_p99(self) -> float | None:
         return quantile_over_time(0.99, [v for _, v in self.kv])
+
+    @property
+    def kv_from(self) -> float | None:
+        """When the oldest KV reading the p99 counts was scraped (None: none)."""
+        return self.kv[0][0] if self.kv else None
+
+
+def kv_usage(exp: Exposition, model: str, eng: Engine = DEFAULT) -> float | None:
+    """The KV cache usage of ``model`` in one scrape (None: not there, or not finite):
+    summed across vLLM's engines, the fullest of SGLang's ranks."""
+    kv_src = eng.sources.get("kv_p99")
+    if not isinstance(kv_src, OverTime):
+        return None
+    for name in kv_src.of.names:
+        vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
+        if vals:
+            kv = max(vals) if kv_src.of.across == "max" else sum(vals)
+            return kv if math.isfinite(kv) else None
+    return None
+
+
+def window_figures(t: float, exp: Exposition, earlier: tuple[float, Exposition] | None,
+                   model: str, eng: Engine | None = None) -> ModelFigures | None:
+    """A slot's figures from its scrape at ``t`` and the earlier one its window starts
+    from (lifetime figures without one): the live poll and a replay both call this.
+    ``eng``: the slot's engine (told by the scrape's families when not given)."""
+    if earlier is None:
+        return compute(exp, None, None, only=model, engine=eng).get(model)
+    t0, e0 = earlier
+    return compute(exp, e0, t - t0, only=model, engine=eng).get(model)
 
 
 async def probe_completion(client: HttpClient, target: SlotTarget, timeout: float,

@@ -65,9 +65,13 @@ class ProgressScreen(ModalScreen[None]):
 
     def __init__(self, title: str, clock: Callable[[], float] = time.monotonic,
                  on_cancel: Callable[[], None] | None = None,
-                 urgent_keys: frozenset[str] = frozenset()) -> None:
+                 urgent_keys: frozenset[str] = frozenset(), compact: bool = False) -> None:
         super().__init__()
         self.title_text = title
+        self.compact = compact
+        """The steps are one line, each in place of the one before (a benchmark's ~30
+        steps, issue 30 #11); lines without a step (its result) are added below."""
+        self._last_was_step = False
         self.on_cancel = on_cancel
         """Set for an operation that may stop halfway (``c``); None: it cannot."""
         self.urgent_keys = urgent_keys
@@ -116,11 +120,14 @@ class ProgressScreen(ModalScreen[None]):
         line = Text(printable(f"{step}: {message}" if message and step else (message or step)))
         if line.plain:
             key = fmt.progress_shape(step, message)
-            if key == self._last_shape and self.lines:
-                self._replace(line)  # a countdown: its one line, updated in place
+            # a countdown, or a compact operation's next step: its one line, in place
+            if self.lines and (key == self._last_shape
+                               or (self.compact and bool(step) and self._last_was_step)):
+                self._replace(line)
             else:
                 self._add(line)
             self._last_shape = key
+            self._last_was_step = bool(step)
         self._draw()
 
     def _replace(self, line: Text) -> None:

@@ -6,17 +6,21 @@ operation running and staleness always stay; then cost and the stop; then the re
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from console.model import fmt
 from console.model.pod_stop import OVERDUE_S, PlannedStop
 from console.model.snapshot import PodSnapshot
 from console.session.view import ConsoleState
-from console.ui.widgets.lines import safe_text
+from console.ui.widgets.lines import LinesView
 
 
-class PodHeader(Static):
-    """Renders a PodSnapshot; knows nothing about where it came from."""
+class PodHeader(LinesView):
+    """Renders a PodSnapshot; knows nothing about where it came from.
+
+    Drawn as a line (``LinesView``): a poll that changes one figure — the pod's age
+    ticking from ``7s ago`` to ``8s ago`` at every refresh — writes those cells, not the
+    whole line (a whole line is ~1 KB of terminal output in truecolor: at 1 s that was
+    half the console's bytes, ``bench/tui_bench.py``)."""
 
     DEFAULT_CSS = "PodHeader { height: 1; padding: 0 1; background: $boost; }"
 
@@ -37,30 +41,43 @@ class PodHeader(Static):
     def show(self, pod: PodSnapshot | None, now: float, stale: str | None = None,
              operation: str | None = None, age: float | None = None,
              stop: PlannedStop | None = None) -> None:
-        """``age``: seconds since the pod was read, when that is older than a refresh
-        (said beside the pod's state, which is always shown). ``stop``: the planned stop
-        the pod is in (said instead of the countdown)."""
+        """``age``: seconds since the pod was read, when that is older than a refresh:
+        said at the line's right end (``read 8s ago``), in room kept for it whether it is
+        shown or not, so that its coming, going and ticking never moves the rest of the
+        line (each would rewrite the whole line: ~1 KB). ``stop``: the planned stop the
+        pod is in (said instead of the countdown)."""
         self._args = (pod, now, stale, operation, age, stop)
         width = (self.size.width or self.app.size.width) - 2  # padding
         t = Text(no_wrap=True, overflow="ellipsis")
-        for i, part in enumerate(fit(self.segments(pod, now, stale, operation, age, stop),
-                                     width)):
+        for i, part in enumerate(fit(self.segments(pod, now, stale, operation, None, stop),
+                                     max(1, width - AGE_ROOM))):
             if i:
                 t.append(" │ ", "dim")
             t.append_text(part)
-        t = safe_text(t)  # a pod name, a GPU name, a profile: someone else's words
-        if t != getattr(self, "_last", None):  # an unchanged header costs no bytes
-            self._last = t
-            self.update(t)
+        if age is not None:
+            tail = Text(f"read {age_text(age)}", "dim")
+            if t.cell_len + 2 + tail.cell_len > width:  # the age is never cut off
+                t.truncate(max(0, width - 2 - tail.cell_len), overflow="ellipsis")
+            t.append(" " * (width - t.cell_len - tail.cell_len))
+            t.append_text(tail)
+        # a pod name, a GPU name, a profile: someone else's words (show_lines cleans
+        # them); an unchanged header costs no bytes, a changed one its changed cells
+        self.show_lines([t])
+
+    def render(self) -> Text:
+        """The line as shown (what tests and ``str()`` read)."""
+        return self._rows[0] if self._rows else Text()
 
     def on_resize(self) -> None:
+        super().on_resize()
         if getattr(self, "_args", None) is not None:
             self.show(*self._args)
 
     def segments(self, pod: PodSnapshot | None, now: float, stale: str | None,
                  operation: str | None, age: float | None = None,
                  stop: PlannedStop | None = None) -> list[tuple[int, Text]]:
-        """(priority, text) in display order; 0 is always shown, then 1, 2…"""
+        """(priority, text) in display order; 0 is always shown, then 1, 2… ``age``: said
+        beside the pod's state here (``show`` says it at the line's end instead)."""
         out: list[tuple[int, Text]] = []
         if self.demo:
             out.append((0, Text(" DEMO ", "bold black on yellow")))
@@ -108,6 +125,11 @@ class PodHeader(Static):
         if self.refresh_s is not None:  # + and - change it: the header says it, once
             out.append((2, Text.assemble(("refresh ", "dim"), f"{self.refresh_s:g}s")))
         return out
+
+
+AGE_ROOM = len("  read 59s ago")
+"""Cells kept at the header's right end for how old the pod's fields are (an age over a
+minute, a pod that stopped answering, takes a few more from the rest of the line)."""
 
 
 def age_text(age: float) -> str:

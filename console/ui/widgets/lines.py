@@ -57,10 +57,11 @@ def _cells(text: Text, console: Console, width: int) -> list[tuple[str, Style | 
     for seg in segments(text, console):
         if seg.control:
             continue
+        style = seg.style or None  # an empty style draws as none: not a change
         for ch in seg.text:
-            out.append((ch, seg.style))
+            out.append((ch, style))
             if cell_len(ch) == 2:
-                out.append(("", seg.style))
+                out.append(("", style))
     out.extend([(" ", None)] * (width - len(out)))
     return out
 

@@ -13,30 +13,37 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from textual.app import RenderResult
+from rich.text import Text
+from textual.geometry import Region, Size
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
+from console.ui.widgets.lines import changed_span, same
 
 PLOT_EVERY_S = 60.0
-"""Default for ``Settings.plot_refresh_s``: a full drawing of the four plots is ~16-20 KB
-of terminal output at 160x48, so once a minute keeps the console inside its 40 KB/min
-budget (``bench/tui_bench.py``); each drawing ends at the last poll."""
+"""Default for ``Settings.plot_refresh_s``: how far a full plot's time axis moves on at a
+time. New points are drawn at every poll and cost the cells they change; a move of the
+axis shifts every point, a full drawing of the plots (~10 KB of terminal output at
+160x48), so once a minute keeps the console inside its 40 KB/min budget
+(``bench/tui_bench.py``)."""
 
 
 SPAN_S = 15 * 60
 """The time axis at most: the last 15 minutes."""
 MIN_AXIS_S = 60.0
 """The time axis at least. Between the two it spans the data: a console started two
-minutes ago plots two minutes across the whole width, not a sliver at the right of a
+minutes ago plots two minutes across most of the width, not a sliver at the right of a
 mostly empty 15-minute axis."""
-YOUNG_S = 60.0
-"""A plot first drawn over less history than this is drawn again once that much has
-gathered (then as it grows, see ``GROWTH``)."""
 GROWTH = 1.25
-"""While the axis spans the data (less than ``SPAN_S`` of history), a plot is drawn again
-when its data has grown by this factor, not only every ``every_s``: a young plot fills
-out as the data comes (about a dozen extra drawings in the first quarter hour)."""
+"""While there is less than ``SPAN_S`` of data the axis starts at the oldest point and
+spans ``MIN_AXIS_S`` times a power of this: when the data reaches its right end the axis
+grows by this factor (one full drawing; about a dozen in the first quarter hour), and
+at most a fifth of a young plot is empty."""
+DRAW_EVERY_S = 5.0
+"""New points are drawn at most this often (and at once when the slots shown change or
+a backfill comes): a drawing costs ~10-15 ms of CPU for each of the four plots, which
+the console's 3 % CPU budget (``bench/tui_bench.py``) affords every few seconds, not
+every second. The newest point drawn is at most this much older than the table's."""
 PERCENT_UNITS = ("%",)
 """A plot in one of these units starts its Y axis at 0: a percentage read against a
 range that starts at 0.4 % looks like a swing from empty to full."""
@@ -95,28 +102,65 @@ def tick_label(v: float, step: float) -> str:
 
 
 class FreshPlot(PlotextPlot):
-    """A plot whose figure is built anew, from what it was last shown, at every render.
+    """A plot whose figure is built anew, from what it was last shown, at every drawing,
+    and whose drawing reaches the terminal as the cells that changed.
 
     plotext's figure keeps state from the sizes it was built at before (textual-plotext
     notes resizing "doesn't work right"): a plot first drawn during a layout change and
     then at its final size can place its ticks differently from one drawn at that size
-    directly. Building from scratch at each render makes the picture a function of the
-    data and the size alone. Renders happen on a new drawing or a resize, not per poll."""
+    directly. Building from scratch each time makes the picture a function of the data
+    and the size alone.
+
+    A new drawing is compared with the last one line by line, and only the changed span
+    of each line is repainted (as ``LinesView`` does): a poll that adds a point at the
+    right edge of an axis that has not moved costs the few cells that point changes,
+    not the ~3 KB of the whole plot."""
 
     _draw: Callable[[Any, int], None] | None = None
+    _lines: list[Text] | None = None
+    """The figure as last built, line by line (None: build it at the next render)."""
+    _built_for: tuple[Size, str] | None = None
 
     def paint(self, draw: Callable[[Any, int], None]) -> None:
         """``draw(plt, rows)`` builds the figure; ``rows`` is the height of its data area."""
         self._draw = draw
-        self.refresh()
+        old = self._lines
+        if old is None or not self.is_mounted or self._built_for != self._build_key():
+            self._lines = None
+            self.refresh()
+            return
+        new = self._build()
+        if len(new) != len(old):
+            self.refresh()
+            return
+        width = self.size.width
+        for y, (a, b) in enumerate(zip(old, new, strict=True)):
+            if same(a, b):
+                continue
+            x1, x2 = changed_span(a, b, self.app.console, width)
+            if x2 > x1:
+                self.refresh(Region(x1, y, x2 - x1, 1))
 
-    def render(self) -> RenderResult:
+    def _build_key(self) -> tuple[Size, str]:
+        return self.size, self.app.theme
+
+    def _build(self) -> list[Text]:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         if self._draw is not None:
             self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
-        return super().render()
+        text = super().render()
+        assert isinstance(text, Text)
+        self._built_for = self._build_key()
+        self._lines = list(text.split("\n", allow_blank=True))
+        return self._lines
+
+    def render(self) -> Text:
+        lines = self._lines
+        if lines is None or self._built_for != self._build_key():
+            lines = self._build()
+        return Text("\n").join(lines)
 
 
 def sentence(plt: Any, text: str) -> None:
@@ -137,19 +181,62 @@ class SeriesLayout:
     series: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
     """(name, ((seconds before ``end``, scaled value), …)) of each series with 2+ points."""
     end: float
-    """The right end of the time axis: the newest point, i.e. the last poll."""
+    """The right end of the time axis: at the newest point or at most one axis step
+    (``step_s``) after it; it stays put between steps, so a poll's new point does not
+    shift the points already drawn."""
     span_s: float
     """How much time the axis spans, back from ``end``."""
     y_ticks: tuple[float, ...]
     """Round values from the bottom of the Y axis to its top."""
+    newest: float = 0.0
+    """The newest point's time: the last poll, drawn wherever the axis is."""
+
+
+def young_span(data_s: float) -> float:
+    """A young plot's axis: ``MIN_AXIS_S`` times the smallest power of ``GROWTH`` that
+    holds ``data_s``, at most ``SPAN_S``."""
+    span = MIN_AXIS_S
+    while span < data_s and span < SPAN_S:
+        span *= GROWTH
+    return min(span, SPAN_S)
+
+
+def thin(pts: list[tuple[float, float]], start: float, bucket_s: float
+         ) -> list[tuple[float, float]]:
+    """At most two points per ``bucket_s`` of time from ``start`` (a column of braille
+    dots): its lowest and highest, in time order. What a column shows is the span from
+    its lowest to its highest point; plotting every one of 900 points per series costs
+    ~50 ms a drawing. Buckets are fixed in time, so a new point changes only the last."""
+    if bucket_s <= 0:
+        return pts
+    out: list[tuple[float, float]] = []
+    group: list[tuple[float, float]] = []
+    key = None
+    for p in [*pts, (math.inf, 0.0)]:
+        k = math.floor((p[0] - start) / bucket_s) if p[0] != math.inf else None
+        if k != key and group:
+            lo, hi = min(group, key=lambda q: q[1]), max(group, key=lambda q: q[1])
+            out.extend(sorted({lo, hi}))
+            group = []
+        key = k
+        group.append(p)
+    return out
 
 
 def series_layout(history: History, slots: list[str], metric: str, scale: float, unit: str,
-                  now: float) -> SeriesLayout | None:
-    """The plot of ``metric`` for ``slots``: every point of the last ``SPAN_S`` before the
-    newest one, the axis ending at that newest point (the last poll), spanning the data
-    (at least ``MIN_AXIS_S``), its Y range from 0 for a percentage. None: nothing to plot
-    (no series with two points)."""
+                  now: float, step_s: float = PLOT_EVERY_S, columns: int = 0
+                  ) -> SeriesLayout | None:
+    """The plot of ``metric`` for ``slots``: every point up to the newest one (the last
+    poll), on an axis that moves in steps so that most polls only add a point:
+
+    * less than ``SPAN_S`` of data: the axis starts at the oldest point and spans the
+      data (``young_span``: at least ``MIN_AXIS_S``, growing by ``GROWTH``);
+    * more: the last ``SPAN_S``, ending at the newest point rounded up to ``step_s``
+      (the axis moves on by ``step_s`` at a time).
+
+    Its Y range starts at 0 for a percentage. ``columns``: the plot's width, where known:
+    each series keeps two points per column of dots (``thin``). None: nothing to plot (no
+    series with two points)."""
     kept = []
     for slot in slots:
         pts = [(t, v) for t, v in history.series(slot, metric).points if t <= now]
@@ -157,36 +244,43 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
             kept.append((slot, pts))
     if not kept:
         return None
-    end = max(pts[-1][0] for _, pts in kept)
-    start = end - SPAN_S
-    kept = [(slot, [(t, v) for t, v in pts if t >= start]) for slot, pts in kept]
+    newest = max(pts[-1][0] for _, pts in kept)
+    oldest = min(pts[0][0] for _, pts in kept)
+    if newest - oldest < SPAN_S:
+        span = young_span(newest - oldest)
+        end = oldest + span
+    else:
+        span = SPAN_S
+        step = max(1.0, min(step_s, SPAN_S / 4))
+        end = math.ceil(newest / step) * step
+    start = end - span
+    bucket = span / (2 * columns) if columns > 0 else 0.0
+    kept = [(slot, thin([(t, v) for t, v in pts if t >= start], start, bucket))
+            for slot, pts in kept]
     kept = [(slot, pts) for slot, pts in kept if len(pts) >= 2]
     if not kept:
         return None
-    first = min(pts[0][0] for _, pts in kept)
-    span = min(SPAN_S, max(MIN_AXIS_S, end - first))
     series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
     ys = [v for _, pts in series for _, v in pts]
     lo, hi = min(ys), max(ys)
     if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
         lo = min(lo, 0.0)
-    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)))
+    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest)
 
 
 class SeriesPlot(FreshPlot):
-    """One figure for every slot against clock time; the axis ends at the last poll.
+    """One figure for every slot against clock time; its newest point is the last poll.
 
-    Drawn again when new points have come and ``every_s`` has passed since the last
-    drawing (a full drawing is a few KB of terminal output: ``every_s`` keeps the plots
-    inside the console's byte budget), or at once when the data's shape changes (a
-    series gains or loses data, a backfill, a young plot's data grown by ``GROWTH``).
-    Whenever it is drawn, its right edge is the newest point, labelled with its time."""
+    Drawn at every poll that brings a point (or at once when the slots shown or a
+    backfill change it). The time axis moves in steps (``series_layout``: by ``every_s``,
+    the settings' ``plot_refresh_s``, once 15 minutes are plotted), so a drawing between
+    two steps differs from the last one by the new point's cells alone, and only those
+    reach the terminal (``FreshPlot``); a step is one full drawing."""
 
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
-    _drawn_at: float = -1e18
     _drawn_key: tuple = ()
-    _drawn_span: float = 0.0
     _drawn_end: float = -1e18
+    _drawn_at: float = -1e18
     layout: SeriesLayout | None = None
     """What was drawn last (None: nothing to plot)."""
 
@@ -203,18 +297,14 @@ class SeriesPlot(FreshPlot):
              ) -> None:
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts, history.backfills)
-        span = self._span(history, slots, now)
-        grown = (self._drawn_span < YOUNG_S <= span
-                 or (self._drawn_span >= YOUNG_S and span >= self._drawn_span * GROWTH))
         newest = max((pts[-1][0] for s in slots
                       if (pts := history.series(s, self.metric).points)), default=-1e18)
-        due = newest > self._drawn_end and now - self._drawn_at >= self.every_s
-        if not (force or grown or due or key != self._drawn_key):
+        due = newest != self._drawn_end and not 0 <= now - self._drawn_at < DRAW_EVERY_S
+        if not (force or due or key != self._drawn_key):
             return
-        self._drawn_at, self._drawn_key, self._drawn_span = now, key, span
-        self._drawn_end = newest
+        self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
         layout = self.layout = series_layout(history, slots, self.metric, self.scale,
-                                             self.unit, now)
+                                             self.unit, now, self.every_s, self.size.width)
         no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
@@ -240,33 +330,22 @@ class SeriesPlot(FreshPlot):
 
         self.paint(draw)
 
-    def _span(self, history: History, slots: list[str], now: float) -> float:
-        """How far back the plotted data reaches (within the plot's window)."""
-        oldest = [pts[0][0] for s in slots if (pts := history.series(s, self.metric).points)]
-        return min(SPAN_S, now - min(oldest)) if oldest else 0.0
-
 
 class PositionBars(FreshPlot):
-    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %)."""
+    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %).
+
+    Drawn again at each poll whose whole percents differ from the last drawing (what
+    the bars can show); only the cells that changed reach the terminal (``FreshPlot``)."""
 
     DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
     _last: tuple = ()
-    _drawn_at: float = -1e18
-
-    def __init__(self, every_s: float = PLOT_EVERY_S, **kw) -> None:
-        super().__init__(**kw)
-        self.every_s = every_s
 
     def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
-        # whole percent is what the bars can show; redraw when that changes, at most
-        # every plot_refresh_s unless a slot gains or loses data
         key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
                     for s, vals in per_slot.items())
-        shape = tuple((s, tuple(v is None for v in vals)) for s, vals in key)
-        old_shape = tuple((s, tuple(v is None for v in vals)) for s, vals in self._last)
-        if key == self._last or (shape == old_shape and now - self._drawn_at < self.every_s):
+        if key == self._last:
             return
-        self._last, self._drawn_at = key, now
+        self._last = key
         slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
         n = max((len(per_slot[s]) for s in slots), default=0)
         # short labels: plotext drops tick labels that might collide, and where "pos 1"

@@ -58,7 +58,7 @@ class PlotGrid(Grid):
         for fig, p in catalog.plots():
             out.append(SeriesPlot(p.title, fig.key, scale=p.scale, unit=p.unit, every_s=every,
                                   classes=f"p-{fig.key}"))
-        bars = PositionBars(every_s=every, classes="p-pos")
+        bars = PositionBars(classes="p-pos")
         out.append(bars)
         self._arrange(bars)
         return out
