@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Tuple
-
-if TYPE_CHECKING:
-    pass
+from typing import Callable, List, Tuple
 
 Argv = Callable[..., List[str]]
 
@@ -53,3 +50,53 @@ def fmt_util(u: float) -> str:
     return repr(round(u, 4))
 
 
+
+
+class PhaseClock:
+    """Which start-up phase a slot is in and the time spent in each, from its log
+    lines (the engine's ``phases``); the last finished start's times are kept."""
+
+    def __init__(self, engine: PodEngine) -> None:
+        self.engine = engine
+        self.entered: List[Tuple[str, float]] = []
+        """(phase, when entered) of the start under way, in order."""
+        self.ended_at: float | None = None
+        self.last: List[Tuple[str, float]] = []
+        """(phase, seconds) of the last start that reached ready."""
+
+    def start(self, now: float) -> None:
+        self.entered = [("starting", now)]
+        self.ended_at = None
+
+    def line(self, text: str, now: float) -> None:
+        if not self.entered or self.ended_at is not None:
+            return
+        ph = self.engine.phase_of(text)
+        if ph is not None and ph != self.entered[-1][0]:
+            if ph == "ready":
+                self.ready(now)
+            else:
+                self.entered.append((ph, now))
+
+    def ready(self, now: float) -> None:
+        """The server answers: the start is over, its times kept as the last start's."""
+        if not self.entered or self.ended_at is not None:
+            return
+        self.ended_at = now
+        self.last = self.times(now)
+
+    @property
+    def current(self) -> str | None:
+        if not self.entered:
+            return None
+        return "ready" if self.ended_at is not None else self.entered[-1][0]
+
+    def times(self, now: float) -> List[Tuple[str, float]]:
+        """(phase, seconds) of the start under way (or just ended), the current phase's
+        seconds so far."""
+        out: List[Tuple[str, float]] = []
+        end = self.ended_at if self.ended_at is not None else now
+        for i, (ph, t0) in enumerate(self.entered):
+            t1 = self.entered[i + 1][1] if i + 1 < len(self.entered) else end
+            out.append((ph, round(max(0.0, t1 - t0), 1)))
+        return out

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, RichLog, Static
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.engines import DEFAULT, engine
 from console.model.printable import printable
 from console.model.snapshot import SlotSnapshot
@@ -44,7 +47,8 @@ def source_words(source: str | None, window_s: float | None) -> str:
     return f"{where}, over the last {span}"
 
 
-def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
+def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
+                  agent: Mapping[str, Any] | None = None) -> Table:
     """Every catalog figure of the slot's engine, ``per_row`` to a row, then what is not
     one number. A figure the engine does not export is no row; per-position acceptance,
     which SGLang does not export, says so (never 0)."""
@@ -64,6 +68,8 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
     ]
     if eng is not DEFAULT:
         cells.append(("engine", eng.title))
+    # while it starts, this start's phases and times; and the last start's beside them
+    cells += startup.detail_rows(agent)
     cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()
               if fig.source_for(eng) is not None]
     cells += [
@@ -129,7 +135,8 @@ class SlotDetailScreen(ConsoleScreen):
         if snap is None:
             self.query_one("#dfig", Static).update("no data yet")
             return
-        self.query_one("#dfig", Static).update(figures_table(snap, now))
+        agent = state.pod.agent_slots.get(self.slot) if state.pod else None
+        self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now)
 
     def action_reload_logs(self) -> None:
