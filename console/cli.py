@@ -18,6 +18,7 @@ from console.commands import (
     profile_cmd,
     rebalance_cmd,
     record_cmd,
+    replay_cmd,
     status_cmd,
     tui_cmd,
     verify_cmd,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebalance_cmd.register(sub)
     verify_cmd.register(sub)
     record_cmd.register(sub)
+    replay_cmd.register(sub)
     _context_everywhere(parser)
     _config_before_or_after(parser)
     return parser

@@ -1,7 +1,7 @@
 """Make the README's screenshots from the demo deployment, through the real app factory.
 
 Run:  python screenshots/make_screenshots.py [web]
-Writes screenshots/{main,detail,wall,alert,action}.svg (160×48 terminal), then
+Writes screenshots/{main,detail,wall,alert,action,replay}.svg (160×48 terminal), then
 screenshots/web-wall.png: ``pod-console demo --web`` in real headless Chromium
 (1600×900); ``web`` makes only that one.
 """
@@ -71,6 +71,24 @@ async def main() -> int:
             app.save_screenshot(str(HERE / "action.svg"))
             await wait_for(pilot, lambda: isinstance(app.screen, ProgressScreen)
                            and app.screen.done, 120)
+            recorded = app.live_tape  # every poll of this run, as it was shown
+        # the run replayed (``pod-console replay``'s screens), at the slot's death
+        from console.session.record.replay import Replay
+
+        replay = make_app(Replay(recorded))
+        async with replay.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: replay.screen.__class__.__name__ == "MainScreen")
+
+            def q27_down() -> bool:
+                snap = replay.console_state().snapshot
+                return snap is not None and any(x.health != "up" for x in snap.slots)
+            for _ in range(40):  # marker by marker, to the one where Q27 died
+                await pilot.press("right_square_bracket")
+                await pilot.pause(0.1)
+                if q27_down():
+                    break
+            await pilot.pause(3)
+            replay.save_screenshot(str(HERE / "replay.svg"))
         wall = make_app(ctx, wall=True)
         async with wall.run_test(size=SIZE) as pilot:
             await wait_for(pilot, lambda: wall.snapshot is not None)
@@ -78,7 +96,7 @@ async def main() -> int:
             wall.save_screenshot(str(HERE / "wall.svg"))
     finally:
         demo._stop_all()
-    for name in ("main", "detail", "alert", "action", "wall"):
+    for name in ("main", "detail", "alert", "action", "replay", "wall"):
         print(HERE / f"{name}.svg")
     return 0
 

@@ -47,6 +47,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "integration/test_agent_over_ssh.py": ("vllm", "sshd", "realtime"),
     "integration/test_federation.py": ("prometheus", "realtime"),
     "integration/test_fleet.py": ("sshd",),
+    "integration/test_gateway_litellm.py": ("litellm", "prometheus", "realtime"),
     "integration/test_gpu_exporter_prometheus.py": ("prometheus", "realtime"),
     "integration/test_ledger_across_processes.py": ("sshd", "realtime"),
     "integration/test_prometheus_agreement.py": ("vllm", "prometheus", "realtime"),
@@ -64,7 +65,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
 """Module (under tests/) → the real parts it starts itself, and ``realtime``."""
 FIXTURE_PARTS = {"real_vllm": ("vllm",), "real_prometheus": ("prometheus", "vllm"),
                  "real_sshd": ("sshd",), "world": ("sshd",), "slow_world": ("sshd",)}
-NO_PROCESS_TUI = {"test_operations_in_flight.py", "test_partial_writes.py",
+NO_PROCESS_TUI = {"test_operations_in_flight.py", "test_gateway_key.py", "test_partial_writes.py",
                   "test_plot_determinism.py", "test_screen_text.py", "test_snapshots.py",
                   "test_wall_offers_nothing.py", "test_worker_failures.py"}
 """TUI modules that run the real app on static sources and start no process: the screen

@@ -9,6 +9,7 @@ import time
 
 from console.commands import aligned, examples
 from console.commands.argtypes import seconds
+from console.model import fmt
 from console.model.engines import ENGINES
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
@@ -24,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console metrics http://127.0.0.1:8881/metrics',
             'pod-console metrics before.txt after.txt --json   # the window between two captures',
             'pod-console metrics after.txt --json --all         # every catalog figure',
+            'pod-console metrics http://127.0.0.1:4000/metrics/ --gateway   # LiteLLM',
         ))
     p.add_argument("source", help="file path or http(s) URL of a /metrics exposition")
     p.add_argument("source2", nargs="?", help="a later exposition of the same server")
@@ -32,6 +34,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true",
                    help="every figure of the metric catalog, flat by key (see `pod-console "
                         "catalog`), instead of the fixed contract")
+    p.add_argument("--gateway", action="store_true",
+                   help="the exposition is LiteLLM's (the gateway): its figures per model "
+                        "group, deployment and user; a URL is read with the bearer key in "
+                        "$LITELLM_MASTER_KEY (or --key-env/--key-file; never on the "
+                        "command line)")
+    p.add_argument("--key-env", default="LITELLM_MASTER_KEY", metavar="NAME",
+                   help="with --gateway: the environment variable holding the key")
+    p.add_argument("--key-file", metavar="PATH",
+                   help="with --gateway: a file holding the key (its first line)")
     p.add_argument("--timeout", type=seconds(0, 600, above=True), default=5.0,
                    help="deadline for the whole request, body included (s, up to 600)")
     p.set_defaults(func=cmd_metrics)
@@ -41,19 +52,31 @@ class SourceError(Exception):
     pass
 
 
-def read_source(src: str, timeout: float) -> tuple[str, float]:
+def read_source(src: str, timeout: float, key: str | None = None) -> tuple[str, float]:
     """Return (text, time it was read). Bounded in time (one deadline for connect,
     headers and the whole body, whatever the server drips) and in memory (the body is
-    refused once past ``MAX_BYTES``, while reading; nothing compressed is asked for)."""
+    refused once past ``MAX_BYTES``, while reading; nothing compressed is asked for).
+    ``key``: a bearer key for the request (LiteLLM's ``/metrics``); a redirect to the
+    same origin (LiteLLM's ``/metrics`` → ``/metrics/``) is followed once."""
     if src.startswith(("http://", "https://")):
         import asyncio
+        from urllib.parse import urljoin, urlsplit
 
         from console.sources.collect.http import HttpClient, HttpError
+
+        headers = {"Authorization": f"Bearer {key}"} if key else None
 
         async def fetch() -> tuple[int, bytes]:
             client = HttpClient()
             try:
-                r = await client.get(src, timeout=timeout, max_bytes=MAX_BYTES)
+                r = await client.get(src, timeout=timeout, max_bytes=MAX_BYTES,
+                                     headers=headers)
+                loc = r.headers.get("location", "")
+                if r.status_code in (301, 302, 307, 308) and loc:
+                    nxt = urljoin(src, loc)
+                    if urlsplit(nxt).netloc == urlsplit(src).netloc:
+                        r = await client.get(nxt, timeout=timeout, max_bytes=MAX_BYTES,
+                                             headers=headers)
                 return r.status_code, r.content
             finally:
                 await client.aclose()
@@ -62,6 +85,9 @@ def read_source(src: str, timeout: float) -> tuple[str, float]:
             status, body = asyncio.run(fetch())
         except HttpError as exc:
             raise SourceError(f"{src}: {exc.describe()}") from None
+        if status in (401, 403) and key is None:
+            raise SourceError(f"{src}: HTTP {status}: a key is needed (LiteLLM: put it in "
+                              "$LITELLM_MASTER_KEY or --key-file with --gateway)")
         if status != 200:
             raise SourceError(f"{src}: HTTP {status}")
         return _decode(src, body), time.time()
@@ -94,7 +120,76 @@ def _decode(src: str, data: bytes) -> str:
         raise SourceError(f"{src}: not UTF-8 text") from None
 
 
+def _gateway_key(args: argparse.Namespace) -> str | None:
+    import os
+    from pathlib import Path
+
+    if args.key_file:
+        try:
+            lines = Path(args.key_file).expanduser().read_text(errors="replace").split()
+        except OSError as exc:
+            raise SourceError(f"--key-file {args.key_file}: {exc.strerror or exc}") from None
+        return lines[0] if lines else None
+    return os.environ.get(args.key_env) or None
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    """The gateway's figures from one LiteLLM exposition (lifetime) or two (window)."""
+    from console.config.settings import GatewaySettings
+    from console.sources.collect.gateway import FAMILIES, GatewayCollector
+
+    try:
+        key = _gateway_key(args)
+        text1, t1 = read_source(args.source, args.timeout, key)
+        t2, text2 = t1, None
+        if args.source2:
+            text2, t2 = read_source(args.source2, args.timeout, key)
+    except SourceError as exc:
+        print(f"pod-console metrics: {exc}", file=sys.stderr)
+        return 1
+    first = parse(text1, FAMILIES)
+    if not any(n.startswith("litellm_") for n in first.names()):
+        print("pod-console metrics: no litellm_ metrics in the exposition (the proxy needs "
+              "callbacks: [\"prometheus\"])", file=sys.stderr)
+        return 1
+    col = GatewayCollector(args.source, GatewaySettings(), window_s=86400.0,
+                           timeout_s=args.timeout)
+    snap = col.read(first, t1)
+    if text2 is not None:
+        snap = col.read(parse(text2, FAMILIES), max(t2, t1 + 1.0))
+    if args.json:
+        print(json.dumps(snap.as_json(), indent=2, sort_keys=True, allow_nan=False))
+        return 0
+    print(gateway_table(snap))
+    return 0
+
+
+def gateway_table(snap: object) -> str:
+    """The gateway's figures as the console shows them: per scope, one row each."""
+    from console.model.catalog import GATEWAY
+    from console.model.gateway import STATUS_TEXT, GatewaySnapshot
+
+    assert isinstance(snap, GatewaySnapshot)
+    head = (f"gateway figures over {snap.window_s:.0f} s" if snap.window_s
+            else "gateway lifetime figures (one capture)")
+    figs = [f for f in GATEWAY if f.detail]
+    rows: list[tuple[str, ...]] = [("", "state", *(f.label for f in figs))]
+    rows.append(("gateway", "", *(f.show(snap.total.get(f.key)) for f in figs)))
+    for g in sorted(snap.groups):
+        rows.append((g, "", *(f.show(snap.groups[g].get(f.key)) for f in figs)))
+        for d in snap.deployments:
+            if d.group == g:
+                rows.append(("  " + d.model_id, STATUS_TEXT[d.status],
+                             *(f.show(d.figure(f.key)) for f in figs)))
+    users = [("user / key", "requests", "tokens", "spend")]
+    users += [(u.name, fmt.num(u.requests), fmt.num(u.tokens), fmt.money(u.spend, 4))
+              for u in snap.users]
+    return "\n".join([head, *aligned(rows), "", *aligned(users)])
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
+    if args.gateway:
+        return cmd_gateway(args)
     try:
         text1, t1 = read_source(args.source, args.timeout)
         later, earlier, window = parse(text1), None, None

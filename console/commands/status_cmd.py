@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.commands import aligned, examples
 from console.commands.argtypes import seconds
@@ -46,23 +46,51 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     apply_current_pod(settings)  # the pod ``up`` (or ``f``/``r``) last brought up
     dep, parts = connect(settings)  # the console's wiring: GPU source, agent and all
     poller, pods = parts.poller, parts.pods
+    gw_col = _gateway_collector(settings, poller.client, dep.today.profile)
+    gw = None
     try:
-        snap, pod = await asyncio.gather(poller.poll(), pods.poll())
+        snap, pod, _ = await asyncio.gather(
+            poller.poll(), pods.poll(),
+            gw_col.poll(time.time()) if gw_col else asyncio.sleep(0))
         await poller.probes_done()  # the real completion that poll started
         if args.sample > 0 and not settings.prometheus_url:
             await asyncio.sleep(args.sample)
-        snap = await poller.poll()  # with the probe's answer (and rates, after a sample)
+        # with the probe's answer (and rates, after a sample)
+        snap, gw = await asyncio.gather(
+            poller.poll(), gw_col.poll(time.time()) if gw_col else asyncio.sleep(0))
     finally:
         await parts.aclose()
     now = time.time()
     judged = await judge_once(snap, pod, dep.today.profile, settings, now)
     pod, conds = judged.pod or pod, judged.conditions
+    if gw_col is not None:
+        from console.model.gateway import conditions as gateway_conditions
+
+        conds = (*conds, *gateway_conditions(gw, snap, settings.gateway, settings.alerts))
     out = snap.to_json()
     out["pod"] = pod_json(pod, now)
+    out["gateway"] = gw.as_json() if gw is not None else None
     out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
                       "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",
                       "for_s": c.for_s} for c in conds]
     return out
+
+
+def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:
+    """The gateway's collector when one is watched (``gateway_url``), else None."""
+    if not settings.gateway_url or not settings.gateway.watch:
+        return None
+    from console.session.session import day_zone
+    from console.sources.collect.gateway import GatewayCollector
+    from console.sources.collect.promql import PromClient
+
+    prom = (PromClient(settings.prometheus_url, client, settings.request_timeout_s)
+            if settings.prometheus_url and settings.gateway.via == "prometheus" else None)
+    return GatewayCollector(settings.gateway_url, settings.gateway, settings.window_s,
+                            settings.request_timeout_s, client=client,
+                            zone=day_zone(profile), prom=prom,
+                            prom_selector=(f",{settings.gateway.prometheus_match}"
+                                           if settings.gateway.prometheus_match else ""))
 
 
 def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:
@@ -106,6 +134,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     if not args.json:
         print(slots_table(out))
+        gw = out.get("gateway")
+        if isinstance(gw, dict):
+            print(gw.get("headline", ""))
         return 0
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
     return 0

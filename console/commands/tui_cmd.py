@@ -196,9 +196,23 @@ def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
     if before_serving is not None:
         before_serving()
     command = web_wall.session_command(config or args.config, args.refresh, args.rotate)
-    web_wall.make_server(command, host, port, token, args.max_sessions,
-                         args.public_url).serve()
+    web_wall.make_server(command, host, port, token, args.max_sessions, args.public_url,
+                         refresh_s=sessions_refresh(config or args.config,
+                                                    args.refresh)).serve()
     return 0
+
+
+def sessions_refresh(config: Path | None, refresh: float | None) -> float:
+    """The refresh a web wall's sessions poll at (the scrape relay keeps each answer for
+    a little less): ``--refresh``, else the config's, else the default."""
+    if refresh is not None:
+        return refresh
+    from console.config.settings import ConfigError, Settings, load_settings
+
+    try:
+        return load_settings(config).refresh_s
+    except (ConfigError, OSError, ValueError):
+        return float(Settings.model_fields["refresh_s"].default)
 
 
 def full_context(config: Path | None, refresh: float | None, wall: bool) -> ConsoleContext | None:

@@ -138,6 +138,46 @@ class AlertTiming(BaseModel):
     it scrapes."""
 
 
+class GatewaySettings(BaseModel):
+    """The gateway users call (LiteLLM), watched through its ``/metrics`` and health
+    endpoints (``console/sources/collect/gateway.py``). Its URL is ``gateway_url``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True,
+                              allow_inf_nan=False)
+
+    watch: bool = True
+    """Watch the gateway when ``gateway_url`` is set (false: the smoke test only)."""
+    via: Literal["direct", "prometheus"] = "direct"
+    """``direct``: scrape the proxy's ``/metrics`` with a key; ``prometheus``: read
+    ``prometheus_url``'s copy of it (the liveliness and readiness still come direct)."""
+    prometheus_match: str = Field(default="", pattern=r'^$|^[a-zA-Z_][a-zA-Z0-9_]*=~?"[^"]*"$')
+    """With ``via: prometheus``: one label matcher picking this gateway's series when
+    Prometheus scrapes several (``job="litellm"``)."""
+    metrics_path: str = "/metrics/"
+    """The proxy's exposition path (LiteLLM mounts it at ``/metrics/``; ``/metrics``
+    answers a redirect)."""
+    key_env: str = "LITELLM_MASTER_KEY"
+    """The environment variable holding the bearer key for ``/metrics`` (never argv,
+    never shown): LiteLLM asks for a key there unless the proxy sets
+    ``require_auth_for_metrics_endpoint: false``."""
+    key_file: Path | None = None
+    """A file holding that key instead (its first line); read at each poll, so a
+    rotated key is picked up."""
+    cooldown_s: float = Field(default=5.0, gt=0, le=3600)
+    """The router's ``cooldown_time`` (LiteLLM's default 5 s): a deployment whose
+    cooldown counter moved within this long is in cooldown; a ``deployment_state`` of 2
+    older than that is the last outage seen, kept until its next success."""
+    error_5xx_ratio: float = Field(default=0.05, gt=0, le=1)
+    """The gateway's 5xx share of requests above this raises an alert."""
+    overhead_p95_s: float = Field(default=0.5, gt=0)
+    """The gateway's own overhead p95 (seconds) above this raises an alert."""
+    idle_source: Literal["slots", "gateway", "both"] = "slots"
+    """What counts as activity for the idle countdown: the slots' requests, the
+    gateway's, or either."""
+    active_window_s: float = Field(default=3600.0, ge=60, le=86400)
+    """"Who is using it": users/keys with a request within this long."""
+
+
 BenchLength = Literal["short", "long"]
 BenchTask = Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
                     "tool_call"]
@@ -244,6 +284,7 @@ class Settings(BaseSettings):
     gateway_key: SecretStr | None = Field(default=None,
                                           validation_alias="LITELLM_MASTER_KEY")
     """The gateway's key, from ``LITELLM_MASTER_KEY`` only."""
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     smoke_timeout_s: float = Field(default=60.0, gt=0, le=600)
     """Each smoke check's requests give up after this long (a hang is a failed check)."""
     trace_url: str | None = None

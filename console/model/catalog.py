@@ -118,11 +118,15 @@ class Figure:
     detail: bool = True
     per_slot: bool = False
     """Computed per slot from its own history (``OverTime``), not per model."""
+    own_source: Source | None = None
+    """A figure of no engine (the gateway's): its source here, not in an engine's table."""
 
     @property
     def source(self) -> Source:
         """Where vLLM (the default engine) reads it, or the first engine that exports
         it (a figure of SGLang's alone, such as its KV pool in tokens)."""
+        if self.own_source is not None:
+            return self.own_source
         for eng in (DEFAULT, *ENGINES.values()):
             src = eng.sources.get(self.key)
             if src is not None:
@@ -290,3 +294,100 @@ def exposition_families(engine: Engine = DEFAULT) -> frozenset[str]:
 
 __all__ = ["GENERATION", "KV", "PROMPT", "SPEC_ACCEPTED", "SPEC_DRAFTS", "SPEC_DRAFT_TOKENS",
            "SPEC_PER_POS", "Gauge", "Increase", "OverTime", "Quantile", "Ratio", "Source"]
+
+
+# -- the gateway (LiteLLM's ``callbacks: ["prometheus"]``) ---------------------------------
+# One family of figures like the slots': each is computed per deployment (``model_id``),
+# per model group and for the whole gateway by ``console/sources/collect/gateway.py``,
+# over two scrapes of the proxy's ``/metrics`` or through PromQL, with the maths above
+# (``numbers.py``). The names are LiteLLM 1.100's (``integrations/prometheus.py``);
+# ``tests/fixtures/litellm_metrics.txt`` is a capture of the real proxy.
+GW_REQUESTS = "litellm_deployment_total_requests_total"
+GW_FAILURES = "litellm_deployment_failure_responses_total"
+GW_STATE = "litellm_deployment_state"
+GW_COOLDOWNS = "litellm_deployment_cooled_down_total"
+GW_FALLBACK_OK = "litellm_deployment_successful_fallbacks_total"
+GW_FALLBACK_FAILED = "litellm_deployment_failed_fallbacks_total"
+GW_OVERHEAD = "litellm_overhead_latency_metric"
+"""Its help says milliseconds; LiteLLM observes seconds (``total_time_seconds``)."""
+GW_USER_REQUESTS = "litellm_proxy_total_requests_metric_total"
+GW_USER_TOKENS = "litellm_total_tokens_metric_total"
+GW_USER_SPEND = "litellm_spend_metric_total"
+FIVE_XX = ("exception_status", "5..")
+FOUR_XX = ("exception_status", "4..")
+
+
+def _gw(key: str, source: Source, label: str, show: Callable[[float | None], str],
+        **kw: Any) -> Figure:
+    """A gateway figure: its source its own (no engine exports it)."""
+    return Figure(key, label, show, own_source=source, **kw)
+
+
+def _rate(x: float | None) -> str:
+    return fmt.rate(x)
+
+
+def _usd(x: float | None) -> str:
+    return fmt.money(x, 4)
+
+
+GATEWAY: tuple[Figure, ...] = (
+    _gw("requests_per_s", Increase((GW_REQUESTS,), per_second=True), "requests/s", _rate,
+           column=Column("REQ/s", 6, 10)),
+    _gw("requests", Increase((GW_REQUESTS,)), "requests", fmt.num, detail=False),
+    _gw("failures", Increase((GW_FAILURES,)), "failed calls", fmt.num, detail=False),
+    _gw("errors_4xx", Increase((GW_FAILURES,), match=FOUR_XX), "4xx", fmt.num,
+           column=Column("4xx", 5, 20)),
+    _gw("errors_5xx", Increase((GW_FAILURES,), match=FIVE_XX), "5xx", fmt.num,
+           column=Column("5xx", 5, 30)),
+    _gw("error_rate", Ratio((GW_FAILURES,), (GW_REQUESTS,)), "error rate", fmt.pct),
+    _gw("error_5xx_ratio", Ratio((GW_FAILURES,), (GW_REQUESTS,), match=FIVE_XX),
+           "5xx share", fmt.pct,
+           threshold=Threshold("gw-5xx", "gateway 5xx {value:.0%} of {slot} calls > "
+                               "{limit:.0%}", setting="error_5xx_ratio")),
+    _gw("latency_p95_s", Quantile(0.95, ("litellm_llm_api_latency_metric",)),
+           "backend p95", fmt.secs, column=Column("p95", 7, 40)),
+    _gw("total_latency_p95_s", Quantile(0.95, ("litellm_request_total_latency_metric",)),
+           "total p95", fmt.secs, column=Column("TOTAL p95", 9, 45)),
+    _gw("overhead_p95_s", Quantile(0.95, (GW_OVERHEAD,)), "overhead p95", fmt.secs,
+           column=Column("OVERHEAD", 8, 50),
+           threshold=Threshold("gw-overhead", "gateway overhead p95 {value:.2f}s on {slot} "
+                               "> {limit:g}s", setting="overhead_p95_s")),
+    _gw("cooldowns", Increase((GW_COOLDOWNS,)), "cooldowns", fmt.num,
+           column=Column("COOL", 4, 60)),
+    _gw("fallbacks_ok", Increase((GW_FALLBACK_OK,)), "fallbacks ok", fmt.num,
+           column=Column("FB ok", 5, 70)),
+    _gw("fallbacks_failed", Increase((GW_FALLBACK_FAILED,)), "fallbacks failed", fmt.num,
+           column=Column("FB fail", 7, 80)),
+    _gw("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num,
+           column=Column("TOKENS", 7, 90)),
+    _gw("spend", Increase((GW_USER_SPEND,)), "spend", _usd, column=Column("SPEND", 8, 95)),
+    _gw("state", Gauge((GW_STATE,)), "deployment state (max)", fmt.num, detail=False),
+)
+"""A gauge here is the largest of the scope's series (the worst deployment's state)."""
+
+GATEWAY_USAGE: tuple[Figure, ...] = (
+    _gw("requests", Increase((GW_USER_REQUESTS,)), "requests", fmt.num),
+    _gw("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num),
+    _gw("spend", Increase((GW_USER_SPEND,)), "spend", _usd),
+)
+"""Per user/key counters (the proxy's ``end_user``, ``user``, key alias labels)."""
+GATEWAY_BY_KEY = {f.key: f for f in GATEWAY}
+
+
+def gateway_families() -> frozenset[str]:
+    """Every sample name the gateway's scrape reads (the rest of a 2 MB exposition is
+    skipped unread), with the ``process_start_time_seconds`` that tells workers apart."""
+    names: set[str] = {"process_start_time_seconds"}
+    for fig in GATEWAY + GATEWAY_USAGE:
+        src = fig.source
+        if isinstance(src, Gauge | Increase):
+            names.update(src.names)
+        elif isinstance(src, Ratio):
+            names.update(src.num + src.den)
+        elif isinstance(src, Quantile):
+            names.update(n + "_bucket" for n in src.names)
+    for fig in GATEWAY_USAGE:  # a user's series born today is counted whole
+        if isinstance(fig.source, Increase):
+            names.update(n[:-len("_total")] + "_created" for n in fig.source.names)
+    return frozenset(names)

@@ -42,6 +42,8 @@ from console.config import defaults
 from console.model import fmt
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
+from console.model.gateway import GatewaySnapshot
+from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
 from console.model.pod_stop import PlannedStop, planned_stop
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from console.session.fleet import FleetCollector, FleetSnapshot
     from console.session.record.store import Recorder
     from console.session.shared_alerts import SharedAlerts
+    from console.sources.collect.gateway import GatewayCollector
     from console.sources.collect.poller import DeploymentPoller
     from pod_agent.profile import Profile
 
@@ -267,6 +270,9 @@ class Session:
         """Acknowledged here, not yet in the shared book."""
         self._unposted: set[str] = set()
         """Alerts whose post this session claimed and could not deliver."""
+        self.gateway: GatewaySnapshot | None = None
+        """The gateway's last reading (``gateway_url`` with ``gateway.watch``), else None."""
+        self._gateway_collector: GatewayCollector | None = None
         self.recorder: Recorder | None = None
         """Every poll of this session into a file of its own (``record: true``)."""
         self._recorder_off = False
@@ -416,11 +422,15 @@ class Session:
         raw = self._raw_pod
         if pods is not None and raw is not None and raw.pod_id != pods.pod_id:
             read_pod = True  # a new pod (a fallback): nothing of the old one is shown
+        gw_job = self._poll_gateway(started) if self._gateway_wanted() else None
+        gw_task = asyncio.ensure_future(gw_job) if gw_job is not None else None
         if pods is not None and read_pod:
             self._pod_wanted, self._pod_polled_at = False, started
             snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
         else:
             snapshot = await self.poller.poll()
+        if gw_task is not None:
+            self.gateway = await gw_task
         now = self.now()
         if read_pod and raw is not None:
             await self._observe_spend(raw, now)
@@ -435,10 +445,12 @@ class Session:
             judged = Judged(None, (), None)
         else:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
+            gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
+                                          ctx.settings.alerts)
             judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
-                           [*self.failures.values(), *self.stalls.conditions()], self.faults,
-                           self._agent_seen)
+                           [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
+                           self.faults, self._agent_seen)
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
             self._raw_pod = raw
@@ -511,6 +523,29 @@ class Session:
                 "recording", "warn", "recording paused",
                 f"{why}: polls are not recorded until it can write again")
             self._note(f"recording paused: {why}", "yellow")
+
+    def _gateway_wanted(self) -> bool:
+        settings = self.ctx.settings if self.ctx is not None else None
+        return bool(settings is not None and settings.gateway_url and settings.gateway.watch)
+
+    async def _poll_gateway(self, now: float) -> GatewaySnapshot | None:
+        """The gateway's poll, beside the slots' (its requests have the same timeout)."""
+        from console.sources.collect.gateway import GatewayCollector
+        from console.sources.collect.promql import PromClient
+
+        ctx = self.ctx
+        assert ctx is not None
+        st = ctx.settings
+        col = self._gateway_collector
+        if col is None or col.url != (st.gateway_url or "").rstrip("/"):
+            prom = (PromClient(st.prometheus_url, self.poller.client, st.request_timeout_s)
+                    if st.prometheus_url and st.gateway.via == "prometheus" else None)
+            col = self._gateway_collector = GatewayCollector(
+                st.gateway_url or "", st.gateway, st.window_s, st.request_timeout_s,
+                client=self.poller.client, zone=day_zone(ctx.profile), prom=prom,
+                prom_selector=f",{st.gateway.prometheus_match}" if st.gateway.prometheus_match
+                else "")
+        return await col.poll(now)
 
     async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
         """A new pod reading into the spend book (read once, saved when due)."""
@@ -638,7 +673,12 @@ class Session:
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
-                            stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls))
+                            stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls),
+                            gateway=self.gateway, idle_source=(
+                                ctx.settings.gateway.idle_source if ctx is not None
+                                else "slots"),
+                            active_window_s=(ctx.settings.gateway.active_window_s
+                                             if ctx is not None else 3600.0))
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

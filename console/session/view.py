@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings, SlotThresholds
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
+    from console.model.gateway import GatewaySnapshot
     from console.model.pod_stop import PlannedStop
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
     from console.model.stall import Stall
@@ -111,6 +112,21 @@ class StagedStart:
 
 
 @dataclass(frozen=True)
+class ReplayMark:
+    """What the header says while a recording is shown (``console/session/record``)."""
+
+    badge: str
+    """``REPLAY`` (a recording) or ``PAUSED`` (the live pause)."""
+    clock: str
+    """The recorded time shown (``03:10:05``)."""
+    day: str
+    play: str
+    """``▶ 10×`` or ``paused``."""
+    behind_s: float | None = None
+    """The live pause: how far the poll shown is behind the last one."""
+
+
+@dataclass(frozen=True)
 class ConsoleState:
     """Everything a screen shows, from one poll: the session builds it
     (``Session.state``), the app hands it to every open screen after each poll, and the
@@ -160,6 +176,15 @@ class ConsoleState:
     stalled: dict[str, Stall] = field(default_factory=dict)
     """Slot → its stall (requests running, no token for ``alerts.stall_after_s``): the
     row says STALLED (``console.model.stall``)."""
+    replay: ReplayMark | None = None
+    """Shown from a recording (a replay, the live pause): what the header says; the
+    state is then read-only."""
+    gateway: GatewaySnapshot | None = None
+    """The gateway's last reading (LiteLLM), None when none is watched."""
+    idle_source: str = "slots"
+    """``gateway.idle_source``: what the idle countdown counts as activity."""
+    active_window_s: float = 3600.0
+    """``gateway.active_window_s``: "who is using it" looks this far back."""
 
     @property
     def slot_marks(self) -> dict[str, str]:

@@ -30,6 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerFailed, WorkerState
 
+from console.session.record.replay import LiveTape, Replay
 from console.session.session import Session
 from console.session.view import (
     ConsoleContext,
@@ -39,6 +40,7 @@ from console.session.view import (
     state_path,
     view_of,
 )
+from console.ui.keys import PAUSE_BINDING, REPLAY_BINDINGS
 from console.ui.no_color import NoColorEmphasis
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
@@ -68,18 +70,37 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
     TITLE = "pod-console"
     CSS_PATH = "console.tcss"
     ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [*REPLAY_BINDINGS, PAUSE_BINDING]
 
-    def __init__(self, start: ConsoleContext | StagedStart, wall: bool = False,
+    def __init__(self, start: ConsoleContext | StagedStart | Replay, wall: bool = False,
                  **kw: Any) -> None:
         super().__init__(**kw)
         self.wall = wall
+        self.replay: Replay | None = None
+        """The recording shown instead of the live state: a replay (``pod-console
+        replay``), or the live pause (``p``) on what this console has polled."""
+        self.live_tape: LiveTape | None = None
+        """The live pause's tape: every poll's state as shown, bounded; None in a replay."""
+        self._replay_timer: Timer | None = None
         # the session's jobs run as workers: an unexpected exception lands in
         # on_worker_state_changed, and quitting cancels them
-        self.session = Session(start, wall=wall, note=self.note, spawn=lambda job, group:
-                               self.run_worker(job, group=group, exit_on_error=False),
-                               on_change=self._session_changed,
-                               fleet_wanted=self._fleet_shown,
-                               waiting_operations=(b.id for b in OPERATION_BINDINGS if b.id))
+        spawn = lambda job, group: self.run_worker(  # noqa: E731
+            job, group=group, exit_on_error=False)
+        if isinstance(start, Replay):
+            from console.config.config_file import default_state_dir
+            from console.session.record.replay import ReplaySession, replay_registry
+
+            self.replay = start
+            self.session: Session = ReplaySession(
+                start, replay_registry(start.state_dir or default_state_dir()), note=self.note,
+                spawn=spawn, on_change=self._session_changed)
+        else:
+            self.live_tape = LiveTape()
+            self.session = Session(start, wall=wall, note=self.note, spawn=spawn,
+                                   on_change=self._session_changed,
+                                   fleet_wanted=self._fleet_shown,
+                                   waiting_operations=(b.id for b in OPERATION_BINDINGS
+                                                       if b.id))
         self._context_ready = asyncio.Event()
         self._polled = asyncio.Event()
         self.ready_after_s: float | None = None
@@ -128,8 +149,12 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
     async def on_mount(self) -> None:
         self._mounted_at = time.monotonic()
         view = self.view
-        self.note("console started" + (" (DEMO)" if view.demo else "")
-                  + (" in READ-ONLY wall mode" if view.read_only else ""))
+        if self.replaying:
+            self.note("replay of a recording (read-only): space plays, t/T step, j/J jump,"
+                      " [/] markers, 1/2/3 speed")
+        else:
+            self.note("console started" + (" (DEMO)" if view.demo else "")
+                      + (" in READ-ONLY wall mode" if view.read_only else ""))
         # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
         # SIGTERM too: quitting stops what the console started (the demo's processes).
         loop = asyncio.get_running_loop()
@@ -273,7 +298,14 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         session: the screens show the new state."""
         if kind == "poll":
             self._polled.set()
-        self.refresh_screens()
+        live = None
+        if kind == "poll" and self.live_tape is not None and self.session.polls:
+            # every poll onto the live pause's tape (as shown: its state, built once)
+            live = self.session.state()
+            dropped = self.live_tape.record(live)
+            if self.replay is not None:
+                self.replay.cursor.dropped(dropped)
+        self.refresh_screens(live if self.replay is None else None)
         if kind == "poll" and self.session.staged is not None and not self._finishing:
             # the first frame with numbers is on its way: now build the rest
             self._finishing = True
@@ -281,16 +313,127 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
                 lambda: self.run_worker(self._finish(), group="finish", exit_on_error=False))
 
     def console_state(self) -> ConsoleState:
-        """What every screen shows now: built once per poll, handed down, never read back."""
+        """What every screen shows now: built once per poll, handed down, never read back.
+        A recording's state while one is shown (a replay, the live pause)."""
+        if self.replay is not None:
+            return self.replay.state()
         return self.session.state()
 
-    def refresh_screens(self) -> None:
+    def refresh_screens(self, state: ConsoleState | None = None) -> None:
         screens = [s for s in self.screen_stack
                    if isinstance(s, ConsoleScreen) and s.is_mounted]
         if screens:
-            state = self.console_state()
+            state = state or self.console_state()
             for screen in screens:
                 screen.show(state)
+
+    # -- replay and the live pause ----------------------------------------------------------
+    @property
+    def replaying(self) -> bool:
+        """A recording opened with ``pod-console replay`` (not the live pause)."""
+        return self.live_tape is None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The replay keys only while a recording is shown, ``p`` only live; neither
+        while a dialog or a text box has the keys (the jump dialog's own typing)."""
+        if action.startswith("replay_") or action == "live_pause":
+            from textual.widgets import Input
+
+            if isinstance(self.screen, ModalScreen) or isinstance(self.focused, Input):
+                return False
+            if action == "live_pause":
+                return not self.replaying
+            return self.replay is not None
+        return True
+
+    def action_live_pause(self) -> None:
+        """``p``: hold the screen on the poll shown now (polling and recording go on; the
+        replay keys move over what was polled); ``p`` again: live."""
+        if self.replaying or self.live_tape is None:
+            return
+        if self.replay is not None:
+            self.replay = None
+            self._stop_replay_timer()
+            self.note("live again")
+        elif not self.live_tape.times():
+            self.note("nothing polled yet to pause on", "yellow")
+            return
+        else:
+            self.replay = Replay(self.live_tape, at=self.live_tape.times()[-1], live=True)
+            self.note("paused: polling goes on; t/T step, j/J jump, [/] alerts, space "
+                      "plays, p returns to live", "bold")
+        self.refresh_screens()
+
+    def _stop_replay_timer(self) -> None:
+        if self._replay_timer is not None:
+            self._replay_timer.stop()
+            self._replay_timer = None
+
+    def _replay_moved(self, said: str | None, bell: bool = True) -> None:
+        if said is None:
+            if bell:
+                self.bell()  # at an end: nothing that way
+        else:
+            self.note(said, "dim", replace=self._replay_noted)
+        self._replay_noted = said is not None
+        self.refresh_screens()
+
+    _replay_noted = False
+
+    def action_replay_toggle(self) -> None:
+        if self.replay is None:
+            return
+        said = self.replay.toggle()
+        if self.replay.live:  # the live session's timer polls: the pause has its own
+            self._stop_replay_timer()
+            if self.replay.cursor.playing:
+                from console.session.record.replay import REPLAY_TICK_S
+
+                self._replay_timer = self.set_interval(REPLAY_TICK_S, self._replay_tick)
+        self._replay_moved(said)
+
+    def _replay_tick(self) -> None:
+        if self.replay is not None and self.replay.tick():
+            self.refresh_screens()
+        if self.replay is None or not self.replay.cursor.playing:
+            self._stop_replay_timer()
+
+    def action_replay_step(self, n: int) -> None:
+        if self.replay is not None:
+            self._replay_moved(self.replay.step(n))
+
+    def action_replay_marker(self, direction: int) -> None:
+        if self.replay is not None:
+            said = self.replay.marker(direction)
+            if said is None:
+                self.bell()
+                self.note("no marker " + ("after" if direction > 0 else "before") + " this",
+                          "dim")
+            self._replay_moved(said, bell=False)
+
+    def action_replay_speed(self, which: int) -> None:
+        if self.replay is not None:
+            self._replay_moved(self.replay.speed(which))
+
+    def action_replay_jump(self, direction: int) -> None:
+        from console.ui.screens.jump import JumpScreen
+
+        if self.replay is not None:
+            self.push_screen(JumpScreen(direction > 0, lambda text: self.replay_jump(
+                text, direction > 0)))
+
+    def replay_jump(self, text: str, forward: bool = True) -> str | None:
+        """Move the replay to what was typed; None when it moved, else why not."""
+        from console.session.record.cursor import WhenError
+
+        if self.replay is None:
+            return "no recording is shown"
+        try:
+            said = self.replay.jump(text, forward)
+        except WhenError as exc:
+            return str(exc)
+        self._replay_moved(said)
+        return None
 
     # -- what screens ask for (messages up) -----------------------------------------
     def on_console_screen_operation(self, message: ConsoleScreen.Operation) -> None:
@@ -425,6 +568,12 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         if not isinstance(self.screen, GpuScreen):
             self.push_screen(GpuScreen(self.console_state()))
 
+    def action_gateway(self) -> None:
+        from console.ui.screens.gateway import GatewayScreen
+
+        if not isinstance(self.screen, GatewayScreen):
+            self.push_screen(GatewayScreen(self.console_state()))
+
     # -- the fleet: every context's pod ------------------------------------------------
     def action_fleet(self) -> None:
         from console.ui.screens.fleet import FleetScreen
@@ -476,7 +625,9 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         from console.ui.screens.modals import HelpScreen
 
         specs = self.ctx.registry.specs if self.ctx is not None else {}
-        self.push_screen(HelpScreen(help_rows(self.wall, specs, self.allowed),
+        self.push_screen(HelpScreen(help_rows(self.wall, specs, self.allowed,
+                                              replay=self.replay is not None,
+                                              live=not self.replaying),
                                     column_legend()))
 
     def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
@@ -571,9 +722,26 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
 
         if self._exit:
             return  # quitting: nothing new starts (its coroutine would never be awaited)
+        if self.replay is not None:
+            self.run_worker(self._refused(operation_id, args), group="operation",
+                            exit_on_error=False)
+            return
         host = AppFlowHost(self, self._context_ready)
         self.run_worker(run_operation(host, operation_id, dict(args or {})),
                         group="operation", exit_on_error=False)
+
+    async def _refused(self, operation_id: str, args: dict[str, Any] | None) -> None:
+        """A recording is shown: no operation runs. A replay's registry (a wall's) refuses
+        it at the sender and records the refusal; the live pause says how to return."""
+        from console.session.record.replay import ReplaySession
+
+        if isinstance(self.session, ReplaySession):
+            reg = self.session.registry
+            if operation_id in reg.specs:
+                out = await reg.invoke(operation_id, args)
+                self.note(f"{out.message} (a replay)", "yellow")
+            return
+        self.note(f"{operation_id}: not while paused (p returns to live)", "yellow")
 
 
 ERRORS_LOG_NAME = "details in errors.log"
@@ -586,8 +754,11 @@ def collect_garbage_again() -> None:
         gc.enable()
 
 
-def make_app(start: ConsoleContext | StagedStart, wall: bool = False) -> PodConsoleApp:
-    """The one factory: the CLI, the tests and the screenshot script all call this."""
+def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False
+             ) -> PodConsoleApp:
+    """The one factory: the CLI, the tests and the screenshot script all call this. A
+    :class:`~console.session.record.replay.Replay` opens it on a recording (read-only);
+    ``wall``: the wall's screen."""
     from console.ui.widgets import partial_writes
 
     partial_writes.install()  # changed cells only reach the terminal (see the module)

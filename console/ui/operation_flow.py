@@ -216,10 +216,13 @@ class ScreenDialogs:
 
     async def choose_watchdog(self, armed: bool | None, next_stop: str | None, now: float,
                               extension: str | None) -> dict[str, Any] | None:
+        from console.model.gateway import who_text
         from console.ui.screens.modals import WatchdogScreen
 
+        state = self.app.console_state()
+        who = who_text(state.gateway, state.now, state.active_window_s)
         chosen: dict[str, Any] | None = await self.app.push_screen_wait(
-            WatchdogScreen(armed, next_stop, now, extension))
+            WatchdogScreen(armed, next_stop, now, extension, who))
         return chosen
 
 

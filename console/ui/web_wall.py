@@ -21,6 +21,9 @@ what a wall on a network needs and textual-serve leaves to its user:
 * **Read-only whatever the browser sends**: the session command is ``pod-console wall``,
   whose registry refuses every dangerous operation at the sender.
 * Nothing in the page carries a secret: it holds the websocket URL and static assets only.
+* **One poll for many viewers.** The sessions' GETs (slots, Prometheus) go through one
+  scrape relay on loopback (``web_relay.py``), which asks each URL once a refresh however
+  many tabs are open: 4 tabs cost the slots 1 scrape per refresh, not 4.
 
 Behind a reverse proxy under a path prefix, pass ``--public-url https://host/prefix``: the
 page then asks for ``/prefix/ws`` and ``/prefix/static/…``, which the proxy maps back.
@@ -133,8 +136,10 @@ def session_command(config: Path | None, refresh: float | None, rotate: float) -
 
 
 def make_server(command: str, host: str, port: int, token: str | None, max_sessions: int,
-                public_url: str | None = None) -> Any:
-    """A textual-serve ``Server`` with the token and the session cap in front of it."""
+                public_url: str | None = None, refresh_s: float | None = None) -> Any:
+    """A textual-serve ``Server`` with the token and the session cap in front of it;
+    ``refresh_s``: the sessions' refresh, which the scrape relay keeps each answer for
+    (None: no relay, every session polls on its own)."""
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -150,6 +155,7 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
             self.sessions = 0
             self.cookies: OrderedDict[str, None] = OrderedDict()
             self.secure = self.public_url.startswith("https")
+            self.relay: Any = None
 
         def given_token(self, request: web.Request) -> bool:
             given = request.query.get("token") or ""
@@ -266,9 +272,22 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
             return app
 
         async def on_startup(self, app: web.Application) -> None:
+            if refresh_s is not None:
+                import os
+
+                from console.ui.web_relay import ScrapeRelay, max_age_for
+
+                self.relay = ScrapeRelay(max_age_for(refresh_s))
+                await self.relay.start()
+                os.environ.update(self.relay.environ())  # every session started from now
             where = self.public_url
             print(f"pod-console wall (read-only) on {where}"
                   + (" — token required" if self.token else ""), flush=True)
+
+        async def on_shutdown(self, app: web.Application) -> None:
+            await super().on_shutdown(app)
+            if self.relay is not None:
+                await self.relay.aclose()
 
         async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
             # the first size comes in the query: clamped like every later resize

@@ -68,10 +68,10 @@ async def test_demo_recorded_and_replayed_figure_for_figure(tmp_path: Path,
         for i in range(POLLS):
             if i in FAULTS:  # as the palette injects one: audited, then caused
                 title = FAULTS[i]
+                injected[title] = time.time() - 0.01  # the audit's time is to the ms
                 await asyncio.to_thread(ctx.registry.audit.append, "demo_fault",
                                         {"fault": title}, "started")
                 faults[title]()
-                injected[title] = time.time()
             assert await session.poll()
             live.append(session.state())
             await asyncio.sleep(0.15)

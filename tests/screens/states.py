@@ -482,3 +482,28 @@ def planned_stop_state() -> ConsoleState:
                                "ok": True, "detail": "stopped"}}, NOW)
     return state(pod_=pod(status="EXITED", stop_plan=plan, started_at=NOW - 3 * 3600),
                  down=tuple(profile().slots))
+
+
+# -- a recording (replay, the live pause) ---------------------------------------------------
+
+REPLAY_POLLS = 11
+"""The recording's polls: one a minute, the last at ``NOW``."""
+REPLAY_DOWN_AT = NOW - 4 * 60
+"""Q27 stops answering between two polls (a marker), and is down from the next one."""
+
+
+def replay_tape() -> Any:
+    """Ten minutes of polls (``state`` at each, its clock and poll time that minute; Q27
+    down from ``REPLAY_DOWN_AT``) and three markers: the alert firing, an Xid, a
+    restart."""
+    from console.session.record.tape import Marker, MemoryTape
+
+    polls = []
+    for i in range(REPLAY_POLLS):
+        t = NOW - (REPLAY_POLLS - 1 - i) * 60
+        s = state(down=("Q27",) if t > REPLAY_DOWN_AT else ())
+        polls.append(replace(s, now=t, polled_at=t))
+    marks = (Marker(REPLAY_DOWN_AT + 10, "alert", "firing Q27 not answering", "down:Q27"),
+             Marker(REPLAY_DOWN_AT + 20, "xid", "XID 79 on GPU1", "1"),
+             Marker(NOW - 90, "operation", "restart Q27", "audit-7"))
+    return MemoryTape(polls, marks)

@@ -34,6 +34,8 @@ class PrometheusServer:
     """``host:port`` of a Prometheus to federate from (``/federate``, every ``vllm:``
     series, its labels and timestamps kept) instead of scraping targets: a global
     Prometheus in front of per-site ones."""
+    metrics_path: str | None = None
+    """The targets' exposition path when not ``/metrics`` (LiteLLM's ``/metrics/``)."""
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -52,6 +54,8 @@ class PrometheusServer:
             job = {"job_name": "federate", "metrics_path": "/federate",
                    "honor_labels": True, "params": {"match[]": ['{__name__=~"vllm:.*"}']},
                    "static_configs": [{"targets": [self.federate]}]}
+        if self.metrics_path is not None:
+            job["metrics_path"] = self.metrics_path
         if self.bearer_file is not None:
             job["authorization"] = {"type": "Bearer",
                                     "credentials_file": str(self.bearer_file)}

@@ -37,6 +37,9 @@ class Increase:
     names: tuple[str, ...]
     per_second: bool = False
     """Divide by the window: a rate (undefined for lifetime figures)."""
+    match: tuple[str, str] | None = None
+    """(label, regular expression) the series must match whole, as PromQL's ``=~``:
+    the gateway's 5xx (``exception_status=~"5.."``); None: every series."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Ratio:
     num: tuple[str, ...]
     den: tuple[str, ...]
     plus: float = 0.0
+    match: tuple[str, str] | None = None
+    """As ``Increase.match``, for the numerator's series only."""
 
 
 @dataclass(frozen=True)

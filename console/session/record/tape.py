@@ -63,10 +63,30 @@ def index_at(times: Sequence[float], t: float) -> int:
 class MemoryTape:
     """States kept as they were shown: for tests, and for a tape built in memory."""
 
-    def __init__(self, states: Sequence[ConsoleState], markers: Sequence[Marker] = ()) -> None:
+    def __init__(self, states: Sequence[ConsoleState], markers: Sequence[Marker] = (),
+                 maxlen: int | None = None) -> None:
         self._states = list(states)
         self._times = [s.polled_at if s.polled_at is not None else s.now for s in self._states]
         self._markers = sorted(markers, key=lambda m: m.t)
+        self.maxlen = maxlen
+        """At most this many polls (the oldest go first); None: no bound."""
+
+    def append(self, state: ConsoleState, markers: Sequence[Marker] = ()) -> int:
+        """One more poll at the end (the live pause records into a bounded one); how many
+        of the oldest polls went to keep ``maxlen`` (a cursor on it moves back as many)."""
+        t = state.polled_at if state.polled_at is not None else state.now
+        if self._times and t <= self._times[-1]:
+            return 0  # the same poll again (a redraw, not a poll): kept once
+        self._states.append(state)
+        self._times.append(t)
+        self._markers.extend(sorted(markers, key=lambda m: m.t))
+        dropped = 0
+        if self.maxlen is not None and len(self._states) > self.maxlen:
+            dropped = len(self._states) - self.maxlen
+            del self._states[:dropped], self._times[:dropped]
+            first = self._times[0]
+            self._markers = [m for m in self._markers if m.t >= first]
+        return dropped
 
     def times(self) -> Sequence[float]:
         return self._times

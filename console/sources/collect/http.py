@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     import ssl
 
 USER_AGENT = "pod-console"
+RELAY_ENV = "POD_CONSOLE_SCRAPE_RELAY"
+"""``URL TOKEN`` of a web wall's scrape relay (``console/ui/web_relay.py``): set by the
+wall server for its browser sessions, whose GETs then go through it, so that N open tabs
+cost each slot one scrape per refresh, not N."""
+RELAY_TOKEN_HEADER = "X-Relay-Token"
+RELAY_ERROR_HEADER = "X-Relay-Error"
 HEADER_LIMIT = 64 * 1024
 IDLE_PER_ORIGIN = 8
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -123,10 +129,23 @@ def _split(url: str, params: dict[str, Any] | None) -> tuple[_Origin, str]:
     return _Origin(u.scheme, u.hostname, port), target
 
 
-class HttpClient:
-    """Keep-alive connections per origin; safe to share between concurrent requests."""
+def relay_from_env() -> tuple[str, str] | None:
+    """The scrape relay this process was given (``RELAY_ENV``), or None."""
+    import os
 
-    def __init__(self, idle_per_origin: int = IDLE_PER_ORIGIN) -> None:
+    url, _, token = os.environ.get(RELAY_ENV, "").strip().partition(" ")
+    return (url.rstrip("/"), token.strip()) if url and token.strip() else None
+
+
+class HttpClient:
+    """Keep-alive connections per origin; safe to share between concurrent requests.
+
+    ``relay``: (URL, token) of a web wall's scrape relay that every GET goes through
+    (default: the one ``RELAY_ENV`` names, if any; None: none)."""
+
+    def __init__(self, idle_per_origin: int = IDLE_PER_ORIGIN,
+                 relay: tuple[str, str] | bool | None = True) -> None:
+        self.relay = relay_from_env() if relay is True else relay or None
         self._idle: dict[_Origin, deque[_Conn]] = {}
         self._idle_max = idle_per_origin
         self._tls: ssl.SSLContext | None = None
@@ -162,6 +181,8 @@ class HttpClient:
                       on_data: Callable[[bytes], None] | None = None) -> Response:
         """``on_data`` sees each piece of a 2xx body as it arrives (a streamed answer's
         timing: the benchmark's first token); the whole body is still returned."""
+        if self.relay is not None and method == "GET" and on_data is None:
+            return await self._relayed(url, params, headers or {}, timeout, max_bytes)
         origin, target = _split(url, params)
         head = self._head(origin, headers or {}, body)
         try:
@@ -171,6 +192,34 @@ class HttpClient:
         except TimeoutError:
             raise HttpError("timeout", f"{method} {url}: no answer within {timeout:g} s"
                             ) from None
+
+    async def _relayed(self, url: str, params: dict[str, Any] | None,
+                       headers: dict[str, str], timeout: float, max_bytes: int) -> Response:
+        """A GET through the relay: the same answer (or the same failure) as asking
+        directly, perhaps one the relay fetched for another session within its refresh."""
+        assert self.relay is not None
+        base, token = self.relay
+        if params:
+            url += ("&" if "?" in url else "?") + urlencode(params)
+        hdrs = {RELAY_TOKEN_HEADER: token, "X-Relay-Timeout": f"{timeout:g}",
+                **{f"X-Relay-H-{k}": v for k, v in headers.items()}}
+        origin, target = _split(f"{base}/get", {"url": url})
+        head = self._head(origin, hdrs, None)
+        try:
+            async with asyncio.timeout(timeout + 0.5):  # the relay's own deadline first
+                r = await self._exchange("GET", origin, target, head, None, max_bytes)
+        except TimeoutError:
+            raise HttpError("timeout", f"GET {url}: no answer within {timeout:g} s"
+                            ) from None
+        except HttpError as exc:
+            if exc.kind == "connect":
+                raise HttpError("connect", f"GET {url}: the wall's relay is gone ({exc})"
+                                ) from None
+            raise
+        kind = r.headers.get(RELAY_ERROR_HEADER.lower())
+        if kind is not None:
+            raise HttpError(kind, r.content.decode("utf-8", "replace"))
+        return r
 
     @staticmethod
     def _head(origin: _Origin, headers: dict[str, str], body: bytes | None

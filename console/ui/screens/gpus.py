@@ -155,4 +155,4 @@ class GpuScreen(ConsoleScreen):
         procs.update(process_lines(report, now))
         names = [f"GPU{g.index}" for g in report.gpus]
         for plot in self.query(SeriesPlot):
-            plot.show(state.history, names, now)
+            plot.show(state.history, names, now, exact=state.replay is not None)

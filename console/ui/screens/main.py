@@ -37,6 +37,8 @@ COMMON_BINDINGS = [
     Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),
     Binding("A", "app.alert_history", "alert history", id="alert_history", show=False),
     Binding("g", "app.gpus", "GPUs: readings, programs, Xid, plots", id="gpus", show=False),
+    Binding("G", "app.gateway", "gateway: model groups, deployments, users", id="gateway",
+            show=False),
     Binding("F", "app.fleet", "fleet: every context's pod, enter switches", id="fleet",
             show=False),
     Binding("L", "app.full_log", "full action log (/ searches)", id="full_log", show=False),
@@ -95,7 +97,7 @@ class MainScreen(ConsoleScreen):
                 state.slot_marks, state.stalled,
                 startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now)
+                                          now, exact=state.replay is not None)
         self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 

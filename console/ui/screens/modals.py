@@ -331,8 +331,10 @@ class WatchdogScreen(ModalScreen[dict | None]):
                 Binding("escape", "cancel", "cancel")]
 
     def __init__(self, armed: bool | None, next_stop: str | None, now: float,
-                 extension: str | None = None) -> None:
+                 extension: str | None = None, who: str | None = None) -> None:
         super().__init__()
+        self.who = who
+        """Who used the gateway in the last hour (``model.gateway.who_text``), or None."""
         self.armed = armed
         self.next_stop = next_stop
         self.now = now
@@ -345,6 +347,8 @@ class WatchdogScreen(ModalScreen[dict | None]):
                              f"{fmt.stop_time(self.next_stop, self.now)}", style="bold"))
             if self.extension:
                 yield Label(Text(printable(self.extension), style="cyan"))  # remote text
+            if self.who:
+                yield Label(Text(printable(self.who, 400), style="bold"), id="who")
             yield Label(Text("Keep the pod running:", style="dim"))
             yield Input(placeholder="reason (optional, said in every warning)", id="reason",
                         max_length=200)

@@ -97,6 +97,8 @@ class WallScreen(ConsoleScreen):
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
+        if state.gateway is not None:  # the front door, on the wall too
+            label += "  ·  " + state.gateway.headline()
         if label != getattr(self, "_label", None):  # an update repaints the whole line
             self._label = label
             self.query_one("#wview", Static).update(Text(label, style="bold"))
@@ -113,7 +115,7 @@ class WallScreen(ConsoleScreen):
             # rotation that redrew them for one slot cost ~150 KB of output and a build
             # of every plot per view, four times a minute, on a screen nobody touches
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now)
+                                          now, exact=state.replay is not None)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],

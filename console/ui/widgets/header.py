@@ -8,9 +8,10 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.model import fmt
+from console.model.gateway import GatewaySnapshot, idle_for
 from console.model.pod_stop import OVERDUE_S, PlannedStop
 from console.model.snapshot import PodSnapshot
-from console.session.view import ConsoleState
+from console.session.view import ConsoleState, ReplayMark
 from console.ui.widgets.lines import LinesView
 
 
@@ -33,8 +34,20 @@ class PodHeader(LinesView):
     refresh_s: float | None = None
     """How often the console polls (``+``/``-`` change it): said in the header."""
 
+    replay: ReplayMark | None = None
+    """A recording is shown (a replay, the live pause): REPLAY and the recorded time."""
+
+    gateway: GatewaySnapshot | None = None
+    """The gateway's last reading: its state, requests/s and error rate in the header."""
+    idle_source: str = "slots"
+    active_window_s: float = 3600.0
+
     def show_state(self, state: ConsoleState) -> None:
         self.refresh_s = state.view.refresh_s
+        self.replay = state.replay
+        self.gateway = state.gateway
+        self.idle_source = state.idle_source
+        self.active_window_s = state.active_window_s
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -81,7 +94,9 @@ class PodHeader(LinesView):
         out: list[tuple[int, Text]] = []
         if self.demo:
             out.append((0, Text(" DEMO ", "bold black on yellow")))
-        if self.read_only:
+        if self.replay is not None:
+            out.extend(replay_segments(self.replay))
+        elif self.read_only:
             out.append((0, Text(" READ-ONLY ", "bold white on blue")))
         p = pod or PodSnapshot()
         status = p.status or "?"
@@ -95,6 +110,10 @@ class PodHeader(LinesView):
         if stale:
             out.append((0, Text(stale, "bold red")))
         out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
+        gw = self.gateway
+        if gw is not None:
+            out.append((1, Text(gw.headline(), "green" if gw.live and gw.ready and not (
+                gw.metrics_error) else "bold red")))
         out.append((0 if stop is not None else 1, stop_text(p, now, stop)))
         plan = p.stop_plan
         if plan is not None and plan.extension_until and stop is None:
@@ -103,10 +122,14 @@ class PodHeader(LinesView):
                 "bold cyan"))))
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None:
-            idle = plan.idle(now) or 0.0
+            idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
+            who = (self.gateway.active_users(now, self.active_window_s)
+                   if self.gateway is not None else ())
             out.append((2, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
-                "yellow" if idle >= 0.75 * plan.idle_after_s else ""))))
+                "yellow" if idle >= 0.75 * plan.idle_after_s else ""), *(
+                ((f" · {len(who)} user{'s' if len(who) > 1 else ''} "
+                  f"{fmt.duration(self.active_window_s, False)}", "cyan"),) if who else ()))))
         # dimes: the spend changes ~every 90 s, not every poll
         spent, proj = p.spend_today(now), p.projected_today(now)
         out.append((2, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
@@ -130,6 +153,18 @@ class PodHeader(LinesView):
 AGE_ROOM = len("  read 59s ago")
 """Cells kept at the header's right end for how old the pod's fields are (an age over a
 minute, a pod that stopped answering, takes a few more from the rest of the line)."""
+
+
+def replay_segments(mark: ReplayMark) -> list[tuple[int, Text]]:
+    """``REPLAY 03:10:05 paused`` (always shown), then the day, then (the live pause)
+    how far behind live it is and how to return."""
+    out = [(0, Text(f" {mark.badge} ", "bold white on magenta")),
+           (0, Text.assemble((mark.clock, "bold"), " ", (mark.play, "magenta")))]
+    if mark.behind_s is not None:
+        out.append((1, Text.assemble((f"{fmt.duration(mark.behind_s)} behind live", "yellow"),
+                                     (" · p: live", "dim"))))
+    out.append((3, Text(mark.day, "dim")))
+    return out
 
 
 def age_text(age: float) -> str:

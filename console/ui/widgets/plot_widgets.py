@@ -268,6 +268,15 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest)
 
 
+def newest_at(points: Any, now: float) -> float:
+    """The newest point's time at or before ``now`` (a replay shows the past of the
+    history; live, the last point is it at once)."""
+    for t, _ in reversed(points):
+        if t <= now:
+            return float(t)
+    return -1e18
+
+
 class SeriesPlot(FreshPlot):
     """One figure for every slot against clock time; its newest point is the last poll.
 
@@ -293,13 +302,18 @@ class SeriesPlot(FreshPlot):
         self.scale = scale
         self.unit = unit
 
-    def show(self, history: History, slots: list[str], now: float, force: bool = False
-             ) -> None:
+    def show(self, history: History, slots: list[str], now: float, force: bool = False,
+             exact: bool = False) -> None:
+        """``exact``: a recording is shown: drawn whenever the newest point at or before
+        ``now`` is another than the one drawn (a replay moves at its user's pace; live,
+        new points wait for ``every_s``)."""
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
         key = (tuple(slots), counts, history.backfills)
-        newest = max((pts[-1][0] for s in slots
-                      if (pts := history.series(s, self.metric).points)), default=-1e18)
+        newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
+                     default=-1e18)
         due = newest != self._drawn_end and not 0 <= now - self._drawn_at < DRAW_EVERY_S
+        if (exact or now < self._drawn_at) and newest != self._drawn_end:
+            due = True  # a replay moved (back in time, too): the plot ends where it is
         if not (force or due or key != self._drawn_key):
             return
         self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
@@ -340,7 +354,10 @@ class PositionBars(FreshPlot):
     DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
     _last: tuple = ()
 
-    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0) -> None:
+    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0,
+             exact: bool = False) -> None:
+        # whole percent is what the bars can show: drawn again when that changes (live
+        # or replayed alike, so ``exact`` asks nothing more)
         key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
                     for s, vals in per_slot.items())
         if key == self._last:

@@ -98,14 +98,17 @@ class PlotGrid(Grid):
         for bars in self.query(PositionBars):
             bars._last = ()
 
-    def show(self, history: History, snap, slots: list[str], now: float) -> None:
+    def show(self, history: History, snap, slots: list[str], now: float,
+             exact: bool = False) -> None:
+        """``exact``: a recording is shown (replay, the live pause): drawn as of ``now``
+        whenever that changes what is plotted, not once a ``plot_refresh_s``."""
         if not self.display or snap is None or self.query(".plots-loading"):
             return
         from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
 
         for plot in self.query(SeriesPlot):
-            plot.show(history, slots, now)
+            plot.show(history, slots, now, exact=exact)
         self.query_one(PositionBars).show({
             s.slot: (s.figures.spec_decode.per_position
                      if s.figures and s.figures.spec_decode else ())
-            for s in snap.slots if s.slot in slots}, now)
+            for s in snap.slots if s.slot in slots}, now, exact=exact)
