@@ -44,8 +44,8 @@ from console.sources.collect.exposition import ParseMemo, parse  # noqa: E402
 from console.sources.collect.figures import compute  # noqa: E402
 from console.sources.collect.http import HttpClient  # noqa: E402
 from console.sources.collect.poller import DeploymentPoller  # noqa: E402
+from console.sources.collect.slot import FAMILIES  # noqa: E402
 from console.sources.collect.targets import SlotTarget  # noqa: E402
-from console.sources.collect.vllm import FAMILIES  # noqa: E402
 
 EXPOSITION = ROOT / "tests/fixtures/vllm-0.32.0-cpu/ngram/metrics-specdecode-after-basic-load.txt"
 

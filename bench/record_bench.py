@@ -46,8 +46,8 @@ from console.session.view import ConsoleState, ConsoleView  # noqa: E402
 from console.sources.collect import poller as poller_mod  # noqa: E402
 from console.sources.collect.exposition import ParseMemo, parse  # noqa: E402
 from console.sources.collect.poller import DeploymentPoller  # noqa: E402
+from console.sources.collect.slot import FAMILIES, SlotProbe  # noqa: E402
 from console.sources.collect.targets import SlotTarget  # noqa: E402
-from console.sources.collect.vllm import FAMILIES, SlotProbe  # noqa: E402
 
 FIX = ROOT / "tests/fixtures/vllm-0.32.0-cpu"
 SOURCES = {"MAIN": (FIX / "plain/metrics-after-load.txt", "tiny-main"),

@@ -1,4 +1,5 @@
-"""The one function that turns a slot into its ``vllm serve`` command line.
+"""The one function that turns a slot into its server's command line (``vllm serve``,
+SGLang's ``launch_server``: the engine's module in ``pod_agent/engines/`` builds it).
 
 Used by ``pod-console profile render`` on the laptop and by the agent's slot
 supervisor on the pod, so what the operator previews is what runs.
@@ -6,9 +7,9 @@ supervisor on the pod, so what the operator previews is what runs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
+from .engines import ENGINES
 from .profile import Profile
 
 SECRET_ENV = ("VLLM_API_KEY",)
@@ -32,37 +33,24 @@ class SlotCommand:
                 "secret_env": list(self.secret_env)}
 
 
-def _fmt_util(u: float) -> str:
-    # repr keeps 0.76 as "0.76" and never prints 0.7600000000000001 for a parsed literal
-    return repr(round(u, 4))
-
-
 def slot_command(profile: Profile, slot_name: str, *, p2p_disabled: bool = False,
-                 host: str = "0.0.0.0", vllm: str = "vllm",
+                 host: str = "0.0.0.0", vllm: str = "vllm", sglang: str = "python3",
                  model_path: str | None = None) -> SlotCommand:
-    """Build the command for ``slot_name``.
+    """Build the command for ``slot_name`` with its engine's command line
+    (``pod_agent/engines/``).
 
     Args:
         p2p_disabled: the host check's verdict; with TP >= 2 it adds
             ``--disable-custom-all-reduce`` (NCCL_P2P_DISABLE alone still hangs
             in custom all-reduce, as the field saw with the 27B slot).
+        vllm, sglang: the executable each engine's command starts with.
         model_path: local weights directory instead of the Hugging Face id.
     """
     slot = profile.slots[slot_name]
-    argv: list[str] = [
-        vllm, "serve", model_path or slot.hf_repo_id,
-        "--served-model-name", slot.served_model_name,
-        "--host", host,
-        "--port", str(slot.port),
-        "--tensor-parallel-size", str(slot.tensor_parallel_size),
-        "--gpu-memory-utilization", _fmt_util(slot.gpu_util),
-        "--max-model-len", str(slot.max_model_len),
-    ]
-    if slot.speculative is not None:
-        spec = slot.speculative.model_dump(exclude_none=True)
-        argv += ["--speculative-config", json.dumps(spec, sort_keys=True, separators=(",", ":"))]
-    if p2p_disabled and slot.tensor_parallel_size >= 2:
-        argv.append("--disable-custom-all-reduce")
+    eng = ENGINES[slot.engine]
+    exe = {"vllm": vllm, "sglang": sglang}.get(slot.engine, eng.exe)
+    argv = eng.argv(slot, exe=exe, model=model_path or slot.hf_repo_id, host=host,
+                    p2p_disabled=p2p_disabled)
     argv += list(slot.extra_args)
     env: dict[str, str] = {}
     env.update(profile.env)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import defaultdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
+
+from .engines import ENGINES
 
 MAX_GPU_UTIL_PER_GPU = 0.95
 """The field's rule: the slots sharing one GPU may claim at most 95 % of its memory.
@@ -45,11 +47,7 @@ _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 # Flags the renderer sets itself from typed fields: allowing them again in
 # extra_args would let two sources of truth disagree on the command line.
-MANAGED_FLAGS = frozenset({
-    "--port", "--host", "--served-model-name", "--tensor-parallel-size", "-tp",
-    "--gpu-memory-utilization", "--max-model-len", "--speculative-config", "-sc",
-    "--model", "--disable-custom-all-reduce", "--api-key",
-})
+MANAGED_FLAGS: frozenset = frozenset().union(*(e.managed_flags for e in ENGINES.values()))
 
 
 class _Strict(BaseModel):
@@ -85,8 +83,11 @@ BENCH_CONFIG_RE = r"^(short|long)-c[1-9][0-9]?$"
 
 
 class Slot(_Strict):
-    """One ``vllm serve`` process: one model on one port."""
+    """One server process (``vllm serve``, SGLang's ``launch_server``): one model on one
+    port."""
 
+    engine: Literal["vllm", "sglang"] = "vllm"
+    """The serving engine (``pod_agent/engines/``): vLLM unless told otherwise."""
     served_model_name: str = Field(pattern=_NAME_RE)
     """Name clients and Prometheus (``model_name`` label) see."""
     hf_repo_id: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -96,7 +97,8 @@ class Slot(_Strict):
     gpus: list[int] = Field(min_length=1, max_length=16)
     """GPU indices; tensor-parallel size is their count."""
     gpu_util: float = Field(gt=0.0, le=MAX_GPU_UTIL_PER_GPU)
-    """``--gpu-memory-utilization``: this slot's share of each of its GPUs."""
+    """``--gpu-memory-utilization`` (SGLang: ``--mem-fraction-static``): this slot's share
+    of each of its GPUs."""
     max_model_len: int = Field(gt=0, le=10_000_000)
     """``--max-model-len`` in tokens."""
     speculative: Speculative | None = None

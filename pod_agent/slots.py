@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+from .engines import VLLM, PodEngine
+from .engines.base import PhaseClock
 from .launch import SECRET_ENV, SlotCommand
 from .logrotate import RotatingLog
 
@@ -62,9 +64,17 @@ class SlotState:
     kv_tokens: int | None = None
     detail: str = ""
     history: list[str] = field(default_factory=list)
+    phase: str | None = None
+    """The start-up phase now (downloading, loading weights, …, ready), from the log."""
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    """(phase, seconds) of the start under way or the last one: the current phase's so far."""
+    last_phases: list[tuple[str, float]] = field(default_factory=list)
+    """(phase, seconds) of the last start that reached ready, kept beside the current."""
 
     def to_json(self) -> dict[str, object]:
         return {"state": self.state, "pid": self.pid, "step": self.step,
+                "phase": self.phase, "phases": [list(p) for p in self.phases],
+                "last_phases": [list(p) for p in self.last_phases],
                 "fraction": round(self.fraction, 3), "restarts": self.restarts,
                 "started_at": self.started_at, "ready_at": self.ready_at,
                 "last_startup_s": self.last_startup_s, "last_exit": self.last_exit,
@@ -102,8 +112,11 @@ def group_rss_kib(pgid: int) -> int:
 class SlotProcess:
     """Runs one slot command; the supervisor owns restart policy."""
 
-    def __init__(self, name: str, port: int, log_path: str, grace_s: float = 20.0) -> None:
+    def __init__(self, name: str, port: int, log_path: str, grace_s: float = 20.0,
+                 engine: PodEngine = VLLM) -> None:
         self.name = name
+        self.clock = PhaseClock(engine)
+        """The start-up phases, read from the engine's own log lines."""
         self.port = port
         self.state = SlotState(name)
         self.log = RotatingLog(log_path)
@@ -125,6 +138,8 @@ class SlotProcess:
         st = self.state
         st.state, st.pid, st.step, st.fraction = "starting", self.proc.pid, "spawned", 0.02
         st.started_at, st.ready_at, st.detail = time.time(), None, ""
+        self.clock.start(time.time())
+        self._phases_now()
         self._reader = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -136,12 +151,25 @@ class SlotProcess:
             line = raw.decode("utf-8", "replace")
             self.log.write(line)
             if self.state.state == "starting":
+                self.clock.line(line, time.time())
+                self._phases_now()
                 hit = classify_line(line)
                 if hit and hit[1] >= self.state.fraction:
                     self.state.step, self.state.fraction = hit
             m = KV_TOKENS_RE.search(line)
             if m:
                 self.state.kv_tokens = int(m.group(1).replace(",", ""))
+
+    def _phases_now(self) -> None:
+        """The state's phase fields from the clock, as of now."""
+        st, c = self.state, self.clock
+        st.phase, st.phases, st.last_phases = c.current, c.times(time.time()), list(c.last)
+
+    def phases_json(self) -> dict[str, object]:
+        """The phase fields with the current phase's seconds up to now (status asks)."""
+        self._phases_now()
+        return {"phase": self.state.phase, "phases": [list(p) for p in self.state.phases],
+                "last_phases": [list(p) for p in self.state.last_phases]}
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
@@ -161,6 +189,8 @@ class SlotProcess:
                 st = self.state
                 st.state, st.step, st.fraction, st.ready_at = "ready", "ready", 1.0, time.time()
                 st.last_startup_s = round(st.ready_at - (st.started_at or st.ready_at), 1)
+                self.clock.ready(st.ready_at)
+                self._phases_now()
                 return True
             await asyncio.sleep(poll_s)
         return False

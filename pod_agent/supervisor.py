@@ -20,6 +20,7 @@ from typing import Any
 
 from . import clock, paths, stoppolicy, stopstate, traffic
 from .actions import Action, ActionBook, parse_request, read_recorded, valid_action_id
+from .engines import ENGINES
 from .envfile import read_env
 from .events import encode, event
 from .gpu_monitor import SAMPLE_EVERY_S, GpuMonitor, slot_pgids
@@ -86,6 +87,8 @@ class Supervisor:
         self.profile_path = os.path.abspath(profile_path)
         self.profile: Profile = load_profile(profile_path)
         self.vllm = vllm
+        self.sglang = os.environ.get("POD_AGENT_SGLANG_PYTHON", "python3")
+        """The Python whose ``-m sglang.launch_server`` an SGLang slot runs."""
         self.models_root = models_root
         self.backoff_s = backoff_s
         self.watchdog_interval_s = watchdog_interval_s
@@ -93,7 +96,8 @@ class Supervisor:
         self.apply_patches = apply_patches
         self.utils: dict[str, float] = {n: s.gpu_util for n, s in self.profile.slots.items()}
         self.utils.update(self._load_overrides())
-        self.procs = {n: SlotProcess(n, s.port, paths.slot_log(n), grace_s)
+        self.procs = {n: SlotProcess(n, s.port, paths.slot_log(n), grace_s,
+                                     engine=ENGINES[s.engine])
                       for n, s in self.profile.slots.items()}
         self.tasks: dict[str, asyncio.Task] = {}
         self.book = ActionBook()
@@ -191,6 +195,7 @@ class Supervisor:
             if os.path.isdir(cand):
                 model_path = cand
         return slot_command(prof, name, p2p_disabled=self.p2p_disabled(), vllm=self.vllm,
+                            sglang=self.sglang,
                             model_path=model_path)
 
     # -- slot lifecycle ------------------------------------------------------------
@@ -636,7 +641,9 @@ class Supervisor:
             "supervisor": "running", "pid": os.getpid(), "started_at": self.started_at,
             "profile": self.profile.name, "profile_path": self.profile_path,
             "p2p_disabled": self.p2p_disabled(), "patches": self.patch_results,
-            "slots": {n: {**p.state.to_json(), "port": p.port, "gpu_util": self.utils[n]}
+            "slots": {n: {**p.state.to_json(), **p.phases_json(), "port": p.port,
+                          "engine": getattr(self.profile.slots.get(n), "engine", "vllm"),
+                          "gpu_util": self.utils[n]}
                       for n, p in self.procs.items()},
             "watchdog": self.watchdog_json(self.clock.now()),
             "mem_available_gib": mem_available_gib(),

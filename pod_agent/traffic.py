@@ -1,5 +1,5 @@
 """Is anyone using this pod? Each slot's own ``/metrics`` on loopback, read the way the
-console reads it (vLLM's names), reduced to what the idle stop needs.
+console reads it (its engine's names: ``pod_agent/engines/``), reduced to what the idle stop needs.
 
 A slot shows activity when a request is running or waiting, or when it finished one
 since the last read (``vllm:request_success_total`` went up). A counter that went down
@@ -10,8 +10,11 @@ from __future__ import annotations
 import urllib.request
 from dataclasses import dataclass
 
-RUNNING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
-FINISHED = "vllm:request_success_total"
+from .engines import ENGINES
+
+RUNNING = tuple(n for e in ENGINES.values() for n in e.running)
+"""Every engine's running and waiting gauges (a slot exports its own engine's)."""
+FINISHED = frozenset(e.finished for e in ENGINES.values())
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ def parse(text: str) -> SlotTraffic:
         for s in fam.samples:
             if s.name in RUNNING:
                 in_flight += s.value
-            elif s.name == FINISHED:
+            elif s.name in FINISHED:
                 finished += s.value
     return SlotTraffic(in_flight, finished)
 

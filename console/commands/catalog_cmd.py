@@ -52,7 +52,7 @@ def _row(fig: Any, family: str, window_s: float, by: tuple[str, ...]) -> dict[st
         "source": type(fig.source).__name__, "definition": asdict(fig.source),
         # a gateway gauge is its scope's worst series (the deployment state's max)
         "promql": source_query(fig.source, window_s, by=by,
-                               gauge="max" if gateway else "sum"),
+                               gauge="max" if gateway else None),
         "metrics_json": fig.json, "column": fig.column.header if fig.column else None,
         "plot": fig.plot.title if fig.plot else None,
         "threshold": None if fig.threshold is None else (

@@ -10,6 +10,7 @@ import time
 from console.commands import aligned, examples
 from console.commands.argtypes import seconds
 from console.model import fmt
+from console.model.engines import ENGINES
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 
@@ -199,9 +200,11 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     except SourceError as exc:
         print(f"pod-console metrics: {exc}", file=sys.stderr)
         return 1
-    if not any(n.startswith("vllm:") for n in later.samples):
+    prefixes = tuple(e.prefix for e in ENGINES.values())
+    if not any(n.startswith(prefixes) for n in later.samples):
         why = f" ({later.error_count} unreadable lines)" if later.error_count else ""
-        print(f"pod-console metrics: no vLLM metrics in the exposition{why}", file=sys.stderr)
+        print(f"pod-console metrics: no vLLM metrics (nor SGLang's) in the exposition{why}",
+              file=sys.stderr)
         return 1
     figures = compute(later, earlier, window)
     if not args.json:

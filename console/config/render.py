@@ -55,7 +55,10 @@ def render_litellm(profile: Profile, addr: PodAddress) -> str:
         models.append({
             "model_name": slot.served_model_name,
             "litellm_params": {
-                "model": f"hosted_vllm/{slot.served_model_name}",
+                # vLLM has its LiteLLM provider; another engine (SGLang) is reached as
+                # what it serves, an OpenAI-compatible API
+                "model": (f"hosted_vllm/{slot.served_model_name}" if slot.engine == "vllm"
+                          else f"openai/{slot.served_model_name}"),
                 "api_base": f"{addr.base_url(slot.port)}/v1",
                 # LiteLLM resolves this at start-up; the key itself never lands in a file.
                 "api_key": "os.environ/VLLM_API_KEY",

@@ -109,8 +109,11 @@ def demo_warn_before(idle_stop_after: str, clock_speed: float) -> str:
 
 class DemoDeployment:
     def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
-                 rate: float = 0.6, clock_speed: float = 1.0, fleet: bool = False) -> None:
+                 rate: float = 0.6, clock_speed: float = 1.0, fleet: bool = False,
+                 profiles_src: Path | None = None) -> None:
         self.own_workdir = workdir is None
+        self.profiles_src = profiles_src
+        """Where the demo's profiles come from (default: the shipped ones)."""
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pod-console-demo-"))
         self.seed = seed
         self.startup_s = startup_s
@@ -280,7 +283,7 @@ class DemoDeployment:
     def start(self) -> None:
         self.faults_dir.mkdir(parents=True, exist_ok=True)
         self.profiles_dir.mkdir(parents=True, exist_ok=True)
-        for src in sorted(shipped_profiles_dir().glob("*.yaml")):
+        for src in sorted((self.profiles_src or shipped_profiles_dir()).glob("*.yaml")):
             self._profile_copy(src)
         first = self.profiles()[0]
         # the simulated pod keeps its own clock, so the demo does not depend on the hour
@@ -332,7 +335,7 @@ class DemoDeployment:
         d.mkdir(parents=True, exist_ok=True)
         faults.mkdir(parents=True, exist_ok=True)
         ports: dict[int, int] = {}
-        for src in sorted(shipped_profiles_dir().glob("*.yaml")):
+        for src in sorted((self.profiles_src or shipped_profiles_dir()).glob("*.yaml")):
             self._profile_copy(src, d, ports, faults)
         lps = load_profiles(d)
         lp = lps[k % len(lps)]
@@ -360,7 +363,9 @@ class DemoDeployment:
             [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
              "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
              "--watchdog-interval", "5", "--no-patches"],
-            env=t.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # an SGLang slot's server: the same simulation, speaking SGLang
+            env={**t.env, "POD_AGENT_SGLANG_PYTHON": str(HERE / "bin" / "sglang-python")},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)
 
     def _start_exporter(self, pid: str) -> None:

@@ -1,4 +1,7 @@
 """A simulated ``vllm serve`` for the demo: same argv, same log lines, same exposition.
+Started as SGLang (``-m sglang.launch_server …``: ``console/demo/bin/sglang-python`` is
+the agent's SGLang Python) it speaks SGLang 0.5.23's argv, log lines and exposition
+(``Engine.sglang_exposition``), the same traffic behind it.
 
 The pod agent launches it exactly as it launches vLLM (``console/demo/bin/vllm``
 is on the agent's ``--vllm``). It prints vLLM's start-up milestones (so the
@@ -91,8 +94,10 @@ class Engine:
     """Counters and gauges of one simulated engine, advanced by a traffic model."""
 
     def __init__(self, name: str, kv_tokens: int, spec_tokens: int, seed: int,
-                 rate: float) -> None:
+                 rate: float, kind: str = "vllm") -> None:
         self.name = name
+        self.kind = kind
+        """Whose exposition it speaks: ``vllm`` or ``sglang``."""
         self.kv_tokens = kv_tokens
         self.spec_tokens = spec_tokens
         self.rng = random.Random(seed)
@@ -108,6 +113,8 @@ class Engine:
                   "queue": Hist(LAT_BUCKETS), "prefill": Hist(LAT_BUCKETS),
                   "decode": Hist(LAT_BUCKETS), "inference": Hist(LAT_BUCKETS)}
         self.inflight: list[tuple[float, int]] = []  # (ends at, tokens held)
+        self.startup: dict[str, float] = {}
+        """SGLang's ``startup_time_seconds`` by phase (the start-up the fake went through)."""
         self.phase = self.rng.random() * 6.28
 
     def tick(self, now: float, dt: float) -> None:
@@ -238,6 +245,8 @@ class Engine:
             k += 1
 
     def exposition(self, util: float, block_size: int = BLOCK) -> str:
+        if self.kind == "sglang":
+            return self.sglang_exposition()
         m = f'engine="0",model_name="{self.name}"'
         out: list[str] = []
 
@@ -313,6 +322,82 @@ class Engine:
         return "\n".join(out) + "\n"
 
 
+    def sglang_exposition(self) -> str:
+        """The same engine as SGLang 0.5.23 exports it (``--enable-metrics``; names,
+        help and labels of ``sglang/srt/observability/metrics_collector.py``, as
+        ``tests/fixtures/sglang-0.5.23`` holds them): the rank-0 scheduler's gauges with
+        its rank labels, the tokenizer's counters and histograms without, no
+        ``_created`` series (prometheus_client's multiprocess mode)."""
+        sched = (f'engine_type="unified",model_name="{self.name}",moe_ep_rank="0",'
+                 f'pp_rank="0",tp_rank="0"')
+        tok = f'engine_type="unified",model_name="{self.name}"'
+        stream = f'engine_type="unified",is_streaming="true",model_name="{self.name}"'
+        out: list[str] = []
+
+        def fam(name: str, kind: str, help_: str) -> None:
+            out.append(f"# HELP {name} {help_}")
+            out.append(f"# TYPE {name} {kind}")
+
+        def gauge(name: str, value: float, help_: str) -> None:
+            fam(name, "gauge", help_)
+            out.append(f"{name}{{{sched}}} {_num(value)}")
+
+        def hist(base: str, h: Hist, help_: str, lab: str) -> None:
+            fam(base, "histogram", help_)
+            cum = 0.0
+            for b, c in zip((*h.bounds, math.inf), h.counts, strict=True):
+                cum += c
+                le = "+Inf" if b == math.inf else _num(b)
+                head, _, tail = lab.partition("model_name=")
+                out.append(f'{base}_bucket{{{head}le="{le}",model_name={tail}}} {_num(cum)}')
+            out.append(f"{base}_count{{{lab}}} {_num(h.n)}")
+            out.append(f"{base}_sum{{{lab}}} {_num(h.total)}")
+
+        running = len(self.inflight)
+        held = sum(t for _, t in self.inflight)
+        used = min(held, self.kv_tokens)
+        gauge("sglang:num_running_reqs", running, "The number of running requests.")
+        gauge("sglang:num_queue_reqs", 0, "The number of requests in the waiting queue.")
+        gauge("sglang:token_usage", used / max(self.kv_tokens, 1), "The token usage.")
+        gauge("sglang:num_used_tokens", used, "The number of used tokens.")
+        gauge("sglang:kv_available_tokens", self.kv_tokens - used,
+              "The number of available KV tokens.")
+        gauge("sglang:kv_used_tokens", used, "The number of used KV tokens.")
+        fam("sglang:num_retracted_requests_total", "counter",
+            "Total number of retracted requests.")
+        out.append(f"sglang:num_retracted_requests_total{{{sched}}} "
+                   f"{_num(self.c['preemptions'])}")
+        hist("sglang:queue_time_seconds", self.h["queue"],
+             "Histogram of queueing time in seconds.", sched)
+        fam("sglang:startup_time_seconds", "gauge",
+            "Engine startup duration by phase in seconds.")
+        for phase, v in self.startup.items():
+            out.append(f'sglang:startup_time_seconds{{{tok},phase="{phase}"}} {_num(v)}')
+        fam("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.")
+        out.append(f"sglang:prompt_tokens_total{{{stream}}} {_num(self.c['prompt_tokens'])}")
+        fam("sglang:generation_tokens_total", "counter",
+            "Number of generation tokens processed.")
+        out.append(f"sglang:generation_tokens_total{{{stream}}} "
+                   f"{_num(self.c['generation_tokens'])}")
+        fam("sglang:spec_verify_calls_total", "counter",
+            "Number of speculative decoding verification calls.")
+        if self.spec_tokens:
+            out.append(f"sglang:spec_verify_calls_total{{{tok}}} {_num(self.c['drafts'])}")
+        fam("sglang:cached_tokens_total", "counter",
+            "Number of cached prompt tokens.")
+        out.append(f'sglang:cached_tokens_total{{cache_source="device",{tok}}} '
+                   f"{_num(self.c['prefix_h'])}")
+        fam("sglang:num_requests_total", "counter", "Number of requests processed.")
+        out.append(f"sglang:num_requests_total{{{stream}}} {_num(sum(self.reasons.values()))}")
+        hist("sglang:time_to_first_token_seconds", self.h["ttft"],
+             "Histogram of time to first token in seconds.", stream)
+        hist("sglang:inter_token_latency_seconds", self.h["itl"],
+             "Histogram of inter-token latency in seconds.", tok)
+        hist("sglang:e2e_request_latency_seconds", self.h["e2e"],
+             "Histogram of End-to-end request latency in seconds", stream)
+        return "\n".join(out) + "\n"
+
+
 def kv_tokens_for(spec: str, util: float) -> int:
     """``TOKENS@UTIL/SLOPE`` → KV tokens at ``util`` (linear, like vLLM's budget)."""
     tokens, rest = spec.split("@", 1)
@@ -334,7 +419,8 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
     def hung() -> bool:
         return hang is not None and hang.exists()
     models = json.dumps({"object": "list", "data": [
-        {"id": args.served_model_name, "object": "model", "owned_by": "vllm",
+        {"id": args.served_model_name, "object": "model",
+         "owned_by": "sglang" if engine.kind == "sglang" else "vllm",
          "max_model_len": args.max_model_len}]}).encode()
 
     def reply(status: str, body: bytes, ctype: bytes) -> bytes:
@@ -429,7 +515,9 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
                 elif path == b"/v1/models":
                     writer.write(reply("200 OK", models, b"application/json"))
                 elif path == b"/version":
-                    writer.write(reply("200 OK", b'{"version":"0.32.0"}', b"application/json"))
+                    version = b"0.5.23" if engine.kind == "sglang" else b"0.32.0"
+                    writer.write(reply("200 OK", b'{"version":"' + version + b'"}',
+                                       b"application/json"))
                 elif path == b"/v1/chat/completions":
                     await chat(payload, writer)
                 else:
@@ -474,7 +562,65 @@ def register_on_gpus(util: float) -> None:
     atexit.register(lambda: path.unlink(missing_ok=True))
 
 
+def main_sglang(argv: list[str]) -> int:
+    """``python3 -m sglang.launch_server …`` as the demo's SGLang: its flags, its start-up
+    lines (what the agent's SGLang phases read), then the same server as vLLM's fake."""
+    ap = argparse.ArgumentParser(prog="sglang.launch_server")
+    ap.add_argument("--model-path", required=True)
+    ap.add_argument("--served-model-name", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--tp-size", type=int, default=1)
+    ap.add_argument("--mem-fraction-static", type=float, default=0.88)
+    ap.add_argument("--context-length", type=int, default=8192)
+    ap.add_argument("--speculative-num-steps", type=int, default=0)
+    ap.add_argument("--enable-metrics", action="store_true")
+    args, _unknown = ap.parse_known_args(argv)
+    args.max_model_len = args.context_length
+    args.gpu_memory_utilization = args.mem_fraction_static
+    startup = float(os.environ.get("DEMO_STARTUP_S", "6"))
+    kv = kv_tokens_for(os.environ.get("DEMO_KV", "200000@0.5/1000000"),
+                       args.mem_fraction_static)
+    t0 = time.monotonic()
+    log(f"server_args=ServerArgs(model_path={args.model_path!r}, tp_size={args.tp_size}, "
+        f"mem_fraction_static={args.mem_fraction_static}) (simulated by pod-console demo)")
+    time.sleep(startup * 0.15)
+    log("Load weight begin. avail mem=79.10 GB")
+    time.sleep(startup * 0.45)
+    load = time.monotonic() - t0
+    log("Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, mem usage=9.10 GB.")
+    register_on_gpus(args.mem_fraction_static)
+    t1 = time.monotonic()
+    time.sleep(startup * 0.1)
+    if kv < args.max_model_len:
+        log(f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"({kv} KV tokens < context length {args.max_model_len})", "ERROR")
+        return 1
+    log(f"KV Cache is allocated. #tokens: {kv}")
+    log("Memory pool end. avail mem=10.20 GB")
+    kv_s = time.monotonic() - t1
+    log("Capture cuda graph begin. This can take up to several minutes.")
+    t2 = time.monotonic()
+    time.sleep(startup * 0.3)
+    log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t2:.2f} s.")
+    engine = Engine(args.served_model_name, kv, args.speculative_num_steps,
+                    int(os.environ.get("DEMO_SEED", "7")),
+                    float(os.environ.get("DEMO_RATE", "0.5")), kind="sglang")
+    total = time.monotonic() - t0
+    engine.startup = {"load_weight": round(load, 3), "kv_cache_allocation": round(kv_s, 3),
+                      "scheduler_e2e": round(total, 3), "tokenizer_e2e": round(total, 3)}
+    log("The server is fired up and ready to roll!")
+    try:
+        asyncio.run(serve(args, engine))
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["-m", "sglang.launch_server"]:
+        return main_sglang(argv[2:])
     ap = argparse.ArgumentParser(prog="vllm")
     ap.add_argument("cmd", choices=["serve"])
     ap.add_argument("model")

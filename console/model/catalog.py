@@ -7,14 +7,9 @@ show it, and which threshold colours it and raises its alert. The direct scrape 
 the detail screen, the plots, the alerts and ``metrics --json`` all read this table:
 adding a figure is adding an entry.
 
-Sources are the four shapes vLLM's figures take:
-
-- ``Gauge``: the value now, summed over the model's series (data-parallel engines);
-  ``where`` keeps one label value (``reason="capacity"``).
-- ``Increase``: a counter's increase over the window (reset-aware), or per second.
-- ``Quantile``: ``histogram_quantile`` over the window's bucket increases.
-- ``Ratio``: Δnum / Δden (+ ``plus``), undefined when Δden is 0.
-- ``OverTime``: ``quantile_over_time`` of a gauge over the window (KV p99).
+Where each figure comes from is the engine's (``console/model/engines/``: vLLM's and
+SGLang's sources, by the figure's key); a figure an engine has no source for is not
+exported by it (``Figure.source_for`` is None), never a zero.
 """
 
 from __future__ import annotations
@@ -24,48 +19,26 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.model import fmt
-
-
-@dataclass(frozen=True)
-class Gauge:
-    names: tuple[str, ...]
-    where: tuple[str, str] | None = None
-    """(label, value) the series must carry, or None for all of the model's series."""
-
-
-@dataclass(frozen=True)
-class Increase:
-    names: tuple[str, ...]
-    per_second: bool = False
-    """Divide by the window: a rate (undefined for lifetime figures)."""
-    match: tuple[str, str] | None = None
-    """(label, regular expression) the series must match whole, as PromQL's ``=~``:
-    the gateway's 5xx (``exception_status=~"5.."``); None: every series."""
-
-
-@dataclass(frozen=True)
-class Quantile:
-    q: float
-    names: tuple[str, ...]
-    """Histogram families, without ``_bucket``."""
-
-
-@dataclass(frozen=True)
-class Ratio:
-    num: tuple[str, ...]
-    den: tuple[str, ...]
-    plus: float = 0.0
-    match: tuple[str, str] | None = None
-    """As ``Increase.match``, for the numerator's series only."""
-
-
-@dataclass(frozen=True)
-class OverTime:
-    q: float
-    of: Gauge
-
-
-Source = Gauge | Increase | Quantile | Ratio | OverTime
+from console.model.engines import (
+    DEFAULT,
+    ENGINES,
+    Engine,
+    Gauge,
+    Increase,
+    OverTime,
+    Quantile,
+    Ratio,
+    Source,
+)
+from console.model.engines.vllm import (
+    GENERATION,
+    KV,
+    PROMPT,
+    SPEC_ACCEPTED,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+    SPEC_PER_POS,
+)
 
 
 @dataclass(frozen=True)
@@ -132,7 +105,6 @@ class Threshold:
 class Figure:
     key: str
     """Attribute of ``ModelFigures``, key of ``metrics --json`` and of the plot history."""
-    source: Source
     label: str
     """Name on the detail screen."""
     show: Callable[[float | None], str]
@@ -146,6 +118,24 @@ class Figure:
     detail: bool = True
     per_slot: bool = False
     """Computed per slot from its own history (``OverTime``), not per model."""
+    own_source: Source | None = None
+    """A figure of no engine (the gateway's): its source here, not in an engine's table."""
+
+    @property
+    def source(self) -> Source:
+        """Where vLLM (the default engine) reads it, or the first engine that exports
+        it (a figure of SGLang's alone, such as its KV pool in tokens)."""
+        if self.own_source is not None:
+            return self.own_source
+        for eng in (DEFAULT, *ENGINES.values()):
+            src = eng.sources.get(self.key)
+            if src is not None:
+                return src
+        raise KeyError(f"no engine exports {self.key}")
+
+    def source_for(self, engine: Engine) -> Source | None:
+        """Where ``engine`` reads it, or None: that engine does not export it."""
+        return engine.sources.get(self.key)
 
 
 def _pct1(x: float | None) -> str:
@@ -163,91 +153,81 @@ def _num1(x: float | None) -> str:
 ACCEPTANCE_DROP = 0.7
 """Acceptance below 70 % of the slot's baseline counts as "far below" (a draft gone bad)."""
 
-KV = Gauge(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"))
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-SPEC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-GENERATION = ("vllm:generation_tokens_total",)
-PROMPT = ("vllm:prompt_tokens_total",)
-
 # The order is that of ``metrics --json`` (top-level keys, then the ``spec_decode``
 # object where its first entry stands); columns and plots carry their own order.
 CATALOG: tuple[Figure, ...] = (
-    Figure("kv_cache_usage", KV, "KV now", _pct1, json="top",
+    Figure("kv_cache_usage", "KV now", _pct1, json="top",
            column=Column("KV", 6, 20, priority=1),
            plot=Plot("KV cache usage", 20, scale=100, unit="%")),
-    Figure("running", Gauge(("vllm:num_requests_running",)), "running", fmt.num, json="top",
+    Figure("running", "running", fmt.num, json="top",
            column=Column("RUN/W", 5, 10, priority=3, joins="waiting")),
-    Figure("waiting", Gauge(("vllm:num_requests_waiting",)), "waiting", fmt.num, json="top"),
+    Figure("waiting", "waiting", fmt.num, json="top"),
     # vLLM 0.32+: why requests wait (the two sum to ``waiting``); absent on older servers
-    Figure("waiting_capacity", Gauge(("vllm:num_requests_waiting_by_reason",),
-                                     where=("reason", "capacity")),
+    Figure("waiting_capacity",
            "waiting: capacity", fmt.num),
-    Figure("waiting_deferred", Gauge(("vllm:num_requests_waiting_by_reason",),
-                                     where=("reason", "deferred")),
+    Figure("waiting_deferred",
            "waiting: deferred", fmt.num),
-    Figure("preemptions", Increase(("vllm:num_preemptions_total",)), "preemptions", fmt.num,
+    # SGLang: the KV pool in tokens (vLLM reports its size once, in the cache config)
+    Figure("kv_used_tokens", "KV used tokens", fmt.num),
+    Figure("kv_available_tokens", "KV free tokens", fmt.num),
+    Figure("preemptions", "preemptions", fmt.num,
            json="top", column=Column("PREEMPT", 7, 90, priority=2, narrow_header="PRE",
                                      narrow_width=3),
            threshold=Threshold("preempt", "{slot} preempted {value:g} request(s)", fixed=0,
                                hint="KV cache full: revisit KV offload")),
-    Figure("prompt_tokens", Increase(PROMPT), "prompt tokens",
+    Figure("prompt_tokens", "prompt tokens",
            fmt.num, json="top", detail=False),
-    Figure("generation_tokens", Increase(GENERATION), "generation tokens", fmt.num,
+    Figure("generation_tokens", "generation tokens", fmt.num,
            json="top", detail=False),
-    Figure("ttft_p50_s", Quantile(0.5, ("vllm:time_to_first_token_seconds",)), "TTFT p50",
+    Figure("ttft_p50_s", "TTFT p50",
            fmt.secs, json="top"),
-    Figure("ttft_p95_s", Quantile(0.95, ("vllm:time_to_first_token_seconds",)), "TTFT p95",
+    Figure("ttft_p95_s", "TTFT p95",
            fmt.secs, json="top", column=Column("TTFT p95", 8, 40, priority=1),
            plot=Plot("TTFT p95", 10, unit="s"),
            threshold=Threshold("ttft", "{slot} TTFT p95 {value:.2f}s > {limit:g}s",
                                setting="ttft_p95_s")),
-    Figure("ttft_p99_s", Quantile(0.99, ("vllm:time_to_first_token_seconds",)), "TTFT p99",
+    Figure("ttft_p99_s", "TTFT p99",
            fmt.secs, json="top"),
-    Figure("itl_p95_s", Quantile(0.95, ("vllm:inter_token_latency_seconds",
-                                        "vllm:time_per_output_token_seconds")),
+    Figure("itl_p95_s",
            "ITL p95", fmt.secs, json="top", column=Column("ITL p95", 7, 50, priority=4)),
-    Figure("e2e_p95_s", Quantile(0.95, ("vllm:e2e_request_latency_seconds",)), "e2e p95",
+    Figure("e2e_p95_s", "e2e p95",
            fmt.secs, json="top"),
-    Figure("queue_p95_s", Quantile(0.95, ("vllm:request_queue_time_seconds",)), "queue p95",
+    Figure("queue_p95_s", "queue p95",
            fmt.secs, json="top"),
-    Figure("prefix_cache_hit_rate", Ratio(
-        ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-        ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")),
+    Figure("prefix_cache_hit_rate",
            "prefix hit", fmt.pct, json="top"),
-    Figure("spec_drafts", Increase((SPEC_DRAFTS,)), "drafts", fmt.num, json="spec",
+    Figure("spec_drafts", "drafts", fmt.num, json="spec",
            detail=False),
-    Figure("spec_draft_tokens", Increase((SPEC_DRAFT_TOKENS,)), "draft tokens", fmt.num,
+    Figure("spec_draft_tokens", "draft tokens", fmt.num,
            json="spec", detail=False),
-    Figure("spec_accepted", Increase((SPEC_ACCEPTED,)), "accepted tokens", fmt.num,
+    Figure("spec_accepted", "accepted tokens", fmt.num,
            json="spec", detail=False),
-    Figure("acceptance_rate", Ratio((SPEC_ACCEPTED,), (SPEC_DRAFT_TOKENS,)), "acceptance",
+    Figure("acceptance_rate", "acceptance",
            _pct1, json="spec", column=Column("ACCEPT", 6, 70, priority=2, show=fmt.pct),
            plot=Plot("speculative acceptance", 30, scale=100, unit="%"),
            threshold=Threshold("accept", "{slot} acceptance {value:.0%} far below "
                                "{setting:.0%}", setting="acceptance_baseline",
                                factor=ACCEPTANCE_DROP, below=True)),
-    Figure("mean_acceptance_length", Ratio((SPEC_ACCEPTED,), (SPEC_DRAFTS,), plus=1.0),
+    Figure("mean_acceptance_length",
            "mean accept len", _num2, json="spec", column=Column("MAL", 4, 80, priority=4)),
-    Figure("prefill_p95_s", Quantile(0.95, ("vllm:request_prefill_time_seconds",)),
+    Figure("prefill_p95_s",
            "prefill p95", fmt.secs),
-    Figure("decode_p95_s", Quantile(0.95, ("vllm:request_decode_time_seconds",)),
+    Figure("decode_p95_s",
            "decode p95", fmt.secs),
-    Figure("prompt_tps", Increase(PROMPT, per_second=True),
+    Figure("prompt_tps",
            "prompt tok/s", _num1),
-    Figure("generation_tps", Increase(GENERATION, per_second=True), "gen tok/s", _num1,
+    Figure("generation_tps", "gen tok/s", _num1,
            column=Column("GEN tok/s", 9, 60, priority=2, show=fmt.rate),
            plot=Plot("generation", 40, unit="tok/s")),
-    Figure("spec_drafts_per_s", Increase((SPEC_DRAFTS,), per_second=True), "drafts/s",
+    Figure("spec_drafts_per_s", "drafts/s",
            _num1),
     # the counters as they stand (summed over the model's series): the stall detector
     # (``console/model/stall.py``) asks whether they moved since the last poll
-    Figure("generation_total", Gauge(GENERATION), "generation tokens (lifetime)", fmt.num,
+    Figure("generation_total", "generation tokens (lifetime)", fmt.num,
            detail=False),
-    Figure("prompt_total", Gauge(PROMPT), "prompt tokens (lifetime)", fmt.num,
+    Figure("prompt_total", "prompt tokens (lifetime)", fmt.num,
            detail=False),
-    Figure("kv_p99", OverTime(0.99, KV), "KV p99", _pct1, per_slot=True,
+    Figure("kv_p99", "KV p99", _pct1, per_slot=True,
            column=Column("KV p99", 6, 30, priority=1),
            threshold=Threshold("kv", "{slot} KV p99 {value:.0%} > {limit:.0%}",
                                setting="kv_p99",
@@ -307,26 +287,13 @@ def describe(fig: Figure) -> str:
     return text
 
 
-def exposition_families() -> frozenset[str]:
-    """Every sample name the direct scrape path reads: the catalog's sources, their
-    ``_created`` timestamps (restarts are told by them), per-position acceptance, the
-    finished requests by reason and the cache config. A slot's poll parses only these."""
-    names: set[str] = {SPEC_PER_POS, "vllm:request_success_total", "vllm:cache_config_info"}
-    for fig in CATALOG:
-        src = fig.source
-        if isinstance(src, OverTime):
-            src = src.of
-        if isinstance(src, Gauge | Increase):
-            names.update(src.names)
-        elif isinstance(src, Ratio):
-            names.update(src.num + src.den)
-        elif isinstance(src, Quantile):
-            names.update(n + "_bucket" for n in src.names)
-    for n in list(names):
-        for suffix in ("_total", "_bucket"):
-            if n.endswith(suffix):
-                names.add(n[:-len(suffix)] + "_created")
-    return frozenset(names)
+def exposition_families(engine: Engine = DEFAULT) -> frozenset[str]:
+    """Every sample name the direct scrape path reads for ``engine`` (``Engine.families``)."""
+    return engine.families()
+
+
+__all__ = ["GENERATION", "KV", "PROMPT", "SPEC_ACCEPTED", "SPEC_DRAFTS", "SPEC_DRAFT_TOKENS",
+           "SPEC_PER_POS", "Gauge", "Increase", "OverTime", "Quantile", "Ratio", "Source"]
 
 
 # -- the gateway (LiteLLM's ``callbacks: ["prometheus"]``) ---------------------------------
@@ -350,6 +317,12 @@ FIVE_XX = ("exception_status", "5..")
 FOUR_XX = ("exception_status", "4..")
 
 
+def _gw(key: str, source: Source, label: str, show: Callable[[float | None], str],
+        **kw: Any) -> Figure:
+    """A gateway figure: its source its own (no engine exports it)."""
+    return Figure(key, label, show, own_source=source, **kw)
+
+
 def _rate(x: float | None) -> str:
     return fmt.rate(x)
 
@@ -359,44 +332,44 @@ def _usd(x: float | None) -> str:
 
 
 GATEWAY: tuple[Figure, ...] = (
-    Figure("requests_per_s", Increase((GW_REQUESTS,), per_second=True), "requests/s", _rate,
+    _gw("requests_per_s", Increase((GW_REQUESTS,), per_second=True), "requests/s", _rate,
            column=Column("REQ/s", 6, 10)),
-    Figure("requests", Increase((GW_REQUESTS,)), "requests", fmt.num, detail=False),
-    Figure("failures", Increase((GW_FAILURES,)), "failed calls", fmt.num, detail=False),
-    Figure("errors_4xx", Increase((GW_FAILURES,), match=FOUR_XX), "4xx", fmt.num,
+    _gw("requests", Increase((GW_REQUESTS,)), "requests", fmt.num, detail=False),
+    _gw("failures", Increase((GW_FAILURES,)), "failed calls", fmt.num, detail=False),
+    _gw("errors_4xx", Increase((GW_FAILURES,), match=FOUR_XX), "4xx", fmt.num,
            column=Column("4xx", 5, 20)),
-    Figure("errors_5xx", Increase((GW_FAILURES,), match=FIVE_XX), "5xx", fmt.num,
+    _gw("errors_5xx", Increase((GW_FAILURES,), match=FIVE_XX), "5xx", fmt.num,
            column=Column("5xx", 5, 30)),
-    Figure("error_rate", Ratio((GW_FAILURES,), (GW_REQUESTS,)), "error rate", fmt.pct),
-    Figure("error_5xx_ratio", Ratio((GW_FAILURES,), (GW_REQUESTS,), match=FIVE_XX),
+    _gw("error_rate", Ratio((GW_FAILURES,), (GW_REQUESTS,)), "error rate", fmt.pct),
+    _gw("error_5xx_ratio", Ratio((GW_FAILURES,), (GW_REQUESTS,), match=FIVE_XX),
            "5xx share", fmt.pct,
            threshold=Threshold("gw-5xx", "gateway 5xx {value:.0%} of {slot} calls > "
                                "{limit:.0%}", setting="error_5xx_ratio")),
-    Figure("latency_p95_s", Quantile(0.95, ("litellm_llm_api_latency_metric",)),
+    _gw("latency_p95_s", Quantile(0.95, ("litellm_llm_api_latency_metric",)),
            "backend p95", fmt.secs, column=Column("p95", 7, 40)),
-    Figure("total_latency_p95_s", Quantile(0.95, ("litellm_request_total_latency_metric",)),
+    _gw("total_latency_p95_s", Quantile(0.95, ("litellm_request_total_latency_metric",)),
            "total p95", fmt.secs, column=Column("TOTAL p95", 9, 45)),
-    Figure("overhead_p95_s", Quantile(0.95, (GW_OVERHEAD,)), "overhead p95", fmt.secs,
+    _gw("overhead_p95_s", Quantile(0.95, (GW_OVERHEAD,)), "overhead p95", fmt.secs,
            column=Column("OVERHEAD", 8, 50),
            threshold=Threshold("gw-overhead", "gateway overhead p95 {value:.2f}s on {slot} "
                                "> {limit:g}s", setting="overhead_p95_s")),
-    Figure("cooldowns", Increase((GW_COOLDOWNS,)), "cooldowns", fmt.num,
+    _gw("cooldowns", Increase((GW_COOLDOWNS,)), "cooldowns", fmt.num,
            column=Column("COOL", 4, 60)),
-    Figure("fallbacks_ok", Increase((GW_FALLBACK_OK,)), "fallbacks ok", fmt.num,
+    _gw("fallbacks_ok", Increase((GW_FALLBACK_OK,)), "fallbacks ok", fmt.num,
            column=Column("FB ok", 5, 70)),
-    Figure("fallbacks_failed", Increase((GW_FALLBACK_FAILED,)), "fallbacks failed", fmt.num,
+    _gw("fallbacks_failed", Increase((GW_FALLBACK_FAILED,)), "fallbacks failed", fmt.num,
            column=Column("FB fail", 7, 80)),
-    Figure("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num,
+    _gw("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num,
            column=Column("TOKENS", 7, 90)),
-    Figure("spend", Increase((GW_USER_SPEND,)), "spend", _usd, column=Column("SPEND", 8, 95)),
-    Figure("state", Gauge((GW_STATE,)), "deployment state (max)", fmt.num, detail=False),
+    _gw("spend", Increase((GW_USER_SPEND,)), "spend", _usd, column=Column("SPEND", 8, 95)),
+    _gw("state", Gauge((GW_STATE,)), "deployment state (max)", fmt.num, detail=False),
 )
 """A gauge here is the largest of the scope's series (the worst deployment's state)."""
 
 GATEWAY_USAGE: tuple[Figure, ...] = (
-    Figure("requests", Increase((GW_USER_REQUESTS,)), "requests", fmt.num),
-    Figure("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num),
-    Figure("spend", Increase((GW_USER_SPEND,)), "spend", _usd),
+    _gw("requests", Increase((GW_USER_REQUESTS,)), "requests", fmt.num),
+    _gw("tokens", Increase((GW_USER_TOKENS,)), "tokens", fmt.num),
+    _gw("spend", Increase((GW_USER_SPEND,)), "spend", _usd),
 )
 """Per user/key counters (the proxy's ``end_user``, ``user``, key alias labels)."""
 GATEWAY_BY_KEY = {f.key: f for f in GATEWAY}

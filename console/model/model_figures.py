@@ -77,6 +77,8 @@ class ModelFigures:
     spec: bool = False
     """The model exports speculative-decoding counters."""
     cache: CacheConfig | None = None
+    engine: str = "vllm"
+    """Which engine's exposition they were read from (``console/model/engines``)."""
 
     def __getattr__(self, key: str) -> float | None:
         # only reached for names that are not fields: the catalog's figures

@@ -151,6 +151,8 @@ class SlotSnapshot:
     error: str | None = None
     stale_since: float | None = None
     """When the last good data was fetched, if this snapshot failed."""
+    engine: str = "vllm"
+    """The slot's serving engine (the profile's ``engine:``)."""
 
     def figure(self, key: str) -> float | None:
         """A catalog figure of this slot: its model's, or its own (KV p99)."""

@@ -23,8 +23,8 @@ from console.session.view import ConsoleState, ConsoleView
 from console.sources.collect import poller as poller_mod
 from console.sources.collect.exposition import ParseMemo, parse
 from console.sources.collect.poller import PLOTTED, DeploymentPoller
+from console.sources.collect.slot import FAMILIES, SlotProbe
 from console.sources.collect.targets import SlotTarget
-from console.sources.collect.vllm import FAMILIES, SlotProbe
 from tests.conftest import REPO
 
 TEXT = (REPO / "tests/fixtures/vllm-0.32.0-cpu/plain/metrics-after-load.txt").read_text()

@@ -17,11 +17,17 @@ from rich.text import Text
 
 from console.config.settings import SlotThresholds
 from console.model import catalog
+from console.model.engines import VLLM
 from console.model.snapshot import SlotSnapshot
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 from console.sources.collect.poller import PLOTTED, plotted_values
-from console.sources.collect.promql import figure_queries, history_queries, source_query
+from console.sources.collect.promql import (
+    engines_query,
+    figure_queries,
+    history_queries,
+    source_query,
+)
 from console.ui.screens.detail import figures_table
 from console.ui.widgets.slots import COLUMNS, fit_columns, row
 from tests.conftest import FIXTURES
@@ -69,7 +75,12 @@ def test_older_names_are_read_when_the_current_are_absent() -> None:
 def test_every_entry_has_promql_and_old_names_join_with_or() -> None:
     queries = figure_queries(300)
     for fig in catalog.CATALOG:
-        assert queries[fig.key] == source_query(fig.source, 300)
+        # vLLM's query (when vLLM exports it) first; another engine's joins with or
+        vllm = fig.source_for(VLLM)
+        if vllm is not None:
+            assert queries[fig.key].startswith(f"({source_query(vllm, 300)})") or \
+                queries[fig.key] == source_query(vllm, 300)
+        assert queries[fig.key] == engines_query(fig.key, 300)
     assert "vllm:gpu_prefix_cache_hits_total" in queries["prefix_cache_hit_rate"]
     assert 'reason="capacity"' in queries["waiting_capacity"]
     # a source's match is PromQL's =~, joined with a selector into one matcher list
@@ -106,7 +117,7 @@ def test_detail_screen_lists_every_detail_entry() -> None:
     con.print(figures_table(snap, 0.0))
     text = con.export_text()
     for fig in catalog.CATALOG:
-        if fig.detail:
+        if fig.detail and fig.source_for(VLLM) is not None:  # vLLM's figures, each a row
             assert fig.label in text, fig.label
     assert re.search(r"waiting: capacity\s+3\b", text)
 

@@ -12,7 +12,7 @@ from console.config.settings import SlotThresholds
 from console.demo.fake_vllm import Engine
 from console.operations.benchmark.prompts import prompt_for
 from console.sources.collect.exposition import parse
-from console.sources.collect.vllm import FAMILIES, ScrapeWindow
+from console.sources.collect.slot import FAMILIES, ScrapeWindow
 
 DEMO_RATE = 0.6  # DemoDeployment's default request rate
 DEMO_WINDOW_S = 60.0  # DemoDeployment.settings(): window_s

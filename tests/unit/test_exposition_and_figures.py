@@ -183,7 +183,7 @@ def _same(a, b) -> None:
 def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> None:
     """A slot's poll parses the catalog's families of its own model only: the figures are
     those of the whole parse, to the bit."""
-    from console.sources.collect.vllm import FAMILIES
+    from console.sources.collect.slot import FAMILIES
 
     def both(path):
         text = path.read_text()
@@ -198,7 +198,7 @@ def test_a_slots_parse_keeps_exactly_what_its_figures_need(earlier, later) -> No
 
 
 def test_other_models_and_families_are_skipped_unread() -> None:
-    from console.sources.collect.vllm import FAMILIES
+    from console.sources.collect.slot import FAMILIES
 
     text = NGRAM_LOAD.read_text()
     foreign = "".join(f'vllm:num_requests_running{{engine="0",model_name="tiny-main-{i}"}} 7\n'
@@ -310,7 +310,7 @@ def test_a_scrape_with_the_last_ones_heads_is_read_by_its_layout() -> None:
     (and reads as the long way does); one line more, or a value that is not a number,
     and it goes the long way again, and says what is wrong."""
     from console.sources.collect.exposition import ParseMemo
-    from console.sources.collect.vllm import FAMILIES
+    from console.sources.collect.slot import FAMILIES
 
     text = NGRAM_LOAD.read_text()
     later = re.sub(r"_(total|bucket|count)\{([^}]*)\} (\d+)\.0$",
@@ -381,7 +381,7 @@ def test_a_scrape_with_the_last_ones_heads_is_read_by_its_layout() -> None:
 
 def test_a_memo_stays_bounded_and_follows_its_families_and_model() -> None:
     from console.sources.collect.exposition import ParseMemo
-    from console.sources.collect.vllm import FAMILIES
+    from console.sources.collect.slot import FAMILIES
 
     memo = ParseMemo(limit=50)
     text = NGRAM_LOAD.read_text()

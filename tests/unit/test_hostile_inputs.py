@@ -312,7 +312,7 @@ async def test_an_exposition_is_parsed_off_the_event_loop(monkeypatch) -> None:
     # 100k series took seconds to parse on the UI thread: keys and paints froze
     import threading
 
-    from console.sources.collect import vllm
+    from console.sources.collect import slot as vllm
     from console.sources.collect.http import HttpClient
     from console.sources.collect.targets import SlotTarget
 

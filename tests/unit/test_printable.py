@@ -107,8 +107,8 @@ def hostile_vllm() -> Iterator[str]:
 
 async def test_model_ids_from_v1_models_enter_the_state_printable(hostile_vllm: str) -> None:
     from console.sources.collect.http import HttpClient
+    from console.sources.collect.slot import probe_slot
     from console.sources.collect.targets import SlotTarget
-    from console.sources.collect.vllm import probe_slot
 
     client = HttpClient()
     try:

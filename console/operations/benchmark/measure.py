@@ -45,7 +45,7 @@ from console.operations.benchmark.prompts import TASKS, prompt_for
 from console.sources.collect.exposition import Exposition, parse
 from console.sources.collect.figures import compute
 from console.sources.collect.http import HttpClient, HttpError
-from console.sources.collect.vllm import FAMILIES
+from console.sources.collect.slot import ALL_FAMILIES as FAMILIES
 
 Progress = Callable[[str, float | None, str], None]
 LENGTHS = ("short", "long")

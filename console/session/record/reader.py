@@ -40,9 +40,10 @@ from console.session.record.store import (
 from console.session.record.tape import Marker
 from console.session.view import ConsoleState, slot_columns
 from console.sources.collect.exposition import Exposition, Layout
+from console.sources.collect.figures import engine_of
 from console.sources.collect.poller import PLOTTED
 from console.sources.collect.promql import MODEL_BY, by_model, figures_from_answers
-from console.sources.collect.vllm import kv_usage, window_figures
+from console.sources.collect.slot import kv_usage, window_figures
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _READ_ERRORS = (sqlite3.DatabaseError, zstandard.ZstdError, ValueError, KeyError,
@@ -287,15 +288,16 @@ class SqliteTape:
             raw = rec["raw"][slot.slot]
             t, exp = self._exposition(seq, slot.slot)
             earlier = None if raw[5] is None else self._exposition(int(raw[5]), slot.slot)
-            figs = window_figures(t, exp, earlier, model)
+            eng = engine_of(exp)  # the scrape's own families tell its engine
+            figs = window_figures(t, exp, earlier, model, eng)
             kvs: list[float] = []
             if raw[6] is not None:
                 for k in range(int(raw[6]), seq + 1):
                     key = (k, slot.slot)
                     if key not in self._kv:
                         r, _ = self.record(k)
-                        self._kv[key] = kv_usage(self._exposition(k, slot.slot)[1], model) \
-                            if slot.slot in r["raw"] else None
+                        self._kv[key] = kv_usage(self._exposition(k, slot.slot)[1], model,
+                                                 eng) if slot.slot in r["raw"] else None
                         if len(self._kv) > 65536:
                             self._kv.clear()
                     kv = self._kv.get(key)

@@ -44,6 +44,9 @@ class Exposition:
     """Per-model sums already computed (``figures._View.by_model``)."""
     _created: dict[tuple[str, str], dict[Labels, float]] = field(
         default_factory=dict, repr=False)
+    _parts: dict[tuple[str, str, str | None, tuple[str, ...]], dict[str, dict[Labels, float]]] \
+        = field(default_factory=dict, repr=False)
+    """Per-model values by group and rank already reduced (``figures._View.parts``)."""
     """Per-model ``*_created`` series already read (``figures._family_reset``)."""
     _layout: Layout | None = field(default=None, repr=False)
     """The layout this scrape was read by, if it was (``ParseMemo``)."""

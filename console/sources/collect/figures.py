@@ -1,4 +1,4 @@
-"""Per-model figures from one or two vLLM scrapes, with the formulas in one place.
+"""Per-model figures from one or two scrapes of an engine, with the formulas in one place.
 
 With one scrape the figures are lifetime values (counters as they stand);
 with two, counters and histogram buckets become increases over the window
@@ -10,17 +10,19 @@ on scrapes, ``console/sources/collect/promql.py`` turns the same sources into Pr
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from console.model.catalog import (
     MODEL_FIGURES,
-    SPEC_PER_POS,
     Gauge,
     Increase,
     Quantile,
     Ratio,
     Source,
 )
+from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
 from console.model.numbers import (
     bucket_quantile,
@@ -39,16 +41,20 @@ from console.sources.collect.exposition import (
 
 
 class _View:
-    """Per-model access to one scrape (summing over ``engine`` for data parallelism)."""
+    """Per-model access to one scrape of ``engine``: series summed across its
+    data-parallel ranks (vLLM's ``engine``, SGLang's ``dp_rank``) and maxed across the
+    ranks that repeat one scheduler's figures (SGLang's ``tp_rank``)."""
 
-    def __init__(self, exp: Exposition) -> None:
+    def __init__(self, exp: Exposition, engine: Engine = DEFAULT) -> None:
         self.exp = exp
+        self.engine = engine
+        self.prefix = engine.prefix
         self.restarted_families: set[str] = set()
 
     def models(self) -> set[str]:
         out: set[str] = set()
         for name, fam in self.exp.samples.items():
-            if name.startswith("vllm:"):
+            if name.startswith(self.prefix):
                 for labels in fam:
                     m = label(labels, "model_name")
                     if m is not None:
@@ -56,18 +62,71 @@ class _View:
         return out
 
     def has_model(self, model: str) -> bool:
-        """Whether any ``vllm:`` family has a series of ``model`` (through the per-family
-        index: no scan of every series when a slot asks for its own model)."""
-        return any(name.startswith("vllm:") and model in self.exp.by_label(name, "model_name")
+        """Whether any of the engine's families has a series of ``model`` (through the
+        per-family index: no scan of every series when a slot asks for its own model)."""
+        p = self.prefix
+        return any(name.startswith(p) and model in self.exp.by_label(name, "model_name")
                    for name in self.exp.names())
 
-    def by_model(self, name: str, model: str, group: str | None = None) -> dict[str, float]:
-        """Sum of ``name`` over all series of ``model``, grouped by label ``group``.
+    def parts(self, name: str, model: str, group: str | None = None,
+              across: str = "sum") -> dict[str, dict[Labels, float]]:
+        """``name``'s series of ``model`` by the value of label ``group``, each group's
+        series reduced to one value per part: the series that differ only in a replica
+        label (and, ``across="max"``, a partition label) are one part, their largest
+        finite value (NaN when none is). A group's figure is the sum of its parts; a
+        counter's increase is the sum of its parts' increases (a rank missing from one
+        end is no decrease). Kept on the scrape, like ``by_model``."""
+        drop = set(self.engine.replicas)
+        if across == "max":
+            drop.update(self.engine.partitions)
+        k = (name, model, group, (across,))
+        hit = self.exp._parts.get(k)
+        if hit is not None:
+            return hit
+        collect: dict[str, dict[Labels, list[float]]] = {}
+        for labels, v in self.exp.by_label(name, "model_name").get(model, ()):
+            gv = label(labels, group) if group else ""
+            if gv is None:
+                continue
+            key = tuple((lk, lv) for lk, lv in labels
+                        if lk not in drop and lk != group and lk != "model_name")
+            collect.setdefault(gv, {}).setdefault(key, []).append(v)
+        out: dict[str, dict[Labels, float]] = {}
+        for gv, parts in collect.items():
+            red: dict[Labels, float] = {}
+            for key, vals in parts.items():
+                ok = [x for x in vals if finite(x) is not None]
+                red[key] = max(ok) if ok else math.nan
+            out[gv] = red
+        self.exp._parts[k] = out
+        return out
+
+    def _reduces(self, name: str, model: str, across: str) -> bool:
+        """Whether ``name``'s series of ``model`` are more than a plain sum: a usage
+        maxed across ranks, or a series repeated by a replica rank."""
+        if across == "max" and self.engine.partitions:
+            return True
+        reps = self.engine.replicas
+        if not reps:
+            return False
+        for labels, _ in self.exp.by_label(name, "model_name").get(model, ()):
+            for lk, lv in labels:
+                if lk in reps and lv not in ("0", ""):
+                    return True
+        return False
+
+    def by_model(self, name: str, model: str, group: str | None = None,
+                 across: str = "sum") -> dict[str, float]:
+        """Sum of ``name`` over all series of ``model``, grouped by label ``group``
+        (across the engine's ranks as ``parts`` reduces them, where they repeat).
 
         Kept on the exposition: a scrape is read again as the earlier end of later
         windows, and asked the same sums each time. Callers never change the dict.
         Which series each sum takes is worked out once per layout for the scrapes read
         by one (``exposition.Layout``), and per scrape for the others."""
+        if self._reduces(name, model, across):
+            return {gv: math.fsum(parts.values())
+                    for gv, parts in self.parts(name, model, group, across).items()}
         cache = self.exp._sums
         k = (name, model, group)
         hit = cache.get(k)
@@ -83,8 +142,8 @@ class _View:
         res = cache[k] = _sums(g, values)
         return res
 
-    def total(self, name: str, model: str) -> float | None:
-        vals = self.by_model(name, model)
+    def total(self, name: str, model: str, across: str = "sum") -> float | None:
+        vals = self.by_model(name, model, across=across)
         return vals.get("") if vals else None
 
 
@@ -135,7 +194,8 @@ def _sums(g: Grouping, values: Sequence[float]) -> dict[str, float]:
     return {k: sum(map(values.__getitem__, ix)) for k, ix in zip(keys, ixs)}  # noqa: B905
 
 
-def _delta_map(a: dict[str, float], b: dict[str, float], reset: bool) -> dict[str, float]:
+def _delta_map(a: Mapping[Any, float], b: Mapping[Any, float], reset: bool
+               ) -> dict[Any, float]:
     if reset:
         return dict(b)
     return {k: counter_delta(a.get(k, 0.0), v) for k, v in b.items()}
@@ -171,9 +231,10 @@ def _created(exp: Exposition, created: str, model: str) -> dict[Labels, float]:
 class _Window:
     """Counters and histograms as lifetime values (one scrape) or increases (two)."""
 
-    def __init__(self, later: Exposition, earlier: Exposition | None, model: str) -> None:
-        self.now = _View(later)
-        self.before = _View(earlier) if earlier is not None else None
+    def __init__(self, later: Exposition, earlier: Exposition | None, model: str,
+                 engine: Engine = DEFAULT) -> None:
+        self.now = _View(later, engine)
+        self.before = _View(earlier, engine) if earlier is not None else None
         self.model = model
         self._counters: dict[tuple[str, str | None], dict[str, float]] = {}
         self._buckets: dict[str, list[list[float]] | None] = {}
@@ -215,11 +276,15 @@ class _Window:
                     b = {key: counter_delta(before[i], now[i]) for key, i in pairs}
                 self._counters[k] = b
                 return b
-        b = self.now.by_model(name, self.model, group)
-        if self.before is not None:
-            a = self.before.by_model(name, self.model, group)
+        if self.before is None:
+            b = self.now.by_model(name, self.model, group)
+        else:
+            # Prometheus' sum(increase()): each series' (each rank's) own increase,
+            # summed; a rank that left is no decrease, one that came counts from zero
             reset = _family_reset(self.before.exp, self.now.exp, name, self.model)
-            b = _delta_map(a, b, reset)
+            pa = self.before.parts(name, self.model, group)
+            b = {gv: math.fsum(_delta_map(pa.get(gv, {}), parts, reset).values())
+                 for gv, parts in self.now.parts(name, self.model, group).items()}
         self._counters[k] = b
         return b
 
@@ -257,8 +322,10 @@ def _bounds(les: tuple[str, ...]) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
-def _cache_config(exp: Exposition, model: str) -> CacheConfig | None:
-    for labels in exp.series("vllm:cache_config_info"):
+def _cache_config(exp: Exposition, model: str, engine: Engine) -> CacheConfig | None:
+    if engine.cache_config is None:
+        return None
+    for labels in exp.series(engine.cache_config):
         d = dict(labels)
         if d.get("model_name", model) == model:
             return CacheConfig.from_labels(d)
@@ -281,9 +348,9 @@ def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None
         if name is None:
             return None
         if source.where is None:
-            return finite(w.now.total(name, w.model))
+            return finite(w.now.total(name, w.model, source.across))
         lab, want = source.where
-        return finite(w.now.by_model(name, w.model, lab).get(want))
+        return finite(w.now.by_model(name, w.model, lab, source.across).get(want))
     if isinstance(source, Increase):
         name = _first(w.now, source.names)
         value = w.counter_total(name) if name else None
@@ -301,33 +368,48 @@ def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None
     raise TypeError(f"not a model figure source: {source!r}")
 
 
+def engine_of(exp: Exposition) -> Engine:
+    """The engine whose families a scrape holds (vLLM when none is told)."""
+    names = exp.names()
+    for e in ENGINES.values():
+        if any(n.startswith(e.prefix) for n in names):
+            return e
+    return DEFAULT
+
+
 def compute(later: Exposition, earlier: Exposition | None = None,
-            window_s: float | None = None, only: str | None = None
-            ) -> dict[str, ModelFigures]:
+            window_s: float | None = None, only: str | None = None,
+            engine: Engine | None = None) -> dict[str, ModelFigures]:
     """Figures per ``model_name`` from one scrape (lifetime) or two (window).
 
     ``only`` computes one model's figures (a slot polls its own ``model_name``; the
     other models in the exposition cost nothing beyond being parsed). A NaN or ±Inf
-    sample never reaches a figure: it is undefined (None), like a missing one."""
-    view = _View(later)
+    sample never reaches a figure: it is undefined (None), like a missing one. A figure
+    the engine does not export is None too (``engine``: told by the slot's profile, or
+    by the scrape's families)."""
+    eng = engine or engine_of(later)
+    view = _View(later, eng)
     out: dict[str, ModelFigures] = {}
     models = (view.models() if only is None else
               {only} if view.has_model(only) else set())
     window = window_s if earlier is not None else None
     for model in sorted(models):
-        w = _Window(later, earlier, model)
-        values = {fig.key: evaluate(fig.source, w, window) for fig in MODEL_FIGURES}
+        w = _Window(later, earlier, model, eng)
+        values: dict[str, float | None] = {}
+        for fig in MODEL_FIGURES:
+            src = fig.source_for(eng)
+            values[fig.key] = None if src is None else evaluate(src, w, window)
         spec = values["spec_drafts"] is not None or values["spec_draft_tokens"] is not None
         per_pos: tuple[float | None, ...] = ()
-        if spec:
-            per = w.counter(SPEC_PER_POS, "position")
+        if spec and eng.per_position is not None:
+            per = w.counter(*eng.per_position)
             positions = sorted(per, key=lambda p: int(p) if p.isdigit() else 1 << 30)
             per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
                             for p in positions)
+        finished = w.counter(*eng.finished) if eng.finished else {}
         out[model] = ModelFigures(
             model_name=model, window_s=window, values=values,
-            requests_by_reason={k: v for k, v in w.counter(
-                "vllm:request_success_total", "finished_reason").items()
-                if finite(v) is not None},
-            per_position=per_pos, spec=spec, cache=_cache_config(later, model))
+            requests_by_reason={k: v for k, v in finished.items() if finite(v) is not None},
+            per_position=per_pos, spec=spec, cache=_cache_config(later, model, eng),
+            engine=eng.name)
     return out

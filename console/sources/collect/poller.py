@@ -26,13 +26,13 @@ from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
 from console.sources.collect.exposition import Exposition
 from console.sources.collect.http import HttpClient
 from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
-from console.sources.collect.targets import SlotTarget
-from console.sources.collect.vllm import (
+from console.sources.collect.slot import (
     ScrapeWindow,
     probe_completion,
     probe_slot,
     window_figures,
 )
+from console.sources.collect.targets import SlotTarget
 
 PLOTTED = tuple(f.key for f, _ in plots())
 """History keys: the catalog's plotted figures."""
@@ -107,7 +107,7 @@ class DeploymentPoller:
         """Held while this poller's completion probes run beside its polls (the fleet's
         bound on pods contacted at once); None: unbounded."""
         self._lock = asyncio.Lock()
-        self._windows = {t.slot: ScrapeWindow(window_s) for t in targets}
+        self._windows = {t.slot: ScrapeWindow(window_s, engine_name=t.engine) for t in targets}
         self._good: dict[str, SlotSnapshot] = {}
         self.last: DeploymentSnapshot | None = None
         self.last_read: PollRead | None = None
@@ -136,7 +136,8 @@ class DeploymentPoller:
         self.profile = profile
         self.targets = targets
         self._generation += 1
-        self._windows = {t.slot: ScrapeWindow(self.window_s) for t in targets}
+        self._windows = {t.slot: ScrapeWindow(self.window_s, engine_name=t.engine)
+                         for t in targets}
         self._good = {}
         self._probes = {}
         self.last = None
@@ -285,7 +286,8 @@ class DeploymentPoller:
                 win.add(probe.t, probe.exposition, model)
                 earlier = win.earlier(probe.t)
                 figs, kv_p99, source = (window_figures(probe.t, probe.exposition, earlier,
-                                                       model), win.kv_p99(), "direct")
+                                                       model, win.engine),
+                                        win.kv_p99(), "direct")
                 reads[tgt.slot] = SlotRead(probe.t, probe.exposition,
                                            None if earlier is None else earlier[0], win.kv_from)
             error = probe.error
@@ -299,7 +301,7 @@ class DeploymentPoller:
                 figures=figs, kv_p99=kv_p99, source=source,
                 fetched_at=now, error=error,
                 probe_ok=pr[1] if pr else None, probe_detail=pr[2] if pr else "",
-                probe_at=pr[0] if pr else None)
+                probe_at=pr[0] if pr else None, engine=tgt.engine)
             if figs is not None:
                 good_by_slot[tgt.slot] = snap
                 if generation == self._generation:  # the old pod's, after a switch: not

@@ -4,7 +4,8 @@ Each figure of ``console/model/catalog.py`` becomes one query that returns every
 once (``by (model_name)``), so a refresh costs a fixed number of queries whatever the
 number of slots; grouped ``by (pod, slot, model_name)`` it returns every slot of every
 pod at once (``fetch_fleet``), the same number of queries for one pod or fifty. Older
-vLLM names join the current one with ``or``.
+vLLM names join the current one with ``or``, and so do the engines: a figure's query
+is vLLM's ``or`` SGLang's (their families differ, so each model answers from its own).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from console.model.catalog import (
     Ratio,
     Source,
 )
+from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
 from console.model.numbers import safe_ratio
 from console.sources.collect.exposition import finite
@@ -82,24 +84,41 @@ def _either(exprs: list[str]) -> str:
     return exprs[0] if len(exprs) == 1 else "(" + " or ".join(exprs) + ")"
 
 
+def _one(expr: str, engine: Engine) -> str:
+    """``expr`` with the engine's replica ranks (one scheduler's figures repeated) maxed
+    away, so the sum around it counts each once."""
+    if not engine.replicas:
+        return expr
+    return f"max without ({', '.join(engine.replicas)}) ({expr})"
+
+
 def source_query(source: Source, window_s: float, sel: str = "",
-                 by: tuple[str, ...] = MODEL_BY, gauge: str = "sum") -> str:
+                 by: tuple[str, ...] = MODEL_BY, engine: Engine = DEFAULT,
+                 gauge: str | None = None) -> str:
     """PromQL for one catalog source, every model (or every slot, every gateway
-    deployment: ``by``) at once; ``gauge``: how a gauge's series are joined."""
+    deployment: ``by``) at once; ``gauge``: how a gauge's series are joined (else as
+    the source says)."""
     w = _w(window_s)
     g = ", ".join(by)
     if isinstance(source, Gauge):
-        return _either([f"{gauge} by ({g}) ({n}{_selector(sel, source.where)})"
+        agg = gauge or ("max" if source.across == "max" else "sum")
+        return _either([f"{agg} by ({g}) ({_one(n + _selector(sel, source.where), engine)})"
                         for n in source.names])
     if isinstance(source, Increase):
         fn = "rate" if source.per_second else "increase"
         m = _match_selector(sel, source.match)
-        return _either([f"sum by ({g}) ({fn}({n}{m}[{w}]))" for n in source.names])
+        return _either([f"sum by ({g}) ({_one(f'{fn}({n}{m}[{w}])', engine)})"
+                        for n in source.names])
     if isinstance(source, Quantile):
+        if engine.replicas:
+            return _either([f"histogram_quantile({source.q}, sum by ({g}, le) "
+                            f"({_one(f'rate({n}_bucket{sel}[{w}])', engine)}))"
+                            for n in source.names])
         return _either([quantile_query(source.q, n, window_s, sel, by) for n in source.names])
     if isinstance(source, Ratio):
-        num = source_query(Increase(source.num, match=source.match), window_s, sel, by)
-        den = source_query(Increase(source.den), window_s, sel, by)
+        num = source_query(Increase(source.num, match=source.match), window_s, sel, by,
+                           engine)
+        den = source_query(Increase(source.den), window_s, sel, by, engine)
         # a zero denominator gives NaN or ±Inf, which read back as undefined
         expr = f"{num} / {den}"
         return f"{source.plus:g} + {expr}" if source.plus else expr
@@ -110,10 +129,27 @@ def source_query(source: Source, window_s: float, sel: str = "",
     raise TypeError(f"no PromQL for {source!r}")
 
 
+def engines_query(key: str, window_s: float, sel: str = "",
+                  by: tuple[str, ...] = MODEL_BY) -> str | None:
+    """One figure's query across the engines that export it: vLLM's ``or`` SGLang's."""
+    exprs = []
+    for eng in ENGINES.values():
+        src = eng.sources.get(key)
+        if src is not None:
+            exprs.append(source_query(src, window_s, sel, by, eng))
+    if not exprs:
+        return None
+    return exprs[0] if len(exprs) == 1 else "(" + ") or (".join(exprs) + ")"
+
+
 def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_BY
                    ) -> dict[str, str]:
     """Query name → PromQL: one per catalog figure (by its key), plus the vectors."""
-    out = {fig.key: source_query(fig.source, window_s, sel, by) for fig in CATALOG}
+    out = {}
+    for fig in CATALOG:
+        q = engines_query(fig.key, window_s, sel, by)
+        if q is not None:
+            out[fig.key] = q
     w = _w(window_s)
     g = ", ".join(by)
     out["requests"] = (f"sum by ({g}, finished_reason) "
@@ -121,6 +157,10 @@ def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_B
     out["spec_per_pos"] = (f"sum by ({g}, position) "
                            f"(increase({SPEC_PER_POS}{sel}[{w}]))")
     out["cache_config"] = f"vllm:cache_config_info{sel}"
+    for eng in ENGINES.values():
+        if eng is not DEFAULT:  # which models are this engine's (the rest are vLLM's)
+            gauge = next(n for n in eng.families() if n.endswith("running_reqs"))
+            out[f"engine:{eng.name}"] = f"group by ({g}) ({gauge}{sel})"
     return out
 
 
@@ -214,7 +254,10 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
     keys: set[tuple[str, ...]] = set()
     for res in results:
         keys.update(_grouped(res, by))
-    scalars = {fig.key: _grouped(r[fig.key], by) for fig in MODEL_FIGURES}
+    scalars = {fig.key: _grouped(r[fig.key], by) if fig.key in r else {}
+               for fig in MODEL_FIGURES}
+    engine_of = {key: name.split(":", 1)[1] for name in r if name.startswith("engine:")
+                 for key in _grouped(r[name], by)}
     per_pos_all = _grouped(r["spec_per_pos"], by, "position")
     requests = _grouped(r["requests"], by, "finished_reason")
     model_at = by.index("model_name")
@@ -236,7 +279,8 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
         reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
         figures[key] = ModelFigures(
             model_name=key[model_at], window_s=window_s, values=values,
-            requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache)
+            requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache,
+            engine=engine_of.get(key, DEFAULT.name))
     kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
     return figures, kv_p99
 
@@ -282,8 +326,12 @@ async def fetch_fleet(prom: PromClient, window_s: float,
 def history_queries(rate_window_s: float, sel: str = "") -> dict[str, str]:
     """The plotted figures as range queries (by catalog key), to backfill the plots;
     ``sel`` narrows them to this pod's series, as the live queries are."""
-    return {fig.key: source_query(fig.source, rate_window_s, sel)
-            for fig in CATALOG if fig.plot is not None}
+    out = {}
+    for fig in CATALOG:
+        q = engines_query(fig.key, rate_window_s, sel) if fig.plot is not None else None
+        if q is not None:
+            out[fig.key] = q
+    return out
 
 
 async def fetch_history(prom: PromClient, span_s: float, step_s: float, rate_window_s: float,

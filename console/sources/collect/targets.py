@@ -17,6 +17,8 @@ class SlotTarget:
     base_url: str
     gpus: tuple[int, ...] = ()
     gpu_util: float = 0.0
+    engine: str = "vllm"
+    """The slot's serving engine (the profile's ``engine:``)."""
 
 
 def targets_for(profile: Profile, host: str, port_map: dict[int, int] | None = None,
@@ -25,5 +27,5 @@ def targets_for(profile: Profile, host: str, port_map: dict[int, int] | None = N
     return tuple(
         SlotTarget(slot=name, served_model_name=s.served_model_name, port=s.port,
                    base_url=f"{scheme}://{host}:{pm.get(s.port, s.port)}",
-                   gpus=tuple(s.gpus), gpu_util=s.gpu_util)
+                   gpus=tuple(s.gpus), gpu_util=s.gpu_util, engine=s.engine)
         for name, s in profile.slots.items())

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, RichLog, Static
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
+from console.model.engines import DEFAULT, engine
 from console.model.printable import printable
 from console.model.snapshot import SlotSnapshot
 from console.session.view import ConsoleState
@@ -43,10 +47,13 @@ def source_words(source: str | None, window_s: float | None) -> str:
     return f"{where}, over the last {span}"
 
 
-def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
-    """Every catalog figure of the slot, ``per_row`` to a row, then what is not one
-    number."""
+def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
+                  agent: Mapping[str, Any] | None = None) -> Table:
+    """Every catalog figure of the slot's engine, ``per_row`` to a row, then what is not
+    one number. A figure the engine does not export is no row; per-position acceptance,
+    which SGLang does not export, says so (never 0)."""
     f = s.figures
+    eng = engine(s.engine)
     t = Table.grid(padding=(0, 2))
     for _ in range(per_row):
         t.add_column(style="dim")
@@ -59,14 +66,19 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2) -> Table:
         ("served", ", ".join(s.served_models) or fmt.DASH),
         ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
-    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()]
+    if eng is not DEFAULT:
+        cells.append(("engine", eng.title))
+    # while it starts, this start's phases and times; and the last start's beside them
+    cells += startup.detail_rows(agent)
+    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()
+              if fig.source_for(eng) is not None]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
         ("requests/s", fmt.num(f.request_rate if f else None, 2)),
         ("by reason", ", ".join(f"{k} {v:g}" for k, v in (f.requests_by_reason.items()
                                                           if f else ()) if v) or fmt.DASH),
-        ("per position", " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ()))
-         or fmt.DASH),
+        ("per position", f"not exported by {eng.title}" if eng.per_position is None else
+         " · ".join(fmt.pct(x) for x in (sd.per_position if sd else ())) or fmt.DASH),
         ("KV blocks", f"{fmt.num(c.num_gpu_blocks if c else None)} × "
                       f"{fmt.num(c.block_size if c else None)}"),
         ("applied util", fmt.num(c.gpu_memory_utilization if c else None, 2)),
@@ -123,7 +135,8 @@ class SlotDetailScreen(ConsoleScreen):
         if snap is None:
             self.query_one("#dfig", Static).update("no data yet")
             return
-        self.query_one("#dfig", Static).update(figures_table(snap, now))
+        agent = state.pod.agent_slots.get(self.slot) if state.pod else None
+        self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
                                       exact=state.replay is not None)
 

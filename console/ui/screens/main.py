@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer
 
+from console.model import startup
 from console.operations.specs import SPECS
 from console.session.view import ConsoleState
 from console.ui.screens.base import ConsoleScreen
@@ -91,9 +92,10 @@ class MainScreen(ConsoleScreen):
         self.query_one(GpuStrip).show_state(state)
         snap = state.snapshot
         if snap is not None:
-            self.query_one(SlotsTable).show(snap, state.gpus, state.utils, state.states,
-                                            state.thresholds, state.slot_marks,
-                                            state.stalled)
+            self.query_one(SlotsTable).show(
+                snap, state.gpus, state.utils, state.states, state.thresholds,
+                state.slot_marks, state.stalled,
+                startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now, exact=state.replay is not None)
         self._alert_room()

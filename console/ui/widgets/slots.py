@@ -26,7 +26,7 @@ COLUMNS = STATE_COLUMNS + tuple((f.key, c.header, c.width) for f, c in FIGURE_CO
 
 
 def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None = None,
-                stalled: bool = False) -> Text:
+                stalled: bool = False, phase: str | None = None) -> Text:
     """The slot's health; on a GPU with a hardware fault (``gpu_mark``: ``XID 79``,
     ``ECC``, ``REMAP``) that fault, whatever the slot answers (a GPU off the bus may go
     on serving from what it had), and ``HOT`` on an overheating one; ``stalled``: 200 on
@@ -34,6 +34,9 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
     h = s.health
     if h != "up" and agent_state in ("starting", "backoff"):
         h = "starting"
+        if phase:  # the start-up phase the agent read from the log, and its time so far
+            glyph, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
+            return Text(f"{glyph} {phase}", style=style)
     if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
         return Text("■ STALLED", style="bold red")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
@@ -48,14 +51,14 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
 
 def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
         thresholds: Any = None, gpu_mark: str | None = None,
-        stalled: bool = False) -> list[object]:
+        stalled: bool = False, phase: str | None = None) -> list[object]:
     """The cells of one slot; a figure past its configured threshold is bold yellow;
     ``gpu_mark``: what is wrong with a GPU it runs on (its health cell says so)."""
     dim = "dim" if s.stale_since is not None else ""
     cells: list[object] = [
         Text(s.slot, style="bold"), Text(s.served_model_name), str(s.port), gpus,
         fmt.num(util, 2) if util is not None else fmt.DASH,
-        health_cell(s, agent_state, gpu_mark, stalled)]
+        health_cell(s, agent_state, gpu_mark, stalled, phase)]
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
             # a slot that is down or starting serves nothing: its last numbers would
@@ -229,13 +232,16 @@ class SlotsTable(Widget, can_focus=True):
     # -- data --------------------------------------------------------------------
     def show(self, snap: DeploymentSnapshot, gpus: dict[str, str], utils: dict[str, float],
              agent_states: dict[str, str], thresholds: Mapping[str, Any] | None = None,
-             marks: Mapping[str, str] | None = None, stalled: Collection[str] = ()) -> None:
+             marks: Mapping[str, str] | None = None, stalled: Collection[str] = (),
+             phases: Mapping[str, str] | None = None) -> None:
         """``marks``: slot → what is wrong with a GPU it runs on (``XID 79``, ``HOT``);
-        ``stalled``: the slots the session finds stalled (``ConsoleState.stalled``)."""
-        self._last = (snap, gpus, utils, agent_states, thresholds, marks, stalled)
+        ``stalled``: the slots the session finds stalled (``ConsoleState.stalled``);
+        ``phases``: slot → its start-up phase while it starts (``model.startup``)."""
+        self._last = (snap, gpus, utils, agent_states, thresholds, marks, stalled, phases)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
                             agent_states.get(s.slot), (thresholds or {}).get(s.slot),
-                            (marks or {}).get(s.slot), s.slot in stalled)
+                            (marks or {}).get(s.slot), s.slot in stalled,
+                            (phases or {}).get(s.slot))
                 for s in snap.slots}
         self._last_rows = rows
         order = self._order(snap, utils, agent_states, stalled)

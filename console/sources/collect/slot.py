@@ -1,4 +1,5 @@
-"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each vLLM server.
+"""Direct slot polling: ``/health``, ``/v1/models`` and ``/metrics`` of each slot's server,
+whatever its engine (vLLM, SGLang: ``console/model/engines``; both answer the three).
 
 All requests of one poll run concurrently with per-request timeouts shorter
 than the refresh interval. Earlier scrapes are kept (bounded) so figures can
@@ -13,7 +14,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from console.model.catalog import KV, exposition_families
+from console.model.catalog import exposition_families
+from console.model.engines import DEFAULT, ENGINES, Engine, OverTime, engine
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
 from console.model.printable import printable
@@ -29,7 +31,11 @@ polls at least a second apart; ``status --json`` without ``--sample`` polls twic
 MAX_EXPOSITION_BYTES = 8 * 1024 * 1024
 """vLLM's exposition is ~55 KB; anything near this is a misconfigured target."""
 FAMILIES = exposition_families()
-"""What a slot's poll parses of its exposition (``parse`` skips the rest unread)."""
+"""What a vLLM slot's poll parses of its exposition (``parse`` skips the rest unread);
+another engine's slot parses its own (``Engine.families``)."""
+_FAMILIES = {name: e.families() for name, e in ENGINES.items()}
+ALL_FAMILIES = frozenset().union(*_FAMILIES.values())
+"""Every engine's: for a reader that does not know the slot's engine (the benchmark)."""
 INLINE_PARSE_CHARS = 128 * 1024
 """An exposition this small parses on the event loop: vLLM's (~55 KB) takes about half
 a millisecond once the slot's memo knows its lines, less than a hand-off to a thread and
@@ -106,10 +112,11 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
             errors.append(f"/metrics: HTTP {metrics_r.status_code}")
         elif metrics_r is not None:
             text = metrics_r.text
+            fams = _FAMILIES.get(target.engine) or engine(target.engine).families()
             if len(text) <= INLINE_PARSE_CHARS:
-                exp = parse(text, FAMILIES, target.served_model_name, memo)
+                exp = parse(text, fams, target.served_model_name, memo)
             else:  # up to 8 MB: parsed off the event loop so keys and paints go on
-                exp = await asyncio.to_thread(parse, text, FAMILIES,
+                exp = await asyncio.to_thread(parse, text, fams,
                                               target.served_model_name, memo)
             if exp.error_count:
                 errors.append(f"/metrics: {exp.error_count} unreadable lines")
@@ -123,7 +130,8 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
 class ScrapeWindow:
     """Earlier scrapes of one slot, kept sparse and bounded, for windowed figures."""
 
-    def __init__(self, window_s: float, keep: int = 32) -> None:
+    def __init__(self, window_s: float, keep: int = 32, engine_name: str = "vllm") -> None:
+        self.engine = engine(engine_name)
         self.window_s = window_s
         self.min_gap = window_s / (keep - 2)
         self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
@@ -133,7 +141,7 @@ class ScrapeWindow:
     def add(self, t: float, exp: Exposition, model: str) -> None:
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
-        kv = kv_usage(exp, model)
+        kv = kv_usage(exp, model, self.engine)
         if kv is not None:
             self.kv.append((t, kv))
         while self.scrapes and self.scrapes[0][0] < t - self.window_s:
@@ -151,7 +159,7 @@ class ScrapeWindow:
         return None
 
     def figures(self, t: float, exp: Exposition, model: str) -> ModelFigures | None:
-        return window_figures(t, exp, self.earlier(t), model)
+        return window_figures(t, exp, self.earlier(t), model, self.engine)
 
     def kv_p99(self) -> float | None:
         return quantile_over_time(0.99, [v for _, v in self.kv])
@@ -162,24 +170,29 @@ class ScrapeWindow:
         return self.kv[0][0] if self.kv else None
 
 
-def kv_usage(exp: Exposition, model: str) -> float | None:
-    """The KV cache usage of ``model`` in one scrape (None: not there, or not finite)."""
-    for name in KV.names:
+def kv_usage(exp: Exposition, model: str, eng: Engine = DEFAULT) -> float | None:
+    """The KV cache usage of ``model`` in one scrape (None: not there, or not finite):
+    summed across vLLM's engines, the fullest of SGLang's ranks."""
+    kv_src = eng.sources.get("kv_p99")
+    if not isinstance(kv_src, OverTime):
+        return None
+    for name in kv_src.of.names:
         vals = [v for _, v in exp.by_label(name, "model_name").get(model, ())]
         if vals:
-            kv = sum(vals)
+            kv = max(vals) if kv_src.of.across == "max" else sum(vals)
             return kv if math.isfinite(kv) else None
     return None
 
 
 def window_figures(t: float, exp: Exposition, earlier: tuple[float, Exposition] | None,
-                   model: str) -> ModelFigures | None:
+                   model: str, eng: Engine | None = None) -> ModelFigures | None:
     """A slot's figures from its scrape at ``t`` and the earlier one its window starts
-    from (lifetime figures without one): the live poll and a replay both call this."""
+    from (lifetime figures without one): the live poll and a replay both call this.
+    ``eng``: the slot's engine (told by the scrape's families when not given)."""
     if earlier is None:
-        return compute(exp, None, None, only=model).get(model)
+        return compute(exp, None, None, only=model, engine=eng).get(model)
     t0, e0 = earlier
-    return compute(exp, e0, t - t0, only=model).get(model)
+    return compute(exp, e0, t - t0, only=model, engine=eng).get(model)
 
 
 async def probe_completion(client: HttpClient, target: SlotTarget, timeout: float,
