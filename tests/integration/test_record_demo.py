@@ -25,8 +25,10 @@ from console.session.view import ConsoleState
 pytestmark = pytest.mark.realtime
 
 POLLS = 300
-FAULTS = {40: "slot FLASH dies", 110: "GPU 0 Xid 79", 150: "gateway puts Q27 in cooldown",
+FAULTS = {40: "slot FLASH dies", 60: "gateway puts Q27 in cooldown", 110: "GPU 0 Xid 79",
           190: "traffic stops"}
+"""Poll → the fault injected before it. The gateway's cooldown needs Q27's traffic (its
+calls fail): 130 polls before the traffic stops, its alert's down_for_s well inside."""
 
 
 def _same(live: ConsoleState, back: ConsoleState) -> None:
