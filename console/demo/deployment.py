@@ -444,7 +444,9 @@ class DemoDeployment:
             # /metrics: its require_auth_for_metrics_endpoint is false)
             gateway_url=(f"http://127.0.0.1:{self.gateway_port}"
                          if self.gateway_port and pid == self.pod_id else None),
-            gateway=GatewaySettings(cooldown_s=10.0),
+            # its key variable the demo's own: a LITELLM_MASTER_KEY of this machine's
+            # environment is never sent to the simulation
+            gateway=GatewaySettings(cooldown_s=10.0, key_env="POD_CONSOLE_DEMO_GATEWAY_KEY"),
             context=context, context_names=list(self.contexts),
             # the simulation's spend is its own: kept in memory, never in the user's book
             demo=True, RUNPOD_API_KEY=DEMO_KEY)
