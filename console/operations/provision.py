@@ -164,8 +164,12 @@ def agent_tarball(profile: LoadedProfile) -> bytes:
     """pod_agent + the profile (and its patches): what the pod needs to run the agent."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for p in sorted((PKG_ROOT / "pod_agent").glob("*.py")):
-            tar.add(p, arcname=f"pod_agent/{p.name}")
+        agent = PKG_ROOT / "pod_agent"
+        # its subpackages too (pod_agent/engines): a module left out is an ImportError
+        # on the pod, where nobody sees it but "check-host gave no report"
+        for p in sorted(agent.rglob("*.py")):
+            if "__pycache__" not in p.parts:
+                tar.add(p, arcname=f"pod_agent/{p.relative_to(agent).as_posix()}")
         tar.add(profile.path, arcname=f"profiles/{profile.path.name}")
         pdir = profile.path.parent / "patches"
         for name in profile.profile.patches:
