@@ -103,3 +103,27 @@ async def test_wall_shows_the_gateway_line() -> None:
         await settle(pilot)
         text = _text(app)
     assert "view: overview" in text and "gateway up · ready" in text
+
+
+def test_a_narrow_gateway_table_keeps_its_first_columns_whole() -> None:
+    """At 80 columns the deployments' table drops its lowest-priority figures instead of
+    squeezing every header and state to an ellipsis."""
+    from rich.console import Console
+
+    from console.ui.screens.gateway import groups_table
+    from tests.screens.states import gateway_state
+
+    state = gateway_state()
+    assert state.gateway is not None
+    out = Console(width=76, record=True, color_system=None)
+    out.print(groups_table(state.gateway, state, 76))
+    text = out.export_text()
+    assert all(len(line) <= 76 for line in text.splitlines())
+    header = text.splitlines()[0]
+    for whole in ("REQ/s", "5xx", "p95", "OVERHEAD", "COOL", "state"):
+        assert whole in header, header
+    assert "…" not in header and "COOLDOWN" in text and "healthy" in text
+    wide = Console(width=200, record=True, color_system=None)
+    wide.print(groups_table(state.gateway, state, 200))
+    shown = wide.export_text()
+    assert "TOKENS" in shown and "SPEND" in shown

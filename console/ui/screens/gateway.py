@@ -27,31 +27,67 @@ COLUMNS = sorted(((f, f.column) for f in catalog.GATEWAY if f.column),
                  key=lambda fc: fc[1].order)
 
 
-def groups_table(gw: GatewaySnapshot, state: ConsoleState) -> Table:
-    t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
-    t.add_column("group / deployment", no_wrap=True)
-    t.add_column("state", no_wrap=True)
-    for _, col in COLUMNS:
-        t.add_column(col.header, justify="right", no_wrap=True)
-    t.add_column("→ slot", no_wrap=True)
+def reaches(api_base: str | None) -> str:
+    """Where a deployment sends its calls, short: ``host:port`` (its scheme and path say
+    nothing here, and a full URL would take the figures' room)."""
+    if not api_base:
+        return fmt.DASH
+    rest = api_base.split("://", 1)[-1]
+    return rest.split("/", 1)[0]
+
+
+def fitting_columns(width: int, fixed: int) -> list[tuple[catalog.Figure, catalog.Column]]:
+    """The figure columns that fit beside ``fixed`` cells, chosen by priority (1 first,
+    then 2, 3) and shown in their order: a narrow terminal keeps requests/s, 5xx, p95,
+    the overhead and cooldowns whole instead of squeezing every column to an ellipsis."""
+    chosen: list[tuple[catalog.Figure, catalog.Column]] = []
+    used = fixed
+    for f, col in sorted(COLUMNS, key=lambda fc: (fc[1].priority, fc[1].order)):
+        need = max(len(col.header), col.width) + 1  # the table's one cell of padding
+        if used + need > width:
+            continue
+        chosen.append((f, col))
+        used += need
+    return sorted(chosen, key=lambda fc: fc[1].order)
+
+
+def groups_table(gw: GatewaySnapshot, state: ConsoleState, width: int = 1000) -> Table:
+    t = Table(box=None, padding=(0, 1, 0, 0), header_style="dim", expand=False)
     slots = {s.port: s for s in state.snapshot.slots} if state.snapshot else {}
     by_group: dict[str, list] = {}
     for d in gw.deployments:
         by_group.setdefault(d.group, []).append(d)
+    names = [*gw.groups, *by_group, *("  " + d.model_id for d in gw.deployments)]
+    name_w = min(28, max((len(n) for n in names), default=5), max(12, width // 5))
+    wheres = []
+    for d in gw.deployments:
+        slot = slots.get(port_of(d.api_base) or -1)
+        wheres.append(len(slot.slot) + 1 + len(slot.health) if slot is not None
+                      else len(reaches(d.api_base)))
+    where_w = min(24, max([len("→ slot"), *wheres]))
+    state_w = max((len(STATUS_TEXT[d.status]) for d in gw.deployments), default=5)
+    columns = fitting_columns(width, name_w + state_w + where_w + 3)
+    name_w = max(name_w, len("deployment"))
+    t.add_column("group / deployment" if name_w >= 18 else "deployment", no_wrap=True,
+                 max_width=name_w, overflow="ellipsis")
+    t.add_column("state", no_wrap=True)
+    for _, col in columns:
+        t.add_column(col.header, justify="right", no_wrap=True)
+    t.add_column("→ slot", no_wrap=True, max_width=where_w, overflow="ellipsis")
     for group in sorted(set(gw.groups) | set(by_group)):
         values = gw.groups.get(group, {})
         t.add_row(Text(group, "bold"), Text(""),
-                  *[Text(f.show(values.get(f.key))) for f, _ in COLUMNS], Text(""))
+                  *[Text(f.show(values.get(f.key))) for f, _ in columns], Text(""))
         for d in by_group.get(group, []):
             slot = slots.get(port_of(d.api_base) or -1)
-            where = Text(d.api_base or fmt.DASH, "dim")
+            where = Text(reaches(d.api_base), "dim")
             if slot is not None:
                 where = Text.assemble((slot.slot, "bold"), " ",
                                       (slot.health, "green" if slot.health == "up"
                                        else "bold red"))
             t.add_row(Text("  " + d.model_id), Text(STATUS_TEXT[d.status],
                                                     STATUS_STYLE[d.status]),
-                      *[Text(f.show(d.figure(f.key))) for f, _ in COLUMNS], where)
+                      *[Text(f.show(d.figure(f.key))) for f, _ in columns], where)
     return t
 
 
@@ -117,7 +153,9 @@ class GatewayScreen(ConsoleScreen):
             if note:
                 head.append("\n" + note, "yellow")
         line.update(safe_text(head))
-        groups.update(groups_table(gw, state))
+        # inside the panel's border and padding: the columns that fit, whole
+        inner = (groups.size.width or self.app.size.width) - 4
+        groups.update(groups_table(gw, state, inner))
         users.border_subtitle = (f"bold: a request within "
                                  f"{fmt.duration(state.active_window_s, False)}")
         users.update(users_table(gw, state.now, state.active_window_s) if gw.users else
