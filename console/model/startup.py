@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 SHORT = {"starting": "START", "downloading": "DL", "loading weights": "LOAD",
-         "compiling": "COMPILE", "capturing CUDA graphs": "GRAPHS", "KV-cache init": "KV",
+         "compiling": "COMP", "capturing CUDA graphs": "GRAPH", "KV-cache init": "KV",
          "ready": "READY"}
-"""A phase in a table cell's few columns."""
+"""A phase in the health cell's nine columns, with its time (``GRAPH 42s``, ``LOAD 3m``)."""
 
 
 def _phases(raw: Any) -> list[tuple[str, float]]:
@@ -48,7 +48,15 @@ def phase_cell(agent_slot: Mapping[str, Any] | None) -> str | None:
     if not got:
         return None
     ph, s = got[-1]
-    return f"{SHORT.get(ph, ph[:7].upper())} {_secs(s)}"
+    return f"{SHORT.get(ph, ph[:5].upper())} {_short_secs(s)}"
+
+
+def _short_secs(s: float) -> str:
+    """At most three columns (the health cell is nine): ``42s``, ``7m``, ``3h``, ``12d``."""
+    for unit, size in (("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0)):
+        if s / size < 99.5:
+            return f"{s / size:.0f}{unit}"
+    return "99d"
 
 
 def phase_cells(agent_slots: Mapping[str, Mapping[str, Any]] | None) -> dict[str, str]:

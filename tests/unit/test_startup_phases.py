@@ -122,7 +122,12 @@ def test_the_row_and_the_detail_show_the_phase_and_both_starts() -> None:
     assert startup.phase_cell(agent) == "LOAD 42s"
     assert startup.phase_cells({"S": agent, "T": {"state": "ready"}}) == {"S": "LOAD 42s"}
     snap = SlotSnapshot(slot="S", served_model_name="m", port=1, url="u", health="down")
-    assert health_cell(snap, "starting", phase="LOAD 42s").plain == "◐ LOAD 42s"
+    assert health_cell(snap, "starting", phase="LOAD 42s").plain == "LOAD 42s"
+    # every phase and time fits the health cell's nine columns whole
+    for ph in startup.SHORT:
+        for secs in (0.0, 9.4, 99.4, 99.6, 3599.0, 86400.0):
+            cell = startup.phase_cell({"state": "starting", "phases": [[ph, secs]]})
+            assert cell is not None and len(cell) <= 9, cell
     assert health_cell(snap, "starting").plain == "◐ START"  # no phase told: as before
     con = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
     con.print(figures_table(snap, 0.0, agent=agent))

@@ -35,8 +35,9 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
     if h != "up" and agent_state in ("starting", "backoff"):
         h = "starting"
         if phase:  # the start-up phase the agent read from the log, and its time so far
-            glyph, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
-            return Text(f"{glyph} {phase}", style=style)
+            # (in the starting colour, without the glyph: ``GRAPH 42s`` fills the cell)
+            _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
+            return Text(phase, style=style)
     if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
         return Text("■ STALLED", style="bold red")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
