@@ -4,7 +4,7 @@
 # --no-deps, the CPU torch wheel, and only what `import
 # sglang.srt.observability.metrics_collector` pulls in (found by importing it until it
 # imports). About 2.4 GB (torch, triton, transformers): too large for .ci/run, so the
-# fixtures are committed and tests/unit/test_sglang_figures.py regenerates and compares
+# fixtures are committed and tests/support/check_sglang_fixture.py regenerates and compares
 # them only where this venv exists. Idempotent: a finished venv is kept.
 set -euo pipefail
 VENV=${POD_CONSOLE_SGLANG_VENV:-/opt/sglang-venv}

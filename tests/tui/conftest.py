@@ -78,7 +78,9 @@ class Requests:
     slot (the demo's own simulated traffic is random and may hold none). ``wait_each``
     waits until each slot has finished some."""
 
-    def __init__(self, demo, max_tokens: int = 4) -> None:
+    def __init__(self, demo, max_tokens: int = 4, per_slot: int = 1) -> None:
+        """``per_slot``: clients per slot at once (a simulated TTFT near a second lets one
+        client finish about one request a second: a short window needs several)."""
         import threading
 
         self.slots = demo_slots(demo)
@@ -87,7 +89,7 @@ class Requests:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True)
-                         for n in self.slots]
+                         for n in self.slots for _ in range(per_slot)]
 
     def _run(self, slot: str) -> None:
         import httpx
@@ -100,7 +102,7 @@ class Requests:
                                json={"model": model, "max_tokens": self.max_tokens,
                                      "messages": [{"role": "user", "content": "hi"}]})
                     if r.status_code == 200:
-                        self.done[slot] += 1
+                        self.done[slot] += 1  # one thread's += at a time: the GIL
                     else:
                         self.errors.append(f"{slot}: HTTP {r.status_code}")
                 except httpx.HTTPError as exc:

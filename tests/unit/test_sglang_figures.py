@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from console.model.numbers import bucket_quantile, cumulative_buckets
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute, engine_of
 from console.sources.collect.promql import figure_queries
-from tests.conftest import FIXTURES, REPO
+from tests.conftest import FIXTURES
 
 SGL = FIXTURES / "sglang-0.5.23"
 MODEL = "sgl-tiny"
@@ -209,28 +208,3 @@ def test_garbage_never_crashes() -> None:
                  "sglang:queue_time_seconds_bucket{model_name=\"sgl-tiny\",le=\"oops\"} 3"):
         f = _figs("dp2tp2", after=text + junk + "\n")
         assert f.kv_cache_usage is None or f.kv_cache_usage >= 0
-
-
-# -- the fixture is SGLang's own ----------------------------------------------------------
-
-def _series(text: str) -> set[tuple[str, str]]:
-    """The families the console reads, as (name, labels) with prometheus_client's
-    multiprocess ``pid`` label left out (it differs on every run)."""
-    fams = SGLANG.families()
-    out = set()
-    for line in text.split("\n"):
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in fams:
-            out.add((name, re.sub(r'pid="\d+",?', "", line)))
-    return out
-
-
-@pytest.mark.skipif(not (VENV / "bin/python").exists(),
-                    reason="no SGLang venv (tests/support/sglang_venv.sh)")
-def test_the_fixture_is_what_sglangs_metrics_code_makes(tmp_path: Path) -> None:
-    subprocess.run([str(VENV / "bin/python"), str(REPO / "tests/support/sglang_exposition.py"),
-                    str(tmp_path)], check=True, capture_output=True, timeout=600,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for f in sorted(SGL.glob("*.txt")):
-        assert _series((tmp_path / f.name).read_text()) == _series(f.read_text()), f.name
-    assert json.loads((tmp_path / "fed.json").read_text()) == FED
