@@ -124,6 +124,10 @@ class ReplayMark:
     """``▶ 10×`` or ``paused``."""
     behind_s: float | None = None
     """The live pause: how far the poll shown is behind the last one."""
+    ahead: History | None = None
+    """The plots' points around the cursor: the history as it stood ``AROUND_S`` after
+    the poll shown (or at the tape's end), so that a replay draws the recorded hour
+    around the cursor, not only the hour up to it. None: the state's own history."""
 
 
 @dataclass(frozen=True)

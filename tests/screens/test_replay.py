@@ -175,3 +175,28 @@ def test_help_lists_the_replay_keys_only_while_a_recording_is_shown() -> None:
         assert k in replayed
     wall = [k for k, *_ in help_rows(True, {}, lambda op: False, replay=True, live=False)]
     assert wall.count("space") == 1  # plays; not the wall's next view
+
+
+async def test_the_plots_show_the_recorded_hour_around_the_cursor() -> None:
+    """At a poll in the middle of a recording the plots span half an hour either side of
+    it, with the points recorded after it too, and a line where the tables are."""
+    from console.ui.widgets.plot_widgets import AROUND_SPAN_S, SeriesPlot
+
+    at = T0 + 6 * 60
+    app = replay_app(at=at)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: "REPLAY" in header(app), "the REPLAY header")
+
+        def kv() -> Any:
+            return next(p for p in app.screen.query(SeriesPlot) if p.metric == "kv_cache_usage")
+
+        await until(pilot, lambda: kv().layout is not None, "the KV plot drawn")
+        lay = kv().layout
+        assert lay.cursor == at and lay.end == at + AROUND_SPAN_S / 2
+        assert lay.newest == at  # the tables' poll: the newest point at or before it
+        after = [t for _, pts in lay.series for t, _ in pts if t + lay.end > at]
+        assert after, "no point recorded after the cursor is drawn"
+        # one step back: the axis follows the cursor
+        await pilot.press("T")
+        await until(pilot, lambda: kv().layout is not None and kv().layout.cursor == at - 60,
+                    "the plot around the poll before")

@@ -349,6 +349,11 @@ class SqliteTape:
             out.update(st)
         return {k: codec.decode(v) for k, v in out.items()}
 
+    def history_at(self, index: int) -> History:
+        """The plots' history as it stood after poll ``index`` (a replay's plots around
+        its cursor read a later poll's: the state's figures are not needed)."""
+        return self.history(self._seqs[index], self._times[index])
+
     def history(self, seq: int, t: float) -> History:
         """The plots' history as it stood after poll ``seq`` (the recorded hour)."""
         h = History(self.history_s, 1.0)

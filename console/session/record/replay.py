@@ -32,7 +32,7 @@ from console.model.alerts import AlertEvent
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.record.cursor import SPEEDS, ReplayCursor
-from console.session.record.tape import Marker, MemoryTape, Tape
+from console.session.record.tape import Marker, MemoryTape, Tape, index_at
 from console.session.session import Note, Session, Spawn
 from console.session.view import ConsoleState, ConsoleView, ReplayMark
 
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 REPLAY_TICK_S = 0.25
 """How often a replay's clock is looked at while it plays (60× moves 15 s a tick)."""
+AROUND_S = 30 * 60
+"""A replay's plots show the recorded hour around the cursor: this much either side."""
 LIVE_POLLS = 1800
 """Polls the live pause can go back over (an hour at a 2 s refresh: the plots' window)."""
 
@@ -58,6 +60,7 @@ class Replay:
         self.state_dir = state_dir
         """Where a replay's refused operations are recorded (None: the default)."""
         self.cursor = ReplayCursor(tape, clock=clock, at=at)
+        self._ahead: tuple[int, History] | None = None
 
     def mark(self) -> ReplayMark:
         c = self.cursor
@@ -69,7 +72,19 @@ class Replay:
         if self.live:
             last = c.times()[-1]
             behind = last - t
-        return ReplayMark("PAUSED" if self.live else "REPLAY", when, day, play, behind)
+        return ReplayMark("PAUSED" if self.live else "REPLAY", when, day, play, behind,
+                          self.ahead(t))
+
+    def ahead(self, t: float) -> History:
+        """The plots' history ``AROUND_S`` after ``t`` (the tape's last poll at most):
+        its points reach back an hour, so it holds the hour around the cursor. One
+        history is kept: playing moves it on a poll at a time."""
+        times = self.cursor.times()
+        j = index_at(times, t + AROUND_S)
+        if self._ahead is None or self._ahead[0] != j:
+            at = getattr(self.tape, "history_at", None)
+            self._ahead = (j, at(j) if at is not None else self.tape.state_at(j).history)
+        return self._ahead[1]
 
     def state(self) -> ConsoleState:
         """The tape's state at the cursor, read-only, with the header's mark."""

@@ -138,7 +138,8 @@ class SlotDetailScreen(ConsoleScreen):
         agent = state.pod.agent_slots.get(self.slot) if state.pod else None
         self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
-                                      exact=state.replay is not None)
+                                      exact=state.replay is not None,
+                                          ahead=state.replay.ahead if state.replay else None)
 
     def action_reload_logs(self) -> None:
         self.post_message(self.WantLogs(self.slot, self._show_logs))

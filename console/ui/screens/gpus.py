@@ -155,4 +155,6 @@ class GpuScreen(ConsoleScreen):
         procs.update(process_lines(report, now))
         names = [f"GPU{g.index}" for g in report.gpus]
         for plot in self.query(SeriesPlot):
-            plot.show(state.history, names, now, exact=state.replay is not None)
+            ahead = state.replay.ahead if state.replay else None
+            plot.show(ahead if ahead is not None else state.history, names, now,
+                      exact=state.replay is not None, around=ahead is not None)

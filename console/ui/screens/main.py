@@ -97,7 +97,8 @@ class MainScreen(ConsoleScreen):
                 state.slot_marks, state.stalled,
                 startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now, exact=state.replay is not None)
+                                          now, exact=state.replay is not None,
+                                          ahead=state.replay.ahead if state.replay else None)
         self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 

@@ -115,7 +115,8 @@ class WallScreen(ConsoleScreen):
             # rotation that redrew them for one slot cost ~150 KB of output and a build
             # of every plot per view, four times a minute, on a screen nobody touches
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
-                                          now, exact=state.replay is not None)
+                                          now, exact=state.replay is not None,
+                                          ahead=state.replay.ahead if state.replay else None)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],

@@ -30,6 +30,8 @@ axis shifts every point, a full drawing of the plots (~10 KB of terminal output 
 
 SPAN_S = 15 * 60
 """The time axis at most: the last 15 minutes."""
+AROUND_SPAN_S = 60 * 60
+"""A replay's axis: the recorded hour around its cursor (half an hour either side)."""
 MIN_AXIS_S = 60.0
 """The time axis at least. Between the two it spans the data: a console started two
 minutes ago plots two minutes across most of the width, not a sliver at the right of a
@@ -189,7 +191,10 @@ class SeriesLayout:
     y_ticks: tuple[float, ...]
     """Round values from the bottom of the Y axis to its top."""
     newest: float = 0.0
-    """The newest point's time: the last poll, drawn wherever the axis is."""
+    """The newest point's time: the last poll, drawn wherever the axis is (a replay: the
+    newest at or before its cursor)."""
+    cursor: float | None = None
+    """A replay's cursor (its time), drawn as a line in the middle of the axis."""
 
 
 def young_span(data_s: float) -> float:
@@ -224,8 +229,8 @@ def thin(pts: list[tuple[float, float]], start: float, bucket_s: float
 
 
 def series_layout(history: History, slots: list[str], metric: str, scale: float, unit: str,
-                  now: float, step_s: float = PLOT_EVERY_S, columns: int = 0
-                  ) -> SeriesLayout | None:
+                  now: float, step_s: float = PLOT_EVERY_S, columns: int = 0,
+                  cursor: float | None = None) -> SeriesLayout | None:
     """The plot of ``metric`` for ``slots``: every point up to the newest one (the last
     poll), on an axis that moves in steps so that most polls only add a point:
 
@@ -237,6 +242,8 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     Its Y range starts at 0 for a percentage. ``columns``: the plot's width, where known:
     each series keeps two points per column of dots (``thin``). None: nothing to plot (no
     series with two points)."""
+    if cursor is not None:  # a replay: the recorded hour around its cursor
+        return _around(history, slots, metric, scale, unit, cursor, columns)
     kept = []
     for slot in slots:
         pts = [(t, v) for t, v in history.series(slot, metric).points if t <= now]
@@ -266,6 +273,34 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
         lo = min(lo, 0.0)
     return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest)
+
+
+def _around(history: History, slots: list[str], metric: str, scale: float, unit: str,
+            cursor: float, columns: int) -> SeriesLayout | None:
+    """``series_layout`` for a replay: an axis of ``AROUND_SPAN_S`` centred on the
+    cursor, with the points recorded before and after it (``ReplayMark.ahead``)."""
+    end = cursor + AROUND_SPAN_S / 2
+    start = end - AROUND_SPAN_S
+    bucket = AROUND_SPAN_S / (2 * columns) if columns > 0 else 0.0
+    kept = []
+    newest = -1e18
+    for slot in slots:
+        pts = [(t, v) for t, v in history.series(slot, metric).points if start <= t <= end]
+        before = [t for t, _ in pts if t <= cursor]
+        if before:
+            newest = max(newest, before[-1])
+        pts = thin(pts, start, bucket)
+        if len(pts) >= 2:
+            kept.append((slot, pts))
+    if not kept:
+        return None
+    series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
+    ys = [v for _, pts in series for _, v in pts]
+    lo, hi = min(ys), max(ys)
+    if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
+        lo = min(lo, 0.0)
+    return SeriesLayout(series, end, AROUND_SPAN_S, tuple(nice_ticks(lo, hi)), newest,
+                        cursor)
 
 
 def newest_at(points: Any, now: float) -> float:
@@ -303,12 +338,14 @@ class SeriesPlot(FreshPlot):
         self.unit = unit
 
     def show(self, history: History, slots: list[str], now: float, force: bool = False,
-             exact: bool = False) -> None:
+             exact: bool = False, around: bool = False) -> None:
         """``exact``: a recording is shown: drawn whenever the newest point at or before
         ``now`` is another than the one drawn (a replay moves at its user's pace; live,
-        new points are drawn every ``DRAW_EVERY_S`` at most)."""
+        new points are drawn every ``DRAW_EVERY_S`` at most). ``around``: the axis is
+        the recorded hour around ``now`` (a replay's cursor), ``history`` holding the
+        points after it too."""
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
-        key = (tuple(slots), counts, history.backfills)
+        key = (tuple(slots), counts, history.backfills, now if around else None)
         newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
                      default=-1e18)
         due = newest != self._drawn_end and not 0 <= now - self._drawn_at < DRAW_EVERY_S
@@ -318,7 +355,8 @@ class SeriesPlot(FreshPlot):
             return
         self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
         layout = self.layout = series_layout(history, slots, self.metric, self.scale,
-                                             self.unit, now, self.every_s, self.size.width)
+                                             self.unit, now, self.every_s, self.size.width,
+                                             cursor=now if around else None)
         no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
@@ -331,6 +369,8 @@ class SeriesPlot(FreshPlot):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
                 plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker)
             plt.xlim(-layout.span_s, 0)
+            if layout.cursor is not None:  # where the replay is: the tables' moment
+                plt.vline(layout.cursor - layout.end, "gray" if not no_color else None)
             xs = time_ticks(self.size.width, layout.span_s)
             fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
             plt.xticks(xs, [time.strftime(fmt_, time.localtime(layout.end + x))

@@ -99,15 +99,18 @@ class PlotGrid(Grid):
             bars._last = ()
 
     def show(self, history: History, snap, slots: list[str], now: float,
-             exact: bool = False) -> None:
+             exact: bool = False, ahead: History | None = None) -> None:
         """``exact``: a recording is shown (replay, the live pause): drawn as of ``now``
-        whenever that changes what is plotted, not once a ``plot_refresh_s``."""
+        whenever that changes what is plotted, not once a ``plot_refresh_s``.
+        ``ahead``: a replay's history reaching past ``now`` (``ReplayMark.ahead``): the
+        series plots show the recorded hour around ``now``."""
         if not self.display or snap is None or self.query(".plots-loading"):
             return
         from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
 
         for plot in self.query(SeriesPlot):
-            plot.show(history, slots, now, exact=exact)
+            plot.show(ahead if ahead is not None else history, slots, now, exact=exact,
+                      around=ahead is not None)
         self.query_one(PositionBars).show({
             s.slot: (s.figures.spec_decode.per_position
                      if s.figures and s.figures.spec_decode else ())
