@@ -133,6 +133,21 @@ class GatewaySnapshot:
             parts.append("no figures")
         return " · ".join(parts)
 
+    def brief(self) -> str:
+        """The header's few columns: ``gw ok 0.9 req/s`` (errors said when there are
+        any) while all is well, the whole ``headline`` otherwise."""
+        bad = any(d.status in ("cooldown", "failing") for d in self.deployments)
+        if not self.live or not self.ready or bad or self.metrics_error:
+            return self.headline()
+        out = "gw ok"
+        rps = self.total.get("requests_per_s")
+        if rps is not None:
+            out += f" {catalog.GATEWAY_BY_KEY['requests_per_s'].show(rps)} req/s"
+        err = self.total.get("error_rate")
+        if err:
+            out += f" err {err * 100:.1f}%"
+        return out
+
     def as_json(self) -> dict[str, object]:
         """``status --json``'s ``gateway`` block and ``metrics --gateway --json``."""
         return {

@@ -127,3 +127,19 @@ def test_a_narrow_gateway_table_keeps_its_first_columns_whole() -> None:
     wide.print(groups_table(state.gateway, state, 200))
     shown = wide.export_text()
     assert "TOKENS" in shown and "SPEND" in shown
+
+
+def test_the_header_says_a_healthy_gateway_briefly_and_a_sick_one_whole() -> None:
+    """The header's room goes to the pod's facts while the gateway is well (``gw ok``);
+    a cooldown, an outage or a missing reading is said in full, in red."""
+    from dataclasses import replace
+
+    from tests.screens.states import gateway_reading
+
+    sick = gateway_reading()
+    assert sick.brief() == sick.headline() and "cooldown: tiny-b" in sick.brief()
+    well = replace(sick, deployments=tuple(d for d in sick.deployments
+                                           if d.status not in ("cooldown", "failing")))
+    assert well.brief().startswith("gw ok") and "req/s" in well.brief()
+    assert len(well.brief()) < len(well.headline())
+    assert replace(well, ready=False).brief() == replace(well, ready=False).headline()

@@ -112,7 +112,7 @@ class PodHeader(LinesView):
         out.append((1, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
         gw = self.gateway
         if gw is not None:
-            out.append((1, Text(gw.headline(), "green" if gw.live and gw.ready and not (
+            out.append((1, Text(gw.brief(), "green" if gw.live and gw.ready and not (
                 gw.metrics_error) else "bold red")))
         out.append((0 if stop is not None else 1, stop_text(p, now, stop)))
         plan = p.stop_plan
@@ -135,7 +135,8 @@ class PodHeader(LinesView):
         out.append((2, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
             (("→", "dim"), fmt.money(proj, 1)) if proj is not None and spent is not None
             and proj - spent >= 0.05 else ()))))
-        out.append((2, Text.assemble(("profile ", "dim"), (self.profile, "bold"))))
+        # which deployment this is: kept before the spend and the idle count
+        out.append((1, Text.assemble(("profile ", "dim"), (self.profile, "bold"))))
         if p.gpu_name:
             name = p.gpu_name.removeprefix("NVIDIA ")
             out.append((3, Text(f"{p.gpu_count}× {name}")))
