@@ -31,7 +31,8 @@ axis shifts every point, a full drawing of the plots (~10 KB of terminal output 
 SPAN_S = 15 * 60
 """The time axis at most: the last 15 minutes."""
 AROUND_SPAN_S = 60 * 60
-"""A replay's axis: the recorded hour around its cursor (half an hour either side)."""
+"""A replay's axis at most: the recorded hour around its cursor (half an hour either
+side, as far as the recording goes)."""
 MIN_AXIS_S = 60.0
 """The time axis at least. Between the two it spans the data: a console started two
 minutes ago plots two minutes across most of the width, not a sliver at the right of a
@@ -277,15 +278,25 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
 
 def _around(history: History, slots: list[str], metric: str, scale: float, unit: str,
             cursor: float, columns: int) -> SeriesLayout | None:
-    """``series_layout`` for a replay: an axis of ``AROUND_SPAN_S`` centred on the
-    cursor, with the points recorded before and after it (``ReplayMark.ahead``)."""
-    end = cursor + AROUND_SPAN_S / 2
-    start = end - AROUND_SPAN_S
-    bucket = AROUND_SPAN_S / (2 * columns) if columns > 0 else 0.0
+    """``series_layout`` for a replay: the points recorded up to half an hour either
+    side of the cursor (``ReplayMark.ahead``), on an axis that spans them (a recording
+    of two minutes is not a sliver of an hour), the cursor always on it."""
+    half = AROUND_SPAN_S / 2
+    near = [(slot, [(t, v) for t, v in history.series(slot, metric).points
+                    if cursor - half <= t <= cursor + half]) for slot in slots]
+    near = [(slot, pts) for slot, pts in near if pts]
+    if not near:
+        return None
+    start = min(pts[0][0] for _, pts in near)
+    end = max(cursor, max(pts[-1][0] for _, pts in near))
+    start = min(start, cursor)
+    if end - start < MIN_AXIS_S:
+        end = start + MIN_AXIS_S
+    span = end - start
+    bucket = span / (2 * columns) if columns > 0 else 0.0
     kept = []
     newest = -1e18
-    for slot in slots:
-        pts = [(t, v) for t, v in history.series(slot, metric).points if start <= t <= end]
+    for slot, pts in near:
         before = [t for t, _ in pts if t <= cursor]
         if before:
             newest = max(newest, before[-1])
@@ -299,8 +310,7 @@ def _around(history: History, slots: list[str], metric: str, scale: float, unit:
     lo, hi = min(ys), max(ys)
     if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
         lo = min(lo, 0.0)
-    return SeriesLayout(series, end, AROUND_SPAN_S, tuple(nice_ticks(lo, hi)), newest,
-                        cursor)
+    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest, cursor)
 
 
 def newest_at(points: Any, now: float) -> float:
