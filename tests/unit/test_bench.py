@@ -185,9 +185,11 @@ async def test_every_figure_follows_its_formula(server) -> None:
         [r] = run.requests
         assert r.tokens_from == "usage" and r.completion_tokens == 5 and r.prompt_tokens == 21
         # the server waits ttft_s, then 4 gaps of step_s between 5 content chunks
-        assert 0.15 <= r.ttft_s < 0.15 + 0.5
+        assert 0.149 <= r.ttft_s < 0.15 + 0.5  # the same slack as below
         assert r.tpot_s == pytest.approx((r.last - r.first) / 4)
-        assert 0.02 <= r.tpot_s < 0.02 + 0.1
+        # the server sleeps 20 ms between tokens; the client's stamps of their arrival
+        # may sit a few µs closer than the sleeps (seen: 19.992 ms): 1 ms of slack below
+        assert 0.019 <= r.tpot_s < 0.02 + 0.1
         assert r.tok_s == pytest.approx(5 / (r.end - r.start))
         assert r.decode_tok_s == pytest.approx(1 / r.tpot_s)
         assert run.tok_s == pytest.approx(r.tok_s)  # one request: the run is that request
