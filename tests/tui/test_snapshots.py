@@ -77,6 +77,9 @@ async def _action(pilot) -> None:
     screen.step("p2p", 0.5, "NCCL P2P probe: 2 ranks, all channels via P2P/CUMEM")
     screen.step("disk", 0.75, "checking /workspace")
     assert await wait_for(pilot, lambda: len(screen.query_one("#plog").lines) >= 3)
+    # the progress bar animates to 75 %: the picture is taken once it is there (under
+    # load a single pause caught it part-way once)
+    await pilot.wait_for_scheduled_animations()
     await pilot.pause()
 
 
