@@ -266,6 +266,14 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     kept = [(slot, thin([(t, v) for t, v in pts if t >= start], start, bucket))
             for slot, pts in kept]
     kept = [(slot, pts) for slot, pts in kept if len(pts) >= 2]
+    return _laid_out(kept, end, span, scale, unit, newest)
+
+
+def _laid_out(kept: list[tuple[str, list[tuple[float, float]]]], end: float, span: float,
+              scale: float, unit: str, newest: float, cursor: float | None = None
+              ) -> SeriesLayout | None:
+    """The kept points as seconds before ``end``, scaled, with the Y ticks (from 0 for
+    a percentage): the one ending of ``series_layout`` live and replayed."""
     if not kept:
         return None
     series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
@@ -273,7 +281,7 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     lo, hi = min(ys), max(ys)
     if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
         lo = min(lo, 0.0)
-    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest)
+    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest, cursor)
 
 
 def _around(history: History, slots: list[str], metric: str, scale: float, unit: str,
@@ -303,14 +311,7 @@ def _around(history: History, slots: list[str], metric: str, scale: float, unit:
         pts = thin(pts, start, bucket)
         if len(pts) >= 2:
             kept.append((slot, pts))
-    if not kept:
-        return None
-    series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
-    ys = [v for _, pts in series for _, v in pts]
-    lo, hi = min(ys), max(ys)
-    if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
-        lo = min(lo, 0.0)
-    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest, cursor)
+    return _laid_out(kept, end, span, scale, unit, newest, cursor)
 
 
 def newest_at(points: Any, now: float) -> float:
