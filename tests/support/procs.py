@@ -133,3 +133,14 @@ def cmdline(pid: int) -> str:
             .decode(errors="replace").strip()
     except OSError:
         return ""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie has ended: an orphan whose parent went first
+    (a tmux server that quit with its last session) may wait on a reaper that never
+    comes, and it must not read as a process that kept running."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.procs import alive
 from tests.tui.conftest import PATIENCE
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
@@ -69,12 +70,6 @@ def _tmux(*args: str, check: bool = True) -> str:
                           check=check).stdout
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _children() -> dict[int, list[int]]:
@@ -159,7 +154,7 @@ def test_the_demo_stops_every_process_it_started(how: str, tmp_path: Path) -> No
         rc = int(rc_file.read_text().strip() or -1)
         expected = {"SIGTERM": 143, "SIGHUP": 129, "crash": 1}[how]
         assert rc == expected, (rc, _tmux("capture-pane", "-p", "-t", session))
-        left = {p: c for p, c in procs.items() if _alive(p)}
+        left = {p: c for p, c in procs.items() if alive(p)}
         assert not left, f"still running after the demo ended ({how}): {left}"
         if how == "crash":
             reports = list(state.glob("crash-*.txt"))
@@ -169,6 +164,6 @@ def test_the_demo_stops_every_process_it_started(how: str, tmp_path: Path) -> No
     finally:
         _tmux("kill-session", "-t", session, check=False)
         for pid in procs:  # a failed run leaves nothing behind either (by pid)
-            if _alive(pid):
+            if alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tests.support.procs import alive, cmdline, descendants
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None and not os.environ.get("CI"),
                                 reason="tmux not installed")
@@ -27,12 +28,21 @@ def _pane_pid(session: str) -> int:
     return int(_tmux("display-message", "-p", "-t", session, "#{pane_pid}").strip())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+
+
+def _where(pid: int) -> str:
+    """What a process that did not end is, and what it waits on (for the failure's text)."""
+    from pathlib import Path
+
+    out = []
+    for name in ("stat", "wchan"):
+        try:
+            out.append(f"{name}: {Path(f'/proc/{pid}/{name}').read_text().strip()[:300]}")
+        except OSError as exc:
+            out.append(f"{name}: {exc}")
+    kids = descendants(pid)
+    out.append(f"children: {[(k, cmdline(k)[:120]) for k in kids]}")
+    return "; ".join(out)
 
 
 def _quit_with_q(session: str) -> None:
@@ -74,9 +84,10 @@ def test_demo_in_tmux_for_a_minute_then_hangup(term: str, tmp_path) -> None:
         assert "%" in screen  # live KV / acceptance figures on screen
         _tmux("kill-session", "-t", session)  # the terminal goes away: SIGHUP
         deadline = time.time() + 120  # it stops the demo's agent, slots and exporter first
-        while time.time() < deadline and _alive(pid):
+        while time.time() < deadline and alive(pid):
             time.sleep(0.2)
-        assert not _alive(pid), "the console kept running after its terminal went away"
+        assert not alive(pid), ("the console kept running after its terminal went away: "
+                                f"{_where(pid)}")
     finally:
         _tmux("kill-session", "-t", session, check=False)
 

@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 
 from tests.conftest import REPO
+from tests.support.procs import alive
 
 TOKEN = "wall-token-0123456789abcdef"
 
@@ -46,15 +47,6 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -172,9 +164,9 @@ def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_pa
             server.wait(10)
             raise AssertionError("the web wall did not stop on SIGTERM") from None
     deadline = time.time() + 30
-    while time.time() < deadline and any(_alive(p) for p in sessions):
+    while time.time() < deadline and any(alive(p) for p in sessions):
         time.sleep(0.2)
-    assert not [p for p in sessions if _alive(p)], "session processes outlived the server"
+    assert not [p for p in sessions if alive(p)], "session processes outlived the server"
 
 
 def test_behind_a_proxy_prefix_the_page_asks_for_the_prefixed_paths(tmp_path) -> None:
@@ -304,7 +296,7 @@ def test_the_demo_web_wall_in_chromium(tmp_path: Path) -> None:
         stopped = stop_server(server)
     assert stopped, "the demo web wall did not stop on SIGTERM:\n" + log.read_text()[-3000:]
     deadline = time.time() + 30
-    while time.time() < deadline and any(_alive(p) for p in processes):
+    while time.time() < deadline and any(alive(p) for p in processes):
         time.sleep(0.2)
-    left = [p for p in processes if _alive(p)]
+    left = [p for p in processes if alive(p)]
     assert not left, f"processes outlived the demo web wall: {left}"
