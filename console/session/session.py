@@ -13,14 +13,14 @@ never copied at start.
 
 How old a number may be (issue 27, item 3). The slots are polled every refresh. The pod
 (the provider's status and cost, the agent's GPUs, P2P and stop plan) is read every
-``POD_POLL_S``: RunPod allows about a request a second, the agent answers through an SSH
-command each time, and the agent samples its GPUs every 5 s (a wall reads them through
-Prometheus, at its scrape interval). Reading the pod at every refresh would cost an SSH
-command a second and still not make a GPU number younger than the agent's sample. So
-the pod is not read faster; instead the header and the GPU line show their age beside
-them once it passes one refresh + 0.5 s (``ConsoleState.ages``): no number on screen is
-older than that without saying how old it is, and the CPU and terminal-byte budgets of
-``bench/tui_bench.py`` keep what they measured (no extra poll; a few cells a refresh).
+``POD_POLL_S``: RunPod allows about a request a second, and the agent answers through an
+SSH command each time. Where the pod serves its GPUs over HTTP (``gpu_metrics_url``, the
+agent's exporter sampling every second), that endpoint is read at every poll too
+(``gpu_line``): the GPU line is as young as the slots. Where it is not (the agent alone,
+or Prometheus, which holds a GPU sample only as often as it scrapes), the header and the
+GPU line show their age beside them once it passes one refresh + 0.5 s
+(``ConsoleState.ages``). No number on screen is older than that without saying how old it
+is.
 
 Every session judges its own polls, but what the alerts tell the world is shared by every
 session on the state dir (``shared_alerts.py``): the webhook hears of an alert once
@@ -50,6 +50,8 @@ from console.model.pod_stop import PlannedStop, planned_stop
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
+from console.session import gpu_line
+from console.session.gpu_line import GpuLine
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -201,6 +203,9 @@ class _Reading:
     pod_read_at: float | None = None
     spend_month: float | None = None
     stop: PlannedStop | None = None
+    gpus_at: float | None = None
+    """When the GPU line's numbers were read, when they came from the pod's GPU endpoint
+    read at this poll or a recent one (``gpu_line``); None: they are the pod reading's."""
 
 
 class Session:
@@ -254,6 +259,8 @@ class Session:
         self.fleet: FleetSnapshot | None = None
         self._reading = _Reading()
         self._raw_pod: PodSnapshot | None = None
+        self._gpu_line: GpuLine | None = None
+        """The last good read of the pod's GPU endpoint (``gpu_line``)."""
         self._pod_polled_at: float | None = None
         self._pod_wanted = True
         self._polling = False
@@ -426,19 +433,36 @@ class Session:
             read_pod = True  # a new pod (a fallback): nothing of the old one is shown
         gw_job = self._poll_gateway(started) if self._gateway_wanted() else None
         gw_task = asyncio.ensure_future(gw_job) if gw_job is not None else None
-        if pods is not None and read_pod:
-            self._pod_wanted, self._pod_polled_at = False, started
-            snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
-        else:
-            snapshot = await self.poller.poll()
-        if gw_task is not None:
-            self.gateway = await gw_task
+        line_src = gpu_line.fast_source(pods.gpu_metrics) if pods is not None else None
+        line_task = asyncio.ensure_future(gpu_line.read(
+            line_src, pods.pod_id, started, self.request_timeout_s)) \
+            if line_src is not None and pods is not None else None
+        try:
+            if pods is not None and read_pod:
+                self._pod_wanted, self._pod_polled_at = False, started
+                snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
+            else:
+                snapshot = await self.poller.poll()
+            if gw_task is not None:
+                self.gateway = await gw_task
+            line = await line_task if line_task is not None else None
+        finally:  # a failed poll leaves nothing running behind it
+            for task in (gw_task, line_task):
+                if task is not None and not task.done():
+                    task.cancel()
+        if line is not None:
+            self._gpu_line = line
         now = self.now()
+        pod_read_at = started if read_pod else self._reading.pod_read_at
+        shown = gpu_line.in_use(self._gpu_line, raw, pod_read_at) if raw is not None else None
+        pod_now = gpu_line.merged(raw, shown) if raw is not None else None
+        gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
         if read_pod and raw is not None:
             await self._observe_spend(raw, now)
-            record_gpus(self.history, raw.gpus, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
+        if gpus_read and pod_now is not None:
+            record_gpus(self.history, pod_now.gpus, now)
         # from here to the end nothing awaits: the reading, the alerts and the counters
         # change together, so a state() built at any moment is of one poll
         raised: list[Alert] = []
@@ -449,22 +473,22 @@ class Session:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
-            judged = judge(snapshot, raw, self._book or self._no_book, ctx.profile,
+            judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
                            [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
                            self.faults, self._agent_seen)
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
             self._raw_pod = raw
-        self._reading = _Reading(snapshot, judged.pod, now,
-                                 started if read_pod else self._reading.pod_read_at,
-                                 judged.spend_month, judged.stop)
+        self._reading = _Reading(snapshot, judged.pod, now, pod_read_at,
+                                 judged.spend_month, judged.stop,
+                                 shown.read_at if shown is not None else None)
         self.polls += 1
         self.poll_failure = None
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
             self.first_data_at = now
         self._tell(raised, cleared)
-        self._record(raw if read_pod else None)
+        self._record(pod_now if gpus_read else None)
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -691,14 +715,17 @@ class Session:
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one
-        refresh + 0.5 s: the screens print them beside those numbers."""
+        refresh + 0.5 s: the screens print them beside those numbers. The GPU line is as
+        old as its last read of the GPU endpoint, when it has one (``gpu_line``)."""
         pod, read = self._reading.pod, self._reading.pod_read_at
         if pod is None or read is None:
             return {}
         bound = self.refresh_s + FRESH_SLACK_S
         age = max(0.0, now - read)
         out = {"pod": age} if age > bound else {}
-        g = gpu_age(pod, age, now)
+        line_at = self._reading.gpus_at
+        g = max(0.0, now - line_at) if line_at is not None and pod.gpus is not None \
+            and pod.gpus.gpus else gpu_age(pod, age, now)
         if g is not None and g > bound:
             out["gpus"] = g
         return out

@@ -102,3 +102,77 @@ def test_the_gpu_line_and_the_header_say_how_old_they_are() -> None:
     assert gpu_line(gpus(T0), 30, T0, age=7.2).plain.endswith("7s ago")  # never cut off
     assert "ago" not in gpu_line(gpus(T0), 80, T0).plain
     assert age_text(75) == "1m15s ago"
+
+
+def exporter(util: float, power: float) -> GpuReport:
+    """What the pod's GPU endpoint says (no processes: only the agent knows whose they
+    are)."""
+    return GpuReport(gpus=(Gpu(index=0, name="NVIDIA RTX PRO 6000", uuid="GPU-0",
+                               util_pct=util, power_w=power),), source="exporter")
+
+
+async def test_the_gpu_line_is_read_at_every_poll_where_the_pod_serves_it(
+        tmp_path: Path) -> None:
+    """Issue 27 #3: with ``gpu_metrics_url`` the GPU line is as young as the slots. The
+    pod (RunPod, the agent over SSH) is still read every ``POD_POLL_S``; the exporter at
+    every poll. Whose processes sit on a GPU stays the agent's word."""
+    from console.model.gpu_state import GpuProcess
+    from tests.session.world import GpuEndpoint
+
+    w = world(tmp_path, T0, refresh_s=1.0)
+    bound = 1.0 + FRESH_SLACK_S
+    agent = GpuReport(gpus=(Gpu(index=0, name="NVIDIA RTX PRO 6000", uuid="GPU-0",
+                                util_pct=10.0, power_w=100.0,
+                                processes=(GpuProcess(4242, "FLASH", 1 << 30),)),),
+                      source="nvml", sampled_at=T0)
+    w.pod.pod = replace(w.pod.pod, gpus=agent)
+    w.pod.gpu_metrics = endpoint = GpuEndpoint(exporter(20.0, 200.0))  # type: ignore[assignment]
+    assert await w.session.poll()
+    for k in range(1, 12):  # eleven polls a second apart: one pod reading, eleven GPU reads
+        w.clock.advance(1.0)
+        endpoint.report = exporter(20.0 + k, 200.0 + k)
+        assert await w.session.poll()
+        st = w.session.state()
+        assert st.pod is not None and st.pod.gpus is not None
+        g = st.pod.gpus.gpus[0]
+        assert (g.util_pct, g.power_w) == (20.0 + k, 200.0 + k)  # this poll's
+        assert g.processes == agent.gpus[0].processes  # the agent's, kept
+        assert "gpus" not in st.ages
+        # the pod's own fields keep the pod's cadence, and say how old they are
+        assert ("pod" in st.ages) == (k * 1.0 > bound and k < POD_POLL_S)
+    assert w.pod.calls == 2 and endpoint.calls == 12
+    # the GPU plots got a point at each read
+    pts = w.session.history.series("GPU0", "gpu_power")
+    assert pts.values()[-3:] == [209.0, 210.0, 211.0] and len(pts) == 12
+    # the endpoint stops answering: the last good line stays, its age beside it
+    endpoint.hang = True
+    w.clock.advance(1.0)
+    assert await w.session.poll()
+    w.clock.advance(1.0)
+    assert await w.session.poll()
+    st = w.session.state()
+    assert st.pod is not None and st.pod.gpus is not None
+    assert st.pod.gpus.gpus[0].power_w == 211.0
+    assert st.ages.get("gpus") == 2.0
+    # a new pod (a fallback): nothing of the old pod's line is shown
+    endpoint.hang = False
+    w.pod.pod = replace(w.pod.pod, pod_id="p2", gpus=None)
+    endpoint.report = exporter(90.0, 500.0)
+    w.clock.advance(1.0)
+    assert await w.session.poll()
+    st = w.session.state()
+    assert st.pod is not None and st.pod.pod_id == "p2" and st.pod.gpus is not None
+    assert st.pod.gpus.gpus[0].power_w == 500.0
+
+
+async def test_without_a_gpu_endpoint_the_gpu_line_keeps_the_pods_cadence(
+        tmp_path: Path) -> None:
+    """The agent alone (no exporter), or Prometheus: no read faster than the pod's, and
+    the age is told."""
+    w = world(tmp_path, T0, refresh_s=1.0)
+    w.pod.pod = replace(w.pod.pod, gpus=gpus(T0))
+    assert await w.session.poll()
+    w.clock.advance(3.0)
+    assert await w.session.poll()
+    assert w.session.state().ages == {"pod": 3.0, "gpus": 3.0}
+    assert w.pod.calls == 1

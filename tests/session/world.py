@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config.settings import AlertTiming, Settings
+from console.model.gpu_state import GpuReport
 from console.model.history import History
 from console.model.model_figures import ModelFigures
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, SlotSnapshot
@@ -87,8 +88,27 @@ class Slots:
         return None
 
 
+class GpuEndpoint:
+    """The pod's GPU endpoint (``gpu_metrics_url``: the agent's exporter) as
+    ``GpuMetrics`` answers for it: ``report`` now, or nothing in time (``hang``)."""
+
+    url = "http://127.0.0.1:9400/metrics"
+
+    def __init__(self, report: GpuReport) -> None:
+        self.report = report
+        self.hang = False
+        self.calls = 0
+
+    async def fetch(self) -> GpuReport:
+        self.calls += 1
+        if self.hang:
+            await asyncio.sleep(3600)
+        return self.report
+
+
 class Pod:
-    """The pod's source: ``pod`` as the provider and agent describe it now."""
+    """The pod's source: ``pod`` as the provider and agent describe it now; its GPU
+    endpoint, when ``gpu_metrics`` is set."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -96,6 +116,7 @@ class Pod:
                                started_at=clock(), gpu_name="NVIDIA RTX PRO 6000", gpu_count=2)
         self.timeout_s = 5.0
         self.calls = 0
+        self.gpu_metrics: GpuEndpoint | None = None
 
     @property
     def pod_id(self) -> str | None:

@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.ansi import AnsiDecoder
 from rich.text import Text
 from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
-from console.ui.widgets.lines import changed_span, same
+from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
 PLOT_EVERY_S = 60.0
 """Default for ``Settings.plot_refresh_s``: how far a full plot's time axis moves on at a
@@ -117,12 +119,20 @@ class FreshPlot(PlotextPlot):
     A new drawing is compared with the last one line by line, and only the changed span
     of each line is repainted (as ``LinesView`` does): a poll that adds a point at the
     right edge of an axis that has not moved costs the few cells that point changes,
-    not the ~3 KB of the whole plot."""
+    not the ~3 KB of the whole plot.
+
+    Each line is also converted for the terminal alone (``render_line``). Textual's own
+    path converts every line of a widget whenever any region of it is dirty: for four
+    plots redrawn every few seconds that was a seventh of the console's CPU."""
 
     _draw: Callable[[Any, int], None] | None = None
     _lines: list[Text] | None = None
     """The figure as last built, line by line (None: build it at the next render)."""
     _built_for: tuple[Size, str] | None = None
+    _strips: dict[int, tuple[Text, Strip]] | None = None
+    """Line → (the line, its strip): converted once per line drawn."""
+    _spans: dict[int, tuple[int, int]] | None = None
+    """Line → the cells that changed at the last drawing (the strip is cut there)."""
 
     def paint(self, draw: Callable[[Any, int], None]) -> None:
         """``draw(plt, rows)`` builds the figure; ``rows`` is the height of its data area."""
@@ -134,15 +144,20 @@ class FreshPlot(PlotextPlot):
             return
         new = self._build()
         if len(new) != len(old):
+            self._spans = None
             self.refresh()
             return
         width = self.size.width
+        spans: dict[int, tuple[int, int]] = {}
         for y, (a, b) in enumerate(zip(old, new, strict=True)):
             if same(a, b):
+                new[y] = a  # the same line object: its strip is kept
                 continue
             x1, x2 = changed_span(a, b, self.app.console, width)
             if x2 > x1:
+                spans[y] = (x1, x2)
                 self.refresh(Region(x1, y, x2 - x1, 1))
+        self._spans = spans
 
     def _build_key(self) -> tuple[Size, str]:
         return self.size, self.app.theme
@@ -153,17 +168,51 @@ class FreshPlot(PlotextPlot):
         plt.clear_figure()
         if self._draw is not None:
             self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
-        text = super().render()
-        assert isinstance(text, Text)
         self._built_for = self._build_key()
-        self._lines = list(text.split("\n", allow_blank=True))
+        self._lines = self._figure_lines()
         return self._lines
+
+    def _figure_lines(self) -> list[Text]:
+        """The figure, line by line: textual-plotext's ``render`` without its round trip
+        (``Text.from_ansi`` joins the decoded lines into one text, which the line diff
+        then splits again: a third of a drawing's CPU). Where that package's size and
+        theme steps are not there to call, its own ``render``."""
+        plt = self.plt
+        theme_name = getattr(self, "_get_plotext_theme_name", None)
+        set_size = getattr(plt, "_set_size", None)
+        if theme_name is None or set_size is None:
+            text = super().render()
+            assert isinstance(text, Text)
+            return list(text.split("\n", allow_blank=True))
+        width, height = self.size
+        plt.plotsize(width, height)
+        set_size(width, height)  # as textual-plotext's render does (its issue #5)
+        plt.theme(theme_name(self.app.theme))
+        return list(AnsiDecoder().decode(plt.build()))
 
     def render(self) -> Text:
         lines = self._lines
         if lines is None or self._built_for != self._build_key():
             lines = self._build()
         return Text("\n").join(lines)
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._lines
+        if lines is None or self._built_for != self._build_key():
+            lines = self._build()
+            self._spans = None
+        strips = self._strips if self._strips is not None else {}
+        self._strips = strips
+        width = self.size.width
+        if not 0 <= y < len(lines):
+            return Strip.blank(width, self.rich_style)
+        text = lines[y]
+        hit = strips.get(y)
+        if hit is None or hit[0] is not text:
+            span = self._spans.get(y) if self._spans else None
+            strip = cut(strip_of(text, self.app.console, width), span)
+            hit = strips[y] = (text, strip.apply_style(self.rich_style))
+        return hit[1]
 
 
 def sentence(plt: Any, text: str) -> None:
@@ -336,6 +385,7 @@ class SeriesPlot(FreshPlot):
     _drawn_key: tuple = ()
     _drawn_end: float = -1e18
     _drawn_at: float = -1e18
+    _drawn_figure: tuple | None = None
     layout: SeriesLayout | None = None
     """What was drawn last (None: nothing to plot)."""
 
@@ -368,6 +418,15 @@ class SeriesPlot(FreshPlot):
         layout = self.layout = series_layout(history, slots, self.metric, self.scale,
                                              self.unit, now, self.every_s, self.size.width,
                                              cursor=now if around else None)
+        # the figure is a function of what the layout draws, the size and the theme: a
+        # new point that changes no column's lowest or highest dot (``thin``) draws the
+        # same picture, and plotext is not asked to build it again
+        drawn = (layout.series, layout.end, layout.span_s, layout.y_ticks, layout.cursor) \
+            if layout is not None else None
+        if not force and drawn == self._drawn_figure and self._lines is not None \
+                and self._built_for == self._build_key():
+            return
+        self._drawn_figure = drawn
         no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
