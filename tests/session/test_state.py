@@ -154,6 +154,14 @@ async def test_the_gpu_line_is_read_at_every_poll_where_the_pod_serves_it(
     assert st.pod is not None and st.pod.gpus is not None
     assert st.pod.gpus.gpus[0].power_w == 211.0
     assert st.ages.get("gpus") == 2.0
+    # an answer nobody can read fails the GPU line alone, never the slots' poll
+    endpoint.hang, endpoint.error = False, ValueError("not an exposition")
+    w.clock.advance(1.0)
+    assert await w.session.poll()
+    st = w.session.state()
+    assert st.pod is not None and st.pod.gpus is not None
+    assert st.pod.gpus.gpus[0].power_w == 211.0 and st.ages.get("gpus") == 3.0
+    endpoint.error = None
     # a new pod (a fallback): nothing of the old pod's line is shown
     endpoint.hang = False
     w.pod.pod = replace(w.pod.pod, pod_id="p2", gpus=None)

@@ -97,12 +97,15 @@ class GpuEndpoint:
     def __init__(self, report: GpuReport) -> None:
         self.report = report
         self.hang = False
+        self.error: Exception | None = None
         self.calls = 0
 
     async def fetch(self) -> GpuReport:
         self.calls += 1
         if self.hang:
             await asyncio.sleep(3600)
+        if self.error is not None:
+            raise self.error
         return self.report
 
 

@@ -42,6 +42,9 @@ class StaticPoller:
 class StaticPod:
     """A pod collector that answers with the pod it holds (a test swaps it)."""
 
+    gpu_metrics = None
+    """No GPU endpoint: the GPU line comes with the pod reading."""
+
     def __init__(self, pod: PodSnapshot) -> None:
         self.pod = pod
 
