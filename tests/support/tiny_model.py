@@ -33,7 +33,10 @@ A rented host can differ in its driver, its CUDA version and its peer to peer su
 """
 
 
-def build(model_dir: Path) -> Path:
+def build(model_dir: Path, max_position_embeddings: int = 2048) -> Path:
+    """The model in ``model_dir`` (built there once). ``max_position_embeddings`` bounds
+    the ``--max-model-len`` vLLM accepts; the default model, which most tests share, keeps
+    2048 — a longer one (the long-prefill test) goes in its own directory."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -53,13 +56,15 @@ def build(model_dir: Path) -> Path:
         "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 768,
         "vocab_size": tok.get_vocab_size(), "tie_word_embeddings": True, "torch_dtype": "bfloat16",
-        "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "max_position_embeddings": max_position_embeddings, "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
         "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
         "bos_token_id": tok.token_to_id("<|endoftext|>"), "eos_token_id": eos_id,
     }
     (model_dir / "config.json").write_text(json.dumps(config, indent=2))
     (model_dir / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 2048,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_position_embeddings,
         "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
         "unk_token": None, "chat_template": CHAT_TEMPLATE,
         "added_tokens_decoder": {str(tok.token_to_id(s)): {

@@ -38,6 +38,17 @@ class VllmServer:
     name: str = "tiny"
     port: int = field(default_factory=procs.free_port)
     kv_space_gib: int = 1
+    max_model_len: int = 2048
+    """Above 2048 the model is built in its own directory with room for it (the default
+    model, shared by most tests, stays as it is)."""
+    max_num_batched_tokens: int | None = None
+    """The scheduler's token budget per engine step: a prompt longer than it is prefilled
+    in chunks, one step each (vLLM V1's chunked prefill). None: vLLM's default."""
+    speculative: bool = True
+    """N-gram speculative decoding, for real ``vllm:spec_decode_*`` counters."""
+    enforce_eager: bool = False
+    """No torch.compile: no compile warm-up at start (about 30 s on two cores, paid again
+    for every new model path, so by every test session) for a model run as it is."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,12 +59,25 @@ class VllmServer:
     def log(self) -> Path:
         return self.workdir / f"vllm-{self.port}.log"
 
+    @property
+    def model_dir(self) -> Path:
+        """The tiny model this server serves (built by :meth:`argv`)."""
+        if self.max_model_len <= 2048:
+            return self.workdir / "tiny-model"
+        return self.workdir / f"tiny-model-{self.max_model_len}"
+
     def argv(self) -> list[str]:
-        model = build(self.workdir / "tiny-model")
-        return [str(VENV / "bin" / "vllm"), "serve", str(model), "--load-format", "dummy",
+        model = build(self.model_dir, max(2048, self.max_model_len))
+        argv = [str(VENV / "bin" / "vllm"), "serve", str(model), "--load-format", "dummy",
                 "--host", "127.0.0.1", "--port", str(self.port),
-                "--served-model-name", self.name, "--max-model-len", "2048",
-                "--speculative-config", json.dumps(SPEC)]
+                "--served-model-name", self.name, "--max-model-len", str(self.max_model_len)]
+        if self.max_num_batched_tokens is not None:
+            argv += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.speculative:
+            argv += ["--speculative-config", json.dumps(SPEC)]
+        if self.enforce_eager:
+            argv.append("--enforce-eager")
+        return argv
 
     def start(self, timeout_s: float = 240.0) -> None:
         self.proc = procs.start(self.argv(), self.log, env=vllm_env(self.kv_space_gib))
