@@ -23,8 +23,10 @@ and all three stand still.
 
 A counter that drops has restarted (the engine did): that is a change, so progress. A
 slot that is not up, or whose figures are stale (a failed scrape repeats the last good
-ones), is not judged; an idle slot (nothing running) never is stalled, and the time it
-became busy is where its clock starts.
+ones), is not judged; an idle slot (nothing running) never is stalled. A slot's clock
+starts at the last poll that saw it idle or saw its counters move: when it became busy
+between two polls is not known, and from that poll on nothing has moved. So a stall is
+said up to one refresh sooner than "busy for ``stall_after``", never later.
 
 :class:`StallWatch` is owned by the session (one per console); it keeps, per slot, the
 counters last seen and when they last moved. Nothing here reads a clock: ``now`` comes
@@ -52,7 +54,7 @@ class Stall:
     running: float
     """Requests running (as the engine last reported them) that make no progress."""
     since: float
-    """When its counters last moved (or when it became busy, if they never did since)."""
+    """The last poll that saw its counters move or saw it idle."""
     now: float
     """When it was judged."""
 
@@ -74,7 +76,7 @@ class _Seen:
     marks: tuple[float | None, float | None, float | None]
     """(generation, prompt, KV usage) as last read."""
     moved_at: float
-    """When they last moved, or when the slot became busy."""
+    """The last poll that saw them move, or saw the slot idle."""
 
 
 Reading = tuple[float | None, float | None, float | None, float | None]
