@@ -63,7 +63,7 @@ slots:
     startup_timeout_s: 240
     speculative: {{method: ngram, num_speculative_tokens: 3, prompt_lookup_max: 4,
                   prompt_lookup_min: 2}}
-    extra_args: [--load-format, dummy]
+    extra_args: [--load-format, dummy, --enforce-eager]
 """)
     rpc_log = root / "runpodctl.log"
     env = (f"PATH={BIN}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin PYTHONPATH={REPO} "

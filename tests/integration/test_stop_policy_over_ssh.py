@@ -132,7 +132,7 @@ slots:
     gpu_util: 0.12
     max_model_len: 2048
     startup_timeout_s: 240
-    extra_args: [--load-format, dummy]
+    extra_args: [--load-format, dummy, --enforce-eager]
 """)
     ep = AgentEndpoint("127.0.0.1", srv.port, "root", srv.client_key, pid,
                        f"{sys.executable} -m pod_agent")

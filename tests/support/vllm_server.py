@@ -46,9 +46,11 @@ class VllmServer:
     in chunks, one step each (vLLM V1's chunked prefill). None: vLLM's default."""
     speculative: bool = True
     """N-gram speculative decoding, for real ``vllm:spec_decode_*`` counters."""
-    enforce_eager: bool = False
-    """No torch.compile: no compile warm-up at start (about 30 s on two cores, paid again
-    for every new model path, so by every test session) for a model run as it is."""
+    enforce_eager: bool = True
+    """No torch.compile: no compile warm-up at start (about 30-40 s on two cores, paid
+    again for every new model path, so by every test session and every restart). What
+    the tests read (metrics, health, start-up lines, speculative counters) is the same
+    either way; the compiled path is the field's, not something a test here checks."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
