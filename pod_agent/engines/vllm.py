@@ -35,7 +35,11 @@ PHASES = (
     Phase("downloading", re.compile(r"Downloading|Fetching \d+ files")),
     Phase("loading weights", re.compile(r"Starting to load model|Loading weights|"
                                         r"Loading safetensors|Loading model weights")),
-    Phase("compiling", re.compile(r"torch\.compile|Compiling a graph|Dynamo bytecode")),
+    # not "Enforce eager set, disabling torch.compile, CUDAGraphs…": an eager start
+    # compiles nothing (it says so twice, once before the weights load, once after the
+    # KV cache is sized)
+    Phase("compiling", re.compile(r"(?<!disabling )torch\.compile|Compiling a graph|"
+                                  r"Dynamo bytecode")),
     Phase("KV-cache init", re.compile(r"GPU KV cache size|KV cache size|"
                                       r"Maximum concurrency for|num_gpu_blocks")),
     Phase("capturing CUDA graphs", re.compile(r"Capturing CUDA graph|CUDA graphs|"

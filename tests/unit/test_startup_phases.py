@@ -59,6 +59,21 @@ def test_vllm_lines_give_each_phase_and_its_time() -> None:
     assert clock.last[1] == ("loading weights", 29.0)
 
 
+def test_an_eager_vllm_start_compiles_nothing() -> None:
+    """``--enforce-eager``: vLLM 0.32 warns that it disables torch.compile, before the
+    weights load and again after the KV cache is sized (the real server's lines). That is
+    no compiling phase: the phases read on, and the KV-cache init is not undone."""
+    warn = ("(APIServer pid=1) WARNING 12-02 08:38:30 [vllm.py:1703] Enforce eager set, "
+            "disabling torch.compile, CUDAGraphs, and JIT kernel warmup. This is equivalent "
+            "to setting -cc.mode=none -cc.cudagraph_mode=none")
+    clock = PhaseClock(VLLM)
+    clock.start(0.0)
+    for t, line in [(1.0, warn), (2.0, VLLM_LINES[1][1]), (5.0, VLLM_LINES[5][1]),
+                    (6.0, warn.replace("APIServer", "EngineCore")), (9.0, VLLM_LINES[-1][1])]:
+        clock.line(line, t)
+    assert clock.last == [("starting", 2.0), ("loading weights", 3.0), ("KV-cache init", 4.0)]
+
+
 def test_sglang_lines_give_its_phases() -> None:
     clock = PhaseClock(SGLANG)
     clock.start(0.0)
