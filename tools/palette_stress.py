@@ -58,6 +58,10 @@ class Result:
         return self.alive and self.answered_keys and self.main_screen_kept and not self.crash
 
 
+LATE = 6.0
+"""How much longer than asked a run may go on to fire what ``at_least`` asks for."""
+
+
 def _burners(n: int) -> list[subprocess.Popen[bytes]]:
     """CPU load: ``n`` busy processes (stopped by pid afterwards)."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"],
@@ -72,7 +76,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 async def stress(seconds: float, seed: int, workdir: Path, load: int = 2,
-                 size: tuple[int, int] = (160, 48), say: Any = print) -> Result:
+                 size: tuple[int, int] = (160, 48), say: Any = print,
+                 at_least: tuple[int, int] = (0, 0)) -> Result:
+    """``seconds`` of random keys; then on, up to ``LATE`` times as long, until at least
+    ``at_least`` = (palette commands, demo faults) were fired: a loaded machine answers
+    fewer keys in the same time, and the run must still do what it is there to do."""
     from textual.command import CommandPalette
 
     from console.commands.tui_cmd import demo_context
@@ -101,14 +109,23 @@ async def stress(seconds: float, seed: int, workdir: Path, load: int = 2,
             async def pause() -> None:
                 await asyncio.sleep(rng.uniform(0.0, 1.5))
 
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
+            start = time.monotonic()
+            end, cap = start + seconds, start + seconds * LATE
+
+            def more() -> bool:
+                now = time.monotonic()
+                short = result.palette < at_least[0] or result.faults < at_least[1]
+                return now < end or (short and now < cap)
+
+            while more():
                 if app._exit or app.crash is not None:
                     break
                 result.actions += 1
-                if rng.random() < 0.4:
+                overtime = time.monotonic() >= end  # only there to reach `at_least`
+                if rng.random() < 0.4 or (overtime and result.palette < at_least[0]):
                     result.palette += 1
-                    title = rng.choice(titles)
+                    title = rng.choice(fault_titles if overtime and result.faults < at_least[1]
+                                       else titles)
                     result.faults += title in fault_titles
                     await pilot.press("ctrl+p")
                     await pause()

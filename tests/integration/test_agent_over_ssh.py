@@ -66,7 +66,11 @@ slots:
     extra_args: [--load-format, dummy, --enforce-eager]
 """)
     rpc_log = root / "runpodctl.log"
+    # the slot's vLLM runs its model in the engine core (vllm_server.MODEL_IN_ENGINE):
+    # this module starts it five times
+    in_engine = " ".join(f"{k}={v}" for k, v in vllm_server.MODEL_IN_ENGINE.items())
     env = (f"PATH={BIN}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin PYTHONPATH={REPO} "
+           f"{in_engine} "
            f"POD_AGENT_HOME={home} "
            f"HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 RUNPOD_POD_ID=pod-test-1 "
            f"FAKE_RUNPODCTL_LOG={rpc_log}")

@@ -265,7 +265,7 @@ def long_prefill_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vllm
         pytest.skip("the vLLM CPU venv (tests/support/vllm_venv.sh) not installed")
     srv = VllmServer(tmp_path_factory.mktemp("vllm-long"), max_model_len=LONG_MAX_MODEL_LEN,
                      max_num_batched_tokens=CHUNK_TOKENS, speculative=False,
-                     enforce_eager=True)
+                     enforce_eager=True, model_in_engine=True)
     srv.start()
     try:
         yield srv
@@ -444,18 +444,20 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
         assert (usage.get("prompt_tokens"), usage.get("completion_tokens")) == (
             LONG_PROMPT_TOKENS, LONG_MAX_TOKENS), usage
         # and the sessions see it done: nothing running, the prompt counted at last, never
-        # a stall
+        # a stall. (The sessions' own probes send short prompts at their first poll: the
+        # counter is taken from the first poll that saw the long request running. The
+        # server's gauges and counters are not one atomic record: a scrape can say
+        # "0 running" before the counter holds the prompt, so the wait is for both.)
+        first = next(s for s in seen["direct"] if s.fresh and s.running >= 1)
         deadline = time.time() + 30
         while time.time() < deadline:
             await poll_all()
             last = seen["direct"][-1]
-            if last.fresh and last.running == 0:
+            if last.fresh and last.running == 0 and first.prompt is not None and \
+                    (last.prompt or 0) - first.prompt >= LONG_PROMPT_TOKENS:
                 break
             await asyncio.sleep(REFRESH_S)
         _never_stalled(seen, said)
-        # (the sessions' own probes send short prompts at their first poll: the counter
-        # is taken from the first poll that saw the long request running)
-        first = next(s for s in seen["direct"] if s.fresh and s.running >= 1)
         last = seen["direct"][-1]
         assert last.fresh and last.running == 0, said()
         assert first.prompt is not None and last.prompt is not None, said()

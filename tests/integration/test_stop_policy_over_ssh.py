@@ -102,7 +102,7 @@ def pod(tmp_path_factory):
     env = {"PATH": f"{Path(sys.executable).parent}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin",
            "PYTHONPATH": str(REPO), "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pid,
            "FAKE_RUNPODCTL_LOG": str(rpc_log), "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1",
+           "VLLM_NO_USAGE_STATS": "1", **vllm_server.MODEL_IN_ENGINE,
            "POD_AGENT_WEBHOOK_URL": f"http://127.0.0.1:{hook.server_address[1]}/hook"}
     srv = sshd.SshServer(root / "sshd", extra_config=[
         "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())])
