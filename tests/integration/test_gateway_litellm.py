@@ -391,8 +391,12 @@ def test_windowed_figures_equal_prometheus_on_aligned_windows(gw: SimpleNamespac
     w = f"{w_ms}ms"
 
     col = _collector(gw)
-    col.read(s0, t2 - w_ms / 1000)
-    snap = col.read(s1, t2)
+    # the two reads' instants: w apart, given on a small base because at an epoch instant
+    # (~1.8e9 s) a float resolves only ~2.4e-7 s, which would put the window (and every
+    # rate) ~1e-8 off PromQL's exact one
+    base = 1000.0
+    col.read(s0, base)
+    snap = col.read(s1, base + w_ms / 1000)
     assert snap.window_s == pytest.approx(w_ms / 1000, rel=1e-12)
 
     def prom(expr: str, by: str = "model_id") -> dict[str, float]:

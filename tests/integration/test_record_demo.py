@@ -50,7 +50,10 @@ async def test_demo_recorded_and_replayed_figure_for_figure(tmp_path: Path,
     from console.demo.deployment import DemoDeployment
 
     monkeypatch.setenv("POD_CONSOLE_STATE_DIR", str(tmp_path / "state"))
-    demo = DemoDeployment(workdir=tmp_path / "demo", seed=7, startup_s=1.0, rate=2.0,
+    # a slot takes 4 s to start: the one killed is out (backoff, then starting) for ~6 s,
+    # which polls slowed down by a loaded machine still see (at 1 s it was ~2 s, and a
+    # slow poll could miss it and its alert)
+    demo = DemoDeployment(workdir=tmp_path / "demo", seed=7, startup_s=4.0, rate=2.0,
                           clock_speed=60)
     await asyncio.to_thread(demo.start)
     try:
