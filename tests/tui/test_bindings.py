@@ -65,6 +65,9 @@ async def test_every_main_binding(demo) -> None:
         # r on a RUNNING pod: said at once, nothing asked
         from console.ui.widgets.panels import ActionLog
 
+        # (the pod's reading comes with its own poll: under load it can follow the slots')
+        assert await wait_for(pilot, lambda: app.pod is not None
+                              and app.pod.status == "RUNNING", 30)
         await pilot.press("r")
         log = app.screen.query_one(ActionLog)
         assert await wait_for(pilot, lambda: "already RUNNING" in log.lines[-1].plain)
