@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import sys
@@ -124,39 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.enable()
 
 
-EXIT_GRACE_S = 30.0
-"""How long the process may take to end once ``main`` has returned (a console's demo
-processes are stopped by then): past it, the threads still running are named and the
-process ends anyway."""
-
-
-def bound_exit(code: int, grace_s: float = EXIT_GRACE_S) -> None:
-    """The process ends at most ``grace_s`` after this call, whatever is left running.
-
-    A console whose terminal went away (SSH dropped: SIGHUP) must end. Python ends only
-    once its non-daemon threads have (a worker thread of ``asyncio.to_thread`` included):
-    one blocked for good would keep the console alive, with no terminal, for ever. That
-    was seen once in tests/tui/test_pty.py: the process asleep on a futex, its children
-    gone. This guard, a daemon thread, names what is still running on stderr and ends the
-    process with its own exit status. Only the process's entry point calls it (``run``):
-    ``main`` is also called inside other processes (the tests)."""
-    import threading
-
-    def guard() -> None:
-        threading.Event().wait(grace_s)
-        me = threading.current_thread()
-        left = [t.name for t in threading.enumerate()
-                if t is not me and t is not threading.main_thread()]
-        with contextlib.suppress(Exception):  # the terminal may be gone
-            print(f"pod-console: not ended {grace_s:g} s after it finished (threads left: "
-                  f"{', '.join(left) or 'none'}); ending now", file=sys.stderr, flush=True)
-        os._exit(code)
-
-    threading.Thread(target=guard, name="exit-guard", daemon=True).start()
-
-
 def run() -> None:
     """The ``pod-console`` command: ``main``, then an exit bounded in time."""
+    from console.ui.exit_guard import bound_exit
+
     code = main()
     bound_exit(code)
     sys.exit(code)

@@ -218,6 +218,13 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
     def _on_hangup(self) -> None:
         if self._quit_code == 0:
             self._quit_code = SIGNAL_CODES[signal.SIGHUP]
+        if not self.is_headless:
+            # nobody is left to press a key: the process ends, even if a thread (or
+            # Textual's own exit) never returns, once an operation's cleanup has had its time
+            from console.ui.exit_guard import QUIT_GRACE_S, bound_exit
+
+            busy = any(w.group == "operation" and w.is_running for w in self.workers)
+            bound_exit(self._quit_code, QUIT_GRACE_S + (QUIT_CLEANUP_S if busy else 0.0))
         self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
 
     async def action_quit(self) -> None:

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 
 STUCK = """
 import sys, threading
-from console.cli import bound_exit
+from console.ui.exit_guard import bound_exit
 threading.Thread(target=threading.Event().wait, name="stuck-worker").start()  # never ends
 bound_exit(7, 0.5)
 sys.exit(7)
@@ -35,3 +35,12 @@ def test_the_command_and_python_m_both_go_through_the_guard() -> None:
     assert scripts["pod-console"] == "console.cli:run"
     assert "    run()" in (REPO / "console" / "cli.py").read_text().split(
         'if __name__ == "__main__":', 1)[1]
+
+
+def test_a_signal_arms_the_guard_only_outside_the_tests() -> None:
+    """The app arms it when a signal or a closed terminal ends a real console (where the
+    wait can be inside Textual's own exit), never in a headless app: a test's process
+    would be ended by it."""
+    src = (REPO / "console" / "ui" / "app.py").read_text()
+    hangup = src.split("def _on_hangup(self) -> None:", 1)[1].split("\n    def ", 1)[0]
+    assert "if not self.is_headless:" in hangup and "bound_exit(" in hangup
