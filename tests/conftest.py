@@ -33,6 +33,9 @@ from pathlib import Path
 
 import pytest
 
+# a snapshot mismatch prints the text of both pictures (a CI log has no HTML report)
+pytest_plugins = ["tests.support.snapshot_text"]
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROFILES = REPO / "profiles"

@@ -39,7 +39,10 @@ async def _settle(pilot) -> None:
     # was not always enough, and the pod line was captured still blank
     from tests.tui.conftest import wait_for
 
-    assert await wait_for(pilot, lambda: pilot.app.polls >= 1 and pilot.app.pod is not None)
+    # and the validated settings adopted: before that the registry is not attached, and
+    # help showed every operation as "asks first" (CI caught it on a loaded runner)
+    assert await wait_for(pilot, lambda: pilot.app.polls >= 1 and pilot.app.pod is not None
+                          and pilot.app.ready_after_s is not None)
     await pilot.app.workers.wait_for_complete()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()  # what the poll posted, handled (a turn of the loop, not a delay)
@@ -109,6 +112,11 @@ def test_help(snap_compare, tmp_path) -> None:
         await pilot.press("question_mark")
         assert await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen)
                               and pilot.app.screen.is_mounted)
+        # what the push set off (the footer's bindings, a poll in flight) done, then
+        # the frame that follows it: conditions, not a delay
+        await pilot.app.workers.wait_for_complete()
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
         await pilot.pause()
 
     assert snap_compare(build(tmp_path), terminal_size=(100, 30), run_before=run)
