@@ -25,10 +25,12 @@ that needs the real vLLM runs on the same worker (one vLLM at a time on two core
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -91,8 +93,8 @@ def _isolate() -> None:
 
 WORKERS = 3
 """The machine has two cores (CI's too), and three workers: much of the suite waits on real
-time (servers starting, demo clocks, polls), which leaves a core idle under two workers
-under two workers. Measured on one 2-core machine: 1,436 s at ``-n 2``, 1,214 s at ``-n 3``,
+time (servers starting, demo clocks, polls), which leaves a core idle under two
+workers. Measured on one 2-core machine: 1,436 s at ``-n 2``, 1,214 s at ``-n 3``,
 the cores 90-100 % busy through most of the ``-n 3`` run."""
 
 
@@ -172,9 +174,42 @@ _spans: dict[str, list[float]] = defaultdict(lambda: [float("inf"), 0.0, 0.0, 0.
 """tier → [first start, last stop, seconds spent in it (all workers), tests]."""
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children it has reaped (the servers a test
+    started and stopped, its subprocesses): a test's own cost, whatever else runs beside."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Generator:
+    """Each phase's report carries the CPU spent since the last phase ended (xdist carries
+    user_properties to the controller). A session fixture's server is counted where it is
+    stopped and reaped: the last teardown of the worker that started it."""
+    now = _cpu_s()
+    outcome = yield
+    before = item.config.stash.get(_CPU_AT, now)
+    item.config.stash[_CPU_AT] = now
+    outcome.get_result().user_properties.append(("cpu_s", now - before))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_CPU_AT] = _cpu_s()  # collection is not a test's
+
+
+_CPU_AT = pytest.StashKey[float]()
+_cpu: dict[str, float] = defaultdict(float)
+"""tier → CPU seconds its tests cost (their processes and their children)."""
+_cpu_by_test: dict[str, float] = defaultdict(float)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller adds the workers' reports up
+    cpu = sum(v for k, v in report.user_properties if k == "cpu_s")
+    _cpu[tier_of(report.nodeid.split("::", 1)[0].removeprefix("tests/"))] += cpu
+    _cpu_by_test[report.nodeid.split("@", 1)[0]] += cpu
     rel = report.nodeid.split("::", 1)[0].removeprefix("tests/")
     span = _spans[tier_of(rel)]
     start, stop = getattr(report, "start", None), getattr(report, "stop", None)
@@ -196,6 +231,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             continue
         first, last, busy, n = _spans[tier]
         tr.write_line(f"{tier:<12} {last - first:7.1f} s wall (from +{first - t0:.0f} s to "
-                      f"+{last - t0:.0f} s)  {busy:7.1f} s in tests  {int(n)} tests")
+                      f"+{last - t0:.0f} s)  {busy:7.1f} s in tests  {_cpu[tier]:7.1f} s CPU  "
+                      f"{int(n)} tests")
     tr.write_line(f"{'all':<12} {max(s[1] for s in _spans.values()) - t0:7.1f} s wall  "
-                  f"(clock {time.strftime('%H:%M:%S')})")
+                  f"{sum(_cpu.values()):7.1f} s CPU  (clock {time.strftime('%H:%M:%S')})")
+    tr.write_sep("=", "most CPU (the test's process and the children it reaped)")
+    for nodeid, cpu in sorted(_cpu_by_test.items(), key=lambda kv: -kv[1])[:15]:
+        tr.write_line(f"{cpu:7.1f} s  {nodeid}")
