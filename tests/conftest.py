@@ -19,7 +19,8 @@ markers from them.
 
 The suite runs on three workers (``-n 3 --dist loadgroup``, pyproject.toml). A module whose
 tests share one expensive world (a module-scoped fixture) runs on one worker; every test
-that needs the real vLLM runs on the same worker (one vLLM at a time on two cores).
+that reads the session's real vLLM runs on one worker (it is started once), and the two
+modules whose vLLM the agent starts run on another, one after the other.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "tui/test_stop_demo.py": ("realtime",),
 }
 """Module (under tests/) → the real parts it starts itself, and ``realtime``."""
+AGENT_VLLM = {"integration/test_agent_over_ssh.py", "integration/test_stop_policy_over_ssh.py"}
+"""Modules whose vLLM the real agent starts (not the session's shared server)."""
 FIXTURE_PARTS = {"real_vllm": ("vllm",), "real_prometheus": ("prometheus", "vllm"),
                  "real_sshd": ("sshd",), "world": ("sshd",), "slow_world": ("sshd",)}
 NO_PROCESS_TUI = {"test_operations_in_flight.py", "test_gateway_key.py", "test_partial_writes.py",
@@ -161,8 +164,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(m)
         names = {m.name for m in item.iter_markers()}
         if "vllm" in names:
-            # one real vLLM at a time: two on two cores starve each other
-            item.add_marker(pytest.mark.xdist_group("vllm"))
+            # The session's shared vLLM is started once, on the worker that runs every test
+            # that reads it. The agent modules start their own through the agent: a group
+            # of their own, so the two chains of vLLM starts overlap instead of adding up
+            # (together they were the suite's critical path, ~1,000 s of ~1,150).
+            item.add_marker(pytest.mark.xdist_group(
+                "vllm-agent" if rel in AGENT_VLLM else "vllm"))
         elif tier in ("integration", "e2e"):
             # a module's tests share its world (module-scoped): one worker builds it once
             item.add_marker(pytest.mark.xdist_group(rel))
