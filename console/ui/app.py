@@ -17,18 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import inspect
 import signal
-import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
 from typing import Any
 
-from textual.app import App, SystemCommand
-from textual.screen import ModalScreen, Screen
+from textual.app import App
 from textual.timer import Timer
-from textual.worker import Worker, WorkerFailed, WorkerState
 
 from console.session.record.replay import LiveTape, Replay
 from console.session.session import Session
@@ -40,8 +35,12 @@ from console.session.view import (
     state_path,
     view_of,
 )
+from console.ui.error_boundary import ErrorBoundary
 from console.ui.keys import PAUSE_BINDING, REPLAY_BINDINGS
+from console.ui.navigation import Navigation
 from console.ui.no_color import NoColorEmphasis
+from console.ui.palette_commands import PaletteCommands
+from console.ui.replay_keys import ReplayKeys
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
 from console.ui.terminal import terminal_closed
@@ -53,9 +52,6 @@ FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
 QUIT_CLEANUP_S = 180.0
 """How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
-FAILURE_BURST = (20, 10.0)
-"""More survived failures than this many within this many seconds is a loop, not a
-passing fault: the console then ends with a crash report instead of going on."""
 SIGNAL_CODES = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGHUP: 128 + signal.SIGHUP}
 """The exit status after quitting on a signal (the shell's convention)."""
 
@@ -66,7 +62,12 @@ def _session_reads(name: str) -> Any:
                     doc=f"The session's ``{name}`` (``console.session.session.Session``).")
 
 
-class PodConsoleApp(NoColorEmphasis, App[Any]):
+class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoColorEmphasis,
+                    App[Any]):
+    """The timers, the screens and the dialogs. What keys and failures do is in its
+    mixins, one module each: ``replay_keys`` (the live pause and a recording's keys),
+    ``error_boundary``, ``navigation`` (the screens a key opens), ``palette_commands``."""
+
     TITLE = "pod-console"
     CSS_PATH = "console.tcss"
     ENABLE_COMMAND_PALETTE = True
@@ -334,114 +335,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
             for screen in screens:
                 screen.show(state)
 
-    # -- replay and the live pause ----------------------------------------------------------
-    @property
-    def replaying(self) -> bool:
-        """A recording opened with ``pod-console replay`` (not the live pause)."""
-        return self.live_tape is None
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The replay keys only while a recording is shown, ``p`` only live; neither
-        while a dialog or a text box has the keys (the jump dialog's own typing)."""
-        if action.startswith("replay_") or action == "live_pause":
-            from textual.widgets import Input
-
-            if isinstance(self.screen, ModalScreen) or isinstance(self.focused, Input):
-                return False
-            if action == "live_pause":
-                return not self.replaying
-            return self.replay is not None
-        return True
-
-    def action_live_pause(self) -> None:
-        """``p``: hold the screen on the poll shown now (polling and recording go on; the
-        replay keys move over what was polled); ``p`` again: live."""
-        if self.replaying or self.live_tape is None:
-            return
-        if self.replay is not None:
-            self.replay = None
-            self._stop_replay_timer()
-            self.note("live again")
-        elif not self.live_tape.times():
-            self.note("nothing polled yet to pause on", "yellow")
-            return
-        else:
-            self.replay = Replay(self.live_tape, at=self.live_tape.times()[-1], live=True)
-            self.note("paused: polling goes on; t/T step, j/J jump, [/] alerts, space "
-                      "plays, p returns to live", "bold")
-        self.refresh_screens()
-
-    def _stop_replay_timer(self) -> None:
-        if self._replay_timer is not None:
-            self._replay_timer.stop()
-            self._replay_timer = None
-
-    def _replay_moved(self, said: str | None, bell: bool = True) -> None:
-        if said is None:
-            if bell:
-                self.bell()  # at an end: nothing that way
-        else:
-            self.note(said, "dim", replace=self._replay_noted)
-        self._replay_noted = said is not None
-        self.refresh_screens()
-
-    _replay_noted = False
-
-    def action_replay_toggle(self) -> None:
-        if self.replay is None:
-            return
-        said = self.replay.toggle()
-        if self.replay.live:  # the live session's timer polls: the pause has its own
-            self._stop_replay_timer()
-            if self.replay.cursor.playing:
-                from console.session.record.replay import REPLAY_TICK_S
-
-                self._replay_timer = self.set_interval(REPLAY_TICK_S, self._replay_tick)
-        self._replay_moved(said)
-
-    def _replay_tick(self) -> None:
-        if self.replay is not None and self.replay.tick():
-            self.refresh_screens()
-        if self.replay is None or not self.replay.cursor.playing:
-            self._stop_replay_timer()
-
-    def action_replay_step(self, n: int) -> None:
-        if self.replay is not None:
-            self._replay_moved(self.replay.step(n))
-
-    def action_replay_marker(self, direction: int) -> None:
-        if self.replay is not None:
-            said = self.replay.marker(direction)
-            if said is None:
-                self.bell()
-                self.note("no marker " + ("after" if direction > 0 else "before") + " this",
-                          "dim")
-            self._replay_moved(said, bell=False)
-
-    def action_replay_speed(self, which: int) -> None:
-        if self.replay is not None:
-            self._replay_moved(self.replay.speed(which))
-
-    def action_replay_jump(self, direction: int) -> None:
-        from console.ui.screens.jump import JumpScreen
-
-        if self.replay is not None:
-            self.push_screen(JumpScreen(direction > 0, lambda text: self.replay_jump(
-                text, direction > 0)))
-
-    def replay_jump(self, text: str, forward: bool = True) -> str | None:
-        """Move the replay to what was typed; None when it moved, else why not."""
-        from console.session.record.cursor import WhenError
-
-        if self.replay is None:
-            return "no recording is shown"
-        try:
-            said = self.replay.jump(text, forward)
-        except WhenError as exc:
-            return str(exc)
-        self._replay_moved(said)
-        return None
-
     # -- what screens ask for (messages up) -----------------------------------------
     def on_console_screen_operation(self, message: ConsoleScreen.Operation) -> None:
         self.start_operation(message.operation_id, message.args)
@@ -451,97 +344,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
 
     def on_console_screen_want_logs(self, message: ConsoleScreen.WantLogs) -> None:
         self.load_slot_logs(message.slot, message.done)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Where a console worker's unexpected exception lands: said, never swallowed.
-        (A poll's own failure the session catches and shows on every screen; a worker
-        that exits on error — Textual's own, the palette's — reaches the boundary.)"""
-        if event.state is not WorkerState.ERROR or event.worker.exit_on_error:
-            return
-        err = event.worker.error
-        self.failed(event.worker.group or event.worker.name or "worker",
-                    err if err is not None else RuntimeError("unknown error"))
-
-    # -- the error boundary --------------------------------------------------------------
-    def failed(self, where: str, err: BaseException) -> None:
-        """A failure the console survives: a line in the action log, a notification on
-        whatever screen is open, and its traceback in ``STATE_DIR/errors.log``."""
-        reason = f"{type(err).__name__}: {err}"[:200]
-        now = time.monotonic()
-        self.failures.append((now, where, reason))
-        self.note(f"{where} failed: {reason} (the console goes on; {ERRORS_LOG_NAME})",
-                  "bold red")
-        with contextlib.suppress(Exception):
-            self.notify(f"{where} failed: {reason}", title="error", severity="error",
-                        timeout=12, markup=False)
-        self.log.error(f"{where} failed", err)
-        from console.ui.crash import append_error
-
-        state_dir = self._state_dir()
-        with contextlib.suppress(RuntimeError):  # no loop: the log line is enough
-            asyncio.get_running_loop().run_in_executor(None, append_error, state_dir,
-                                                       where, err)
-
-    def _state_dir(self) -> Any:
-        from console.config.config_file import default_state_dir
-
-        if self.ctx is not None:
-            return self.ctx.settings.state_dir
-        return default_state_dir()
-
-    def _survivable(self, error: Exception) -> tuple[str, ModalScreen[Any] | None] | None:
-        """Where a failure Textual handed over came from, when the console can go on
-        after it (and the dialog to close with it); None for one it cannot: a message
-        loop of the app or of a console screen has stopped with it."""
-        if self._exit:
-            return None
-        recent = [f for f in self.failures if f[0] > time.monotonic() - FAILURE_BURST[1]]
-        if len(recent) >= FAILURE_BURST[0]:
-            return None  # failing in a loop: going on would only repeat it
-        if isinstance(error, WorkerFailed):
-            from textual.worker import active_worker
-
-            worker = active_worker.get(None)
-            name = (worker.group or worker.name) if worker is not None else "worker"
-            return (f"worker {name}", None)
-        caller = sys._getframe(2).f_code  # who called Textual's _handle_exception
-        if caller.co_name == "_tick" and caller.co_filename.endswith("timer.py"):
-            return ("timer", None)
-        if caller.co_name == "_flush_next_callbacks":
-            return ("callback", None)
-        from textual._context import active_message_pump
-
-        pump = active_message_pump.get(None)
-        screen = pump if isinstance(pump, Screen) else getattr(pump, "_parent_screen", None)
-        if screen is None and pump is not None:
-            with contextlib.suppress(Exception):
-                screen = pump.screen  # type: ignore[attr-defined]
-        if isinstance(screen, ModalScreen) and screen in self.screen_stack:
-            return (f"dialog {type(screen).__name__}", screen)  # its loop is gone: close it
-        return None
-
-    def _handle_exception(self, error: Exception) -> None:
-        """Every failure Textual catches comes here (workers, timers, message handlers).
-        One in a worker, a timer, a callback or a dialog is shown and logged, and the
-        console goes on; anything else ends it with a crash report and a non-zero exit
-        (``console/commands/tui_cmd.py`` writes the report from ``self.crash``)."""
-        try:
-            survivable = self._survivable(error)
-        except Exception:  # the boundary itself must never be what crashes
-            survivable = None
-        if survivable is not None:
-            where, dialog = survivable
-            self.failed(where, error.error if isinstance(error, WorkerFailed) else error)
-            if dialog is not None:
-                with contextlib.suppress(Exception):
-                    if self.screen is dialog:
-                        dialog.dismiss(None)
-            return
-        from console.ui.crash import format_error
-
-        if self.crash is None:
-            self.crash = format_error(error)
-        super()._handle_exception(error)
 
     # -- action log ----------------------------------------------------------------
     def note(self, text: str, style: str = "", replace: bool = False) -> None:
@@ -556,171 +358,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen) and screen.is_mounted:
                 screen.log_line(t, text, style, replace)
-
-    # -- navigation ----------------------------------------------------------------
-    def open_detail(self, slot: str) -> None:
-        from console.ui.screens.detail import SlotDetailScreen
-
-        self.push_screen(SlotDetailScreen(self.console_state(), slot))
-
-    def action_full_log(self) -> None:
-        from console.ui.screens.log import LogScreen
-
-        if not isinstance(self.screen, LogScreen):
-            self.push_screen(LogScreen(self.console_state(), tuple(self.log_lines)))
-
-    def action_gpus(self) -> None:
-        from console.ui.screens.gpus import GpuScreen
-
-        if not isinstance(self.screen, GpuScreen):
-            self.push_screen(GpuScreen(self.console_state()))
-
-    def action_gateway(self) -> None:
-        from console.ui.screens.gateway import GatewayScreen
-
-        if not isinstance(self.screen, GatewayScreen):
-            self.push_screen(GatewayScreen(self.console_state()))
-
-    # -- the fleet: every context's pod ------------------------------------------------
-    def action_fleet(self) -> None:
-        from console.ui.screens.fleet import FleetScreen
-
-        if len(self.view.contexts) < 1:
-            self.note("the config names no contexts: this console's pod is the whole fleet "
-                      "(README, \"Several pods\")", "yellow")
-            return
-        if not isinstance(self.screen, FleetScreen):
-            self.push_screen(FleetScreen(self.console_state()))
-        self.session.want_fleet()  # now, then at every tick while its screen is open
-
-    def _fleet_shown(self) -> bool:
-        """Whether anyone looks at the fleet (else other pods are not polled)."""
-        from console.ui.screens.fleet import FleetScreen
-
-        return any(isinstance(s, FleetScreen) for s in self.screen_stack)
-
-    def on_fleet_screen_switch_context(self, message: Any) -> None:
-        self.switch_context(message.context)
-
-    def switch_context(self, name: str) -> None:
-        """Reopen the console on another context's pod (a new process on the same
-        terminal: nothing of this pod's state carries over to that one)."""
-        from console.session.view import SwitchRequest
-
-        if name == self.view.context:
-            self.pop_screen()
-            return
-        self.note(f"switching to context {name}", "bold")
-        self.exit(SwitchRequest(name))
-
-    def _next_pod(self) -> None:
-        """The wall's rotation through the config's pods."""
-        names = list(self.view.contexts)
-        if len(names) < 2:
-            return
-        at = names.index(self.view.context) if self.view.context in names else -1
-        self.switch_context(names[(at + 1) % len(names)])
-
-    def action_alert_history(self) -> None:
-        from console.ui.screens.alerts import AlertHistoryScreen
-
-        if not isinstance(self.screen, AlertHistoryScreen):
-            self.push_screen(AlertHistoryScreen(self.console_state()))
-
-    def action_help(self) -> None:
-        from console.ui.keys import column_legend, help_rows
-        from console.ui.screens.modals import HelpScreen
-
-        specs = self.ctx.registry.specs if self.ctx is not None else {}
-        self.push_screen(HelpScreen(help_rows(self.wall, specs, self.allowed,
-                                              replay=self.replay is not None,
-                                              live=not self.replaying),
-                                    column_legend()))
-
-    def load_slot_logs(self, slot: str, done: Callable[[list[str]], None]) -> None:
-        async def fetch() -> None:
-            await self._context_ready.wait()
-            done(await self.session.slot_logs(slot))
-        self.run_worker(fetch(), group="logs", exclusive=True, exit_on_error=False)
-
-    # -- command palette -----------------------------------------------------------
-    def action_command_palette(self) -> None:
-        """The palette that closes once and never fails for being closed
-        (``console/ui/palette.py``)."""
-        from textual.command import CommandPalette
-
-        from console.ui.palette import ConsolePalette
-
-        if self.use_command_palette and not CommandPalette.is_open(self):
-            self.push_screen(ConsolePalette(id="--command-palette"))
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every command through the error boundary: it runs in the app's own message
-        loop, where an exception would end the console."""
-        for cmd in self._system_commands(screen):
-            yield SystemCommand(cmd.title, cmd.help, self._guarded(cmd.title, cmd.callback),
-                                cmd.discover)
-
-    def _guarded(self, title: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-        async def run() -> None:
-            if self._exit:
-                return
-            try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                self.failed(f"palette command {title!r}", exc)
-        return run
-
-    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        if self.ctx is None:
-            return  # operations appear once the console has loaded
-        reg = self.ctx.registry
-        for spec in reg.specs.values() if not self.wall else ():  # a wall offers none
-            if reg.allowed(spec.id) and spec.id != "refresh":
-                yield SystemCommand(spec.title, spec.description,
-                                    lambda i=spec.id: self.start_operation(i))
-        # a poll, not an operation (on a wall: at most one a second, see the session)
-        yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
-        if self.view.contexts:
-            yield SystemCommand("Fleet: every pod", "one line per context's pod (F)",
-                                self.action_fleet)
-        for name in self.view.contexts:
-            if name != self.view.context:
-                yield SystemCommand(f"Context: {name}", f"reopen the console on {name}'s pod",
-                                    lambda n=name: self.switch_context(n))
-        yield SystemCommand("Help: keys", "show every key", self.action_help)
-        if self.ctx.demo is not None and not self.wall:
-            # faults change the deployment: never from a read-only screen
-            for title, help_, fn in self.ctx.demo.faults():
-                yield SystemCommand(f"Demo fault: {title}", help_,
-                                    lambda f=fn, t=title: self._demo_fault(f, t))
-
-    def _demo_fault(self, fn: Callable[[], Any], title: str) -> None:
-        assert self.ctx is not None
-        if self._exit:
-            return  # quitting: nothing new starts
-        if self.wall or self.ctx.registry.read_only:
-            self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
-            return
-        audit = self.ctx.registry.audit
-
-        async def run() -> None:
-            from console.operations.audit import AuditError
-
-            try:
-                await asyncio.to_thread(audit.append, "demo_fault", {"fault": title}, "started")
-            except AuditError as exc:
-                self.note(f"DEMO fault {title} not injected: {exc}", "red")
-                return
-            r = fn()
-            if asyncio.iscoroutine(r):
-                await r
-            self.note(f"DEMO fault injected: {title}", "magenta")
-            self.session.refresh_now()
-        self.run_worker(run(), group="demo", exit_on_error=False)
 
     # -- operations ----------------------------------------------------------------
     def start_operation(self, operation_id: str, args: dict[str, Any] | None = None) -> None:
@@ -751,7 +388,6 @@ class PodConsoleApp(NoColorEmphasis, App[Any]):
         self.note(f"{operation_id}: not while paused (p returns to live)", "yellow")
 
 
-ERRORS_LOG_NAME = "details in errors.log"
 
 
 def collect_garbage_again() -> None:

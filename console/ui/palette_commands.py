@@ -1,0 +1,100 @@
+"""What the command palette (ctrl+p) offers: Textual's own commands, the operations the
+registry allows (none on a wall), refresh, fleet and contexts, help, and the demo's
+faults. Each runs through the error boundary: a palette command runs in the app's own
+message loop, where an exception would end the console. A mixin of
+:class:`~console.ui.app.PodConsoleApp`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from textual.app import SystemCommand
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from console.ui.app import PodConsoleApp
+
+
+class PaletteCommands:
+    """Methods of the app (``self`` is a :class:`PodConsoleApp`)."""
+
+    def action_command_palette(self: PodConsoleApp) -> None:
+        """The palette that closes once and never fails for being closed
+        (``console/ui/palette.py``)."""
+        from textual.command import CommandPalette
+
+        from console.ui.palette import ConsolePalette
+
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(ConsolePalette(id="--command-palette"))
+
+    def get_system_commands(self: PodConsoleApp, screen: Screen) -> Iterable[SystemCommand]:
+        """Every command through the error boundary: it runs in the app's own message
+        loop, where an exception would end the console."""
+        for cmd in self._system_commands(screen):
+            yield SystemCommand(cmd.title, cmd.help, self._guarded(cmd.title, cmd.callback),
+                                cmd.discover)
+
+    def _guarded(self: PodConsoleApp, title: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        async def run() -> None:
+            if self._exit:
+                return
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                self.failed(f"palette command {title!r}", exc)
+        return run
+
+    def _system_commands(self: PodConsoleApp, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if self.ctx is None:
+            return  # operations appear once the console has loaded
+        reg = self.ctx.registry
+        for spec in reg.specs.values() if not self.wall else ():  # a wall offers none
+            if reg.allowed(spec.id) and spec.id != "refresh":
+                yield SystemCommand(spec.title, spec.description,
+                                    lambda i=spec.id: self.start_operation(i))
+        # a poll, not an operation (on a wall: at most one a second, see the session)
+        yield SystemCommand("Refresh now", "poll every source now", self.action_refresh_now)
+        if self.view.contexts:
+            yield SystemCommand("Fleet: every pod", "one line per context's pod (F)",
+                                self.action_fleet)
+        for name in self.view.contexts:
+            if name != self.view.context:
+                yield SystemCommand(f"Context: {name}", f"reopen the console on {name}'s pod",
+                                    lambda n=name: self.switch_context(n))
+        yield SystemCommand("Help: keys", "show every key", self.action_help)
+        if self.ctx.demo is not None and not self.wall:
+            # faults change the deployment: never from a read-only screen
+            for title, help_, fn in self.ctx.demo.faults():
+                yield SystemCommand(f"Demo fault: {title}", help_,
+                                    lambda f=fn, t=title: self._demo_fault(f, t))
+
+    def _demo_fault(self: PodConsoleApp, fn: Callable[[], Any], title: str) -> None:
+        assert self.ctx is not None
+        if self._exit:
+            return  # quitting: nothing new starts
+        if self.wall or self.ctx.registry.read_only:
+            self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
+            return
+        audit = self.ctx.registry.audit
+
+        async def run() -> None:
+            from console.operations.audit import AuditError
+
+            try:
+                await asyncio.to_thread(audit.append, "demo_fault", {"fault": title}, "started")
+            except AuditError as exc:
+                self.note(f"DEMO fault {title} not injected: {exc}", "red")
+                return
+            r = fn()
+            if asyncio.iscoroutine(r):
+                await r
+            self.note(f"DEMO fault injected: {title}", "magenta")
+            self.session.refresh_now()
+        self.run_worker(run(), group="demo", exit_on_error=False)
