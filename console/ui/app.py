@@ -328,8 +328,10 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         return self.session.state()
 
     def refresh_screens(self, state: ConsoleState | None = None) -> None:
-        screens = [s for s in self.screen_stack
-                   if isinstance(s, ConsoleScreen) and s.is_mounted]
+        # every console screen, mounted or only pushed: one pushed while the first poll
+        # was landing keeps the state and draws it on mount (``ConsoleScreen.show``);
+        # skipping it left "waiting for first data" up until the next poll
+        screens = [s for s in self.screen_stack if isinstance(s, ConsoleScreen)]
         if screens:
             state = state or self.console_state()
             for screen in screens:
@@ -356,7 +358,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         else:
             self.log_lines.append((t, text, style))
         for screen in self.screen_stack:
-            if isinstance(screen, ConsoleScreen) and screen.is_mounted:
+            # the main screen keeps lines noted before it was drawn (see its log_line)
+            if isinstance(screen, ConsoleScreen) and (screen.is_mounted
+                                                      or isinstance(screen, MainScreen)):
                 screen.log_line(t, text, style, replace)
 
     # -- operations ----------------------------------------------------------------

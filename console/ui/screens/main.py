@@ -56,7 +56,8 @@ class MainScreen(ConsoleScreen):
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:
         super().__init__(state)
-        self._earlier_log = log
+        self._earlier_log: list[tuple[float, str, str]] | None = list(log)
+        """Lines noted before the log is drawn (on_mount adds them); None after."""
         """What happened before this screen opened."""
 
     def compose(self) -> ComposeResult:
@@ -74,9 +75,9 @@ class MainScreen(ConsoleScreen):
         self.query_one(SlotsTable).focus()
         self.on_resize()
         log = self.query_one(ActionLog)
-        for t, text, style in self._earlier_log:
+        for t, text, style in self._earlier_log or ():
             log.add(t, text, style)
-        self._earlier_log = ()
+        self._earlier_log = None
         self.render_state(self.state)
 
     def on_resize(self, event: object = None) -> None:
@@ -121,6 +122,12 @@ class MainScreen(ConsoleScreen):
         self.refresh_bindings()
 
     def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
+        if self._earlier_log is not None:  # pushed, not drawn yet: on_mount adds it
+            if replace and self._earlier_log:
+                self._earlier_log[-1] = (t, text, style)
+            else:
+                self._earlier_log.append((t, text, style))
+            return
         self.query_one(ActionLog).add(t, text, style, replace)
 
     async def action_filter(self) -> None:
