@@ -39,8 +39,9 @@ async def _settle(pilot) -> None:
     # was not always enough, and the pod line was captured still blank
     from tests.tui.conftest import wait_for
 
-    # and the validated settings adopted: before that the registry is not attached, and
-    # help showed every operation as "asks first" (CI caught it on a loaded runner)
+    # and the context ready (its registry attached: the help and the footer read it).
+    # This app is built with its context, so that holds from mount; the wait keeps the
+    # settle right for an app that starts staged
     assert await wait_for(pilot, lambda: pilot.app.polls >= 1 and pilot.app.pod is not None
                           and pilot.app.ready_after_s is not None)
     await pilot.app.workers.wait_for_complete()
