@@ -92,6 +92,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+SCHEDULE_LEAD_S = 6 * 3600.0
+"""The simulated pod's clock starts this long (pod time) before the profile's next
+scheduled stop, whatever the hour and the speed. At ×60 that is six real minutes: the
+idle story at a person's pace (up, traffic stops, the warning, ``w 1 y``, the extension
+runs out, the idle stop) takes about three, so its stop is the idle one and not the
+schedule's. A lead of 90 pod minutes once let a loaded run reach the scheduled stop first."""
+
 WARN_REAL_S = 25.0
 """On an accelerated pod clock the warning still comes this many real seconds before the
 stop: time for a person to read it and press ``w 1 y`` (issue: the README's story)."""
@@ -135,8 +142,8 @@ class DemoDeployment:
         (``fake_litellm``): the console watches it as ``gateway_url``."""
         self.clock_speed = clock_speed
         """The pod agent's clock runs this many times as fast (``--clock-speed``), from
-        90 minutes before the first profile's next scheduled stop: a warning, an
-        extension and an idle stop in a minute. At 1 it starts 6 hours before it."""
+        ``SCHEDULE_LEAD_S`` before the first profile's next scheduled stop: at ×60 the
+        idle story (a warning, an extension, an idle stop) fits in its first minutes."""
         self.clock_spec: str | None = None
         self.fleet = fleet
         """Three pods, each a context of the demo's config (``demo --fleet``): F shows
@@ -280,6 +287,18 @@ class DemoDeployment:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
 
+    def pod_clock_spec(self, first: LoadedProfile, real_now: float | None = None) -> str | None:
+        """The simulated pod's ``POD_AGENT_CLOCK``: ``SCHEDULE_LEAD_S`` before the first
+        profile's next scheduled stop, at ``clock_speed``; None (the wall clock) when it
+        has no schedule."""
+        from pod_agent import clock, stoppolicy
+
+        real = time.time() if real_now is None else real_now
+        at = stoppolicy.next_scheduled(first.profile.schedule, real)
+        if at is None:
+            return None
+        return clock.spec_for(at - SCHEDULE_LEAD_S, self.clock_speed, real_epoch=real)
+
     def start(self) -> None:
         self.faults_dir.mkdir(parents=True, exist_ok=True)
         self.profiles_dir.mkdir(parents=True, exist_ok=True)
@@ -288,13 +307,8 @@ class DemoDeployment:
         first = self.profiles()[0]
         # the simulated pod keeps its own clock, so the demo does not depend on the hour
         # it is run at (after the profile's stop time its watchdog would stop the pod at
-        # once): 6 hours before the next scheduled stop, or 90 minutes when it runs fast
-        from pod_agent import clock, stoppolicy
-
-        at = stoppolicy.next_scheduled(first.profile.schedule, time.time())
-        if at is not None:
-            lead = 6 * 3600 if self.clock_speed == 1.0 else 90 * 60
-            self.clock_spec = clock.spec_for(at - lead, self.clock_speed)
+        # once): SCHEDULE_LEAD_S before the next scheduled stop, at any speed
+        self.clock_spec = self.pod_clock_spec(first)
         self.state.host_factory = self._host_factory
         self.state.stock = {g: 4 for lp in self.profiles() for g in lp.profile.gpu_type_ids}
         self.emulator.start()

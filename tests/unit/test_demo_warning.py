@@ -38,3 +38,29 @@ def test_the_demo_profiles_carry_it_only_on_an_accelerated_clock(tmp_path) -> No
             sched = lp.profile.schedule
             got = sched.warn_before if want else None
             assert got == want or (want is None and sched.warn_before == "10m"), (speed, got)
+
+
+def test_the_idle_story_ends_long_before_the_scheduled_stop_at_x60(tmp_path, monkeypatch) -> None:
+    """The pod clock starts ``SCHEDULE_LEAD_S`` before the scheduled stop at any speed: at
+    ×60 the idle story (30 pod minutes of silence, a +1 h extension, 30 more) ends well
+    inside it, so the stop a person sees is the idle one. CI once saw the schedule's stop
+    first: the lead was 90 pod minutes, 90 real seconds, shorter than a loaded run."""
+    import time
+
+    from pod_agent import clock, stoppolicy
+
+    demo = DemoDeployment(workdir=tmp_path / "d", clock_speed=60.0)
+    demo.profiles_dir.mkdir(parents=True)
+    for src in sorted(PROFILES.glob("*.yaml")):
+        demo._profile_copy(src)
+    first = demo.profiles()[0]
+    real = time.time()
+    spec = demo.pod_clock_spec(first, real)
+    assert spec is not None
+    monkeypatch.setenv("POD_AGENT_CLOCK", spec)
+    pod_now = clock.now()  # as the agent reads it
+    at = stoppolicy.next_scheduled(first.profile.schedule, pod_now)
+    assert at is not None and clock.speed() == 60.0
+    real_until_schedule = (at - pod_now) / 60.0
+    story = (duration_s("30m") + 3600 + duration_s("30m")) / 60.0
+    assert real_until_schedule >= 2 * story, (real_until_schedule, story)
