@@ -6,6 +6,7 @@ that hangs, one whose ``/metrics`` wants a key the console lacks."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import re
 import time
@@ -59,10 +60,18 @@ def _p95(rows: list, hist: str, **want: str) -> float:
     raise AssertionError
 
 
+def _taken_at(rows: list) -> float:
+    """A minute after the capture's newest series was born: the moment it was taken. Read
+    at today's clock instead, a capture from an earlier day holds no usage *today* (each
+    user's count started before today's midnight), and the figures would depend on the
+    date the suite runs (CI ran it the day after the capture: alice's 6 requests read 0)."""
+    return max(v for n, _, v in rows if n.endswith("_created")) + 60.0
+
+
 def test_capture_figures_equal_an_independent_reading() -> None:
     rows = _independent(CAPTURE)
-    col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0)
-    snap = col.read(parse(CAPTURE, FAMILIES), time.time())
+    col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0, zone=dt.timezone.utc)
+    snap = col.read(parse(CAPTURE, FAMILIES), _taken_at(rows))
     req = "litellm_deployment_total_requests_total"
     fail = "litellm_deployment_failure_responses_total"
     assert snap.total["requests"] == _sum(rows, req)
