@@ -17,7 +17,8 @@ SCRIPT = r"""
 import asyncio, math
 from textual.app import App
 from console.model.history import History
-from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+from console.ui.widgets.plot_widgets import SeriesPlot
+from console.ui.widgets.position_bars import PositionBars
 
 class A(App):
     def compose(self):
@@ -35,8 +36,8 @@ async def main():
         # laid out (a plot is drawn for its size): a condition, not a delay
         while not all(app.query_one(w).size.width for w in ("#s", "#b")):
             await pilot.pause()
-        for w in ("#s", "#b"):
-            print(app.query_one(w).render().plain)
+        print(app.query_one("#s").render().plain)
+        print(app.query_one("#b").text)
 asyncio.run(main())
 """
 

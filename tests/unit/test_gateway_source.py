@@ -70,7 +70,7 @@ def _taken_at(rows: list) -> float:
 
 def test_capture_figures_equal_an_independent_reading() -> None:
     rows = _independent(CAPTURE)
-    col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0, zone=dt.timezone.utc)
+    col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0, zone=dt.UTC)
     snap = col.read(parse(CAPTURE, FAMILIES), _taken_at(rows))
     req = "litellm_deployment_total_requests_total"
     fail = "litellm_deployment_failure_responses_total"

@@ -1,4 +1,5 @@
-"""The plot widgets (plotext): TTFT p95, KV usage and acceptance over time; per-position bars.
+"""The plot widgets (plotext): TTFT p95, KV usage and acceptance over time (the
+per-position bars are text: ``position_bars``).
 
 Imported only once the console has loaded (``PlotGrid.mount_plots``): plotext and
 textual-plotext cost ~60 ms of start-up that the first frame should not wait for.
@@ -451,44 +452,5 @@ class SeriesPlot(FreshPlot):
                 plt.ylim(ticks[0], ticks[-1])
                 shown = fit_ticks(ticks, rows)
                 plt.yticks(shown, [tick_label(v, ticks[1] - ticks[0]) for v in shown])
-
-        self.paint(draw)
-
-
-class PositionBars(FreshPlot):
-    """Acceptance by draft position, one bar group per slot (the field: ~80 % → ~50 %).
-
-    Drawn again at each poll whose whole percents differ from the last drawing (what
-    the bars can show); only the cells that changed reach the terminal (``FreshPlot``)."""
-
-    DEFAULT_CSS = "PositionBars { height: 1fr; min-height: 8; }"
-    _last: tuple = ()
-
-    def show(self, per_slot: dict[str, tuple[float | None, ...]], now: float = 0.0,
-             exact: bool = False) -> None:
-        # whole percent is what the bars can show: drawn again when that changes (live
-        # or replayed alike, so ``exact`` asks nothing more)
-        key = tuple((s, tuple(None if v is None else round(v * 100) for v in vals))
-                    for s, vals in per_slot.items())
-        if key == self._last:
-            return
-        self._last = key
-        slots = [s for s, v in per_slot.items() if v and any(x is not None for x in v)]
-        n = max((len(per_slot[s]) for s in slots), default=0)
-        # short labels: plotext drops tick labels that might collide, and where "pos 1"
-        # only just fits whether it is drawn varied with what the process drew before
-        labels = [str(i) for i in range(n)]
-        data = [[(per_slot[s][i] or 0.0) * 100 if i < len(per_slot[s]) else 0.0
-                 for i in range(n)] for s in slots]
-
-        def draw(plt: Any, rows: int) -> None:
-            plt.title("acceptance by draft position (%)")
-            if not slots:
-                sentence(plt, "no speculative decoding data")
-                return
-            plt.multiple_bar(labels, data, labels=slots)
-            plt.ylim(0, 100)
-            ticks = fit_ticks([0, 25, 50, 75, 100], rows)
-            plt.yticks(ticks, [str(t) for t in ticks])
 
         self.paint(draw)

@@ -1,8 +1,8 @@
 """The grid of four plots every screen shows, mounted once the console has loaded.
 
-The plot widgets live in ``plot_widgets`` (plotext); this module stays light so the
-first frame with live numbers does not wait for them. Until ``mount_plots`` runs the
-grid shows one line saying the plots are loading.
+The plot widgets live in ``plot_widgets`` (plotext) and ``position_bars`` (text); this
+module stays light so the first frame with live numbers does not wait for them. Until
+``mount_plots`` runs the grid shows one line saying the plots are loading.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class PlotGrid(Grid):
             yield loading
 
     def _plots(self) -> list[Any]:
-        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+        from console.ui.widgets.plot_widgets import SeriesPlot
+        from console.ui.widgets.position_bars import PositionBars
 
         every = self.plot_refresh_s
         out: list[Any] = []
@@ -70,7 +71,7 @@ class PlotGrid(Grid):
         self.styles.grid_size_rows = rows
         self.styles.grid_size_columns = n if self.one_row else -(-n // 2)
         if bars is None:
-            from console.ui.widgets.plot_widgets import PositionBars
+            from console.ui.widgets.position_bars import PositionBars
 
             found = self.query(PositionBars)
             bars = found.first() if found else None
@@ -89,15 +90,6 @@ class PlotGrid(Grid):
             await self.query(".plots-loading").remove()
             await self.mount_all(self._plots())
 
-    def force_redraw(self) -> None:
-        """The next ``show`` draws every plot, whatever their refresh interval says."""
-        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
-
-        for plot in self.query(SeriesPlot):
-            plot._drawn_key = ()
-        for bars in self.query(PositionBars):
-            bars._last = ()
-
     def show(self, history: History, snap, slots: list[str], now: float,
              exact: bool = False, ahead: History | None = None) -> None:
         """``exact``: a recording is shown (replay, the live pause): drawn as of ``now``
@@ -106,7 +98,8 @@ class PlotGrid(Grid):
         series plots show the recorded hour around ``now``."""
         if not self.display or snap is None or self.query(".plots-loading"):
             return
-        from console.ui.widgets.plot_widgets import PositionBars, SeriesPlot
+        from console.ui.widgets.plot_widgets import SeriesPlot
+        from console.ui.widgets.position_bars import PositionBars
 
         for plot in self.query(SeriesPlot):
             plot.show(ahead if ahead is not None else history, slots, now, exact=exact,
