@@ -31,7 +31,13 @@ def recordings_dir(state_dir: Path) -> Path:
 
 def list_recordings(state_dir: Path) -> list[Path]:
     """The recordings under ``state_dir``, newest first (by when they were last written)."""
-    d = recordings_dir(state_dir)
+    return recording_files(recordings_dir(state_dir))
+
+
+def recording_files(d: Path) -> list[Path]:
+    """The recordings in the folder ``d``, newest first (by when they were last written):
+    the one listing behind ``replay --list``, ``replay`` without a file and ``record
+    export``."""
     try:
         files = [p for p in d.iterdir() if p.suffix == SUFFIX and p.is_file()]
     except (FileNotFoundError, NotADirectoryError):

@@ -27,9 +27,9 @@ from console.model.history import History, quantile_over_time
 from console.model.model_figures import ModelFigures
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.session.record import codec
+from console.session.record.files import recording_files
 from console.session.record.store import (
     FORMAT,
-    SUFFIX,
     VERSION,
     ChunkCodec,
     RecordingError,
@@ -471,6 +471,4 @@ def describe(path: Path) -> RecordingInfo:
 
 def list_recordings(directory: Path) -> list[RecordingInfo]:
     """Every recording of ``directory``, oldest first, with the incidents in each."""
-    if not directory.is_dir():
-        return []
-    return [describe(p) for p in sorted(directory.glob(f"*{SUFFIX}"))]
+    return [describe(p) for p in reversed(recording_files(directory))]
