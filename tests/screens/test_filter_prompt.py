@@ -3,26 +3,16 @@ and a line says what the prompt does (issue 30, #9)."""
 
 from __future__ import annotations
 
-import time
-
 from console.ui.screens.main import MainScreen
 from console.ui.widgets.slots import SlotsTable
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
+from tests.support.waits import pilot_until as _until
 
 
 def _row(app: ScreenHost, y: int) -> str:
     strip = app.screen._compositor.render_strips()[y]
     return "".join(seg.text for seg in strip if not seg.control)
-
-
-async def _until(pilot, cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        await pilot.pause(0.02)
-    return True
 
 
 async def test_the_filter_shows_what_is_typed_and_filters_as_you_type() -> None:

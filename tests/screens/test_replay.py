@@ -10,7 +10,6 @@ Snapshots: the replay header on the main screen at 80×24, 120×40 and 160×48.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,8 +18,7 @@ from console.session.record.replay import Replay
 from console.ui.app import PodConsoleApp, make_app
 from console.ui.widgets.header import PodHeader
 from tests.screens import states
-
-LIMIT_S = 30.0
+from tests.support.waits import until
 
 
 @pytest.fixture(autouse=True)
@@ -35,14 +33,6 @@ def _utc(monkeypatch: pytest.MonkeyPatch, tmp_path):
 
 def replay_app(wall: bool = False, at: float | None = None, **kw: Any) -> PodConsoleApp:
     return make_app(Replay(states.replay_tape(), at=at, **kw), wall=wall)
-
-
-async def until(pilot: Any, cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {LIMIT_S} s: {what}")
-        await pilot.pause(0.02)
 
 
 def header(app: PodConsoleApp) -> str:

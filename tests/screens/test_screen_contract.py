@@ -4,8 +4,6 @@ No process: each screen is hosted with a fixed ``ConsoleState`` from ``states.py
 
 from __future__ import annotations
 
-import time
-
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.detail import SlotDetailScreen
 from console.ui.screens.main import MainScreen
@@ -14,17 +12,9 @@ from console.ui.widgets.panels import AlertsPanel
 from console.ui.widgets.slots import SlotsTable
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
+from tests.support.waits import pilot_until as _until
 
 SIZE = (160, 48)
-
-
-async def _until(pilot, cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        await pilot.pause(0.02)
-    return True
 
 
 async def test_keys_ask_the_app_and_read_only_asks_nothing() -> None:

@@ -6,7 +6,6 @@ tier's in-process sources (``world.py``): polls are made by the test, on its clo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from console.ui.widgets.header import PodHeader
 from console.ui.widgets.plot_widgets import SeriesPlot
 from console.ui.widgets.slots import SlotsTable
 from tests.session.world import world
+from tests.support.waits import until
 
 T0 = 1_795_000_000.0
 LIMIT_S = 30.0
@@ -29,14 +29,6 @@ def _utc(monkeypatch: pytest.MonkeyPatch):
     yield
     monkeypatch.undo()
     time.tzset()
-
-
-async def until(pilot: Any, cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {LIMIT_S} s: {what}")
-        await pilot.pause(0.02)
 
 
 def header(app: Any) -> str:

@@ -7,17 +7,9 @@ from pathlib import Path
 
 from console.session.session import POD_POLL_S
 from tests.session.world import world
+from tests.support.waits import steps_until as until
 
 T0 = 1_800_000_000.0
-
-
-async def until(cond, limit: int = 1000) -> bool:
-    """Let the loop run until ``cond`` holds (scheduling steps, not seconds)."""
-    for _ in range(limit):
-        if cond():
-            return True
-        await asyncio.sleep(0)
-    return cond()
 
 
 async def test_polls_never_overlap(tmp_path: Path) -> None:

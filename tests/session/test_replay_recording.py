@@ -5,8 +5,6 @@ session showed at that poll, ``]`` reaches the alert that fired, ``--list`` name
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +12,9 @@ from console.session.record import files
 from console.session.record.replay import Replay
 from console.ui.app import make_app
 from tests.session.world import world
+from tests.support.waits import until
 
 T0 = 1_796_000_000.0
-LIMIT_S = 30.0
-
-
-async def until(pilot: Any, cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {LIMIT_S} s: {what}")
-        await pilot.pause(0.02)
 
 
 async def test_a_recording_replays_as_it_was_shown(tmp_path: Path) -> None:

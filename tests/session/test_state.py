@@ -12,16 +12,9 @@ from console.model.gpu_state import Gpu, GpuReport
 from console.model.snapshot import StopPlan
 from console.session.session import FRESH_SLACK_S, POD_POLL_S
 from tests.session.world import inline, world
+from tests.support.waits import steps_until as until
 
 T0 = 1_800_000_000.0  # a Friday, 17:00 in Seoul: working hours
-
-
-async def until(cond, limit: int = 1000) -> bool:
-    for _ in range(limit):
-        if cond():
-            return True
-        await asyncio.sleep(0)
-    return cond()
 
 
 async def test_state_is_built_from_one_poll(tmp_path: Path) -> None:

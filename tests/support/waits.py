@@ -1,0 +1,43 @@
+"""Waits on a condition, never on a fixed pause: the three shapes the screen and session
+tests use, written once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+LIMIT_S = 30.0
+"""Generous: a condition that holds at all holds within a second even on a loaded CI
+machine; the limit only bounds a failure."""
+
+
+async def until(pilot: Any, cond: Callable[[], bool], what: str,
+                limit_s: float = LIMIT_S) -> None:
+    """Let the app run until ``cond`` holds; fail naming ``what`` after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s} s: {what}")
+        await pilot.pause(0.02)
+
+
+async def pilot_until(pilot: Any, cond: Callable[[], bool], timeout: float = LIMIT_S) -> bool:
+    """As ``until``, saying whether it held (the caller's assert says what it wanted)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        await pilot.pause(0.02)
+    return True
+
+
+async def steps_until(cond: Callable[[], bool], limit: int = 1000) -> bool:
+    """Let the loop run until ``cond`` holds, at most ``limit`` scheduling steps (no
+    seconds: what is awaited is already done, only its callbacks are pending)."""
+    for _ in range(limit):
+        if cond():
+            return True
+        await asyncio.sleep(0)
+    return cond()
