@@ -119,3 +119,27 @@ async def test_rebalance_validates_as_typed() -> None:
         dialog.dismiss = chosen.append  # what the app would be handed
         await pilot.press("ctrl+s")
         assert chosen == [{"FLASH": 0.75, "Q27": 0.20}]
+
+
+async def test_the_log_screen_keeps_a_line_noted_before_it_was_drawn() -> None:
+    """The app notes a poll's line to every console screen; one pushed but not yet
+    drawn (composed and mounted later) must show it, not raise or drop it."""
+    from textual.widgets import RichLog
+
+    from console.ui.screens.log import LogScreen
+
+    def pushed_then_noted() -> LogScreen:
+        screen = LogScreen(states.state(), tuple(states.log_lines()))
+        screen.log_line(1_800_000_000.0, "noted before the mount", "yellow")
+        screen.log_line(1_800_000_001.0, "then replaced before the mount", "", replace=True)
+        return screen
+
+    app = ScreenHost(pushed_then_noted)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        log = app.top.query_one("#llog", RichLog)
+        text = "\n".join(strip.text for strip in log.lines)
+        assert "then replaced before the mount" in text
+        assert "noted before the mount" not in text  # replaced, as the app asked
+        app.top.log_line(1_800_000_002.0, "after the mount")
+        assert await _until(pilot, lambda: any("after the mount" in s.text for s in log.lines))

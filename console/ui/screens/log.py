@@ -33,6 +33,9 @@ class LogScreen(ConsoleScreen):
         super().__init__(state)
         self.lines = list(lines)
         self.query_text = ""
+        self._drawn = False
+        """on_mount has written the lines: a line noted before then waits in ``lines``
+        (a poll's line can land between the push and the mount)."""
 
     def compose(self) -> ComposeResult:
         view = self.state.view
@@ -46,6 +49,7 @@ class LogScreen(ConsoleScreen):
         self.query_one("#llog", RichLog).border_title = "action log"
         self.query_one("#lsearch", Input).display = False
         self._rewrite()
+        self._drawn = True  # from here a new line is written as it comes
         self.query_one("#llog", RichLog).focus()
         self.render_state(self.state)
 
@@ -68,11 +72,14 @@ class LogScreen(ConsoleScreen):
     def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
         if replace and self.lines:
             self.lines[-1] = (t, text, style)
-            self._rewrite()
+        else:
+            self.lines.append((t, text, style))
+            del self.lines[:-500]
+        if not self._drawn:  # pushed, not drawn yet: on_mount writes every line
             return
-        self.lines.append((t, text, style))
-        del self.lines[:-500]
-        if self._matches(text):
+        if replace:
+            self._rewrite()
+        elif self._matches(text):
             self.query_one("#llog", RichLog).write(log_text(t, text, style))
 
     def action_search(self) -> None:
