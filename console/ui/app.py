@@ -225,7 +225,8 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             from console.ui.exit_guard import QUIT_GRACE_S, bound_exit
 
             busy = any(w.group == "operation" and w.is_running for w in self.workers)
-            bound_exit(self._quit_code, QUIT_GRACE_S + (QUIT_CLEANUP_S if busy else 0.0))
+            bound_exit(self._quit_code, QUIT_GRACE_S + (QUIT_CLEANUP_S if busy else 0.0),
+                       self._state_dir())
         self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
 
     async def action_quit(self) -> None:
@@ -279,6 +280,10 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.session.started()
 
     async def on_unmount(self) -> None:
+        if not self.is_headless:  # the exit's guard, armed after the app, writes there
+            from console.ui.exit_guard import remember_state_dir
+
+            remember_state_dir(self._state_dir())
         try:
             await self.session.aclose()  # the demo's processes stop here
         finally:

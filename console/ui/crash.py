@@ -31,10 +31,16 @@ def format_error(err: BaseException) -> str:
 def append_error(state_dir: Path, where: str, err: BaseException,
                  t: float | None = None) -> Path | None:
     """One survived failure, appended to ``STATE_DIR/errors.log``."""
+    return append_note(state_dir, f"{where} failed (the console went on)", format_error(err), t)
+
+
+def append_note(state_dir: Path, headline: str, body: str,
+                t: float | None = None) -> Path | None:
+    """One entry of ``STATE_DIR/errors.log``: a stamped headline, then ``body``."""
     t = time.time() if t is None else t
     path = state_dir / ERRORS_LOG
-    text = (f"--- {_stamp(t)} pod-console {__version__} pid {os.getpid()}: {where} failed "
-            f"(the console went on)\n{format_error(err)}")
+    text = (f"--- {_stamp(t)} pod-console {__version__} pid {os.getpid()}: {headline}\n"
+            f"{body.rstrip()}\n")
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):

@@ -28,6 +28,33 @@ def test_a_thread_that_never_ends_cannot_keep_the_process_alive() -> None:
     assert took < 30, took
 
 
+def test_the_threads_left_and_where_they_wait_go_to_errors_log(tmp_path) -> None:
+    """After a hang-up stderr is a terminal that is gone: errors.log keeps the names of
+    the threads that kept the process alive and the line each one waits on."""
+    import threading
+
+    from console.ui.exit_guard import overdue
+
+    release = threading.Event()
+
+    def wait_for_a_reply_that_never_comes() -> None:
+        release.wait()
+
+    stuck = threading.Thread(target=wait_for_a_reply_that_never_comes, name="stuck-worker")
+    stuck.start()
+    ended: list[int] = []
+    try:
+        overdue(129, 60.0, tmp_path / "state", end=ended.append)
+    finally:
+        release.set()
+        stuck.join()
+    assert ended == [129]
+    log = (tmp_path / "state" / "errors.log").read_text()
+    assert "not ended 60 s after it finished (threads left: " in log
+    assert "thread 'stuck-worker':" in log and "wait_for_a_reply_that_never_comes" in log
+    assert "release.wait()" in log  # the line it waits on
+
+
 def test_the_command_and_python_m_both_go_through_the_guard() -> None:
     import tomllib
 
