@@ -99,6 +99,7 @@ async def _record(ctx: ConsoleContext, duration: float | None) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from console.config.settings import ConfigError, load_settings
     from console.session.record.export import export, secrets_of
+    from console.session.record.files import NotARecording
     from console.session.record.reader import list_recordings
     from console.session.record.store import RecordingError, recordings_dir
     from console.session.record.when import parse_when
@@ -118,7 +119,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     src = args.recording
     if src is None:
         best = None
-        for info in list_recordings(recordings_dir(settings.state_dir)):
+        try:
+            found = list_recordings(recordings_dir(settings.state_dir))
+        except NotARecording as exc:  # the folder itself cannot be read
+            print(f"pod-console record export: {exc}", file=sys.stderr)
+            return 1
+        for info in found:
             if info.error or info.started is None or info.ended is None:
                 continue
             overlap = min(info.ended, t_to) - max(info.started, t_from)

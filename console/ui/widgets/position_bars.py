@@ -103,6 +103,8 @@ class PositionBars(LinesView):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._data: Percents = ()
+        self._drawn: tuple[Percents, int, int, bool] | None = None
+        """What the lines were built from: a poll that changes none of it builds nothing."""
 
     def show(self, per_slot: Mapping[str, Sequence[float | None]], now: float = 0.0,
              exact: bool = False) -> None:
@@ -115,7 +117,11 @@ class PositionBars(LinesView):
         width, rows = self.size.width, self.size.height
         if not width or not rows:
             return  # not laid out yet: drawn at its first size (on_resize)
-        self.show_lines(bar_lines(self._data, width, rows, bool(os.environ.get("NO_COLOR"))))
+        key = (self._data, width, rows, bool(os.environ.get("NO_COLOR")))
+        if key == self._drawn:
+            return
+        self._drawn = key
+        self.show_lines(bar_lines(*key))
 
     def on_resize(self) -> None:
         self._draw()
