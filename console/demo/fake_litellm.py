@@ -28,8 +28,16 @@ import json
 import math
 import random
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.demo.http_serve import Reply, Request, Streamed, start
+from console.sources.collect.http import HttpClient, HttpError
+
+if TYPE_CHECKING:
+    import httpx
 
 LAT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
                120.0, 300.0, 420.0, 600.0)
@@ -112,6 +120,8 @@ class Gateway:
         self.fallbacks: dict[tuple[str, str], float] = {}
         self.routed: dict[str, list[str]] = {}
         """model_id → users of requests routed here not yet seen in the slot's counters."""
+        self.client = HttpClient(relay=None)
+        """Reads the slots' counters (the console's own client: h11, a deadline each)."""
 
     # -- faults ------------------------------------------------------------------
     def down(self) -> bool:
@@ -169,22 +179,12 @@ class Gateway:
 
     async def _slot_counters(self, port: int) -> dict[str, float] | None:
         try:
-            r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2.0)
-        except (TimeoutError, OSError):
+            answer = await self.client.get(f"http://127.0.0.1:{port}/metrics", timeout=2.0)
+        except HttpError:
             return None
-        try:
-            w.write(b"GET /metrics HTTP/1.1\r\nhost: slot\r\nconnection: close\r\n\r\n")
-            await w.drain()
-            head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 2.0)
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            body = (await asyncio.wait_for(r.readexactly(length), 2.0)).decode()
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+        if answer.status_code != 200:
             return None
-        finally:
-            w.close()
+        body = answer.text
         want = {"vllm:request_success_total": "n", "vllm:prompt_tokens_total": "tok",
                 "vllm:generation_tokens_total": "tok",
                 "vllm:e2e_request_latency_seconds_sum": "lat",
@@ -363,116 +363,85 @@ class Gateway:
         return self.by_group.get(self.aliases.get(model, model))
 
 
-def _reply(status: str, body: bytes, ctype: bytes = b"application/json") -> bytes:
-    return (f"HTTP/1.1 {status}\r\n".encode() + b"content-type: " + ctype
-            + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+def _error(status: int, message: str, **more: str) -> Reply:
+    return Reply(status, json.dumps({"error": {"message": message, **more}}).encode())
 
 
-async def _relay(gw: Gateway, req: dict, writer: asyncio.StreamWriter) -> None:
+async def _relay(gw: Gateway, req: dict, upstream: httpx.AsyncClient) -> Reply | Streamed:
     """One chat completion to the deployment of its model group, its answer passed back
-    as the slot sends it (whole, or chunk by chunk when streamed)."""
+    as the slot sends it, chunk by chunk (a stream's events as they are decoded)."""
+    import httpx
+
     d = gw.route(req.get("model"))
     if d is None:
-        err = {"error": {"message": f"Invalid model name passed in model={req.get('model')}",
-                         "type": "invalid_request_error", "param": "model", "code": "400"}}
-        writer.write(_reply("400 Bad Request", json.dumps(err).encode()))
-        return
+        return _error(400, f"Invalid model name passed in model={req.get('model')}",
+                      type="invalid_request_error", param="model", code="400")
     user = req.get("user")
     gw.routed.setdefault(d.model_id, []).append(
         user if isinstance(user, str) and user else gw._user())
-    body = json.dumps({**req, "model": d.group}).encode()
     try:
-        r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", d.port), 5.0)
-    except (TimeoutError, OSError):
+        answer = await upstream.send(upstream.build_request(
+            "POST", f"http://127.0.0.1:{d.port}/v1/chat/completions",
+            json={**req, "model": d.group}), stream=True)
+    except httpx.TransportError:
         gw._fail(d, gw.routed[d.model_id].pop(), "500", time.time())
-        writer.write(_reply("500 Internal Server Error", json.dumps({"error": {
-            "message": f"litellm.InternalServerError: cannot reach {d.api_base}",
-            "code": "500"}}).encode()))
-        return
-    try:
-        w.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: slot\r\ncontent-type: "
-                b"application/json\r\ncontent-length: " + str(len(body)).encode()
-                + b"\r\n\r\n" + body)
-        await w.drain()
-        head = await r.readuntil(b"\r\n\r\n")
-        writer.write(head)
-        length, chunked = 0, False
-        for line in head.split(b"\r\n"):
-            low = line.lower()
-            if low.startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-            elif low.startswith(b"transfer-encoding:") and b"chunked" in low:
-                chunked = True
-        if not chunked:
-            writer.write(await r.readexactly(length))
-            return
-        while True:
-            size_line = await r.readuntil(b"\r\n")
-            size = int(size_line.strip() or b"0", 16)
-            data = await r.readexactly(size + 2)
-            writer.write(size_line + data)
-            await writer.drain()
-            if size == 0:
-                return
-    finally:
-        w.close()
+        return _error(500, f"litellm.InternalServerError: cannot reach {d.api_base}",
+                      code="500")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            async for part in answer.aiter_raw():
+                yield part
+        finally:
+            await answer.aclose()
+    return Streamed(answer.status_code, chunks(),
+                    answer.headers.get("content-type", "application/json"))
 
 
 async def serve(gw: Gateway, port: int) -> None:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if gw.down():
-                    return  # no answer at all: the connection closes
-                first = head.split(b"\r\n", 1)[0].split(b" ")
-                path = first[1].split(b"?", 1)[0] if len(first) > 1 else b"/"
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                payload = await reader.readexactly(length) if length else b""
-                if path == b"/metrics":  # LiteLLM's mount: the console follows the redirect
-                    writer.write(b"HTTP/1.1 307 Temporary Redirect\r\nlocation: /metrics/\r\n"
-                                 b"content-length: 0\r\n\r\n")
-                elif path == b"/metrics/":
-                    writer.write(_reply("200 OK", gw.exposition().encode(),
-                                        b"text/plain; version=0.0.4; charset=utf-8"))
-                elif path == b"/health/liveliness":
-                    writer.write(_reply("200 OK", b'"I\'m alive!"'))
-                elif path == b"/health/readiness":
-                    writer.write(_reply("200 OK", json.dumps(
-                        {"status": "healthy", "db": "Not connected",
-                         "litellm_version": "1.100.0 (simulated)"}).encode()))
-                elif path == b"/v1/models":
-                    writer.write(_reply("200 OK", gw.models()))
-                elif path == b"/v1/chat/completions":
-                    try:
-                        req = json.loads(payload or b"{}")
-                    except ValueError:
-                        req = None
-                    if not isinstance(req, dict):
-                        writer.write(_reply("400 Bad Request", b'{"error":"bad body"}'))
-                    else:
-                        await _relay(gw, req, writer)
-                else:
-                    writer.write(_reply("404 Not Found", b'{"detail":"Not Found"}'))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError,
-                asyncio.LimitOverrunError):
-            pass
-        finally:
-            writer.close()
+    import httpx  # the relay's client: imported by the process that serves, not by tests
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
+    # a slot's first token can take a while (a long prefill); reaching it may not
+    upstream = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=5.0), trust_env=False)
+
+    async def handle(request: Request) -> Reply | Streamed | None:
+        if gw.down():
+            return None  # no answer at all: the connection closes
+        path = request.path
+        if path == "/metrics":  # LiteLLM's mount: the console follows the redirect
+            return Reply(307, headers=(("location", "/metrics/"),))
+        if path == "/metrics/":
+            return Reply(200, gw.exposition().encode(),
+                         "text/plain; version=0.0.4; charset=utf-8")
+        if path == "/health/liveliness":
+            return Reply(200, b'"I\'m alive!"')
+        if path == "/health/readiness":
+            return Reply(200, json.dumps({"status": "healthy", "db": "Not connected",
+                                          "litellm_version": "1.100.0 (simulated)"}).encode())
+        if path == "/v1/models":
+            return Reply(200, gw.models())
+        if path == "/v1/chat/completions":
+            try:
+                req = json.loads(request.body or b"{}")
+            except ValueError:
+                req = None
+            if not isinstance(req, dict):
+                return Reply(400, b'{"error":"bad body"}')
+            return await _relay(gw, req, upstream)
+        return Reply(404, b'{"detail":"Not Found"}')
+
+    server = await start(handle, port)
     print(f"LiteLLM (simulated) on http://127.0.0.1:{port}", flush=True)
     last = time.time()
-    async with server:
-        while True:
-            await asyncio.sleep(TICK_S)
-            now = time.time()
-            await gw.tick(now - last)
-            last = now
+    try:
+        async with server:
+            while True:
+                await asyncio.sleep(TICK_S)
+                now = time.time()
+                await gw.tick(now - last)
+                last = now
+    finally:
+        await upstream.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

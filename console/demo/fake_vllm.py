@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -34,8 +35,11 @@ import random
 import sys
 import time
 import zlib
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from console.demo.http_serve import Reply, Request, Streamed, start
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -214,6 +218,17 @@ class Engine:
             steps.append(got)
             produced += got
         return Answer(ttft, tpot, prompt_tokens, steps, drafts, accepted, per_pos)
+
+    @contextlib.contextmanager
+    def holding(self, a: Answer) -> Iterator[None]:
+        """A real request in flight: running, its tokens held in the KV cache, until it
+        ends, however it ends (a client that goes away mid-stream ends it too)."""
+        held = (time.time() + 3600, a.prompt_tokens + sum(a.steps))
+        self.inflight.append(held)
+        try:
+            yield
+        finally:
+            self.inflight.remove(held)
 
     def served(self, a: Answer, now: float) -> None:
         """Count a finished answer as vLLM does when the request ends."""
@@ -423,11 +438,7 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
          "owned_by": "sglang" if engine.kind == "sglang" else "vllm",
          "max_model_len": args.max_model_len}]}).encode()
 
-    def reply(status: str, body: bytes, ctype: bytes) -> bytes:
-        return (f"HTTP/1.1 {status}\r\n".encode() + b"content-type: " + ctype
-                + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-
-    async def chat(payload: bytes, writer: asyncio.StreamWriter) -> None:
+    async def chat(payload: bytes) -> Reply | Streamed:
         """vLLM's answers: an unknown model is a 404 naming it; ``stream`` gives SSE
         chunks as the steps are decoded (with ``usage`` last when asked), ending in
         ``[DONE]``; else one ``chat.completion`` once the whole answer is decoded."""
@@ -441,8 +452,7 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         if model != args.served_model_name:
             err = {"error": {"message": f"The model `{model}` does not exist.",
                              "type": "NotFoundError", "param": "model", "code": 404}}
-            writer.write(reply("404 Not Found", json.dumps(err).encode(), b"application/json"))
-            return
+            return Reply(404, json.dumps(err).encode())
         raw_msgs, raw_max = req.get("messages"), req.get("max_tokens")
         msgs = raw_msgs if isinstance(raw_msgs, list) else []
         prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
@@ -453,84 +463,62 @@ async def serve(args: argparse.Namespace, engine: Engine) -> None:
         rng = random.Random(len(prompt))
         words = [" ".join(rng.choice(WORDS) for _ in range(n)) + " " for n in a.steps]
         words[0] = "OK " + words[0]  # the smoke test's prompt asks for OK
-        held = (time.time() + 3600, a.prompt_tokens + sum(a.steps))
-        engine.inflight.append(held)
         usage = {"prompt_tokens": a.prompt_tokens, "completion_tokens": sum(a.steps),
                  "total_tokens": a.prompt_tokens + sum(a.steps)}
         base = {"id": "chatcmpl-demo", "model": args.served_model_name, "created": 0}
-        try:
-            if not req.get("stream"):
+        if not req.get("stream"):
+            with engine.holding(a):
                 await asyncio.sleep(a.ttft + a.tpot * len(a.steps))
-                body = json.dumps({**base, "object": "chat.completion", "usage": usage,
-                                   "choices": [{"index": 0, "finish_reason": "length",
-                                                "message": {"role": "assistant",
-                                                            "content": "".join(words)}}]})
-                writer.write(reply("200 OK", body.encode(), b"application/json"))
-                return
+            engine.served(a, time.time())
+            return Reply(200, json.dumps({
+                **base, "object": "chat.completion", "usage": usage,
+                "choices": [{"index": 0, "finish_reason": "length",
+                             "message": {"role": "assistant",
+                                         "content": "".join(words)}}]}).encode())
 
-            def event(obj: dict) -> bytes:
-                data = b"data: " + json.dumps(obj).encode() + b"\n\n"
-                return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+        def event(obj: dict) -> bytes:
+            return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
-            def chunk(delta: dict, finish: str | None = None) -> bytes:
-                return event({**base, "object": "chat.completion.chunk", "choices": [
-                    {"index": 0, "delta": delta, "finish_reason": finish}]})
+        def chunk(delta: dict, finish: str | None = None) -> bytes:
+            return event({**base, "object": "chat.completion.chunk", "choices": [
+                {"index": 0, "delta": delta, "finish_reason": finish}]})
 
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; "
-                         b"charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n")
-            await writer.drain()
-            await asyncio.sleep(a.ttft)
-            writer.write(chunk({"role": "assistant", "content": ""}))
-            for text in words:
-                writer.write(chunk({"content": text}))
-                await writer.drain()
-                await asyncio.sleep(a.tpot)
-            writer.write(chunk({}, "length"))
-            opts = req.get("stream_options")
-            if isinstance(opts, dict) and opts.get("include_usage"):
-                writer.write(event({**base, "object": "chat.completion.chunk", "choices": [],
-                                    "usage": usage}))
-            data = b"data: [DONE]\n\n"
-            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n\r\n")
-        finally:
-            engine.inflight.remove(held)
-        engine.served(a, time.time())
+        async def events() -> AsyncIterator[bytes]:
+            # the request is in flight from its arrival: a client gone mid-stream ends it
+            # (the server closes this generator), and only a whole answer is counted served
+            with engine.holding(a):
+                await asyncio.sleep(a.ttft)
+                yield chunk({"role": "assistant", "content": ""})
+                for text in words:
+                    yield chunk({"content": text})
+                    await asyncio.sleep(a.tpot)
+                yield chunk({}, "length")
+                opts = req.get("stream_options")
+                if isinstance(opts, dict) and opts.get("include_usage"):
+                    yield event({**base, "object": "chat.completion.chunk", "choices": [],
+                                 "usage": usage})
+                yield b"data: [DONE]\n\n"
+            engine.served(a, time.time())
+        return Streamed(200, events(), "text/event-stream; charset=utf-8")
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                first = head.split(b"\r\n", 1)[0].split(b" ")
-                path = first[1].split(b"?", 1)[0] if len(first) > 1 else b"/"
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                payload = await reader.readexactly(length) if length else b""
-                if path == b"/metrics":
-                    writer.write(reply("200 OK", engine.exposition(args.gpu_memory_utilization)
-                                       .encode(), b"text/plain; version=1.0.0; charset=utf-8"))
-                elif path in (b"/health", b"/ping"):
-                    writer.write(reply("200 OK", b"", b"application/json"))
-                elif path == b"/v1/models":
-                    writer.write(reply("200 OK", models, b"application/json"))
-                elif path == b"/version":
-                    version = b"0.5.23" if engine.kind == "sglang" else b"0.32.0"
-                    writer.write(reply("200 OK", b'{"version":"' + version + b'"}',
-                                       b"application/json"))
-                elif path == b"/v1/chat/completions":
-                    await chat(payload, writer)
-                else:
-                    writer.write(reply("404 Not Found", b'{"detail":"Not Found"}',
-                                       b"application/json"))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError, IndexError):
-            pass
-        finally:
-            writer.close()
+    async def handle(request: Request) -> Reply | Streamed:
+        path = request.path
+        if path == "/metrics":
+            return Reply(200, engine.exposition(args.gpu_memory_utilization).encode(),
+                         "text/plain; version=1.0.0; charset=utf-8")
+        if path in ("/health", "/ping"):
+            return Reply(200)
+        if path == "/v1/models":
+            return Reply(200, models)
+        if path == "/version":
+            version = "0.5.23" if engine.kind == "sglang" else "0.32.0"
+            return Reply(200, json.dumps({"version": version}).encode())
+        if path == "/v1/chat/completions":
+            return await chat(request.body)
+        return Reply(404, b'{"detail":"Not Found"}')
 
     # The simulated pod lives on this machine: listen on loopback whatever --host says.
-    server = await asyncio.start_server(handle, "127.0.0.1", args.port)
+    server = await start(handle, args.port)
     log(f"Starting vLLM API server on http://127.0.0.1:{args.port} (asked: {args.host})")
     print("INFO:     Application startup complete.", flush=True)
     last = time.time()
