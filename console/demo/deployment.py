@@ -154,7 +154,8 @@ class DemoDeployment:
         """An extra pod's slot ports (profile port → port here); the first pod's are
         ``ports``."""
         self.pod_faults: dict[str, Path] = {}
-        """An extra pod's faults directory: the palette's faults reach the first pod only."""
+        """An extra pod's faults directory (its engines read it); the first pod's, and a
+        fallback's after it, is ``faults_dir``."""
         self.pod_profiles: dict[str, tuple[Path, str]] = {}
         """An extra pod's profiles directory and the profile it runs."""
 
@@ -507,41 +508,53 @@ class DemoDeployment:
         return self.transport_for(pod)
 
     # -- faults (command palette) --------------------------------------------------
-    def faults(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def faults(self, pod_id: str | None = None) -> list[tuple[str, str, Callable[[], Any]]]:
+        """The palette's faults on ``pod_id``'s pod: the pod of the console that offers
+        them (``--fleet``: each context's own), else the current one. Its slots are that
+        pod's profile's, and each fault lands where that pod's engines, agent and GPUs
+        read theirs; the gateway's only on the first pod (LiteLLM routes to its slots)."""
+        pid = pod_id or self.current_pod()
+        faults = self.pod_faults.get(pid or "", self.faults_dir)
         out: list[tuple[str, str, Callable[[], Any]]] = []
-        for lp in self.profiles()[:1]:
-            for name, slot in lp.profile.slots.items():
-                out.append((f"slot {name} dies", "its engine exits; the agent restarts it",
-                            functools.partial(self.kill_slot, slot.served_model_name)))
-                out.append((f"slot {name} hangs", "/health says 200, its requests stay "
-                            "running, no token moves: STALLED; R restarts it",
-                            functools.partial(self.stall_slot, slot.served_model_name)))
+        for name, slot in self._pod_profile(pid).profile.slots.items():
+            out.append((f"slot {name} dies", "its engine exits; the agent restarts it",
+                        (faults / f"kill-{slot.served_model_name}").touch))
+            out.append((f"slot {name} hangs", "/health says 200, its requests stay "
+                        "running, no token moves: STALLED; R restarts it",
+                        (faults / f"stall-{slot.served_model_name}").touch))
         out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
                     self.break_p2p))
         out.append(("GPU 0 Xid 79", "the GPU falls off the bus (NVML reports a critical Xid)",
-                    lambda: self.gpu_fault(f"xid-0-79-{time.time_ns()}")))
+                    lambda: self.gpu_fault(f"xid-0-79-{time.time_ns()}", pid)))
         out.append(("GPU 1 double-bit ECC error", "uncorrectable memory error; a row remap "
-                    "waits for a reset", lambda: self.gpu_fault("dbe-1")))
+                    "waits for a reset", lambda: self.gpu_fault("dbe-1", pid)))
         out.append(("GPU 0 overheats", "91 °C, thermal slowdown, SM clock halved",
-                    lambda: self.gpu_fault("hot-0")))
+                    lambda: self.gpu_fault("hot-0", pid)))
         out.append(("GPUs healthy again", "undo the ECC error and the heat",
-                    self.gpu_faults_cleared))
+                    lambda: self.gpu_faults_cleared(pid)))
         out.append(("traffic stops", "nobody uses the pod: the idle stop counts down",
-                    lambda: (self.faults_dir / "quiet").touch()))
+                    (faults / "quiet").touch))
         out.append(("traffic resumes", "undo 'traffic stops'",
-                    lambda: (self.faults_dir / "quiet").unlink(missing_ok=True)))
-        for lp in self.profiles()[:1]:
-            for name in lp.profile.slots:
+                    lambda: (faults / "quiet").unlink(missing_ok=True)))
+        if pid not in self.pod_faults:
+            for name in self._pod_profile(pid).profile.slots:
                 out.append((f"gateway puts {name} in cooldown", "LiteLLM's calls to it fail "
                             "with 500 for 30 s: cooldowns, fallbacks, the alert",
                             functools.partial(self.gateway_cooldown, name)))
-        out.append(("gateway down", "the LiteLLM proxy answers nothing, liveliness included",
-                    lambda: (self.faults_dir / "gw-down").touch()))
-        out.append(("gateway back up", "undo 'gateway down'",
-                    lambda: (self.faults_dir / "gw-down").unlink(missing_ok=True)))
+            out.append(("gateway down", "the LiteLLM proxy answers nothing, liveliness "
+                        "included", lambda: (self.faults_dir / "gw-down").touch()))
+            out.append(("gateway back up", "undo 'gateway down'",
+                        lambda: (self.faults_dir / "gw-down").unlink(missing_ok=True)))
         out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
         out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
         return out
+
+    def _pod_profile(self, pod_id: str | None) -> LoadedProfile:
+        """The profile ``pod_id``'s pod runs: a ``--fleet`` extra pod's own copy, else the
+        first shipped one (the first pod's, and a fallback's after it)."""
+        d, name = self.pod_profiles.get(pod_id or "", (self.profiles_dir, ""))
+        lps = load_profiles(d)
+        return next((lp for lp in lps if lp.name == name), lps[0])
 
     def kill_slot(self, served: str) -> None:
         (self.faults_dir / f"kill-{served}").touch()

@@ -37,8 +37,9 @@ class Demo(Protocol):
     """What a console asks of the demo that built its context (``console.demo`` sits
     above the session: the session knows it by this alone)."""
 
-    def faults(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        """(title, what it does, how to cause it): the command palette's fault entries."""
+    def faults(self, pod_id: str | None = None) -> list[tuple[str, str, Callable[[], Any]]]:
+        """(title, what it does, how to cause it): the command palette's fault entries,
+        on ``pod_id``'s pod (the console's own: each context of a fleet has its pod)."""
         ...
 
 

@@ -71,7 +71,8 @@ class PaletteCommands:
         yield SystemCommand("Help: keys", "show every key", self.action_help)
         if self.ctx.demo is not None and not self.wall:
             # faults change the deployment: never from a read-only screen
-            for title, help_, fn in self.ctx.demo.faults():
+            pod = self.ctx.deployment.machine_id if self.ctx.deployment is not None else None
+            for title, help_, fn in self.ctx.demo.faults(pod):
                 yield SystemCommand(f"Demo fault: {title}", help_,
                                     lambda f=fn, t=title: self._demo_fault(f, t))
 

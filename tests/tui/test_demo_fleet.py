@@ -54,5 +54,21 @@ async def test_demo_fleet_shows_three_pods_and_opens_another(tmp_path: Path) -> 
         async with app.run_test(size=(200, 50)) as pilot:
             assert await wait_for(pilot, lambda: live(app), 60)
             assert app.pod is not None and app.pod.pod_id == demo.contexts["west"]
+            # its palette's demo faults are west's: its slots, its engines, its GPUs (they
+            # all went to the first pod's, or the newest's, whichever console offered them)
+            west_pod = demo.contexts["west"]
+            offered = {c.title: c.callback for c in app.get_system_commands(app.screen)
+                       if c.title.startswith("Demo fault: ")}
+            slots = {t.split()[3] for t in offered if t.endswith(" dies")}
+            assert slots == set(west.profile.slots), (slots, offered)
+            assert not any("gateway" in t for t in offered)  # LiteLLM fronts east's slots
+            for title in ("traffic stops", "GPU 0 overheats"):
+                await offered[f"Demo fault: {title}"]()
+            west_faults, east_faults = demo.pod_faults[west_pod], demo.faults_dir
+            assert await wait_for(pilot, lambda: (west_faults / "quiet").exists() and (
+                demo.gpu_faults_dir(west_pod) / "hot-0").exists(), 10)
+            assert not (east_faults / "quiet").exists()
+            assert not any((demo.gpu_faults_dir(p) / "hot-0").exists()
+                           for p in demo.contexts.values() if p != west_pod)
     finally:
         demo._stop_all()
