@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     from console.config.settings import load_settings
+    from console.model.pod_stop import probe_hold
     from console.session.deployment import apply_current_pod, connect
     from console.session.session import judge_once
 
@@ -49,9 +50,12 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     gw_col = _gateway_collector(settings, poller.client, dep.today.profile)
     gw = None
     try:
-        snap, pod, _ = await asyncio.gather(
-            poller.poll(), pods.poll(),
-            gw_col.poll(time.time()) if gw_col else asyncio.sleep(0))
+        # the pod first: on an idle pod the completion probe waits (it is a request, and
+        # a ``status`` run from cron would otherwise keep a pod nobody uses running)
+        pod = await pods.poll()
+        poller.probe_hold = lambda: probe_hold(pod)
+        snap, _ = await asyncio.gather(
+            poller.poll(), gw_col.poll(time.time()) if gw_col else asyncio.sleep(0))
         await poller.probes_done()  # the real completion that poll started
         if args.sample > 0 and not settings.prometheus_url:
             await asyncio.sleep(args.sample)
@@ -69,6 +73,7 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
         conds = (*conds, *gateway_conditions(gw, snap, settings.gateway, settings.alerts))
     out = snap.to_json()
     out["pod"] = pod_json(pod, now)
+    out["probe_held"] = poller.probe_hold()  # why no slot was probed (None: they were)
     out["gateway"] = gw.as_json() if gw is not None else None
     out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
                       "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",

@@ -18,7 +18,28 @@ from dataclasses import dataclass, replace
 from console.model.fmt import OVERDUE_S
 from console.model.snapshot import PodSnapshot
 
-__all__ = ["OVERDUE_S", "STOPPED", "PlannedStop", "planned_stop"]
+__all__ = ["OVERDUE_S", "PROBE_WAITS_FOR_IDLE", "PROBE_WAITS_FOR_POD", "STOPPED",
+           "PlannedStop", "planned_stop", "probe_hold"]
+
+PROBE_WAITS_FOR_POD = "waiting for the pod's stop plan"
+PROBE_WAITS_FOR_IDLE = ("the pod is idle: a completion probe is a request, and would keep "
+                        "it running")
+
+
+def probe_hold(pod: PodSnapshot | None) -> str | None:
+    """Why the console's completion probe must wait now; None when it may go.
+
+    The probe is a real chat completion, and the agent's idle stop counts requests, not
+    who sent them: on a pod nobody uses, a console (a wall display, on all night) probing
+    every few minutes would be the one user that keeps it running. So the probe goes only
+    while the pod is not counting idle time — it has traffic, or no idle limit — and not
+    before the pod's first reading says which."""
+    if pod is None:
+        return PROBE_WAITS_FOR_POD
+    plan = pod.stop_plan
+    if plan is not None and plan.idle_after_s and not plan.busy:
+        return PROBE_WAITS_FOR_IDLE
+    return None
 
 STOPPED = ("EXITED", "TERMINATED", "STOPPED")
 """Provider statuses of a pod that is not running because it was stopped."""

@@ -23,12 +23,14 @@ immutable :class:`FleetSnapshot`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from console.model.fleet import FleetRow, FleetSnapshot
+from console.model.pod_stop import probe_hold
 from console.model.printable import clean
 
 HEALTH_ORDER = {"down": 0, "unknown": 1, "starting": 2, "up": 3}
@@ -47,6 +49,8 @@ class Member:
     pods: Any = None
     provider: Any = None
     error: str | None = None
+    last_pod: Any = None
+    """Its pod's last reading: whether its completion probes wait (``probe_hold``)."""
 
 
 def _load(source: Any, name: str | None, loaded: dict[Path, Any]) -> Member:
@@ -157,8 +161,11 @@ class FleetCollector:
         if m.deployment is None:
             return FleetRow(m.name, error=m.error)
         s = m.settings
+        # an idle pod is not probed: the probe would keep it running (``probe_hold``)
+        m.poller.probe_hold = functools.partial(probe_hold, m.last_pod)
         async with self._gate:  # its turn: the timeouts start now, not while it waits
             snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
+        m.last_pod = pod
         judged = await judge_once(snap, pod, m.deployment.today.profile, s, now)
         pod, conds = judged.pod or pod, judged.conditions
         up = [x for x in snap.slots if x.health == "up"]

@@ -46,7 +46,13 @@ from console.model.gateway import GatewaySnapshot
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
-from console.model.pod_stop import PlannedStop, planned_stop
+from console.model.pod_stop import (
+    PROBE_WAITS_FOR_IDLE,
+    PROBE_WAITS_FOR_POD,
+    PlannedStop,
+    planned_stop,
+    probe_hold,
+)
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
@@ -262,6 +268,8 @@ class Session:
         self._gpu_line: GpuLine | None = None
         """The last good read of the pod's GPU endpoint (``gpu_line``)."""
         self._pod_polled_at: float | None = None
+        self._probe_held: str | None = None
+        """Why the completion probes waited when last asked (a change is logged)."""
         self._pod_wanted = True
         self._polling = False
         self._poll_started_at: float | None = None
@@ -360,8 +368,27 @@ class Session:
         before every poll, since a fallback or a finished start may have replaced them."""
         self.history.fit_step(self.refresh_s)
         self.poller.timeout_s = self.request_timeout_s
+        self.poller.probe_hold = self._probe_hold
         if self.ctx is not None and self.ctx.pod_collector is not None:
             self.ctx.pod_collector.timeout_s = self.pod_timeout_s
+
+    def _probe_hold(self) -> str | None:
+        """Why the completion probe waits (``pod_stop.probe_hold``), read by the poller
+        when one is due; a deployment without a pod source has no stop to keep from.
+        The log says when the probes pause for an idle pod and when they go again."""
+        ctx = self.ctx
+        if ctx is None:
+            held: str | None = PROBE_WAITS_FOR_POD
+        else:
+            held = probe_hold(self.pod) if ctx.pod_collector is not None else None
+        idle_now, idle_before = held == PROBE_WAITS_FOR_IDLE, \
+            self._probe_held == PROBE_WAITS_FOR_IDLE
+        if idle_now != idle_before:
+            self._note("completion probes paused: the pod is idle, and a probe is a request "
+                       "that would keep it running" if idle_now else
+                       "completion probes resumed: the pod is in use", "dim")
+        self._probe_held = held
+        return held
 
     # -- the tick and the poll -------------------------------------------------------
     @property

@@ -114,6 +114,9 @@ class DeploymentPoller:
         """The raw readings of ``last`` (what a recording stores)."""
         self.skipped = 0
         self.probe_interval_s = probe_interval_s
+        self.probe_hold: Callable[[], str | None] = lambda: None
+        """Why completion probes wait now (None: they may go), asked before each one is
+        started: its owner (a session, the fleet) knows the pod's stop plan."""
         self._probes: dict[str, tuple[float, bool, str]] = {}
         self._probe_task: asyncio.Task[None] | None = None
         self._generation = 0
@@ -213,6 +216,8 @@ class DeploymentPoller:
         They run beside the polls, not inside one: a real completion can take a second,
         and the figures must not wait for it. Results appear in the next snapshot."""
         if self._probe_task is not None and not self._probe_task.done():
+            return
+        if self.probe_hold() is not None:
             return
         due = [t for t in targets if now - self._probes.get(t.slot, (-1e18, True, ""))[0]
                >= self.probe_interval_s]

@@ -1,0 +1,33 @@
+"""The session hands its poller the completion probe's hold (``pod_stop.probe_hold``),
+derived from the pod's last reading at each probe: held while the pod counts idle time,
+logged when it pauses and when it resumes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from console.model.pod_stop import PROBE_WAITS_FOR_IDLE
+from console.model.snapshot import StopPlan
+from tests.session.world import world
+
+IDLE = StopPlan(next_reason="idle", idle_s=600.0, idle_after_s=1800.0, busy=False)
+
+
+async def test_the_session_holds_the_probe_on_its_idle_pod_and_says_so(tmp_path: Path
+                                                                       ) -> None:
+    w = world(tmp_path, 1_790_000_000.0)
+    s = w.session
+    await s.poll()
+    hold = w.slots.probe_hold  # what the session handed its poller
+    assert hold() is None  # the pod has no agent: no idle stop to keep from
+    w.pod.pod = replace(w.pod.pod, stop_plan=IDLE)
+    w.clock.advance(30)  # the pod's cadence: it is read again
+    await s.poll()
+    assert w.slots.probe_hold() == PROBE_WAITS_FOR_IDLE
+    assert any("probes paused" in t for t, _ in w.notes), w.notes
+    w.pod.pod = replace(w.pod.pod, stop_plan=replace(IDLE, busy=True))
+    w.clock.advance(30)
+    await s.poll()
+    assert w.slots.probe_hold() is None
+    assert any("probes resumed" in t for t, _ in w.notes), w.notes
