@@ -161,10 +161,17 @@ class FleetCollector:
         if m.deployment is None:
             return FleetRow(m.name, error=m.error)
         s = m.settings
-        # an idle pod is not probed: the probe would keep it running (``probe_hold``)
-        m.poller.probe_hold = functools.partial(probe_hold, m.last_pod)
         async with self._gate:  # its turn: the timeouts start now, not while it waits
-            snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
+            # an idle pod is not probed: the probe would keep it running (``probe_hold``),
+            # so the first cycle reads the pod before its slots; later ones read both at
+            # once, the probe going by the pod's reading of the cycle before
+            if m.last_pod is None:
+                pod = await m.pods.poll()
+                m.poller.probe_hold = functools.partial(probe_hold, pod)
+                snap = await m.poller.poll(prefetched)
+            else:
+                m.poller.probe_hold = functools.partial(probe_hold, m.last_pod)
+                snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
         m.last_pod = pod
         judged = await judge_once(snap, pod, m.deployment.today.profile, s, now)
         pod, conds = judged.pod or pod, judged.conditions

@@ -38,6 +38,8 @@ class Pods:
     in_flight: dict[str, int] = field(default_factory=dict)
     most: int = 0
     requests: int = 0
+    completions: int = 0
+    """Chat completions the slots answered: the consoles' completion probes."""
     servers: list[asyncio.AbstractServer] = field(default_factory=list)
 
     async def serving(self, ctx: str, answer: Callable[[], Awaitable[bytes]]) -> bytes:
@@ -69,7 +71,9 @@ async def _serve(pods: Pods, route: Callable[[str], tuple[str, bytes]]) -> int:
                         length = int(line.split(b":", 1)[1])
                 if length:
                     await r.readexactly(length)
-                ctx, body = route(head.split(b" ", 2)[1].decode())
+                path = head.split(b" ", 2)[1].decode()
+                ctx, body = route(path)
+                pods.completions += path.startswith("/v1/chat/completions")
 
                 async def answer(body: bytes = body) -> bytes:
                     return _response(body)
@@ -204,3 +208,41 @@ async def test_nothing_per_context_grows_with_the_fleet(fleet_world: tuple[Path,
         await fleet.aclose()
     # the shared clients are closed once, by the fleet (not by the first poller)
     assert fleet.members[0].poller._client is not None
+
+
+async def test_an_idle_pod_of_the_fleet_is_not_probed(fleet_world: tuple[Path, Pods],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A completion probe is a request: on pods that count idle time toward their stop,
+    the fleet's would keep every pod nobody uses running (``pod_stop.probe_hold``)."""
+    from dataclasses import replace
+
+    from console.model.snapshot import StopPlan
+    from console.session.fleet import FleetCollector
+    from console.sources.collect.pod import PodCollector
+
+    cfg, pods = fleet_world
+    idle = StopPlan(next_reason="idle", idle_s=600.0, idle_after_s=1800.0, busy=False)
+    busy: set[str] = set()
+    real_poll = PodCollector.poll
+
+    async def poll(self: PodCollector):  # type: ignore[no-untyped-def]
+        snap = await real_poll(self)
+        return replace(snap, stop_plan=replace(idle, busy=snap.pod_id in busy))
+
+    monkeypatch.setattr(PodCollector, "poll", poll)
+    fleet = await asyncio.to_thread(FleetCollector, cfg, concurrency=CAP)
+    try:
+        for _ in range(2):
+            snap = await fleet.poll()
+            for m in fleet.members:
+                await m.poller.probes_done()
+        assert all(r.status == "RUNNING" and r.slots_up == 1 for r in snap.rows)
+        assert pods.completions == 0
+        busy.add(fleet.members[0].deployment.machine_id)  # one pod is in use
+        for _ in range(2):
+            await fleet.poll()
+            for m in fleet.members:
+                await m.poller.probes_done()
+        assert pods.completions == 1
+    finally:
+        await fleet.aclose()
