@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -99,6 +100,9 @@ idle story at a person's pace (up, traffic stops, the warning, ``w 1 y``, the ex
 runs out, the idle stop) takes about three, so its stop is the idle one and not the
 schedule's. A lead of 90 pod minutes once let a loaded run reach the scheduled stop first."""
 
+AGENT_START_S = 30.0
+"""How long a provisioned pod's agent may take to be up after its bootstrap (a loaded
+machine): a pod stopped before then has its agent stopped once it is."""
 WARN_REAL_S = 25.0
 """On an accelerated pod clock the warning still comes this many real seconds before the
 stop: time for a person to read it and press ``w 1 y`` (issue: the README's story)."""
@@ -130,6 +134,8 @@ class DemoDeployment:
         self.state = EmulatorState(api_key=DEMO_KEY)
         self.emulator = EmulatorServer(self.state)
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self._late_stops: list[threading.Thread] = []
+        """Stops waiting for a provisioned pod's agent to be up (``_stop_agent``)."""
         self.pod_id: str | None = None
         self.ports: dict[int, int] = {}
         self.torch = "good"
@@ -272,10 +278,19 @@ class DemoDeployment:
         return HostInfo("127.0.0.1", 22, "13.0", dict(self.pod_ports.get(pid, self.ports)),
                         stop=lambda: self._stop_agent(pid))
 
-    def _stop_agent(self, pod_id: str) -> None:
+    def _stop_agent(self, pod_id: str, late: bool = True) -> None:
+        """``late``: an agent not up yet is stopped once it is (a pod stopped mid-way)."""
         proc = self.agents.pop(pod_id, None)
         home = self.pod_home(pod_id) / "agent"
         if proc is None and not Path(socket_path_for(str(home))).exists():
+            if late and (self.pod_home(pod_id) / "agent-dir" / "pkg").exists():
+                # provisioned, its agent perhaps still starting (``setsid nohup … &``, a
+                # fallback cancelled mid-way): on a real pod it dies with the pod; here it
+                # is stopped once its socket answers, or it would outlive the demo
+                t = threading.Thread(target=self._stop_when_up, args=(pod_id,),
+                                     name=f"stop-agent-{pod_id}", daemon=True)
+                self._late_stops.append(t)
+                t.start()
             return
         t = self.transport_for(pod_id)
         with contextlib.suppress(Exception):
@@ -287,6 +302,19 @@ class DemoDeployment:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
+
+    def _stop_when_up(self, pod_id: str, wait_s: float = AGENT_START_S) -> None:
+        sock = Path(socket_path_for(str(self.pod_home(pod_id) / "agent")))
+        deadline = time.monotonic() + wait_s
+        while not sock.exists():
+            if time.monotonic() > deadline:
+                return  # never started
+            time.sleep(0.2)
+        with self.state.lock:
+            pod = self.state.pods.get(pod_id)
+            running = pod is not None and pod["status"] == "RUNNING"
+        if not running:  # not resumed meanwhile (then this agent is the new run's)
+            self._stop_agent(pod_id)
 
     def pod_clock_spec(self, first: LoadedProfile, real_now: float | None = None) -> str | None:
         """The simulated pod's ``POD_AGENT_CLOCK``: ``SCHEDULE_LEAD_S`` before the first
@@ -614,6 +642,12 @@ class DemoDeployment:
                 self.exporter.wait(5)
         for pid in list(self.agents):
             self._stop_agent(pid)
+        # and every provisioned pod's that is up (a fallback's, started by its bootstrap,
+        # not here); one stopped while its agent was starting is stopped once it is up
+        for home in sorted((self.workdir / "pods").glob("*")):
+            self._stop_agent(home.name, late=False)
+        for t in self._late_stops:
+            t.join(AGENT_START_S + 40)
         self.emulator.stop()
         if self.own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
