@@ -268,8 +268,8 @@ class Session:
         self._gpu_line: GpuLine | None = None
         """The last good read of the pod's GPU endpoint (``gpu_line``)."""
         self._pod_polled_at: float | None = None
-        self._probe_held: str | None = None
-        """Why the completion probes waited when last asked (a change is logged)."""
+        self._probe_pause_said = False
+        """Whether the log has said that the probes wait on an idle pod (said once)."""
         self._pod_wanted = True
         self._polling = False
         self._poll_started_at: float | None = None
@@ -375,19 +375,17 @@ class Session:
     def _probe_hold(self) -> str | None:
         """Why the completion probe waits (``pod_stop.probe_hold``), read by the poller
         when one is due; a deployment without a pod source has no stop to keep from.
-        The log says when the probes pause for an idle pod and when they go again."""
+        The log says it the first time the probes wait for an idle pod — once: a pod
+        with sparse traffic goes idle and busy between the agent's looks all day."""
         ctx = self.ctx
         if ctx is None:
             held: str | None = PROBE_WAITS_FOR_POD
         else:
             held = probe_hold(self.pod) if ctx.pod_collector is not None else None
-        idle_now, idle_before = held == PROBE_WAITS_FOR_IDLE, \
-            self._probe_held == PROBE_WAITS_FOR_IDLE
-        if idle_now != idle_before:
-            self._note("completion probes paused: the pod is idle, and a probe is a request "
-                       "that would keep it running" if idle_now else
-                       "completion probes resumed: the pod is in use", "dim")
-        self._probe_held = held
+        if held == PROBE_WAITS_FOR_IDLE and not self._probe_pause_said:
+            self._probe_pause_said = True
+            self._note("completion probes wait while the pod is idle: a probe is a request, "
+                       "and would keep the pod running", "dim")
         return held
 
     # -- the tick and the poll -------------------------------------------------------
