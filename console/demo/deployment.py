@@ -287,10 +287,10 @@ class DemoDeployment:
                 # provisioned, its agent perhaps still starting (``setsid nohup … &``, a
                 # fallback cancelled mid-way): on a real pod it dies with the pod; here it
                 # is stopped once its socket answers, or it would outlive the demo
-                t = threading.Thread(target=self._stop_when_up, args=(pod_id,),
-                                     name=f"stop-agent-{pod_id}", daemon=True)
-                self._late_stops.append(t)
-                t.start()
+                late_stop = threading.Thread(target=self._stop_when_up, args=(pod_id,),
+                                             name=f"stop-agent-{pod_id}", daemon=True)
+                self._late_stops.append(late_stop)
+                late_stop.start()
             return
         t = self.transport_for(pod_id)
         with contextlib.suppress(Exception):
