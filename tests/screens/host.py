@@ -46,6 +46,9 @@ class ScreenHost(NoColorEmphasis, App):
         self.slot_log = list(states.SLOT_LOG if slot_log is None else slot_log)
         self.failed: BaseException | None = None
         """A screen that could not be built or pushed (``settle`` raises it at once)."""
+        self.held_logs: list[Callable[[list[str]], None]] | None = None
+        """Set to a list: a screen's ask for log lines is held here, unanswered, as the
+        agent's slow answer would be (the test answers it when it chooses)."""
 
     async def on_mount(self) -> None:
         try:
@@ -61,6 +64,9 @@ class ScreenHost(NoColorEmphasis, App):
         return self.pushed[-1]
 
     def on_console_screen_want_logs(self, message: ConsoleScreen.WantLogs) -> None:
+        if self.held_logs is not None:
+            self.held_logs.append(message.done)
+            return
         message.done(list(self.slot_log))
 
     def on_console_screen_operation(self, message: ConsoleScreen.Operation) -> None:

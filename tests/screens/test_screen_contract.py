@@ -53,6 +53,23 @@ async def test_a_new_state_is_drawn_and_the_detail_asks_for_its_log() -> None:
         assert "first line" in shown and "[bold]not markup[/]" in shown
 
 
+async def test_log_lines_that_come_after_the_detail_closed_are_dropped() -> None:
+    """The agent's answer can outlive the screen that asked (escape pressed meanwhile):
+    it is dropped, not an error in the log (a NoMatches on ``#dlog`` was)."""
+    app = ScreenHost(lambda: MainScreen(states.state()))
+    app.held_logs = []
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        detail = SlotDetailScreen(states.state(), "Q27")
+        await app.push_screen(detail)
+        assert await _until(pilot, lambda: len(app.held_logs or []) == 1)
+        await app.pop_screen()
+        await pilot.pause()
+        app.held_logs[0](["late line"])  # raises if the closed screen is still queried
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+
+
 async def test_a_stalled_slot_says_so_in_its_row_and_R_offers_its_restart() -> None:
     app = ScreenHost(lambda: MainScreen(states.state(stalled=("Q27",))))
     async with app.run_test(size=SIZE) as pilot:

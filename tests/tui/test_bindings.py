@@ -70,7 +70,8 @@ async def test_every_main_binding(demo) -> None:
                               and app.pod.status == "RUNNING", 30)
         await pilot.press("r")
         log = app.screen.query_one(ActionLog)
-        assert await wait_for(pilot, lambda: "already RUNNING" in log.lines[-1].plain)
+        assert await wait_for(pilot, lambda: "already RUNNING" in log.lines[-1].plain), [
+            line.plain for line in list(log.lines)[-5:]]
         assert isinstance(app.screen, MainScreen)
         for key in ("f", "h"):
             await pilot.press(key)

@@ -9,11 +9,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.panels import active_line, history_line
 
 
@@ -30,7 +31,7 @@ class AlertHistoryScreen(ConsoleScreen):
         with VerticalScroll(id="ahist"):
             yield Static(id="aactive")
             yield Static(id="aevents")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#aactive", Static).border_title = "active"

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import RichLog, Static
 
 from console.model import catalog, fmt, startup
 from console.model.engines import DEFAULT, engine
@@ -18,6 +18,7 @@ from console.model.snapshot import SlotSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.plots import PlotGrid
 
 
@@ -115,7 +116,7 @@ class SlotDetailScreen(ConsoleScreen):
         yield Static(id="dfig")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
         yield RichLog(max_lines=400, wrap=False, id="dlog")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#dfig", Static).border_title = f"slot {self.slot}"
@@ -145,7 +146,10 @@ class SlotDetailScreen(ConsoleScreen):
         self.post_message(self.WantLogs(self.slot, self._show_logs))
 
     def _show_logs(self, lines: list[str]) -> None:
-        log = self.query_one("#dlog", RichLog)
+        found = self.query("#dlog")
+        if not found:  # closed while the agent answered: nothing shows them now
+            return
+        log = found.first(RichLog)
         log.clear()
         for line in lines:
             log.write(Text(printable(line)))  # the slot's own output, as text only

@@ -11,12 +11,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.model import fmt
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 
 HEALTH_STYLE = {"up": "green", "down": "bold red", "starting": "yellow"}
 
@@ -44,7 +45,7 @@ class FleetScreen(ConsoleScreen):
         yield PodHeader(view.title, view.demo, view.read_only)
         yield Static(id="fleet")
         yield Static(id="fleet-total")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#fleet", Static).border_title = "fleet: one line per pod"

@@ -12,13 +12,14 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.model import catalog, fmt
 from console.model.gateway import STATUS_TEXT, GatewaySnapshot, port_of
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.lines import safe_text
 
 STATUS_STYLE = {"healthy": "green", "partial": "yellow", "cooldown": "bold white on red",
@@ -125,7 +126,7 @@ class GatewayScreen(ConsoleScreen):
         yield Static(id="gwline")
         yield Static(id="gwgroups")
         yield Static(id="gwusers")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#gwgroups", Static).border_title = "model groups · deployments"

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.model import fmt
 from console.model.gpu_state import Gpu, GpuReport
@@ -23,6 +23,7 @@ from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 
 GPU_PLOTS = (("gpu_util", "GPU utilisation", 1.0, "%"), ("gpu_mem", "GPU memory", 100.0, "%"),
              ("gpu_temp", "GPU temperature", 1.0, "°C"), ("gpu_power", "GPU power", 1.0, "W"))
@@ -125,7 +126,7 @@ class GpuScreen(ConsoleScreen):
             for metric, title, scale, unit in GPU_PLOTS:
                 yield SeriesPlot(title, metric, scale=scale, unit=unit,
                                  every_s=view.plot_refresh_s)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#gtable", Static).border_title = "GPUs"

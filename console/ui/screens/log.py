@@ -6,13 +6,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Input, RichLog
+from textual.widgets import Input, RichLog
 
 from console.model import fmt
 from console.model.printable import printable
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 
 
 def log_text(t: float, text: str, style: str) -> Text:
@@ -43,7 +44,7 @@ class LogScreen(ConsoleScreen):
         yield Input(placeholder="/ filters the log (case-insensitive); escape clears",
                     id="lsearch")
         yield RichLog(max_lines=1000, wrap=False, id="llog")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#llog", RichLog).border_title = "action log"

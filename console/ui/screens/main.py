@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer
 
 from console.model import startup
 from console.operations.specs import SPECS
@@ -15,6 +14,7 @@ from console.session.view import ConsoleState
 from console.ui.screens.base import ConsoleScreen
 from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.panels import ActionLog, AlertsPanel
 from console.ui.widgets.plots import PlotGrid
 from console.ui.widgets.slots import SlotsTable
@@ -69,7 +69,7 @@ class MainScreen(ConsoleScreen):
         with Vertical(id="bottom", classes="bottom"):
             yield AlertsPanel(id="alerts")
             yield ActionLog(id="log")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one(SlotsTable).focus()

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.model import catalog
 from console.model.snapshot import SlotSnapshot
@@ -22,6 +22,7 @@ from console.ui.screens.main import COMMON_BINDINGS
 from console.ui.widgets.board import WallBoard
 from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
+from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.lines import TableLines
 from console.ui.widgets.panels import AlertsPanel
 from console.ui.widgets.plots import PlotGrid
@@ -64,7 +65,7 @@ class WallScreen(ConsoleScreen):
         # before the plots: whatever the height, the alerts are never pushed off
         yield AlertsPanel(id="walerts")
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.set_class(self.app.size.height < 34, "short")
@@ -156,6 +157,6 @@ class WallScreen(ConsoleScreen):
 
         used = sum(w.outer_size.height for w in (
             self.query_one(PodHeader), self.query_one(GpuStrip), self.query_one("#wview"),
-            self.query_one(WallBoard), self.query_one(AlertsPanel), self.query_one(Footer))
+            self.query_one(WallBoard), self.query_one(AlertsPanel), self.query_one(KeyBar))
             if w.display)
         return self.size.height - used - (box_rows + 2) >= PLOT_MIN_ROWS
