@@ -127,8 +127,10 @@ class LinesView(Widget):
             self.refresh(layout=True)
             # once more after this frame: Textual skips a layout refresh while one is
             # pending, and a layout of the screen in between can have cached the old
-            # height (a box shrunk twice before the next frame kept its first height)
-            if self.is_mounted:
+            # height (a box shrunk twice before the next frame kept its first height).
+            # Not before the widget's first layout: no height of it is cached yet, and
+            # on the first frame this was a layout pass of the screen more (~8 ms)
+            if self.is_mounted and self.size.width:
                 self.call_after_refresh(self.refresh, layout=True)
             return
         width = self.size.width

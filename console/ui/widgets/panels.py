@@ -195,6 +195,8 @@ class ActionLog(LinesView):
         self._show()
 
     def _show(self) -> None:
-        rows = max(1, self.content_size.height) if self.is_mounted else 4
+        # before its first layout (no height yet), the lines its height of 6 holds: a
+        # count that changes at the first layout costs the screen a layout pass more
+        rows = max(1, self.content_size.height) if self.content_size.height else 4
         shown = list(self.lines)[-rows:]
         self.show_lines(shown + [Text()] * (rows - len(shown)))
