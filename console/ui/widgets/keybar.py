@@ -108,36 +108,33 @@ class KeyBar(Widget, can_focus=False):
                                 app.get_key_display)
         key_style = self.get_component_rich_style("keybar--key")
         desc_style = self.get_component_rich_style("keybar--description")
-        width = self.size.width
+
+        def cell(key_text: str, description: str, enabled: bool) -> Text:
+            out = Text.assemble((key_text, key_style), (description, desc_style))
+            if not enabled:
+                out.stylize("dim")
+            return out
+
         right = Text()
-        right_spans: list[KeySpan] = []
         if palette is not None:
-            key, shown, description, enabled, tooltip = palette
-            right.append(PALETTE_EDGE, self.get_component_rich_style("keybar--edge"))
-            right_spans.append(KeySpan(1, 1 + len(shown) + 1 + len(description), key,
-                                       enabled, tooltip))
-            right.append(shown, key_style)
-            right.append(f" {description} ", desc_style)
+            right = cell(palette[1], f" {palette[2]} ", palette[3])
+        room = max(0, self.size.width - len(PALETTE_EDGE) - right.cell_len) \
+            if palette is not None else self.size.width
         line = Text(no_wrap=True, overflow="crop")
         spans: list[KeySpan] = []
-        room = max(0, width - right.cell_len)
         for key, shown, description, enabled, tooltip in keys:
-            cell = Text()
-            cell.append(f" {shown} ", key_style)
-            cell.append(f"{description} " if description else "", desc_style)
-            if not enabled:
-                cell.stylize("dim")
-            if line.cell_len + cell.cell_len > room:
+            drawn = cell(f" {shown} ", f"{description} " if description else "", enabled)
+            if line.cell_len + drawn.cell_len > room:
                 break  # cut from the right: the first keys (help, quit) always stay
-            spans.append(KeySpan(line.cell_len, line.cell_len + cell.cell_len, key, enabled,
+            spans.append(KeySpan(line.cell_len, line.cell_len + drawn.cell_len, key, enabled,
                                  tooltip))
-            line.append_text(cell)
+            line.append_text(drawn)
         line.pad_right(room - line.cell_len)
-        offset = line.cell_len
-        for s in right_spans:
-            spans.append(KeySpan(offset + s.start, offset + s.end, s.key, s.enabled,
-                                 s.tooltip))
-        line.append_text(right)
+        if palette is not None:
+            line.append(PALETTE_EDGE, self.get_component_rich_style("keybar--edge"))
+            spans.append(KeySpan(line.cell_len, line.cell_len + right.cell_len - 1,
+                                 palette[0], palette[3], palette[4]))
+            line.append_text(right)
         if self._hover is not None and self._hover < len(spans):
             h = spans[self._hover]
             line.stylize(self.get_component_rich_style("keybar--hover"), h.start, h.end)
