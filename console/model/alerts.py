@@ -53,6 +53,20 @@ class Alert:
     """Firing, but its condition is gone since then: it clears when the hold has passed."""
     ended: str | None = None
     """Set on an alert that ended without clearing ("ended with pod X")."""
+    since_m: float | None = None
+    """``since`` on the monotonic clock: its ``for:`` counts from here (None: ``since``)."""
+    gone_m: float | None = None
+    """``gone_since`` on the monotonic clock: its hold counts from here."""
+    true_m: float | None = None
+    """``last_true`` on the monotonic clock."""
+
+    def age(self, now: float) -> float:
+        """Seconds since it became true, at wall time ``now``: monotonic up to its last
+        evaluation, the wall clock's few seconds since (a step of the wall clock ages no
+        alert)."""
+        if self.since_m is None or self.true_m is None or self.last_true is None:
+            return max(0.0, now - self.since)
+        return max(0.0, self.true_m - self.since_m) + max(0.0, now - self.last_true)
 
     def resolving(self, now: float) -> bool:
         return self.state == "firing" and self.gone_since is not None
@@ -75,21 +89,27 @@ class AlertBook:
     _conds: dict[str, Condition] = field(default_factory=dict)
 
     def update(self, conditions: Iterable[Condition], now: float,
-               ended: dict[str, str] | None = None) -> tuple[list[Alert], list[Alert]]:
+               ended: dict[str, str] | None = None, mono: float | None = None
+               ) -> tuple[list[Alert], list[Alert]]:
         """Apply the conditions true now; return (fired, cleared) by this evaluation.
         ``ended``: alert key → why it ended when that is not "cleared" (a GPU fault whose
-        pod is gone: "ended with pod X"); said in the history, at once (no hold)."""
+        pod is gone: "ended with pod X"); said in the history, at once (no hold).
+        ``now``: the wall clock (the times shown); ``mono``: the monotonic clock, what
+        ``for:`` and the hold count on (None: ``now`` serves as both), so that a step of
+        the wall clock neither fires nor clears anything."""
         ended = ended or {}
+        m = now if mono is None else mono
         seen: dict[str, Condition] = {c.key: c for c in conditions}
         raised, cleared = [], []
         for key, cond in seen.items():
             self._conds[key] = cond
             old = self.active.get(key)
             a = (Alert(key, cond.severity, cond.title, cond.detail, now, "pending",
-                       last_true=now) if old is None else
+                       last_true=now, since_m=m, true_m=m) if old is None else
                  replace(old, severity=cond.severity, title=cond.title, detail=cond.detail,
-                         last_true=now, gone_since=None))
-            if a.state == "pending" and now - a.since >= cond.for_s:
+                         last_true=now, gone_since=None, gone_m=None, true_m=m))
+            began = a.since_m if a.since_m is not None else a.since
+            if a.state == "pending" and m - began >= cond.for_s:
                 a = replace(a, state="firing", fired_at=now)
                 raised.append(a)
                 self.history.append(AlertEvent(now, "firing", a.severity, a.title, a.detail))
@@ -103,7 +123,7 @@ class AlertBook:
                 del self.active[key]
                 cleared.append(replace(a, ended=ended[key]))
                 self.history.append(AlertEvent(now, "ended", a.severity, a.title, ended[key]))
-            elif now - (a.gone_since if a.gone_since is not None else now) >= hold:
+            elif m - (a.gone_m if a.gone_m is not None else m) >= hold:
                 # the hold counts from the first evaluation that found it gone, as
                 # Prometheus's keep_firing_for does
                 del self.active[key]
@@ -111,7 +131,7 @@ class AlertBook:
                 self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
             else:
                 if a.gone_since is None:
-                    self.active[key] = replace(a, gone_since=now)
+                    self.active[key] = replace(a, gone_since=now, gone_m=m)
                 continue
             self._conds.pop(key, None)
         return raised, cleared

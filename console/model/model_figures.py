@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from console.model.catalog import BY_KEY, MODEL_FIGURES
 
 
+RANK_FIGURES = ("running", "generation_total", "prompt_total", "kv_cache_usage")
+"""The figures kept per data-parallel engine (``ModelFigures.ranks``): what the stall
+detector judges."""
+
+
 @dataclass(frozen=True)
 class SpecFigures:
     drafts: float
@@ -79,6 +84,10 @@ class ModelFigures:
     cache: CacheConfig | None = None
     engine: str = "vllm"
     """Which engine's exposition they were read from (``console/model/engines``)."""
+    ranks: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    """A data-parallel slot's engines one by one (vLLM's ``engine`` label, SGLang's
+    ``dp_rank``): rank → its own ``RANK_FIGURES``. Empty for one engine. The stall
+    detector reads them: one engine hung freezes only its own counters."""
 
     def __getattr__(self, key: str) -> float | None:
         # only reached for names that are not fields: the catalog's figures

@@ -28,9 +28,20 @@ starts at the last poll that saw it idle or saw its counters move: when it becam
 between two polls is not known, and from that poll on nothing has moved. So a stall is
 said up to one refresh sooner than "busy for ``stall_after``", never later.
 
-:class:`StallWatch` is owned by the session (one per console); it keeps, per slot, the
-counters last seen and when they last moved. Nothing here reads a clock: ``now`` comes
-with every reading.
+Data-parallel engines (vLLM's ``engine`` label, SGLang's ``dp_rank``) are judged one by
+one as well as summed: one engine hung while the others decode freezes only its own
+counters, and the slot's sums still move (``ModelFigures.ranks``). Any engine stalled is
+the slot stalled.
+
+Durations are monotonic seconds (``mono``: a wall clock that steps would make busy
+slots STALLED, or hide a hang for an hour); ``now`` is the wall clock, for the times the
+alert shows. Polls come one refresh apart give or take the timer's and the poll's own
+time, so the check allows ``slack`` (the session gives half a refresh): a stall that
+is due at a poll is said at that poll, not one refresh later.
+
+:class:`StallWatch` is owned by the session (one per console); it keeps, per slot (and
+engine), the counters last seen and when they last moved. Nothing here reads a clock:
+``now`` and ``mono`` come with every reading.
 """
 
 from __future__ import annotations
@@ -54,19 +65,28 @@ class Stall:
     running: float
     """Requests running (as the engine last reported them) that make no progress."""
     since: float
-    """The last poll that saw its counters move or saw it idle."""
+    """The last poll that saw its counters move or saw it idle (wall clock: shown)."""
     now: float
-    """When it was judged."""
+    """When it was judged (wall clock)."""
+    stuck_s: float | None = None
+    """Monotonic seconds since ``since`` (None: a state recorded before they were kept,
+    where the wall clock's difference stands in)."""
+    engine: str | None = None
+    """The data-parallel engine that is hung (None: the slot's sums say it)."""
 
     @property
     def for_s(self) -> float:
+        if self.stuck_s is not None:
+            return max(0.0, self.stuck_s)
         return max(0.0, self.now - self.since)
 
     def condition(self) -> Condition:
         n = round(self.running)
+        which = f" (engine {self.engine})" if self.engine is not None else ""
         return Condition(
             f"{STALL_ALERT}:{self.slot}", "crit",
-            f"{self.slot} STALLED: {n} request(s) stuck since {fmt.clock(self.since)}",
+            f"{self.slot} STALLED{which}: {n} request(s) stuck since "
+            f"{fmt.clock(self.since)}",
             f"no token generated or prompt read for {fmt.duration(self.for_s)} while "
             "/health says 200 — R restarts the slot through the agent (asks first)")
 
@@ -76,7 +96,9 @@ class _Seen:
     marks: tuple[float | None, float | None, float | None]
     """(generation, prompt, KV usage) as last read."""
     moved_at: float
-    """The last poll that saw them move, or saw the slot idle."""
+    """The last poll that saw them move, or saw the slot idle (wall clock)."""
+    moved_m: float
+    """The same poll on the monotonic clock: what the stall is counted from."""
 
 
 Reading = tuple[float | None, float | None, float | None, float | None]
@@ -95,36 +117,68 @@ def counters(s: SlotSnapshot) -> Reading | None:
     return f.value("running"), gen, prompt, f.value("kv_cache_usage")
 
 
+def readings(s: SlotSnapshot) -> dict[str | None, Reading]:
+    """Every reading a slot is judged on now: its sums (key None) and, for a
+    data-parallel slot, each engine's own (key: the engine); empty when not judged."""
+    total = counters(s)
+    if total is None:
+        return {}
+    out: dict[str | None, Reading] = {None: total}
+    ranks = s.figures.ranks if s.figures is not None else {}
+    for rank, v in ranks.items():
+        gen, prompt = v.get("generation_total"), v.get("prompt_total")
+        if gen is not None or prompt is not None:
+            out[rank] = (v.get("running"), gen, prompt, v.get("kv_cache_usage"))
+    return out
+
+
 class StallWatch:
-    """Per slot, the counters last seen and when they last moved (see the module)."""
+    """Per slot and engine, the counters last seen and when they last moved (see the
+    module)."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, _Seen] = {}
+        self._seen: dict[tuple[str, str | None], _Seen] = {}
         self.stalls: dict[str, Stall] = {}
         """The slots stalled at the last :meth:`observe`."""
 
-    def observe(self, slots: Iterable[SlotSnapshot], now: float, stall_after: float
-                ) -> dict[str, Stall]:
-        """One poll's slots; the slots stalled now (also kept in :attr:`stalls`)."""
+    def observe(self, slots: Iterable[SlotSnapshot], now: float, stall_after: float,
+                mono: float | None = None, slack: float = 0.0) -> dict[str, Stall]:
+        """One poll's slots; the slots stalled now (also kept in :attr:`stalls`).
+        ``now``: the wall clock (shown); ``mono``: the monotonic clock, what durations
+        are counted on (None: ``now`` serves as both); ``slack``: how much sooner than
+        ``stall_after`` a poll may say it (the polls' own jitter)."""
+        m = now if mono is None else mono
         out: dict[str, Stall] = {}
-        present: set[str] = set()
+        present: set[tuple[str, str | None]] = set()
         for s in slots:
-            present.add(s.slot)
-            read = counters(s)
-            if read is None:
-                if s.health != "up":
-                    self._seen.pop(s.slot, None)  # a restart begins a new record
+            reads = readings(s)
+            if not reads:
+                if s.health != "up":  # a restart begins a new record
+                    for k in [k for k in self._seen if k[0] == s.slot]:
+                        del self._seen[k]
+                present.update(k for k in self._seen if k[0] == s.slot)
                 continue  # stale or not measured: judged again when fresh
-            running, *marks = read
-            mark = (marks[0], marks[1], marks[2])
-            seen = self._seen.get(s.slot)
-            busy = running is not None and running > 0
-            if seen is None or not busy or seen.marks != mark:
-                # moved (a reset is a move too), idle, or first seen: the clock starts now
-                self._seen[s.slot] = _Seen(mark, now)
-                continue
-            if now - seen.moved_at >= stall_after:
-                out[s.slot] = Stall(s.slot, running or 0.0, seen.moved_at, now)
+            for rank, read in reads.items():
+                key = (s.slot, rank)
+                present.add(key)
+                running, *marks = read
+                mark = (marks[0], marks[1], marks[2])
+                seen = self._seen.get(key)
+                busy = running is not None and running > 0
+                if seen is None or not busy or seen.marks != mark:
+                    # moved (a reset is a move too), idle, or first seen: the clock
+                    # starts now
+                    self._seen[key] = _Seen(mark, now, m)
+                    continue
+                stuck = m - seen.moved_m
+                if stuck + slack >= stall_after:
+                    st = Stall(s.slot, running or 0.0, seen.moved_at, now, stuck, rank)
+                    had = out.get(s.slot)
+                    # the engine stuck longest speaks for the slot; the sums (rank None)
+                    # when they are as old (every engine hung)
+                    if had is None or stuck > had.for_s or (
+                            stuck == had.for_s and rank is None):
+                        out[s.slot] = st
         for gone in set(self._seen) - present:
             del self._seen[gone]
         self.stalls = out

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -57,6 +56,7 @@ from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
 from console.session import gpu_line
+from console.session.clock import Clock, WallSteps, clock_of
 from console.session.gpu_line import GpuLine
 from console.session.spend import SpendBook
 from console.session.view import (
@@ -185,10 +185,12 @@ def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
         history.add(name, "gpu_power", t, g.power_w)
 
 
-def gpu_age(pod: PodSnapshot, read_age: float, now: float) -> float | None:
+def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:
     """How old the GPU line's numbers are: since the agent sampled them (its clock, put
     on ours by the stop plan's skew), never younger than the pod reading that brought
-    them; None when there is no GPU line."""
+    them; None when there is no GPU line. ``read_age``: the pod reading's age
+    (monotonic); ``read_at``: when it was read (wall clock), against which the agent's
+    sample time is told (a step of our wall clock since then ages nothing)."""
     report = pod.gpus
     if report is None or not report.gpus:
         return None
@@ -196,7 +198,7 @@ def gpu_age(pod: PodSnapshot, read_age: float, now: float) -> float | None:
         return read_age
     plan = pod.stop_plan
     skew = plan.skew_s if plan is not None and plan.skew_s is not None else 0.0
-    return max(read_age, now - (report.sampled_at - skew))
+    return max(read_age, read_age + read_at - (report.sampled_at - skew))
 
 
 @dataclass(frozen=True)
@@ -212,14 +214,19 @@ class _Reading:
     gpus_at: float | None = None
     """When the GPU line's numbers were read, when they came from the pod's GPU endpoint
     read at this poll or a recent one (``gpu_line``); None: they are the pod reading's."""
+    pod_read_m: float | None = None
+    """``pod_read_at`` on the monotonic clock (what its age is counted on)."""
+    gpus_m: float | None = None
+    """``gpus_at`` on the monotonic clock."""
 
 
 class Session:
     """One console's sources, clock and alert book (see the module docstring).
 
     ``start``: a full context, or a staged start whose context :meth:`adopt` brings.
-    ``clock``: wall-clock seconds (default: the context's clock, ``time.time`` before
-    it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
+    ``clock``: a :class:`~console.session.clock.Clock` (wall and monotonic: every
+    duration on the monotonic one), or one callable read as both (default: the
+    context's clock, the machine's before it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
     (default: tasks of the running loop, which :meth:`settle` waits for). ``note``: the
     action log. ``on_change``: told after a poll (``"poll"``), a fleet cycle
     (``"fleet"``), a backfill (``"backfill"``) or an acknowledgement made in another
@@ -229,7 +236,7 @@ class Session:
     """
 
     def __init__(self, start: ConsoleContext | StagedStart, *, wall: bool = False,
-                 clock: Callable[[], float] | None = None,
+                 clock: Clock | Callable[[], float] | None = None,
                  run_blocking: RunBlocking = asyncio.to_thread,
                  spawn: Spawn | None = None, note: Note | None = None,
                  on_change: Callable[[str], None] | None = None,
@@ -238,7 +245,11 @@ class Session:
         self.ctx: ConsoleContext | None = start if isinstance(start, ConsoleContext) else None
         self.staged: StagedStart | None = start if isinstance(start, StagedStart) else None
         self.wall = wall
-        self._clock = clock
+        self._clock = clock_of(clock) if clock is not None else None
+        self._ctx_clock: tuple[object, Clock] | None = None
+        """The context's clock as read last (``clock``), and its two readings."""
+        self.wall_steps = WallSteps()
+        """Steps of the wall clock seen between polls (told once each, never judged)."""
         self._run_blocking = run_blocking
         self._spawn_job = spawn
         self._note = note or (lambda text, style: None)
@@ -268,6 +279,9 @@ class Session:
         self._gpu_line: GpuLine | None = None
         """The last good read of the pod's GPU endpoint (``gpu_line``)."""
         self._pod_polled_at: float | None = None
+        """When the pod was last read (monotonic)."""
+        self._gpu_line_m: float | None = None
+        """When ``_gpu_line`` was read (monotonic)."""
         self._probe_pause_said = False
         """Whether the log has said that the probes wait on an idle pod (said once)."""
         self._pod_wanted = True
@@ -299,10 +313,25 @@ class Session:
     def ready(self) -> bool:
         return self.ctx is not None
 
-    def now(self) -> float:
+    @property
+    def clock(self) -> Clock:
+        """What this session runs on (see the ``clock`` argument)."""
         if self._clock is not None:
-            return self._clock()
-        return self.ctx.clock() if self.ctx is not None else time.time()
+            return self._clock
+        if self.ctx is None:
+            return clock_of(None)
+        src = self.ctx.clock
+        if self._ctx_clock is None or self._ctx_clock[0] is not src:
+            self._ctx_clock = (src, clock_of(src))
+        return self._ctx_clock[1]
+
+    def now(self) -> float:
+        """The wall clock: for what is shown and for schedules, never a duration."""
+        return self.clock.wall()
+
+    def mono(self) -> float:
+        """The monotonic clock: every duration this session measures."""
+        return self.clock.monotonic()
 
     def _start(self) -> StagedStart:
         assert self.staged is not None, "a session runs on a context or a staged start"
@@ -419,12 +448,12 @@ class Session:
             self.refresh_now()
             return
         last = self._poll_started_at
-        if last is None or not 0.0 <= self.now() - last < WALL_REFRESH_GAP_S:
+        if last is None or not 0.0 <= self.mono() - last < WALL_REFRESH_GAP_S:
             self.tick()
 
-    def _pod_due(self, now: float) -> bool:
+    def _pod_due(self, mono: float) -> bool:
         last = self._pod_polled_at
-        return self._pod_wanted or last is None or not 0.0 <= now - last < POD_POLL_S
+        return self._pod_wanted or last is None or not 0.0 <= mono - last < POD_POLL_S
 
     async def poll(self) -> bool:
         """One poll of every source due; False when one was already running (nothing
@@ -433,7 +462,7 @@ class Session:
         if self._polling:
             return False
         self._polling = True
-        self._poll_started_at = self.now()
+        self._poll_started_at = self.mono()
         ok = False
         try:
             await self._poll()
@@ -450,9 +479,9 @@ class Session:
     async def _poll(self) -> None:
         self._pace()
         ctx = self.ctx
-        started = self.now()
+        started, started_m = self.now(), self.mono()
         pods = ctx.pod_collector if ctx is not None else None
-        read_pod = pods is not None and self._pod_due(started)
+        read_pod = pods is not None and self._pod_due(started_m)
         raw = self._raw_pod
         if pods is not None and raw is not None and raw.pod_id != pods.pod_id:
             read_pod = True  # a new pod (a fallback): nothing of the old one is shown
@@ -464,7 +493,7 @@ class Session:
             if line_src is not None and pods is not None else None
         try:
             if pods is not None and read_pod:
-                self._pod_wanted, self._pod_polled_at = False, started
+                self._pod_wanted, self._pod_polled_at = False, started_m
                 snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
             else:
                 snapshot = await self.poller.poll()
@@ -476,9 +505,11 @@ class Session:
                 if task is not None and not task.done():
                     task.cancel()
         if line is not None:
-            self._gpu_line = line
-        now = self.now()
+            self._gpu_line, self._gpu_line_m = line, started_m
+        now, mono = self.now(), self.mono()
+        self._wall_step(now, mono)
         pod_read_at = started if read_pod else self._reading.pod_read_at
+        pod_read_m = started_m if read_pod else self._reading.pod_read_m
         shown = gpu_line.in_use(self._gpu_line, raw, pod_read_at) if raw is not None else None
         pod_now = gpu_line.merged(raw, shown) if raw is not None else None
         gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
@@ -495,25 +526,41 @@ class Session:
         if ctx is None:  # a staged start: the slots only, no pod and no alerts yet
             judged = Judged(None, (), None)
         else:
-            self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
+            self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s,
+                                mono, slack=self.refresh_s / 2)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
             judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
                            [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
                            self.faults, self._agent_seen)
-            raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
+            raised, cleared = self.alerts.update(judged.conditions, now, judged.ended,
+                                                 mono=mono)
         if read_pod:
             self._raw_pod = raw
         self._reading = _Reading(snapshot, judged.pod, now, pod_read_at,
                                  judged.spend_month, judged.stop,
-                                 shown.read_at if shown is not None else None)
+                                 shown.read_at if shown is not None else None,
+                                 pod_read_m, self._gpu_line_m if shown is not None else None)
         self.polls += 1
         self.poll_failure = None
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
             self.first_data_at = now
         self._tell(raised, cleared)
         self._record(pod_now if gpus_read else None)
+
+    def _wall_step(self, now: float, mono: float) -> None:
+        """A step of the wall clock since the last poll (more than a refresh off the
+        monotonic clock, either way): said once, in the log and the recording. Nothing
+        is decided on it: every duration is monotonic."""
+        step = self.wall_steps.observe(now, mono, self.refresh_s)
+        if step is None:
+            return
+        self._note(step.text(), "yellow")
+        if self.recorder is not None:
+            from console.session.record.tape import Marker
+
+            self.recorder.mark(Marker(now, "clock", step.text(), f"clock:{step.by_s:+.0f}"))
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -554,7 +601,7 @@ class Session:
              "history_s": self.history.window_s,
              "refresh_s": self.refresh_s},
             keep_s=s.record_keep_days * 86400.0, max_bytes=int(s.record_max_mb * 1024 * 1024),
-            clock=self.now, on_pause=paused)
+            clock=self.now, mono=self.mono, on_pause=paused)
         rec = self.recorder
 
         def audited(r: dict[str, Any]) -> None:  # the audit's thread: the queue is safe
@@ -741,16 +788,19 @@ class Session:
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one
         refresh + 0.5 s: the screens print them beside those numbers. The GPU line is as
-        old as its last read of the GPU endpoint, when it has one (``gpu_line``)."""
-        pod, read = self._reading.pod, self._reading.pod_read_at
-        if pod is None or read is None:
+        old as its last read of the GPU endpoint, when it has one (``gpu_line``). Counted
+        on the monotonic clock (``now``, the wall clock, is not read: kept for callers)."""
+        r = self._reading
+        pod, read, read_m = r.pod, r.pod_read_at, r.pod_read_m
+        if pod is None or read is None or read_m is None:
             return {}
+        mono = self.mono()
         bound = self.refresh_s + FRESH_SLACK_S
-        age = max(0.0, now - read)
+        age = max(0.0, mono - read_m)
         out = {"pod": age} if age > bound else {}
-        line_at = self._reading.gpus_at
-        g = max(0.0, now - line_at) if line_at is not None and pod.gpus is not None \
-            and pod.gpus.gpus else gpu_age(pod, age, now)
+        line_m = r.gpus_m
+        g = max(0.0, mono - line_m) if line_m is not None and pod.gpus is not None \
+            and pod.gpus.gpus else gpu_age(pod, age, read)
         if g is not None and g > bound:
             out["gpus"] = g
         return out

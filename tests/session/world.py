@@ -30,15 +30,28 @@ from tests.conftest import PROFILES
 
 
 class Clock:
-    """Wall-clock seconds that move only when the test says."""
+    """The wall clock and the monotonic clock, moved only when the test says: together
+    (``advance``: time passing), or the wall clock alone (``step_wall``: NTP, a VM
+    resumed). Called, it reads the wall clock (the sources stamp their readings so)."""
 
-    def __init__(self, t: float) -> None:
+    def __init__(self, t: float, mono: float = 5_000.0) -> None:
         self.t = t
+        self.m = mono
 
     def __call__(self) -> float:
         return self.t
 
+    def wall(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.m
+
     def advance(self, s: float) -> None:
+        self.t += s
+        self.m += s
+
+    def step_wall(self, s: float) -> None:
         self.t += s
 
 

@@ -24,14 +24,17 @@ one chunk. Retention (age, then size) drops the oldest chunks of the directory f
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import queue
 import socket
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -356,7 +359,10 @@ def alert_markers(before: ConsoleState | None, after: ConsoleState) -> list[Mark
     now = {a.key: a for a in after.alerts if a.state == "firing"}
     for key, a in now.items():
         if key not in was:
-            out.append(Marker(t, "xid" if key.startswith("xid:") else "alert",
+            # when it fired, not this poll's time: an alert that fired while no poll
+            # was written (recording paused) is marked where it fired
+            at = a.fired_at if a.fired_at is not None and a.fired_at <= t else t
+            out.append(Marker(at, "xid" if key.startswith("xid:") else "alert",
                               f"{a.severity.upper()} {a.title}", key))
     for key, a in was.items():
         if key not in now:
@@ -389,6 +395,7 @@ class Recorder:
     def __init__(self, directory: Path, meta: dict[str, Any], *,
                  keep_s: float = 7 * 86400.0, max_bytes: int = 1 << 30,
                  chunk_polls: int = CHUNK_POLLS, clock: Callable[[], float] = time.time,
+                 mono: Callable[[], float] = time.monotonic,
                  on_pause: Callable[[str | None], None] | None = None,
                  fault: Callable[[], None] | None = None) -> None:
         self.directory = directory
@@ -396,6 +403,10 @@ class Recorder:
         self.max_bytes = max_bytes
         self.chunk_polls = chunk_polls
         self.clock = clock
+        """The wall clock: file names, the times of polls and markers."""
+        self.mono = mono
+        """The monotonic clock: every age retention counts (see ``Retention``)."""
+        self.retention = Retention(clock(), mono())
         self.on_pause = on_pause or (lambda why: None)
         self.fault = fault
         """Called before every write (tests inject a full disk here)."""
@@ -427,6 +438,9 @@ class Recorder:
         self._paused_at: float | None = None
         self._next_try = 0.0
         self._held: list[Marker] = []
+        self._packed: collections.deque[tuple[int, float]] = collections.deque()
+        """This file's packed chunks: (last seq, monotonic time written), oldest first:
+        its own chunks age on the monotonic clock, never on their wall times."""
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
 
@@ -637,30 +651,55 @@ class Recorder:
                          (seq0, seq1, recs[0]["t"], recs[-1]["t"],
                           self._dict_id or None, body, pblob))
         self.db.execute("COMMIT")
+        self._packed.append((seq1, self.mono()))
         self._pending = []
         self._retain()
 
     def _retain(self) -> None:
-        """Age, then size: the oldest chunks of the directory go first (a file another
-        console is writing keeps its own; this one drops its oldest chunks)."""
-        now = self.clock()
-        files = sorted(self.directory.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
-        for p in files:
-            if p == self.path:
-                continue
-            try:
-                if now - p.stat().st_mtime > self.keep_s and not _locked(p):
-                    _remove(p)
-            except OSError:
-                continue
-        self.db.execute("DELETE FROM chunks WHERE t1 < ?", (now - self.keep_s,))
-        self.db.execute("DELETE FROM polls WHERE t < ?", (now - self.keep_s,))
-        for p in files:
-            if _dir_bytes(self.directory) <= self.max_bytes:
+        """Age, then size: the oldest files of the directory go first (a file another
+        console is writing keeps its own; this one drops its oldest chunks). One scan of
+        the directory per pass, whatever the number of files; a file that vanishes, a
+        dangling link or one that cannot be removed is passed over, never a pause.
+        Ages are the monotonic clock's where this process knows one; a file's time is
+        trusted only while the wall clock has not stepped (``Retention``)."""
+        now, mono = self.clock(), self.mono()
+        keep = self.retention
+        keep.observe(now, mono)
+        files = _listing(self.directory)
+        own = self.path.name if self.path is not None else None
+        candidates = [f for f in files if f.name.endswith(SUFFIX) and f.name != own
+                      and not f.link]
+        candidates.sort(key=lambda f: f.mtime)
+        keep.seen(candidates, mono)
+        total = sum(f.size for f in files)
+        sizes = {f.name: f.size for f in files}
+        gone: set[str] = set()
+
+        def remove(f: _Entry) -> None:
+            nonlocal total
+            if _remove(f.path):
+                gone.add(f.name)
+                for name in (f.name, f"{f.name}-wal", f"{f.name}-shm"):
+                    total -= sizes.pop(name, 0)
+
+        for f in candidates:
+            if keep.old(f, now, mono, self.keep_s) and not _locked(f.path):
+                remove(f)
+        # this file's own chunks: by the monotonic time each was written
+        cut = None
+        while self._packed and mono - self._packed[0][1] > self.keep_s:
+            cut = self._packed.popleft()[0]
+        if cut is not None:
+            self.db.execute("DELETE FROM chunks WHERE seq1 <= ?", (cut,))
+            self.db.execute("DELETE FROM polls WHERE seq <= ?", (cut,))
+        for f in candidates:
+            if total <= self.max_bytes:
                 return
-            if p != self.path and p.exists() and not _locked(p):
-                _remove(p)
-        while self._used_bytes() + _dir_bytes(self.directory, but=self.path) > self.max_bytes:
+            if f.name not in gone and not _locked(f.path):
+                remove(f)
+        others = total - sum(v for k, v in sizes.items() if own is not None
+                             and k.startswith(own))
+        while self._used_bytes() + others > self.max_bytes:
             row = self.db.execute("SELECT id, seq1 FROM chunks ORDER BY seq0 LIMIT 1"
                                    ).fetchone()
             if row is None or row[1] >= self._seq - len(self._pending) - 1:
@@ -728,17 +767,101 @@ class SharedTurn:
             self._fd = -1
 
 
-def _remove(path: Path) -> None:
+def _remove(path: Path) -> bool:
+    """The recording and its SQLite side files; False when it could not be removed
+    (gone already counts as removed)."""
+    ok = True
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             p.unlink()
-
-
-def _dir_bytes(directory: Path, but: Path | None = None) -> int:
-    total = 0
-    for p in directory.iterdir():
-        if but is not None and p.name.startswith(but.name):
+        except FileNotFoundError:
             continue
-        with contextlib.suppress(OSError):
-            total += p.stat().st_size
-    return total
+        except OSError:
+            ok = ok and p != path
+    return ok
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    path: Path
+    mtime: float
+    size: int
+    link: bool
+    """A symbolic link (never a recording of ours to age or remove)."""
+
+
+def _listing(directory: Path) -> list[_Entry]:
+    """The directory's entries as one scan reads them (``lstat``: a dangling link is an
+    entry like any other); one that vanishes while read is left out."""
+    out = []
+    try:
+        it = os.scandir(directory)
+    except OSError:
+        return []
+    with it:
+        for e in it:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out.append(_Entry(e.name, Path(e.path), st.st_mtime, st.st_size,
+                              stat.S_ISLNK(st.st_mode)))
+    return out
+
+
+STEP_S = 60.0
+"""The wall clock is judged stepped when it moved this much more (or less) than the
+monotonic clock since the recorder started (NTP slews both alike; only a step parts
+them)."""
+
+
+class Retention:
+    """What ages retention may trust (issue 42: a +8 days step of the wall clock once
+    deleted every other recording, and part of the current one).
+
+    - A file this process saw appear or change is at most as old as the monotonic time
+      since the pass that first saw it so; it is removed for age only once that is past
+      ``keep_s``, whatever its time says.
+    - A file's time (its mtime) is the wall clock's of when it was written. Once the
+      wall clock has stepped in this process's life, the times written before the step
+      cannot be compared with the clock after it: those files are not removed for age
+      (size still bounds the directory).
+    """
+
+    def __init__(self, wall: float, mono: float) -> None:
+        self._offset = wall - mono
+        self.stepped_at: float | None = None
+        """The wall clock just after the last step seen (None: none seen)."""
+        self._passes = 0
+        self._seen: dict[str, tuple[float, float]] = {}
+        """File name → (its mtime, the monotonic time of the pass that first saw it)."""
+
+    def observe(self, wall: float, mono: float) -> None:
+        offset = wall - mono
+        if abs(offset - self._offset) > STEP_S:
+            self.stepped_at = wall
+            self._offset = offset
+
+    def seen(self, files: list[_Entry], mono: float) -> None:
+        first = self._passes == 0
+        self._passes += 1
+        names = set()
+        for f in files:
+            names.add(f.name)
+            had = self._seen.get(f.name)
+            if had is None or had[0] != f.mtime:
+                # on the first pass nothing is known of when it was written: its time
+                # stands alone; from then on a change is at most a pass old
+                self._seen[f.name] = (f.mtime, -math.inf if first else mono)
+        for name in set(self._seen) - names:
+            del self._seen[name]
+
+    def old(self, f: _Entry, wall: float, mono: float, keep_s: float) -> bool:
+        """Whether ``f`` is past ``keep_s`` by every clock that can tell."""
+        seen = self._seen.get(f.name)
+        if seen is not None and mono - seen[1] <= keep_s:
+            return False
+        if self.stepped_at is not None and f.mtime < self.stepped_at:
+            return False
+        return wall - f.mtime > keep_s

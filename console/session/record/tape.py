@@ -15,14 +15,15 @@ from typing import Literal, Protocol
 
 from console.session.view import ConsoleState
 
-MarkerKind = Literal["alert", "operation", "xid", "watchdog", "recording"]
+MarkerKind = Literal["alert", "operation", "xid", "watchdog", "recording", "clock"]
 
 
 @dataclass(frozen=True)
 class Marker:
     """Something that happened at a moment of the recording: an alert that fired or
-    cleared, an operation (with its audit id), an Xid event, a watchdog decision, or the
-    recorder's own news (paused on a full disk, resumed)."""
+    cleared, an operation (with its audit id), an Xid event, a watchdog decision, the
+    recorder's own news (paused on a full disk, resumed), or a step of the wall clock
+    (``clock``: the polls' times jump there, no duration does)."""
 
     t: float
     kind: MarkerKind

@@ -23,7 +23,7 @@ from console.model.catalog import (
     Source,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
-from console.model.model_figures import CacheConfig, ModelFigures
+from console.model.model_figures import RANK_FIGURES, CacheConfig, ModelFigures
 from console.model.numbers import (
     bucket_quantile,
     counter_delta,
@@ -368,6 +368,27 @@ def evaluate(source: Source, w: _Window, window_s: float | None) -> float | None
     raise TypeError(f"not a model figure source: {source!r}")
 
 
+def engine_ranks(view: _View, model: str) -> dict[str, dict[str, float | None]]:
+    """Each data-parallel engine's own ``RANK_FIGURES`` (the gauges and the counters as
+    they stand), by the engine's partition label; empty for one engine."""
+    eng = view.engine
+    if not eng.partitions:
+        return {}
+    part = eng.partitions[0]
+    out: dict[str, dict[str, float | None]] = {}
+    for key in RANK_FIGURES:
+        src = eng.sources.get(key)
+        if not isinstance(src, Gauge) or src.where is not None:
+            continue
+        for name in src.names:  # the current name first, older ones after
+            got = view.by_model(name, model, part)
+            if got:
+                for rank, v in got.items():
+                    out.setdefault(rank, {})[key] = finite(v)
+                break
+    return out if len(out) > 1 else {}
+
+
 def engine_of(exp: Exposition) -> Engine:
     """The engine whose families a scrape holds (vLLM when none is told)."""
     names = exp.names()
@@ -411,5 +432,5 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             model_name=model, window_s=window, values=values,
             requests_by_reason={k: v for k, v in finished.items() if finite(v) is not None},
             per_position=per_pos, spec=spec, cache=_cache_config(later, model, eng),
-            engine=eng.name)
+            engine=eng.name, ranks=engine_ranks(w.now, model))
     return out

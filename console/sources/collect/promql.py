@@ -28,7 +28,7 @@ from console.model.catalog import (
     Source,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
-from console.model.model_figures import CacheConfig, ModelFigures
+from console.model.model_figures import RANK_FIGURES, CacheConfig, ModelFigures
 from console.model.numbers import safe_ratio
 from console.sources.collect.exposition import finite
 from console.sources.collect.http import HttpClient, HttpError
@@ -157,11 +157,45 @@ def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_B
     out["spec_per_pos"] = (f"sum by ({g}, position) "
                            f"(increase({SPEC_PER_POS}{sel}[{w}]))")
     out["cache_config"] = f"vllm:cache_config_info{sel}"
+    out.update(rank_queries(sel, by))
     for eng in ENGINES.values():
         if eng is not DEFAULT:  # which models are this engine's (the rest are vLLM's)
             gauge = next(n for n in eng.families() if n.endswith("running_reqs"))
             out[f"engine:{eng.name}"] = f"group by ({g}) ({gauge}{sel})"
     return out
+
+
+def rank_queries(sel: str = "", by: tuple[str, ...] = MODEL_BY) -> dict[str, str]:
+    """``ranks:<engine>:<figure>`` → each data-parallel engine's own ``RANK_FIGURES``
+    (``ModelFigures.ranks``), grouped by the engine's partition label as well."""
+    out = {}
+    for eng in ENGINES.values():
+        if not eng.partitions:
+            continue
+        for key in RANK_FIGURES:
+            src = eng.sources.get(key)
+            if isinstance(src, Gauge) and src.where is None:
+                out[f"ranks:{eng.name}:{key}"] = source_query(
+                    src, 60.0, sel, (*by, eng.partitions[0]), eng, gauge="sum")
+    return out
+
+
+def _ranks(r: dict[str, list[dict[str, Any]]], by: tuple[str, ...], engine: str,
+           key: tuple[str, ...]) -> dict[str, dict[str, float | None]]:
+    """One group's engines (``rank_queries``' answers); empty for one engine, or for
+    answers without them (a recording made before they were asked)."""
+    eng = ENGINES.get(engine)
+    if eng is None or not eng.partitions:
+        return {}
+    out: dict[str, dict[str, float | None]] = {}
+    for fig in RANK_FIGURES:
+        res = r.get(f"ranks:{engine}:{fig}")
+        if not res:
+            continue
+        for rank, v in _grouped(res, by, eng.partitions[0]).get(key, {}).items():
+            if rank:
+                out.setdefault(rank, {})[fig] = v
+    return out if len(out) > 1 else {}
 
 
 class PromError(Exception):
@@ -280,7 +314,8 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
         figures[key] = ModelFigures(
             model_name=key[model_at], window_s=window_s, values=values,
             requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache,
-            engine=engine_of.get(key, DEFAULT.name))
+            engine=engine_of.get(key, DEFAULT.name),
+            ranks=_ranks(r, by, engine_of.get(key, DEFAULT.name), key))
     kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
     return figures, kv_p99
 

@@ -30,7 +30,7 @@ def active_line(a: Alert, now: float, advice: bool = True) -> Text:
     else:
         t.append(f"{glyph} {word} ", "dim" if a.acked_by else style)
         t.append(a.title, "dim" if a.acked_by else "bold")
-    t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(now - a.since, False)})", "dim")
+    t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(a.age(now), False)})", "dim")
     if a.acked_by:
         t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "cyan")
     if a.resolving(now):
