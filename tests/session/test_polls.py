@@ -61,7 +61,12 @@ async def test_the_pod_is_read_at_its_cadence_and_at_once_when_asked(tmp_path: P
     w.session.refresh_now()  # ctrl+r: the pod too, not at its next turn
     await w.session.settle()
     assert w.pod.calls == 4
-    w.clock.t -= 3600  # the wall clock stepped back an hour: the pod is not starved
+    # the wall clock stepped back an hour: the pod keeps its cadence (counted on the
+    # monotonic clock), neither starved nor read early
+    w.clock.step_wall(-3600)
+    assert await w.session.poll()
+    assert w.pod.calls == 4
+    w.clock.advance(POD_POLL_S)
     assert await w.session.poll()
     assert w.pod.calls == 5
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from console.config.settings import AlertTiming
-from console.model import catalog
+from console.model import catalog, fmt
 from console.model.snapshot import SlotSnapshot
 from console.model.stall import StallWatch, counters
 from console.sources.collect.exposition import parse
@@ -160,3 +160,108 @@ def test_stall_after_is_a_validated_setting() -> None:
     for bad in (0, -1, 0.5, 7200, float("nan")):
         with pytest.raises(ValueError):
             AlertTiming(stall_after_s=bad)
+
+
+def test_the_stall_is_counted_on_the_monotonic_clock_and_said_at_the_boundary() -> None:
+    """Issue 42: durations run on the monotonic clock. The wall clock here steps +60 s
+    at every poll (a VM resumed, again and again) while 2 monotonic seconds pass: no
+    stall until the monotonic clock says ``stall_after``, and then at that very poll
+    (``>=``: exactly ``stall_after`` is stalled)."""
+    watch = StallWatch()
+    frozen = _slot(4, 5000, 700)
+    wall, mono = T0, 100.0
+    assert watch.observe([frozen], wall, AFTER, mono) == {}
+    started_wall = wall
+    for _ in range(round(AFTER / 2) - 1):
+        wall, mono = wall + 60.0, mono + 2.0
+        assert watch.observe([frozen], wall, AFTER, mono) == {}, mono - 100.0
+    wall, mono = wall + 60.0, mono + 2.0
+    assert mono - 100.0 == AFTER
+    st = watch.observe([frozen], wall, AFTER, mono)["S"]
+    assert st.for_s == AFTER and st.since == started_wall  # shown: the wall clock's time
+    assert f"for {fmt.duration(AFTER)} while" in st.condition().detail
+    # and a wall clock stepped back an hour hides nothing: still stalled next poll
+    wall, mono = wall - 3600.0, mono + 2.0
+    assert set(watch.observe([frozen], wall, AFTER, mono)) == {"S"}
+
+
+def test_a_poll_a_little_early_says_a_stall_that_is_due_not_one_refresh_later() -> None:
+    """The timer's beat and the poll's own time move each poll's instant by a fraction
+    of a refresh: a stall due at a poll is said at it (the session's slack is half a
+    refresh), never a refresh late."""
+    watch = StallWatch()
+    frozen = _slot(2, 5000, 700)
+    watch.observe([frozen], T0, AFTER, 0.0)
+    assert watch.observe([frozen], T0 + 28.4, AFTER, 28.4, slack=1.0) == {}
+    assert set(watch.observe([frozen], T0 + 29.7, AFTER, 29.7, slack=1.0)) == {"S"}
+
+
+def _dp_slot(cores: dict[str, tuple[float, float, float]], source: str = "direct"
+             ) -> SlotSnapshot:
+    from tests.support.dp_exposition import Core, exposition
+
+    text = exposition({k: Core(*v) for k, v in cores.items()})
+    figs = compute(parse(text))["tiny-main"]
+    return SlotSnapshot(slot="S", served_model_name="tiny-main", port=1, url="u",
+                        health="up", figures=figs, source=source)  # type: ignore[arg-type]
+
+
+def test_one_hung_engine_of_a_data_parallel_slot_is_a_stall_of_the_slot() -> None:
+    """Issue 44: one ``engine`` label's counters frozen with requests running while the
+    other engine decodes: the slot's sums move, the hung engine does not."""
+    s = _dp_slot({"0": (3, 5000, 700), "1": (2, 4000, 600)})
+    assert s.figures is not None and set(s.figures.ranks) == {"0", "1"}
+    assert s.figures.value("running") == 5.0  # the sums, as the screens show them
+    assert s.figures.ranks["1"]["generation_total"] == 4000.0
+    watch = StallWatch()
+    mono = 0.0
+    watch.observe([s], T0 + mono, AFTER, mono)
+    for i in range(1, round(AFTER / 2) + 1):
+        mono += 2.0
+        moving = _dp_slot({"0": (3, 5000 + 40 * i, 700 + 10 * i), "1": (2, 4000, 600)})
+        got = watch.observe([moving], T0 + mono, AFTER, mono)
+    assert set(got) == {"S"}
+    st = got["S"]
+    assert st.engine == "1" and st.running == 2 and st.for_s == AFTER
+    assert "engine 1" in st.condition().title
+    # both engines decoding: never stalled
+    watch = StallWatch()
+    for i in range(3 * round(AFTER / 2)):
+        both = _dp_slot({"0": (3, 5000 + 40 * i, 700), "1": (2, 4000 + 30 * i, 600)})
+        assert watch.observe([both], T0 + 2 * i, AFTER, 2.0 * i) == {}
+    # the idle engine of a busy slot (nothing running on it) is not stalled either
+    watch = StallWatch()
+    for i in range(3 * round(AFTER / 2)):
+        half = _dp_slot({"0": (3, 5000 + 40 * i, 700), "1": (0, 4000, 600)})
+        assert watch.observe([half], T0 + 2 * i, AFTER, 2.0 * i) == {}
+
+
+def test_the_prometheus_path_asks_each_engine_and_reads_the_answers() -> None:
+    from console.sources.collect.promql import figures_from_answers
+
+    q = figure_queries(60.0)
+    assert q["ranks:vllm:generation_total"] == (
+        "sum by (model_name, engine) (vllm:generation_tokens_total)")
+    assert q["ranks:vllm:running"] == "sum by (model_name, engine) (vllm:num_requests_running)"
+    answers: dict[str, list] = {name: [] for name in q}
+
+    def put(name: str, engine: str | None, value: float) -> None:
+        metric = {"model_name": "tiny-main"} | ({"engine": engine} if engine else {})
+        answers[name].append({"metric": metric, "value": [T0, str(value)]})
+
+    for key, per in (("running", (3, 2)), ("generation_total", (5000, 4000)),
+                     ("prompt_total", (700, 600)), ("kv_cache_usage", (0.2, 0.3))):
+        put(key, None, float(sum(per)))
+        for eng, v in zip(("0", "1"), per, strict=True):
+            put(f"ranks:vllm:{key}", eng, float(v))
+    figs, _ = figures_from_answers(answers, 60.0)
+    f = figs[("tiny-main",)]
+    assert f.value("running") == 5.0
+    assert f.ranks == {"0": {"running": 3.0, "generation_total": 5000.0, "prompt_total": 700.0,
+                             "kv_cache_usage": 0.2},
+                       "1": {"running": 2.0, "generation_total": 4000.0, "prompt_total": 600.0,
+                             "kv_cache_usage": 0.3}}
+    # a recording made before these queries were asked: no ranks, the sums still judge
+    old = {k: v for k, v in answers.items() if not k.startswith("ranks:")}
+    figs, _ = figures_from_answers(old, 60.0)
+    assert figs[("tiny-main",)].ranks == {} and figs[("tiny-main",)].value("running") == 5.0

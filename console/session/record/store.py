@@ -670,7 +670,7 @@ class Recorder:
         candidates = [f for f in files if f.name.endswith(SUFFIX) and f.name != own
                       and not f.link]
         candidates.sort(key=lambda f: f.mtime)
-        keep.seen(candidates, mono)
+        keep.seen(candidates, now, mono)
         total = sum(f.size for f in files)
         sizes = {f.name: f.size for f in files}
         gone: set[str] = set()
@@ -820,9 +820,11 @@ class Retention:
     """What ages retention may trust (issue 42: a +8 days step of the wall clock once
     deleted every other recording, and part of the current one).
 
-    - A file this process saw appear or change is at most as old as the monotonic time
-      since the pass that first saw it so; it is removed for age only once that is past
-      ``keep_s``, whatever its time says.
+    - A file this process saw appear or change, with a time no older than the pass
+      before (written between the two), is at most as old as the monotonic time since
+      the pass that first saw it so; it is removed for age only once that is past
+      ``keep_s``, whatever its time says. (One that appears with an older time was
+      copied in, or its time set: its time stands.)
     - A file's time (its mtime) is the wall clock's of when it was written. Once the
       wall clock has stepped in this process's life, the times written before the step
       cannot be compared with the clock after it: those files are not removed for age
@@ -833,7 +835,8 @@ class Retention:
         self._offset = wall - mono
         self.stepped_at: float | None = None
         """The wall clock just after the last step seen (None: none seen)."""
-        self._passes = 0
+        self._last_wall: float | None = None
+        """The wall clock at the pass before."""
         self._seen: dict[str, tuple[float, float]] = {}
         """File name → (its mtime, the monotonic time of the pass that first saw it)."""
 
@@ -843,9 +846,8 @@ class Retention:
             self.stepped_at = wall
             self._offset = offset
 
-    def seen(self, files: list[_Entry], mono: float) -> None:
-        first = self._passes == 0
-        self._passes += 1
+    def seen(self, files: list[_Entry], wall: float, mono: float) -> None:
+        before, self._last_wall = self._last_wall, wall
         names = set()
         for f in files:
             names.add(f.name)
@@ -853,7 +855,8 @@ class Retention:
             if had is None or had[0] != f.mtime:
                 # on the first pass nothing is known of when it was written: its time
                 # stands alone; from then on a change is at most a pass old
-                self._seen[f.name] = (f.mtime, -math.inf if first else mono)
+                new = before is not None and f.mtime >= before - STEP_S
+                self._seen[f.name] = (f.mtime, mono if new else -math.inf)
         for name in set(self._seen) - names:
             del self._seen[name]
 
