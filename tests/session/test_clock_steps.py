@@ -1,0 +1,156 @@
+"""Issue 42, item 2: one clock policy. The session is driven on an injected clock whose
+wall and monotonic readings the test moves apart: steps of the wall clock of +60 s (a VM
+resumed), -1 h (NTP after a suspend) and +8 days (a wall display without a real-time
+clock learning the date) come between polls while a slot decodes, then while it hangs.
+
+Every duration (the stall, an alert's ``for:`` and hold, the pod's cadence, retention
+ages) is monotonic: no step raises STALLED on a busy slot, hides a hang, fires or clears
+an alert, or deletes a recording (another console's, or this one's own chunks). Each
+step is told once, in the action log and as a marker of the recording."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from console.config.settings import AlertTiming
+from console.session.record.reader import SqliteTape
+from tests.session.world import World, world
+
+T0 = 1_796_000_400.0  # Monday 30 Nov 2026, 10:00 in Seoul: working hours, before and after
+REFRESH = 2.0
+AFTER = 30.0  # the defaults: stall after 30 s at a 2 s refresh
+STEPS = {60.0: "+1m 0s", -3600.0: "-1h 0m", 8 * 86400.0: "+8d 0h"}
+
+
+def _stalled_said(w: World) -> list[str]:
+    return [t for t, _ in w.notes if "STALLED" in t]
+
+
+def _alert_notes(w: World) -> list[str]:
+    return [t for t, _ in w.notes if t.startswith(("ALERT", "cleared:"))]
+
+
+class Busy:
+    """FLASH decoding: its token counter moves at every poll until ``hang``."""
+
+    def __init__(self, w: World) -> None:
+        self.w = w
+        self.tokens = 1000.0
+        self.hung = False
+        self.ttft = 0.4
+
+    def figures(self) -> None:
+        if not self.hung:
+            self.tokens += 37.0
+        self.w.slots.values["FLASH"] = {"running": 3.0, "generation_total": self.tokens,
+                                        "prompt_total": 500.0, "kv_cache_usage": 0.3,
+                                        "ttft_p95_s": self.ttft}
+
+    async def poll(self, seconds: float = REFRESH) -> None:
+        self.w.clock.advance(seconds)
+        self.figures()
+        assert await self.w.session.poll()
+
+
+async def test_wall_steps_move_no_duration_and_are_told_once(tmp_path: Path) -> None:
+    w = world(tmp_path, T0, refresh_s=REFRESH,
+              alerts=AlertTiming(down_for_s=0, for_s=10, hold_s=10, stall_after_s=AFTER))
+    busy = Busy(w)
+    busy.figures()
+    assert await w.session.poll()
+    rec = w.session.recorder
+    assert rec is not None and await asyncio.to_thread(rec.flush)
+    assert rec.path is not None
+    rec.chunk_polls = 5  # retention runs at every pack: at every fifth poll here
+    # another console's recording of three days ago: kept for seven
+    other = rec.path.parent / "20261127-010000-77-0.podrec"
+    other.write_bytes(b"SQLite format 3\0" + b"\0" * 4000)
+    os.utime(other, (T0 - 3 * 86400, T0 - 3 * 86400))
+    polls = 1
+    # a TTFT over its limit: pending (for: 10 s) when the first step comes
+    busy.ttft = 9.0
+    await busy.poll()
+    polls += 1
+    for by in STEPS:
+        w.clock.step_wall(by)  # between two polls, as NTP does it
+        for i in range(12):  # 24 s of decoding: two packs, two retention passes
+            await busy.poll()
+            polls += 1
+            if by == 60.0 and i == 0:  # 4 s of the 10 s since it became true
+                (ttft,) = [a for a in w.session.alerts.active.values()
+                           if a.key == "ttft:FLASH"]
+                assert ttft.state == "pending"
+                busy.ttft = 0.4  # and gone before its for: passed
+        assert _stalled_said(w) == [], by
+    assert _alert_notes(w) == []  # nothing fired, nothing cleared on a step
+    steps = [t for t, _ in w.notes if t.startswith("wall clock stepped")]
+    assert steps == [f"wall clock stepped {s}: durations unaffected" for s in STEPS.values()]
+    # no recording deleted: the other console's file, and every poll of this one
+    assert other.exists()
+    assert await asyncio.to_thread(rec.flush)
+    tape = SqliteTape(rec.path)
+    assert len(tape.times()) == polls
+    clock_marks = [m for m in tape.markers() if m.kind == "clock"]
+    # (in the recording's order: by wall time, the -1 h step's marker comes first)
+    assert sorted(m.text for m in clock_marks) == sorted(steps)
+    tape.close()
+
+    # a firing alert's hold is monotonic too: a TTFT over its limit fires after 10 s of
+    # it, and a +60 s step right after it is gone clears nothing before the hold
+    busy.ttft = 9.0
+    for _ in range(6):
+        await busy.poll()
+    assert any(t.startswith("ALERT") and "TTFT" in t for t in _alert_notes(w))
+    busy.ttft = 0.4
+    await busy.poll()  # gone: the hold (10 s) starts
+    gone_m = w.clock.monotonic()
+    w.clock.step_wall(60.0)
+    while not any(t.startswith("cleared:") and "TTFT" in t for t in _alert_notes(w)):
+        assert w.clock.monotonic() - gone_m < 10.0
+        await busy.poll()
+    assert w.clock.monotonic() - gone_m == 10.0
+
+    # the engine hangs: STALLED within stall_after + one refresh of the last progress,
+    # on the monotonic clock, a -1 h step of the wall clock in the middle
+    await busy.poll()  # the counter moved since the poll before: the last progress
+    last_moved = w.clock.monotonic()
+    busy.hung = True
+    found = None
+    for i in range(40):
+        if i == 5:
+            w.clock.step_wall(-3600.0)
+        await busy.poll()
+        if "FLASH" in w.session.state().stalled:
+            found = w.clock.monotonic()
+            break
+    assert found is not None, w.notes[-5:]
+    assert AFTER - REFRESH <= found - last_moved <= AFTER + REFRESH, found - last_moved
+    (said,) = _stalled_said(w)
+    assert said.startswith("ALERT FLASH STALLED: 3 request(s) stuck")
+    assert w.session.state().stalled["FLASH"].for_s >= AFTER - REFRESH / 2
+    assert sum(t.startswith("wall clock stepped") for t, _ in w.notes) == len(STEPS) + 2
+    await w.session.aclose()
+
+
+async def test_a_forward_step_never_makes_a_busy_slot_stalled_at_the_next_poll(
+        tmp_path: Path) -> None:
+    """The finding as it was seen: ``time.time()`` stepped +60 s turned busy, healthy
+    slots STALLED at the next poll (the counters had not moved for "60 s" of wall
+    clock between two polls of the same reading)."""
+    w = world(tmp_path, T0, refresh_s=REFRESH, record=False,
+              alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0, stall_after_s=AFTER))
+    w.slots.values["FLASH"] = {"running": 2.0, "generation_total": 10.0,
+                               "prompt_total": 5.0, "kv_cache_usage": 0.2}
+    assert await w.session.poll()
+    w.clock.advance(REFRESH)
+    assert await w.session.poll()  # the same reading: a slow token, not yet a stall
+    w.clock.step_wall(60.0)
+    w.clock.advance(REFRESH)
+    assert await w.session.poll()
+    assert w.session.state().stalled == {} and _stalled_said(w) == []
+    assert [t for t, _ in w.notes if t.startswith("wall clock")] == [
+        "wall clock stepped +1m 0s: durations unaffected"]
+    # and the age of the pod reading on screen is the monotonic one: no "60 s old"
+    assert w.session.state().ages.get("pod", 0.0) <= 2 * REFRESH
