@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from console.model.catalog import BY_KEY, MODEL_FIGURES
 
-
 RANK_FIGURES = ("running", "generation_total", "prompt_total", "kv_cache_usage")
 """The figures kept per data-parallel engine (``ModelFigures.ranks``): what the stall
 detector judges."""

@@ -226,8 +226,9 @@ class Session:
     ``start``: a full context, or a staged start whose context :meth:`adopt` brings.
     ``clock``: a :class:`~console.session.clock.Clock` (wall and monotonic: every
     duration on the monotonic one), or one callable read as both (default: the
-    context's clock, the machine's before it). ``run_blocking``: file work off the loop. ``spawn``: how jobs beside the poll run
-    (default: tasks of the running loop, which :meth:`settle` waits for). ``note``: the
+    context's clock, the machine's before it). ``run_blocking``: file work off the
+    loop. ``spawn``: how jobs beside the poll run (default: tasks of the running loop,
+    which :meth:`settle` waits for). ``note``: the
     action log. ``on_change``: told after a poll (``"poll"``), a fleet cycle
     (``"fleet"``), a backfill (``"backfill"``) or an acknowledgement made in another
     session (``"alerts"``) — the screens' cue. ``fleet_wanted``:

@@ -51,7 +51,7 @@ class DpSlot:
         slot = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 if self.path == "/metrics":
                     body, kind = slot.metrics().encode(), "text/plain; version=0.0.4"
                 elif self.path == "/v1/models":

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from console.config import defaults
 from console.config.settings import AlertTiming, Settings
 from console.model.history import History
 from console.model.stall import STALL_ALERT
@@ -45,6 +46,9 @@ pytestmark = [pytest.mark.vllm]
 
 STALL_AFTER_S = 5.0
 REFRESH_S = 2.0
+DEFAULT_STALL_S = AlertTiming().stall_after_s
+"""The frozen engine is judged at the settings' defaults (30 s, at the default 2 s
+refresh): issue 42 asks STALLED within ``stall_after`` + one refresh there."""
 SLACK_S = 1.5
 """A poll's own time on a busy two-core machine (the detection poll starts on time, its
 answers take a moment)."""
@@ -164,7 +168,8 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         prom.wait_scrapes(2)
         prom_url = prom.url
     SEEN.clear()
-    session = _session(tmp_path, real_vllm, prom_url)
+    assert REFRESH_S == defaults.REFRESH_S
+    session = _session(tmp_path, real_vllm, prom_url, DEFAULT_STALL_S)
     assert real_vllm.proc is not None
     core = engine_core(real_vllm.proc.pid)
     load = asyncio.ensure_future(_keep_busy(real_vllm.url, real_vllm.name))
@@ -194,19 +199,20 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         async with httpx.AsyncClient(timeout=5) as c:
             assert (await c.get(real_vllm.url + "/health")).status_code == 200
         st, found_at = await _polls(session, lambda st: "TINY" in st.stalled,
-                                    STALL_AFTER_S + 4 * REFRESH_S + 10)
+                                    DEFAULT_STALL_S + 4 * REFRESH_S + 10)
         assert st is not None and found_at is not None, "\n".join(SEEN)
         took = found_at - frozen_at
         print(f"\n{path}: STALLED {took:.1f} s after SIGSTOP (stall_after "
-              f"{STALL_AFTER_S:g} s, refresh {REFRESH_S:g} s)")
+              f"{DEFAULT_STALL_S:g} s, refresh {REFRESH_S:g} s)")
         # the poll that first saw the last tokens may come one refresh after the freeze;
         # from there the stall is said at the first poll stall_after later
-        assert took <= STALL_AFTER_S + REFRESH_S + SLACK_S + (
+        assert took <= DEFAULT_STALL_S + REFRESH_S + SLACK_S + (
             REFRESH_S if path == "prometheus" else 0.0), took  # + a scrape's age
         async with httpx.AsyncClient(timeout=5) as c:
             assert (await c.get(real_vllm.url + "/health")).status_code == 200
         stall = st.stalled["TINY"]
-        assert stall.running >= 1 and stall.since <= found_at - STALL_AFTER_S
+        # said at the poll it is due at, give or take the polls' jitter (half a refresh)
+        assert stall.running >= 1 and stall.since <= found_at - DEFAULT_STALL_S + REFRESH_S / 2
         (alert,) = [a for a in st.alerts if a.key == "stall:TINY"]
         assert alert.severity == "crit" and alert.state == "firing"
         assert f"{int(stall.running)} request(s) stuck since" in alert.title
