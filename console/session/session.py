@@ -201,6 +201,15 @@ def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:
     return max(read_age, read_age + read_at - (report.sampled_at - skew))
 
 
+def _shifted(pod: PodSnapshot | None, by: float) -> PodSnapshot | None:
+    """``pod`` with its stop plan's reading time moved ``by`` seconds (a step of our
+    wall clock): its countdown and idle count go on from where they were."""
+    if pod is None or pod.stop_plan is None:
+        return pod
+    plan = pod.stop_plan
+    return replace(pod, stop_plan=replace(plan, read_at=plan.read_at + by))
+
+
 @dataclass(frozen=True)
 class _Reading:
     """What one poll brought, judged; replaced whole at the end of each poll."""
@@ -481,6 +490,8 @@ class Session:
         self._pace()
         ctx = self.ctx
         started, started_m = self.now(), self.mono()
+        # told at the poll's start: whatever this poll reads is stamped after the step
+        self._wall_step(started, started_m)
         pods = ctx.pod_collector if ctx is not None else None
         read_pod = pods is not None and self._pod_due(started_m)
         raw = self._raw_pod
@@ -508,7 +519,6 @@ class Session:
         if line is not None:
             self._gpu_line, self._gpu_line_m = line, started_m
         now, mono = self.now(), self.mono()
-        self._wall_step(now, mono)
         pod_read_at = started if read_pod else self._reading.pod_read_at
         pod_read_m = started_m if read_pod else self._reading.pod_read_m
         shown = gpu_line.in_use(self._gpu_line, raw, pod_read_at) if raw is not None else None
@@ -557,6 +567,19 @@ class Session:
         step = self.wall_steps.observe(now, mono, self.refresh_s)
         if step is None:
             return
+        # the wall times this session holds to count on from (the stop plan's countdown
+        # and idle count, the reading's and the GPU line's times) move with the clock:
+        # the seconds since them stay what they were
+        by = step.by_s
+        self._raw_pod = _shifted(self._raw_pod, by)
+        self._agent_seen = _shifted(self._agent_seen, by)
+        r = self._reading
+        self._reading = replace(
+            r, pod=_shifted(r.pod, by),
+            pod_read_at=r.pod_read_at + by if r.pod_read_at is not None else None,
+            gpus_at=r.gpus_at + by if r.gpus_at is not None else None)
+        if self._gpu_line is not None:
+            self._gpu_line = replace(self._gpu_line, read_at=self._gpu_line.read_at + by)
         self._note(step.text(), "yellow")
         if self.recorder is not None:
             from console.session.record.tape import Marker

@@ -154,3 +154,32 @@ async def test_a_forward_step_never_makes_a_busy_slot_stalled_at_the_next_poll(
         "wall clock stepped +1m 0s: durations unaffected"]
     # and the age of the pod reading on screen is the monotonic one: no "60 s old"
     assert w.session.state().ages.get("pod", 0.0) <= 2 * REFRESH
+
+
+async def test_a_step_moves_neither_the_stop_countdown_nor_the_idle_count(
+        tmp_path: Path) -> None:
+    """Between two readings of the pod (every 10 s) the stop plan's countdown and idle
+    count go on from the agent's last report: on the monotonic clock, so a +60 s step
+    does not make a stop due (a "stop due now" that silences the slots' alerts) nor add
+    a minute of idleness."""
+    from dataclasses import replace
+
+    from console.model.snapshot import StopPlan
+
+    w = world(tmp_path, T0, refresh_s=REFRESH, record=False)
+    plan = StopPlan(next_reason="idle", in_s=30.0, idle_s=1500.0, idle_after_s=1800.0,
+                    read_at=T0, pod_now=T0)
+    w.pod.pod = replace(w.pod.pod, stop_plan=plan)
+    assert await w.session.poll()
+    assert w.pod.calls == 1
+    w.clock.step_wall(60.0)
+    w.clock.advance(REFRESH)
+    assert await w.session.poll()
+    assert w.pod.calls == 1  # the pod keeps its cadence: this reading is the last one
+    st = w.session.state()
+    assert st.stop is None and not [a for a in st.alerts if a.key.startswith("stop")]
+    assert st.pod is not None and st.pod.stop_plan is not None
+    assert st.pod.stop_plan.stop_in(st.now) == 30.0 - REFRESH
+    assert st.pod.stop_plan.idle(st.now) == 1500.0 + REFRESH
+    assert [t for t, _ in w.notes if t.startswith("wall clock")] == [
+        "wall clock stepped +1m 0s: durations unaffected"]
