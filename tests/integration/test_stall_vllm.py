@@ -205,9 +205,10 @@ async def test_a_frozen_engine_is_stalled_while_health_says_200_then_clears(
         print(f"\n{path}: STALLED {took:.1f} s after SIGSTOP (stall_after "
               f"{DEFAULT_STALL_S:g} s, refresh {REFRESH_S:g} s)")
         # the poll that first saw the last tokens may come one refresh after the freeze;
-        # from there the stall is said at the first poll stall_after later
-        assert took <= DEFAULT_STALL_S + REFRESH_S + SLACK_S + (
-            REFRESH_S if path == "prometheus" else 0.0), took  # + a scrape's age
+        # from there the stall is said at the poll stall_after later (give or take half
+        # a refresh of the polls' jitter, which also covers Prometheus's scrape age of
+        # up to 1 s): within stall_after + one refresh on both paths (issue 42)
+        assert took <= DEFAULT_STALL_S + REFRESH_S + SLACK_S, took
         async with httpx.AsyncClient(timeout=5) as c:
             assert (await c.get(real_vllm.url + "/health")).status_code == 200
         stall = st.stalled["TINY"]
