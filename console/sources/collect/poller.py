@@ -288,7 +288,7 @@ class DeploymentPoller:
                 figs, kv_p99, source = prom_figs.get(model), kv99.get(model), "prometheus"
             elif probe.exposition is not None:
                 win = windows[tgt.slot]
-                win.add(probe.t, probe.exposition, model)
+                win.add(probe.t, probe.exposition, model, probe.m)
                 earlier = win.earlier(probe.t)
                 figs, kv_p99, source = (window_figures(probe.t, probe.exposition, earlier,
                                                        model, win.engine),

@@ -54,6 +54,8 @@ class SlotProbe:
     served_models: tuple[str, ...]
     exposition: Exposition | None
     error: str | None
+    m: float | None = None
+    """The monotonic clock at ``t``: what the scrape window counts its seconds on."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -67,7 +69,7 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
                      memo: ParseMemo | None = None) -> SlotProbe:
     """Poll one slot; never raises (failures are data). ``memo``: the slot's own, kept
     from one poll to the next (its lines are read from what they meant last time)."""
-    t = time.time()
+    t, m = time.time(), time.monotonic()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def get(path: str, hdrs: dict[str, str] | None = None,
@@ -124,7 +126,12 @@ async def probe_slot(client: HttpClient, target: SlotTarget, timeout: float,
         errors.append(detail)
     return SlotProbe(target=target, t=t, health=health, health_detail=printable(detail),
                      served_models=served, exposition=exp,
-                     error=printable("; ".join(errors)) if errors else None)
+                     error=printable("; ".join(errors)) if errors else None, m=m)
+
+
+STEP_S = 1.0
+"""Wall and monotonic gaps between two scrapes this far apart: the wall clock stepped
+(the two clocks read microseconds apart; NTP's slew moves them alike)."""
 
 
 class ScrapeWindow:
@@ -137,8 +144,23 @@ class ScrapeWindow:
         self.scrapes: deque[tuple[float, Exposition]] = deque(maxlen=keep)
         self.kv: deque[tuple[float, float]] = deque(maxlen=4096)
         self.memo = ParseMemo()
+        self._offset: float | None = None
+        """Wall minus monotonic clock at the last scrape (``add``'s ``m``)."""
 
-    def add(self, t: float, exp: Exposition, model: str) -> None:
+    def add(self, t: float, exp: Exposition, model: str, m: float | None = None) -> None:
+        """One scrape at wall time ``t``; ``m``: the monotonic clock then. A step of the
+        wall clock between two scrapes (their wall and monotonic gaps differ) moves the
+        kept scrapes' times with it: a window's seconds are the monotonic clock's, and
+        an hour's step back does not leave the window empty (rates undefined) for the
+        hour."""
+        if m is not None:
+            off = t - m
+            if self._offset is not None and abs(off - self._offset) > STEP_S:
+                by = off - self._offset
+                self.scrapes = deque(((t0 + by, e) for t0, e in self.scrapes),
+                                     maxlen=self.scrapes.maxlen)
+                self.kv = deque(((t0 + by, v) for t0, v in self.kv), maxlen=self.kv.maxlen)
+            self._offset = off
         if not self.scrapes or t - self.scrapes[-1][0] >= self.min_gap:
             self.scrapes.append((t, exp))
         kv = kv_usage(exp, model, self.engine)
