@@ -92,6 +92,13 @@ class History:
         s.trim(merged[-1][0])
         self.backfills += 1
 
+    def shift(self, by: float) -> None:
+        """Every point's time moved ``by`` seconds: the wall clock stepped, and the
+        points keep their age (a step back would otherwise drop every new point, older
+        by the clock than the last one held, until the clock caught up)."""
+        for s in self._series.values():
+            s.points = deque(((t + by, v) for t, v in s.points), maxlen=s.points.maxlen)
+
     def total_points(self) -> int:
         return sum(len(s) for s in self._series.values())
 

@@ -580,6 +580,7 @@ class Session:
             gpus_at=r.gpus_at + by if r.gpus_at is not None else None)
         if self._gpu_line is not None:
             self._gpu_line = replace(self._gpu_line, read_at=self._gpu_line.read_at + by)
+        self.history.shift(by)  # the plots: their last hour is the monotonic one
         self._note(step.text(), "yellow")
         if self.recorder is not None:
             from console.session.record.tape import Marker

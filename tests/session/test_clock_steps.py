@@ -183,3 +183,22 @@ async def test_a_step_moves_neither_the_stop_countdown_nor_the_idle_count(
     assert st.pod.stop_plan.idle(st.now) == 1500.0 + REFRESH
     assert [t for t, _ in w.notes if t.startswith("wall clock")] == [
         "wall clock stepped +1m 0s: durations unaffected"]
+
+
+async def test_the_plots_go_on_across_a_step_back(tmp_path: Path) -> None:
+    """The plots hold the last hour of points against clock time. A step back of an
+    hour made every new point older, by the clock, than the last one held: dropped,
+    the plots frozen for the hour. Their points keep their ages across a step."""
+    w = world(tmp_path, T0, refresh_s=REFRESH, record=False)
+    for _ in range(3):
+        assert await w.session.poll()
+        w.clock.advance(REFRESH)
+    w.clock.step_wall(-3600.0)
+    for _ in range(3):
+        assert await w.session.poll()
+        w.clock.advance(REFRESH)
+    points = list(w.session.history.series("FLASH", "kv_cache_usage").points)
+    assert len(points) == 6
+    times = [t for t, _ in points]
+    assert times == sorted(times) and times[-1] == w.clock() - REFRESH
+    assert [b - a for a, b in zip(times, times[1:])] == [REFRESH] * 5  # ages kept
