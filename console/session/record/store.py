@@ -29,12 +29,10 @@ import contextlib
 import errno
 import fcntl
 import json
-import math
 import os
 import queue
 import socket
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -47,6 +45,7 @@ import zstandard
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.record import codec
+from console.session.record.retention import Entry, Retention, listing, remove
 from console.session.record.tape import Marker
 from console.session.view import ConsoleState
 from console.sources.collect.exposition import Layout
@@ -665,7 +664,7 @@ class Recorder:
         now, mono = self.clock(), self.mono()
         keep = self.retention
         keep.observe(now, mono)
-        files = _listing(self.directory)
+        files = listing(self.directory)
         own = self.path.name if self.path is not None else None
         candidates = [f for f in files if f.name.endswith(SUFFIX) and f.name != own
                       and not f.link]
@@ -675,16 +674,16 @@ class Recorder:
         sizes = {f.name: f.size for f in files}
         gone: set[str] = set()
 
-        def remove(f: _Entry) -> None:
+        def drop(f: Entry) -> None:
             nonlocal total
-            if _remove(f.path):
+            if remove(f.path):
                 gone.add(f.name)
                 for name in (f.name, f"{f.name}-wal", f"{f.name}-shm"):
                     total -= sizes.pop(name, 0)
 
         for f in candidates:
             if keep.old(f, now, mono, self.keep_s) and not _locked(f.path):
-                remove(f)
+                drop(f)
         # this file's own chunks: by the monotonic time each was written
         cut = None
         while self._packed and mono - self._packed[0][1] > self.keep_s:
@@ -696,7 +695,7 @@ class Recorder:
             if total <= self.max_bytes:
                 return
             if f.name not in gone and not _locked(f.path):
-                remove(f)
+                drop(f)
         others = total - sum(v for k, v in sizes.items() if own is not None
                              and k.startswith(own))
         while self._used_bytes() + others > self.max_bytes:
@@ -765,106 +764,3 @@ class SharedTurn:
         if self._fd >= 0:
             os.close(self._fd)  # closing the descriptor releases the lock
             self._fd = -1
-
-
-def _remove(path: Path) -> bool:
-    """The recording and its SQLite side files; False when it could not be removed
-    (gone already counts as removed)."""
-    ok = True
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            ok = ok and p != path
-    return ok
-
-
-@dataclass(frozen=True)
-class _Entry:
-    name: str
-    path: Path
-    mtime: float
-    size: int
-    link: bool
-    """A symbolic link (never a recording of ours to age or remove)."""
-
-
-def _listing(directory: Path) -> list[_Entry]:
-    """The directory's entries as one scan reads them (``lstat``: a dangling link is an
-    entry like any other); one that vanishes while read is left out."""
-    out = []
-    try:
-        it = os.scandir(directory)
-    except OSError:
-        return []
-    with it:
-        for e in it:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            out.append(_Entry(e.name, Path(e.path), st.st_mtime, st.st_size,
-                              stat.S_ISLNK(st.st_mode)))
-    return out
-
-
-STEP_S = 60.0
-"""The wall clock is judged stepped when it moved this much more (or less) than the
-monotonic clock since the recorder started (NTP slews both alike; only a step parts
-them)."""
-
-
-class Retention:
-    """What ages retention may trust (issue 42: a +8 days step of the wall clock once
-    deleted every other recording, and part of the current one).
-
-    - A file this process saw appear or change, with a time no older than the pass
-      before (written between the two), is at most as old as the monotonic time since
-      the pass that first saw it so; it is removed for age only once that is past
-      ``keep_s``, whatever its time says. (One that appears with an older time was
-      copied in, or its time set: its time stands.)
-    - A file's time (its mtime) is the wall clock's of when it was written. Once the
-      wall clock has stepped in this process's life, the times written before the step
-      cannot be compared with the clock after it: those files are not removed for age
-      (size still bounds the directory).
-    """
-
-    def __init__(self, wall: float, mono: float) -> None:
-        self._offset = wall - mono
-        self.stepped_at: float | None = None
-        """The wall clock just after the last step seen (None: none seen)."""
-        self._last_wall: float | None = None
-        """The wall clock at the pass before."""
-        self._seen: dict[str, tuple[float, float]] = {}
-        """File name → (its mtime, the monotonic time of the pass that first saw it)."""
-
-    def observe(self, wall: float, mono: float) -> None:
-        offset = wall - mono
-        if abs(offset - self._offset) > STEP_S:
-            self.stepped_at = wall
-            self._offset = offset
-
-    def seen(self, files: list[_Entry], wall: float, mono: float) -> None:
-        before, self._last_wall = self._last_wall, wall
-        names = set()
-        for f in files:
-            names.add(f.name)
-            had = self._seen.get(f.name)
-            if had is None or had[0] != f.mtime:
-                # on the first pass nothing is known of when it was written: its time
-                # stands alone; from then on a change is at most a pass old
-                new = before is not None and f.mtime >= before - STEP_S
-                self._seen[f.name] = (f.mtime, mono if new else -math.inf)
-        for name in set(self._seen) - names:
-            del self._seen[name]
-
-    def old(self, f: _Entry, wall: float, mono: float, keep_s: float) -> bool:
-        """Whether ``f`` is past ``keep_s`` by every clock that can tell."""
-        seen = self._seen.get(f.name)
-        if seen is not None and mono - seen[1] <= keep_s:
-            return False
-        if self.stepped_at is not None and f.mtime < self.stepped_at:
-            return False
-        return wall - f.mtime > keep_s
