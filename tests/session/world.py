@@ -35,24 +35,33 @@ class Clock:
     resumed). Called, it reads the wall clock (the sources stamp their readings so)."""
 
     def __init__(self, t: float, mono: float = 5_000.0) -> None:
-        self.t = t
+        self._t = t
         self.m = mono
 
+    @property
+    def t(self) -> float:
+        return self._t
+
+    @t.setter
+    def t(self, value: float) -> None:
+        """Setting the time is time passing (both clocks move): ``clock.t = T``."""
+        self.advance(value - self._t)
+
     def __call__(self) -> float:
-        return self.t
+        return self._t
 
     def wall(self) -> float:
-        return self.t
+        return self._t
 
     def monotonic(self) -> float:
         return self.m
 
     def advance(self, s: float) -> None:
-        self.t += s
+        self._t += s
         self.m += s
 
     def step_wall(self, s: float) -> None:
-        self.t += s
+        self._t += s
 
 
 class Slots:
