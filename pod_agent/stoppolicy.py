@@ -306,6 +306,12 @@ def _scheduled(schedule: Schedule, st: PolicyState, now: float,
     return None
 
 
+def scheduled_stop(schedule: Schedule, st: PolicyState, now: float) -> float | None:
+    """The next scheduled stop not done and not held back by the extension (due once
+    at or before ``now``): the schedule's part of the plan alone."""
+    return _scheduled(schedule, st, now, st.extension)
+
+
 def make_extension(schedule: Schedule, st: PolicyState, now: float, until: float, by: str,
                    reason: str, replaces_next_stop: bool = False) -> Extension:
     first = _scheduled(schedule, st, now, None)
