@@ -453,7 +453,7 @@ class Supervisor:
         and an extension's whatever the traffic."""
         d = self.decision
         pol = self.policy
-        if not self.watchdog.armed:
+        if not self.watchdog.armed or d.stop:  # a plan carried out is no plan any more
             return
         plans: list[tuple[float, str, str]] = []
         if d.next_at is not None and d.next_reason and not (d.next_reason == "idle" and busy):
@@ -477,7 +477,7 @@ class Supervisor:
         if now < max(at, sent.sent + warn_s):
             return
         reason = "extension ended" if why == "extension ends" else why
-        self.decision = Decision()  # made once: a plan carried out is no plan any more
+        self.decision = Decision(True, reason, now, reason, key=key)  # made once
         await self._stop_pod(reason, "watchdog", now, {"fallback": "the stop policy failed: "
                                                        "the last good plan's stop"})
 
