@@ -429,7 +429,7 @@ class Supervisor:
             self._set_extension(None, "ended")  # its end stops nothing: the plan resumes
         d = self.decision = stoppolicy.decide(sched, pol, now, busy, mono)
         if d.announce:
-            pol.note_warning(d, now)
+            pol.note_warning(d, now, mono)
             with contextlib.suppress(OSError):
                 self._save_state()  # sent once, a restart included
             try:
@@ -469,7 +469,7 @@ class Supervisor:
         sent = pol.warning_for(key, at)
         if sent is None:
             if at - now <= warn_s:
-                pol.warned[key] = stoppolicy.Warned(at, now)
+                pol.warned[key] = stoppolicy.Warned(at, now, self.clock.monotonic())
                 with contextlib.suppress(OSError):
                     self._save_state()
                 await self._warn(why, max(at, now + warn_s), now)
@@ -664,7 +664,23 @@ class Supervisor:
                 await send(event("error", message=f"extend --clear: cannot keep it on disk: "
                                                   f"{exc}"))
                 return
-            await send(event("result", extension=None))
+            # the plan resumes: a stop already due is warned now and made END_GRACE_S
+            # later (what the console's confirmation says), not a fresh warn_before
+            mono = self.clock.monotonic()
+            d = self.decision = stoppolicy.resume_plan(self.profile.schedule, self.policy,
+                                                       now, self.busy, mono)
+            if d.announce:
+                self.policy.note_warning(d, now, mono)
+                with contextlib.suppress(OSError):
+                    self._save_state()
+                with contextlib.suppress(Exception):  # said; the answer must still come
+                    await self._warn(d.next_reason or "stop", d.next_at or now, now)
+            tz = _tz(self.profile)
+            await send(event("result", extension=None,
+                             next_stop=stoppolicy.iso(d.next_at, tz),
+                             next_stop_reason=d.next_reason,
+                             stop_in_s=None if d.next_at is None else round(d.next_at - now),
+                             warned=d.announce))
             return
         by = str(req.get("by") or "").strip()[:64] or "unknown"
         reason = str(req.get("reason") or "").strip()[:200]
