@@ -289,6 +289,12 @@ def in_hours(schedule: Schedule, now: float) -> bool:
     return _hm(schedule.start) <= (local.hour, local.minute) < _hm(schedule.stop)
 
 
+def _hours_end(schedule: Schedule, t: float) -> float:
+    """The end of the working hours ``t`` falls in: that day's scheduled stop."""
+    return _at(dt.datetime.fromtimestamp(t, zone(schedule)).date(), _hm(schedule.stop),
+               zone(schedule))
+
+
 def local_day(schedule: Schedule, now: float) -> str:
     return dt.datetime.fromtimestamp(now, zone(schedule)).date().isoformat()
 
@@ -358,14 +364,16 @@ def _plan(schedule: Schedule, st: PolicyState, now: float, busy: bool, idle_s: f
         if ext is not None:  # nothing stops the pod before an extension's end
             t = max(t, ext.until)
         order = _ORDER["idle"]
-        if not schedule.idle_stop_in_hours and in_hours(schedule, max(t, now)):
-            # idle only outside working hours, and due inside them: not before they end
-            # — and there the schedule's own stop ends them, announced as the schedule.
-            # It stays that stop (warned once, for its reason), not an idle stop warned
-            # again and made warn_before later (issue 42)
-            t = _at(dt.datetime.fromtimestamp(max(t, now), zone(schedule)).date(),
-                    _hm(schedule.stop), zone(schedule))
-            order = _ORDER["idle after hours"]
+        if not schedule.idle_stop_in_hours:
+            # idle only outside working hours: one due inside them (or found while they
+            # last) is due when they end — where the schedule's own stop ends them,
+            # announced as the schedule. At that instant it stays that stop (warned once,
+            # for its reason), not an idle stop warned again and made warn_before later
+            # (issue 42)
+            for when in (t, now):
+                if in_hours(schedule, max(t, when)):
+                    t = _hours_end(schedule, max(t, when))
+                    order = _ORDER["idle after hours"]
         cands.append((t, "idle", f"idle@{round(st.last_activity, 3)}", order))
     if not cands:
         return None
