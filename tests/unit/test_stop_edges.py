@@ -143,32 +143,56 @@ def test_a_warning_timed_on_the_monotonic_clock_survives_a_forward_step() -> Non
 
 # -- w offers --replaces-next-stop ------------------------------------------------------
 
-async def test_w_can_replace_the_next_stop_and_end_the_extension_through_the_agent(
-        pod) -> None:
+class _Agent:
+    """The console's side of the real agent: the ``pod-agent`` CLI, run as a process (the
+    demo's transport: only SSH skipped), to the supervisor's own socket."""
+
+    def __init__(self, p: Pod) -> None:
+        self.p = p
+        env = dict(os.environ, POD_AGENT_HOME=str(p.home), PYTHONPATH=str(REPO))
+        client = AgentClient(LocalAgentTransport([sys.executable, "-m", "pod_agent"], env))
+        self.deps = OperationDeps(client, lambda: False, lambda: None)
+        self.server: asyncio.AbstractServer | None = None
+
+    async def __aenter__(self) -> _Agent:
+        assert self.p.sup is not None
+        self.server = await asyncio.start_unix_server(self.p.sup.handle,
+                                                      path=paths.socket_path())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def w(self, args: dict[str, Any]) -> Any:
+        """The watchdog operation's handler, as ``w`` runs it once confirmed."""
+        return await wd_op.handler(self.deps, args, lambda *a: None)
+
+
+async def test_w_can_replace_the_next_stop_through_the_agent(pod) -> None:
     p: Pod = pod("seoul")
     sup = p.start(local("seoul", 0, 17, 0))
-    server = await asyncio.start_unix_server(sup.handle, path=paths.socket_path())
-    env = dict(os.environ, POD_AGENT_HOME=str(p.home), PYTHONPATH=str(REPO))
-    agent = AgentClient(LocalAgentTransport([sys.executable, "-m", "pod_agent"], env))
-    deps = OperationDeps(agent, lambda: False, lambda: None)
-    said: list[Any] = []
-    try:
-        out = await wd_op.handler(deps, {"cmd": "extend", "until": "tomorrow 10:00",
-                                         "reason": "eval", "replaces_next_stop": True},
-                                  lambda *a: said.append(a))
-        assert out.ok, out.message
-        ext = sup.policy.extension
-        assert ext is not None and ext.replaces_next_stop
-        assert out.data["next_stop_reason"] == "extension ends"
-        # its end is the stop, in working hours too
-        p.wall = local("seoul", 0, 19, 0)
-        out = await wd_op.handler(deps, {"cmd": "extend", "clear": True},
-                                  lambda *a: said.append(a))
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with _Agent(p) as agent:
+        out = await agent.w({"cmd": "extend", "until": "tomorrow 10:00", "reason": "eval",
+                             "replaces_next_stop": True})
+    assert out.ok, out.message
+    ext = sup.policy.extension
+    assert ext is not None and ext.replaces_next_stop
+    assert out.data["next_stop_reason"] == "extension ends"  # its end, in working hours
+    stops = await p.until(local("seoul", 1, 10, 30))
+    assert stops == [(local("seoul", 1, 10, 0), "extension ended")]
+
+
+async def test_w_ending_an_extension_past_its_stop_stops_as_confirmed(pod) -> None:
+    p: Pod = pod("seoul")
+    p.start(local("seoul", 0, 17, 0))
+    async with _Agent(p) as agent:
+        assert (await agent.w({"cmd": "extend", "until": "21:00", "reason": "eval"})).ok
+        assert await p.until(local("seoul", 0, 19, 0) - TICK) == []  # held; now 19:00
+        out = await agent.w({"cmd": "extend", "clear": True})
     assert out.ok and "the pod stops at 19:02 (schedule), warned now" in out.message, \
         out.message
     stops = await p.until(local("seoul", 0, 19, 30))
-    assert stops == [(local("seoul", 0, 19, 2), "schedule")]
+    assert stops == [(local("seoul", 0, 19, 2), "schedule")]  # not 19:10
     assert [w[0] for w in p.warnings()] == [local("seoul", 0, 19, 0)]

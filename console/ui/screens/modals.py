@@ -359,8 +359,8 @@ class WatchdogScreen(ModalScreen[dict | None]):
                         max_length=32)
             # the agent's --replaces-next-stop: an overnight extension ending in working
             # hours then stops the pod there, in place of that evening's stop
-            yield Checkbox(Text("[r] its end stops the pod, in place of the next "
-                                "evening's stop"), id="replaces")
+            yield Checkbox(Text("[r] its end replaces the next evening's stop"),
+                           id="replaces")
             # only what can be done now: no "end the extension" without one, no "arm"
             # when armed, no "disarm" when disarmed
             if self.extension:
