@@ -10,6 +10,7 @@ unimportable, as on a pod installed with a plain ``pip install .``."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -215,13 +216,11 @@ def test_the_parser_reads_what_prometheus_client_reads() -> None:
     assert traffic.parse(odd) == traffic.SlotTraffic(3.0, 5.0)
 
 
-def test_check_host_names_a_missing_module_with_its_install_line(
-        tmp_path: Path) -> None:
-    from tests.unit.test_agent_units import agent
-
+def _plain_install(tmp_path: Path) -> str:
+    """A PYTHONPATH for a child process on which the agent's two optional modules
+    (``pip install .`` without the ``agent`` extra) cannot be imported."""
     blocker = tmp_path / "blocker"
-    blocker.mkdir()
-    # a site dir whose sitecustomize makes the two optional modules unimportable
+    blocker.mkdir(exist_ok=True)
     (blocker / "sitecustomize.py").write_text(
         "import sys\n"
         "class _Block:\n"
@@ -230,11 +229,18 @@ def test_check_host_names_a_missing_module_with_its_install_line(
         "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
         "        return None\n"
         "sys.meta_path.insert(0, _Block())\n")
+    return f"{blocker}:{REPO}"
+
+
+def test_check_host_names_a_missing_module_with_its_install_line(
+        tmp_path: Path) -> None:
     import json
+
+    from tests.unit.test_agent_units import agent
 
     profile = PROFILES / "10-rtx6000-2x.yaml"
     r = agent(["check-host", "--json", "--profile", str(profile), "--disk-path",
-               str(tmp_path)], tmp_path, PYTHONPATH=f"{blocker}:{REPO}",
+               str(tmp_path)], tmp_path, PYTHONPATH=_plain_install(tmp_path),
               HF_HOME=str(tmp_path))
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     mods = checks["modules"]
@@ -242,3 +248,74 @@ def test_check_host_names_a_missing_module_with_its_install_line(
     assert "pip install 'nvidia-ml-py>=12.535'" in mods["detail"]
     assert "prometheus-client" in mods["detail"]
     assert set(mods["value"]["missing"]) == {"nvidia-ml-py", "prometheus-client"}
+
+
+@pytest.mark.realtime
+def test_a_plain_install_of_the_agent_stops_an_idle_pod(tmp_path: Path) -> None:
+    """``pod-agent serve`` with neither optional module importable, on a pod clock at
+    ×60, its slot the demo's simulated vLLM: busy, then its traffic stops, and the idle
+    stop comes, warned, with no tick failing (before: every tick raised ImportError,
+    swallowed, and the pod never stopped)."""
+    import json
+    import subprocess
+    import time
+
+    from pod_agent import clock
+    from tests.support import procs
+
+    home, faults, log = tmp_path / "home", tmp_path / "faults", tmp_path / "runpodctl.log"
+    faults.mkdir()
+    port = procs.free_port()
+    prof = tmp_path / "10-idle.yaml"
+    prof.write_text("name: idle\ngpu_type_ids: [A]\nimage: i\nschedule:\n"
+                    "  timezone: Asia/Seoul\n  start: '08:30'\n  stop: '23:00'\n"
+                    "  days: [mon, tue, wed, thu, fri, sat, sun]\n"
+                    "  idle_stop_after: 6m\n  warn_before: 2m\n"
+                    "slots:\n  A:\n    served_model_name: a\n    hf_repo_id: o/a\n"
+                    f"    port: {port}\n    gpus: [0]\n    gpu_util: 0.5\n"
+                    "    max_model_len: 2048\n")
+    env = dict(os.environ, POD_AGENT_HOME=str(home), RUNPOD_POD_ID="pod-plain",
+               FAKE_RUNPODCTL_LOG=str(log), PYTHONPATH=_plain_install(tmp_path),
+               POD_AGENT_RUN_ID="run-1", DEMO_FAULTS=str(faults), DEMO_STARTUP_S="1",
+               DEMO_RATE="4", POD_CONSOLE_DEMO_PYTHON=sys.executable,
+               POD_AGENT_CLOCK=clock.spec_for(local("seoul", 0, 14, 0), 60.0),
+               PATH=f"{REPO / 'tests' / 'support' / 'bin'}:{os.environ.get('PATH', '')}")
+    env.pop("POD_AGENT_WEBHOOK_URL", None)
+
+    def status() -> dict[str, Any] | None:
+        r = subprocess.run([sys.executable, "-m", "pod_agent", "status", "--json"], env=env,
+                           capture_output=True, text=True, timeout=60, cwd=REPO)
+        lines = r.stdout.strip().splitlines()
+        got = json.loads(lines[-1]) if r.returncode == 0 and lines else None
+        return got if got and got.get("supervisor") == "running" else None
+
+    def wait(cond: Any, what: str, limit_s: float = 120.0) -> Any:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            got = cond()
+            if got:
+                return got
+            time.sleep(0.3)
+        raise AssertionError(f"{what}: not within {limit_s:g} s; agent log:\n"
+                             + (tmp_path / "serve.log").read_text(errors="replace")[-3000:])
+
+    proc = procs.start([sys.executable, "-m", "pod_agent", "serve", "--profile", str(prof),
+                        "--vllm", str(REPO / "console" / "demo" / "bin" / "vllm"),
+                        "--no-patches", "--watchdog-interval", "5", "--backoff", "2"],
+                       tmp_path / "serve.log", env=env, cwd=REPO)
+    try:
+        wait(lambda: (st := status()) and st["watchdog"]["busy"], "traffic seen")
+        (faults / "quiet").touch()  # nobody uses the pod from now on
+        wait(lambda: log.exists() and "stop pod pod-plain" in log.read_text(), "idle stop")
+        wd = wait(status, "status after the stop")["watchdog"]
+        assert wd["last_stop"]["reason"] == "idle" and wd["last_stop"]["by"] == "watchdog"
+        assert wd["failing"] is None
+        audit = [json.loads(x) for x in (home / "audit.jsonl").read_text().splitlines()]
+        ops = [a["op"] for a in audit]
+        assert "watchdog-tick-failed" not in ops
+        warned = [a for a in audit if a["op"] == "stop-warning" and a["reason"] == "idle"]
+        assert warned and ops.index("stop-warning") < ops.index("watchdog-stop")
+    finally:
+        subprocess.run([sys.executable, "-m", "pod_agent", "shutdown"], env=env,
+                       capture_output=True, timeout=60, cwd=REPO)
+        procs.stop(proc, 30)
