@@ -319,3 +319,43 @@ def test_a_plain_install_of_the_agent_stops_an_idle_pod(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-m", "pod_agent", "shutdown"], env=env,
                        capture_output=True, timeout=60, cwd=REPO)
         procs.stop(proc, 30)
+
+
+async def test_a_wall_reading_the_exporter_says_the_watchdog_fails_too(
+        pod, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall has no SSH: the exporter's ``pod_agent_*`` gauges carry the failing
+    watchdog, and the console's reading of them raises the same CRIT."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import generate_latest
+
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.gpu_metrics import stop_plan
+    from pod_agent.exporter import watchdog_families
+
+    p: Pod = pod("seoul")
+    p.start(local("seoul", 0, 16, 0))
+
+    def broken(ports: dict[str, int], timeout_s: float) -> dict[str, Any]:
+        raise ERRORS["module missing"]
+
+    monkeypatch.setattr(sv, "_read_traffic", broken)
+    await _ticks(p, 2)
+    wd = p.status()
+
+    class _Plan:
+        def collect(self) -> Any:
+            return watchdog_families(wd)
+
+    reg = CollectorRegistry()
+    reg.register(_Plan())  # type: ignore[arg-type]
+    exp = parse(generate_latest(reg).decode())
+    samples = [(n, dict(lbl), v) for n in exp.samples if n.startswith("pod_agent_")
+               for lbl, v in exp.samples[n].items()]
+    plan, armed = stop_plan(samples, p.wall)
+    assert plan is not None and plan.failing_ticks == 2
+    snap = PodSnapshot(pod_id="pod-days", status="RUNNING", started_at=p.wall - 3600,
+                       watchdog_armed=armed, stop_plan=plan)
+    assert p.sup is not None
+    conds = evaluate(None, snap, p.sup.profile, Settings(profiles_dir=PROFILES), p.wall)
+    assert ("watchdog failing since 16:00: traffic: ModuleNotFoundError: No module named "
+            "'prometheus_client'") in [c.title for c in conds if c.severity == "crit"]
