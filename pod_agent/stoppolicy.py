@@ -23,11 +23,17 @@ The rules, in the order they win:
     at most ``busy_grace``, counted from the first tick that found it due;
   * idle: no request finished, running or waiting on any slot for ``idle_stop_after``
     (inside working hours only when ``idle_stop_in_hours``: an idle stop that would fall
-    in working hours is not planned at all). A slot whose metrics cannot be read serves
-    nobody: it counts as idle;
+    in working hours is due when they end, where the schedule's own stop is — and at that
+    instant it is the schedule's stop, warned once as such). A slot whose metrics cannot
+    be read serves nobody: it counts as idle;
   * every stop is warned ``warn_before`` ahead, whatever its reason: a stop found due
     without its warning (a pod started after its stop time, an extension shorter than
-    ``warn_before``) is warned then and waits ``warn_before``.
+    ``warn_before``) is warned then and waits ``warn_before``. How long ago a warning
+    went out is measured on the monotonic clock: after a wall-clock step back, a warning
+    that now lies further ahead of its stop than ``warn_before`` is given again, on time;
+  * an extension ended by hand resumes the plan (``resume_plan``): a stop already due, or
+    due within ``warn_before``, is warned then and made ``END_GRACE_S`` later (or at its
+    own time, if later) — what the console's confirmation says.
 """
 
 from __future__ import annotations
@@ -207,7 +213,7 @@ class Decision:
     """Its warning is to be sent now (``PolicyState.note_warning`` once sent)."""
     lead: float | None = None
     """With ``announce``: how long after the warning the stop may come, when not
-    ``warn_before`` (an extension ended by hand: ``end_by_hand``)."""
+    ``warn_before`` (an extension ended by hand: ``resume_plan``)."""
 
     def warn_key(self) -> str:
         return self.key or f"{self.next_reason}@{round(self.next_at or 0)}"

@@ -474,7 +474,7 @@ class Supervisor:
                     self._save_state()
                 await self._warn(why, max(at, now + warn_s), now)
             return
-        if now < max(at, sent.sent + warn_s):
+        if now < max(at, sent.sent + (warn_s if sent.lead is None else sent.lead)):
             return
         reason = "extension ended" if why == "extension ends" else why
         self.decision = Decision(True, reason, now, reason, key=key)  # made once
