@@ -73,6 +73,13 @@ async def test_a_traffic_read_that_raises_is_said_and_the_stop_still_comes(
     assert failing["since"] == failing_from and type(exc).__name__ in failing["last_error"]
     crits = _console_crits(p)
     assert f"watchdog failing since 17:41: traffic: {type(exc).__name__}: {exc}" in crits
+    # and `pod-console status --json` says it
+    from console.commands.status_cmd import stop_json
+
+    said = stop_json(PodSnapshot(pod_id="pod-days", stop_plan=StopPlan.parse(
+        p.status(), p.wall)), p.wall)
+    assert said is not None and said["watchdog_failing"] == {
+        "since": "2026-11-30T17:41:00+09:00", "ticks": 2, "error": failing["last_error"]}
     stops = await p.until(local("seoul", 0, 18, 30))
     assert stops == [(local("seoul", 0, 18, 0), "schedule")]
     p.assert_warned(local("seoul", 0, 18, 0))
