@@ -125,7 +125,10 @@ def stop_json(pod: PodSnapshot, now: float) -> dict[str, object] | None:
                 "until": plan.extension_until, "by": plan.extension_by,
                 "reason": plan.extension_reason},
             "last_stop_reason": plan.last_stop_reason, "pod_clock_skew_s": plan.skew_s,
-            "memory_warning": plan.memory_warning}
+            "memory_warning": plan.memory_warning,
+            "watchdog_failing": None if not plan.failing_since else {
+                "since": plan.failing_since, "ticks": plan.failing_ticks,
+                "error": plan.failing_error}}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
