@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.model.gpu_state import GpuReport
     from console.session.fleet import FleetCollector, FleetSnapshot
+    from console.session.outbox import Outbox
     from console.session.record.store import Recorder, SharedTurn
     from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.gateway import GatewayCollector
@@ -285,6 +286,9 @@ class Session:
         """Acknowledged here, not yet in the shared book."""
         self._unposted: set[str] = set()
         """Alerts whose post this session claimed and could not deliver."""
+        self._outbox: Outbox | None = None
+        self._draining = False
+        self._drain_error: str | None = None
         self.gateway: GatewaySnapshot | None = None
         """The gateway's last reading (``gateway_url`` with ``gateway.watch``), else None."""
         self._gateway_collector: GatewayCollector | None = None
@@ -639,11 +643,15 @@ class Session:
             # beside the poll, never inside it: neither a slow disk nor a slow webhook
             # may hold the figures
             self._spawn(self._share(raised, cleared), "alerts")
+        elif self.ctx is not None and self.ctx.settings.webhook_url and not self._draining:
+            # entries left by a failed POST, a killed session or a webhook-less one
+            self._spawn(self._drain(), "webhook")
 
     async def _share(self, raised: list[Alert], cleared: list[Alert]) -> None:
         """This session's alert changes into the book every session on the state dir
         shares (``shared_alerts.py``); post to the webhook what no other session has, and
         show the acknowledgements made elsewhere. In the order the polls made them."""
+        from console.session.outbox import Outbox
         from console.session.shared_alerts import SharedAlerts, SharedAlertsError, Synced
 
         assert self.ctx is not None
@@ -651,13 +659,16 @@ class Session:
         async with self._share_lock:
             if self._shared is None:
                 self._shared = SharedAlerts(self.ctx.settings.state_dir)
+                self._outbox = Outbox(self.ctx.settings.state_dir)
             acked, self._acked = self._acked, []
             unposted, self._unposted = self._unposted, set()
             try:
+                # every session, webhook or not, hands what it judged to the outbox
+                # (``outbox.py``); only those with a webhook deliver it
                 synced = await self._run_blocking(
                     self._shared.sync, self.now(), raised=raised, cleared=cleared,
-                    firing=self.alerts.firing(), acked=acked, webhook=url is not None,
-                    unposted=unposted)
+                    firing=self.alerts.firing(), acked=acked, unposted=unposted,
+                    outbox=self._outbox, source=f"pod-console {self.view.profile_name}")
                 self._share_failed = False
             except SharedAlertsError as exc:  # this session then posts on its own
                 if not self._share_failed:
@@ -665,15 +676,42 @@ class Session:
                                "its own alerts", "yellow")
                 self._share_failed = True
                 synced = Synced(tuple(raised), tuple(cleared))
+                if url and (raised or cleared):  # no outbox either: at most once
+                    self._spawn(self._send(url.get_secret_value(), raised, cleared),
+                                "webhook")
             if synced.warning:
                 self._note(synced.warning, "yellow")
             adopted = [a for key, (who, at) in synced.acks.items()
                        if (a := self.alerts.adopt_ack(key, who, at)) is not None]
         if adopted:
             self._on_change("alerts")
-        if url and (synced.post_raised or synced.post_cleared):
-            self._spawn(self._send(url.get_secret_value(), list(synced.post_raised),
-                                   list(synced.post_cleared)), "webhook")
+        if url and not self._share_failed and not self._draining:
+            self._spawn(self._drain(), "webhook")
+
+    async def _drain(self) -> None:
+        """The outbox to the webhook: what this or any session judged and nobody
+        delivered yet (one drainer at a time across sessions, ``outbox.py``)."""
+        from console.session.outbox import Outbox, drain
+
+        ctx = self.ctx
+        if ctx is None or ctx.settings.webhook_url is None or self._draining:
+            return
+        if self._outbox is None:
+            self._outbox = Outbox(ctx.settings.state_dir)
+        self._draining = True
+        errors: list[str] = []
+        try:
+            await drain(self._outbox, ctx.settings.webhook_url.get_secret_value(),
+                        self.webhook_timeout_s, self._run_blocking, errors.append)
+        except Exception as exc:  # an unusable outbox: said once, the next poll tries again
+            errors.append(f"webhook outbox not usable: {type(exc).__name__}: {exc}"[:200])
+        finally:
+            self._draining = False
+        # said when it starts failing and when the reason changes, not at every retry
+        err = errors[-1].split(": tried again")[0] if errors else None
+        if err is not None and err != self._drain_error:
+            self._note(f"{errors[-1]} (kept in the outbox)", "red")
+        self._drain_error = err
 
     async def _audit_faults(self, faults: list[Alert]) -> None:
         """Hardware faults outlive the screen: audited (the agent's own audit log on the
