@@ -56,13 +56,17 @@ ACK_COMMENT = "pod-console acknowledgement"
 """How the silences this console makes begin (it expires them when their alert clears)."""
 
 
+DEFAULT_CONTEXT = "default"
+"""The ``context`` label of a config without contexts (Alertmanager drops empty labels)."""
+
+
 @dataclass(frozen=True)
 class Where:
     """What every alert of a session is labelled with."""
 
     profile: str
     pod: str
-    context: str = ""
+    context: str = DEFAULT_CONTEXT
 
 
 def _label(value: str) -> str:

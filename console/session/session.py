@@ -740,12 +740,13 @@ class Session:
 
     # -- Alertmanager (``alertmanager.py``) ----------------------------------------------
     def _where(self) -> Where:
-        from console.session.alertmanager import Where
+        from console.session.alertmanager import DEFAULT_CONTEXT, Where
 
         assert self.ctx is not None
         st = self.ctx.settings
         pod = self._reading.pod.pod_id if self._reading.pod is not None else None
-        return Where(self.view.profile_name, pod or st.pod.machine_id or "", st.context or "")
+        return Where(self.view.profile_name, pod or st.pod.machine_id or "local",
+                     st.context or DEFAULT_CONTEXT)
 
     async def _to_alertmanager(self) -> None:
         """Every firing alert again (``endsAt`` a few polls ahead), the cleared ones with
