@@ -760,11 +760,12 @@ class Session:
         )
 
         ctx = self.ctx
-        if ctx is None or not ctx.settings.alertmanager_url or self._am_busy:
+        url = ctx.settings.alertmanager_url if ctx is not None else None
+        if ctx is None or not url or self._am_busy:
             return
         st = ctx.settings
         if self._am is None:
-            self._am = Alertmanager(st.alertmanager_url, self.webhook_timeout_s)
+            self._am = Alertmanager(url, self.webhook_timeout_s)
         am = self._am
         am.timeout_s = self.webhook_timeout_s  # derived from the refresh now
         self._am_busy = True
@@ -840,8 +841,8 @@ class Session:
             self._am_acks_at = now
             ours = {a.key: labels_of(a, where) for a in self.alerts.firing()}
             acks = acked_here(await am.alerts(), silences, ours)
-            adopted = [a for key, (who, at) in acks.items()
-                       if (a := self.alerts.adopt_ack(key, who, at)) is not None]
+            adopted = [key for key, (who, at) in acks.items()
+                       if self.alerts.adopt_ack(key, who, at) is not None]
             if adopted:
                 self._on_change("alerts")
 
