@@ -47,6 +47,10 @@ MAX_BACKOFF_S = 300.0
 MAX_DEPTH = 10_000
 """A bound for a state dir no session with a webhook ever drains (oldest dropped)."""
 BUSY_TIMEOUT_S = 2.0
+DRAINER_FRESH_S = 7 * 86400.0
+"""A session without a webhook hands raises to the outbox only when a session with one
+drained it this recently: a state dir no webhook ever reads does not pile up a week of
+posts for the day one is configured (a clear of a raise handed out is always written)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -60,6 +64,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     last_error TEXT
 );
 CREATE INDEX IF NOT EXISTS outbox_key ON outbox (key, id);
+CREATE TABLE IF NOT EXISTS drainer (one INTEGER PRIMARY KEY CHECK (one = 1), seen_at REAL);
 """
 
 
@@ -137,7 +142,21 @@ class Outbox:
                        (self.mono() + wait, error[:200], entry.id))
         return wait
 
+    def drained(self, now: float) -> None:
+        """A session with a webhook drains this outbox (wall time ``now``)."""
+        with self._db() as db:
+            db.execute("INSERT INTO drainer (one, seen_at) VALUES (1, ?) ON CONFLICT (one) "
+                       "DO UPDATE SET seen_at = excluded.seen_at", (now,))
+
     # -- readers ---------------------------------------------------------------------
+    def has_drainer(self, now: float) -> bool:
+        """Whether a session with a webhook drained it within ``DRAINER_FRESH_S``."""
+        if not self.path.exists():
+            return False
+        with self._db() as db:
+            row = db.execute("SELECT seen_at FROM drainer").fetchone()
+        return row is not None and row[0] is not None and abs(now - row[0]) <= DRAINER_FRESH_S
+
     def due(self, limit: int = 100) -> list[Entry]:
         """The entries to try now, oldest first: of each alert only its oldest entry, and
         only once its backoff has passed."""
@@ -227,9 +246,12 @@ RunBlocking = Callable[..., Awaitable[Any]]
 
 
 async def drain(outbox: Outbox, url: str, timeout_s: float, run_blocking: RunBlocking,
-                on_error: Callable[[str], None] | None = None) -> int:
+                on_error: Callable[[str], None] | None = None,
+                now: float | None = None) -> int:
     """Post every due entry (one drainer at a time across processes); the count delivered.
-    A failed entry waits its backoff and holds back the later entries of its alert."""
+    A failed entry waits its backoff and holds back the later entries of its alert.
+    ``now``: the caller's wall time, to say a drainer is there (``has_drainer``)."""
+    await run_blocking(outbox.drained, time.time() if now is None else now)
     fd = await run_blocking(outbox.try_drain_lock)
     if fd is None:
         return 0  # another session drains now

@@ -693,7 +693,8 @@ class Session:
                 synced = await self._run_blocking(
                     self._shared.sync, self.now(), raised=raised, cleared=cleared,
                     firing=self.alerts.firing(), acked=acked, unposted=unposted,
-                    outbox=self._outbox, source=f"pod-console {self.view.profile_name}")
+                    webhook=url is not None, outbox=self._outbox,
+                    source=f"pod-console {self.view.profile_name}")
                 self._share_failed = False
             except SharedAlertsError as exc:  # this session then posts on its own
                 if not self._share_failed:
@@ -727,7 +728,8 @@ class Session:
         errors: list[str] = []
         try:
             await drain(self._outbox, ctx.settings.webhook_url.get_secret_value(),
-                        self.webhook_timeout_s, self._run_blocking, errors.append)
+                        self.webhook_timeout_s, self._run_blocking, errors.append,
+                        now=self.now())
         except Exception as exc:  # an unusable outbox: said once, the next poll tries again
             errors.append(f"webhook outbox not usable: {type(exc).__name__}: {exc}"[:200])
         finally:

@@ -174,12 +174,16 @@ class SharedAlerts:
                 if key in entries:
                     entries[key]["posted"] = False
             post_raised: list[Alert] = []
+            # with an outbox, a session without a webhook claims (writes there) too, as
+            # long as some session with one drains it
+            claim = webhook or (outbox is not None and bool(raised)
+                                and self._drained(outbox, now))
             for a in raised:
                 e = entries.get(a.key)
                 if e is None:
                     e = entries[a.key] = {"seen_at": now, "posted": False, "title": a.title}
                 e["seen_at"], e["title"] = now, a.title
-                if (webhook or outbox is not None) and not e["posted"]:
+                if claim and not e["posted"]:
                     e["posted"] = True
                     post_raised.append(a)
             for a in firing:
@@ -207,6 +211,13 @@ class SharedAlerts:
             acks = {k: (e["acked_by"], e["acked_at"]) for k, e in entries.items()
                     if "acked_by" in e}
         return Synced(tuple(post_raised), tuple(post_cleared), acks, warning)
+
+    @staticmethod
+    def _drained(outbox: Outbox, now: float) -> bool:
+        try:
+            return outbox.has_drainer(now)
+        except (OSError, sqlite3.Error) as exc:
+            raise SharedAlertsError(f"{outbox.path}: {exc}") from None
 
     @staticmethod
     def _enqueue(outbox: Outbox, source: str, now: float, raised: list[Alert],

@@ -114,7 +114,8 @@ from console.session.shared_alerts import SharedAlerts
 state, url = Path(sys.argv[1]), sys.argv[2]
 a = Alert("slot-down:Q27", "crit", "Q27 down", "", 0.0)
 ob = Outbox(state)
-SharedAlerts(state).sync(float(sys.argv[3]), raised=[a], outbox=ob, source="console")
+SharedAlerts(state).sync(float(sys.argv[3]), raised=[a], webhook=True, outbox=ob,
+                         source="console")
 print("judged", flush=True)
 asyncio.run(drain(ob, url, 600.0, asyncio.to_thread))
 """
@@ -146,7 +147,8 @@ def test_a_process_killed_between_judging_and_posting_loses_nothing(
 
 
 def test_the_outbox_says_its_depth_and_oldest_entry(tmp_path: Path) -> None:
-    ob = Outbox(tmp_path)
+    mono = [1000.0]
+    ob = Outbox(tmp_path, mono=lambda: mono[0])
     assert ob.depth().to_json(T0)["depth"] == 0
     ob.put([("a", "raise", "{}"), ("b", "raise", "{}")], T0)
     ob.put([("a", "clear", "{}")], T0 + 5)
@@ -157,3 +159,23 @@ def test_the_outbox_says_its_depth_and_oldest_entry(tmp_path: Path) -> None:
     ob.failed(ob.due()[0], "webhook HTTP 500")
     assert [(e.key, e.kind) for e in ob.due()] == [("b", "raise")]
     assert ob.depth().last_error == "webhook HTTP 500"
+    mono[0] += outbox_mod.FIRST_BACKOFF_S
+    assert [(e.key, e.attempts) for e in ob.due()] == [("a", 1), ("b", 0)]
+    # a wait set before a reboot (the monotonic clock started again) is due at once
+    ob.failed(ob.due()[0], "webhook HTTP 500")
+    mono[0] = 1.0
+    assert [e.key for e in ob.due()] == ["a", "b"]
+
+
+def test_a_state_dir_no_webhook_drains_does_not_pile_up(tmp_path: Path) -> None:
+    ob, book = Outbox(tmp_path), SharedAlerts(tmp_path)
+    a, b = (Alert(k, "crit", f"{k} down", "", T0) for k in ("down:Q27", "down:FLASH"))
+    assert not book.sync(T0, raised=[a], outbox=ob).post_raised  # a wall, alone
+    assert ob.depth().depth == 0
+    ob.drained(T0 + 1)  # a console with a webhook drains it from now on
+    assert [x.key for x in book.sync(T0 + 2, raised=[b], outbox=ob).post_raised] == [
+        "down:FLASH"]
+    assert [e.key for e in ob.all()] == ["down:FLASH"]
+    # and the unclaimed raise is still the webhook session's to claim
+    assert [x.key for x in book.sync(T0 + 3, raised=[a], webhook=True, outbox=ob
+                                     ).post_raised] == ["down:Q27"]
