@@ -823,8 +823,12 @@ class Session:
         asked, self._am_silence = self._am_silence, []
         until = now + self.ctx.settings.alertmanager_ack_max_s
         made = []
-        for a, who in asked:
-            await am.create_silence(silence(labels_of(a, where), who, now, until))
+        for i, (a, who) in enumerate(asked):
+            try:
+                await am.create_silence(silence(labels_of(a, where), who, now, until))
+            except Exception:
+                self._am_silence = asked[i:] + self._am_silence  # made at the next try
+                raise
             made.append(a.key)
         if made:
             self._note(f"silenced in Alertmanager: {len(made)} alert(s)", "dim")
