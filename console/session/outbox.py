@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import math
 import os
 import sqlite3
 import time
@@ -100,6 +101,7 @@ class Outbox:
         self.path = state_dir / "outbox.sqlite"
         self.lock_path = state_dir / "outbox.drain.lock"
         self.mono = mono
+        self._drained_at = -math.inf
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
@@ -143,7 +145,11 @@ class Outbox:
         return wait
 
     def drained(self, now: float) -> None:
-        """A session with a webhook drains this outbox (wall time ``now``)."""
+        """A session with a webhook drains this outbox (wall time ``now``): written once
+        an hour at most (a drain runs every poll; a write there would be an fsync each)."""
+        if abs(now - self._drained_at) < DRAINER_FRESH_S / 168:
+            return
+        self._drained_at = now
         with self._db() as db:
             db.execute("INSERT INTO drainer (one, seen_at) VALUES (1, ?) ON CONFLICT (one) "
                        "DO UPDATE SET seen_at = excluded.seen_at", (now,))
