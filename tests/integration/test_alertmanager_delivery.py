@@ -145,3 +145,27 @@ async def test_an_acknowledgement_is_a_silence_and_a_silence_an_acknowledgement(
         if a.key == "down:FLASH"), "bob's silence shown as acknowledged")
     for w in (console, wall):
         await w.session.aclose()
+
+
+async def test_an_alertmanager_down_gets_the_alert_once_it_is_back(
+        tmp_path: Path, hook: HookReceiver) -> None:
+    if not alertmanager_server.available():
+        pytest.skip("prometheus-alertmanager not installed")
+    srv = AlertmanagerServer(tmp_path / "am", fast_config(hook.url))  # not started yet
+    w = on(tmp_path, srv)
+    w.slots.down = {"Q27"}
+    await poll(w)
+    await poll(w)
+    assert [t for t, _ in w.notes if "Alertmanager" in t] == [
+        "Alertmanager: ConnectError (sent again at the next poll)"]  # said once
+    srv.start()
+    try:
+        await poll_until([w], lambda: bool(notifications(hook, "SlotDown")),
+                         "the notification once Alertmanager is up")
+        w.slots.down = set()
+        await poll_until([w], lambda: [n["status"] for n in notifications(hook, "SlotDown")]
+                         == ["firing", "resolved"], "the resolved notification")
+        assert any(t == "Alertmanager answers again" for t, _ in w.notes)
+    finally:
+        srv.stop()
+        await w.session.aclose()
