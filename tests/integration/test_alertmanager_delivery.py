@@ -7,6 +7,7 @@ the heartbeat reaches it and goes to the null receiver."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pytest
 
 from console.commands.status_cmd import delivery_json
 from console.session.alertmanager import labels_of, silence
+from console.session.session import AM_RESEND_FLOOR_S
 from tests.session.world import World, world
 from tests.support import alertmanager_server
 from tests.support.alertmanager_server import AlertmanagerServer, fast_config
@@ -103,6 +105,10 @@ async def test_many_sessions_one_notification_and_one_resolved(
     assert dog["status"]["state"] == "active" and [r["name"] for r in dog["receivers"]] == [
         "null"]
     assert not notifications(hook, "Watchdog")
+    # a heartbeat, not a standing alert: it lapses within a minute of the last send, so a
+    # killed console's stops (a dead-man's-switch receiver notices)
+    ends = datetime.datetime.fromisoformat(dog["endsAt"].replace("Z", "+00:00")).timestamp()
+    assert ends <= time.time() + 4 * AM_RESEND_FLOOR_S + 1
     sent = delivery_json(sessions[0].settings, time.time())["watchdog_sent_at"]
     assert isinstance(sent, float) and sent > time.time() - LIMIT_S
 
