@@ -228,7 +228,9 @@ def acked_here(am_alerts: list[dict[str, Any]], silences: list[dict[str, Any]],
         if not isinstance(labels, dict) or not ids:
             continue
         for key, mine in ours.items():
-            if mine == labels:
+            # ours, or the same alert from the rendered Prometheus rules (which adds its
+            # series' labels: job, instance)
+            if mine.items() <= labels.items():
                 s = by_id.get(ids[0]) or {}
                 out[key] = (_label(str(s.get("createdBy") or "Alertmanager")),
                             _parse(s.get("startsAt")))
