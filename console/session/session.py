@@ -89,12 +89,12 @@ POD_POLL_S = 10.0
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
+"""On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
 AM_RESEND_FLOOR_S = 15.0
 """A firing alert sent to Alertmanager ends 4 x max(refresh, this) ahead: a console that
 stops sending lets it resolve there within a minute, a slow poll does not."""
 WATCHDOG_SAVE_S = 30.0
 """How often the heartbeat's last send is written for ``status --json``."""
-"""On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
 GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
 """Alert keys of hardware faults: facts about the pod that the audit log keeps."""
 
