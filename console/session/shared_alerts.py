@@ -16,6 +16,10 @@ crashed by it. An entry that no session has seen firing for ``STALE_S`` is dropp
 session showing it refreshes it every ``TOUCH_S``): an alert that fires again after a
 night with no console open is posted again.
 
+With the webhook's outbox (``outbox.py``, issue 43) "posted" means "handed to the
+outbox": a raise or clear is written there in the same transaction, and delivered (or
+retried) by whichever session has a webhook.
+
 Blocking (a lock, a read, an fsync): sessions call :meth:`SharedAlerts.sync` off the loop.
 """
 
