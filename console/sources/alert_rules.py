@@ -123,10 +123,12 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
                 {"matchers": ['severity="critical"'], "receiver": "team",
                  "group_by": ["alertname", "context", "pod", "slot"],
                  "group_wait": "10s", "repeat_interval": "1h", "continue": False},
-                {"matchers": ['severity=~"warning|info"'], "receiver": "team",
+                {"matchers": ['severity="warning"'], "receiver": "team",
                  "repeat_interval": "12h"},
+                # info (a planned stop, a slot starting): on screens and in the API, no page
+                {"matchers": ['severity="info"'], "receiver": "null"},
             ]},
-        "receivers": [{"name": "heartbeat"},
+        "receivers": [{"name": "null"}, {"name": "heartbeat"},
                       {"name": "team", "slack_configs": [slack]}],
         "inhibit_rules": [
             # a planned stop (the pod-run model's PodStopPlanned, or the console's
