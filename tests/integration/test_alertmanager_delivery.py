@@ -175,3 +175,53 @@ async def test_an_alertmanager_down_gets_the_alert_once_it_is_back(
     finally:
         srv.stop()
         await w.session.aclose()
+
+
+async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
+        tmp_path: Path, hook: HookReceiver) -> None:
+    """The rendered ``alertmanager.yml`` in the real Alertmanager (its Slack receiver
+    swapped for the loopback hook): a stopped pod is routed to nobody and inhibits the
+    slot alerts of its pod, while a slot down elsewhere pages."""
+    if not alertmanager_server.available():
+        pytest.skip("prometheus-alertmanager not installed")
+    from console.sources.alert_rules import render_alertmanager
+
+    cfg = render_alertmanager()
+    for r in cfg["receivers"]:
+        if r["name"] == "team":
+            r.pop("slack_configs")
+            r["webhook_configs"] = [{"url": hook.url, "send_resolved": True}]
+    cfg["route"] |= {"group_wait": "1s", "group_interval": "2s"}
+    for rt in cfg["route"]["routes"]:
+        rt.pop("group_wait", None)
+    srv = AlertmanagerServer(tmp_path / "am", cfg)
+    srv.start()
+    w = on(tmp_path, srv)
+    try:
+        w.pod.run(time.time() - 600, status="EXITED")  # stopped on purpose
+        await poll_until([w], lambda: bool(am_alerts(srv, "PodStopped")), "PodStopped")
+        (stopped,) = am_alerts(srv, "PodStopped")
+        assert [r["name"] for r in stopped["receivers"]] == ["null"]
+        pod = stopped["labels"]["pod"]
+        # the same pod's slot down (Prometheus still scraping it) is inhibited...
+        now = time.time()
+        slot_down = {"labels": {"alertname": "SlotDown", "severity": "critical",
+                                "slot": "Q27", "pod": pod, "context": "default",
+                                "profile": "rtx6000-2x"},
+                     "startsAt": datetime.datetime.fromtimestamp(now, datetime.UTC
+                                                                 ).isoformat()}
+        other = {**slot_down, "labels": {**slot_down["labels"], "pod": "another"}}
+        httpx.post(srv.url + "/api/v2/alerts", json=[slot_down, other],
+                   timeout=10).raise_for_status()
+        await poll_until([w], lambda: len(am_alerts(srv, "SlotDown")) == 2, "both SlotDown")
+        by_pod = {a["labels"]["pod"]: a for a in am_alerts(srv, "SlotDown")}
+        assert by_pod[pod]["status"]["state"] == "suppressed"
+        assert by_pod[pod]["status"]["inhibitedBy"] == [stopped["fingerprint"]]
+        # ...another pod's pages (and it is the only page)
+        await poll_until([w], lambda: bool(notifications(hook, "SlotDown")), "the page")
+        assert [a["labels"]["pod"] for n in notifications(hook, "SlotDown")
+                for a in n["alerts"]] == ["another"]
+        assert not notifications(hook, "PodStopped")
+    finally:
+        srv.stop()
+        await w.session.aclose()
