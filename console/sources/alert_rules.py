@@ -74,7 +74,8 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
             "SlotStalled", f"(({running}) > 0) unless on ({', '.join(BY)}) ({gen} > 0)",
             "critical", "{{ $labels.slot }} STALLED: requests running, no token moving",
             "/health may still say 200; restart the slot through the agent (R)",
-            t.stall_after_s, t.hold_s, context, rb))
+            # the window is the wait already, as the console's StallWatch counts it
+            0.0, t.hold_s, context, rb))
     for name in sorted(profile.slots):
         th = settings.thresholds_for(name)
         sel = '{slot="' + name + '"}'
