@@ -11,6 +11,7 @@ step is told once, in the action log and as a marker of the recording."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from pathlib import Path
 
@@ -201,4 +202,4 @@ async def test_the_plots_go_on_across_a_step_back(tmp_path: Path) -> None:
     assert len(points) == 6
     times = [t for t, _ in points]
     assert times == sorted(times) and times[-1] == w.clock() - REFRESH
-    assert [b - a for a, b in zip(times, times[1:])] == [REFRESH] * 5  # ages kept
+    assert [b - a for a, b in itertools.pairwise(times)] == [REFRESH] * 5  # ages kept
