@@ -606,6 +606,8 @@ class Session:
         if self._gpu_line is not None:
             self._gpu_line = replace(self._gpu_line, read_at=self._gpu_line.read_at + by)
         self.history.shift(by)  # the plots: their last hour is the monotonic one
+        if self._gateway_collector is not None:
+            self._gateway_collector.shift(by)
         self._note(step.text(), "yellow")
         if self.recorder is not None:
             from console.session.record.tape import Marker

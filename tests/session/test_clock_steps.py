@@ -203,3 +203,35 @@ async def test_the_plots_go_on_across_a_step_back(tmp_path: Path) -> None:
     times = [t for t, _ in points]
     assert times == sorted(times) and times[-1] == w.clock() - REFRESH
     assert [b - a for a, b in itertools.pairwise(times)] == [REFRESH] * 5  # ages kept
+
+
+async def test_the_gateway_window_goes_on_across_a_step_back(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The gateway's rates are over a window of its scrapes, kept with their wall times:
+    after a step back of an hour no kept scrape was inside the window (every gateway
+    rate undefined, its 5xx alert unable to fire) until the clock caught up. The real
+    LiteLLM capture, served on loopback as in ``test_gateway_session``."""
+    from console.config.settings import GatewaySettings
+    from console.sources.collect.http import HttpClient
+    from tests.session.test_gateway_session import CAPTURE, _gateway
+
+    monkeypatch.setenv("GW_SESSION_KEY", "gw-key")
+    server, url = await _gateway({"metrics": CAPTURE})
+    w = world(tmp_path, T0, refresh_s=REFRESH, record=False, gateway_url=url,
+              gateway=GatewaySettings(key_env="GW_SESSION_KEY"))
+    w.slots.client = HttpClient()  # type: ignore[attr-defined]
+    try:
+        for _ in range(3):
+            assert await w.session.poll()
+            w.clock.advance(REFRESH)
+        gw = w.session.state().gateway
+        assert gw is not None and gw.window_s == 2 * REFRESH  # from the oldest kept
+        w.clock.step_wall(-3600.0)
+        assert await w.session.poll()
+        gw = w.session.state().gateway
+        assert gw is not None and gw.metrics_error is None
+        assert gw.window_s == 3 * REFRESH  # still a window, of monotonic seconds
+    finally:
+        server.close()
+        await server.wait_closed()
+        await w.session.aclose()

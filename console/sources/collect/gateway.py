@@ -508,6 +508,20 @@ class GatewayCollector:
             self._multi = True
         self._starts.append(s)
 
+    def shift(self, by: float) -> None:
+        """The wall clock stepped ``by`` seconds: the times kept here (the scrapes a
+        window starts from, when a cooldown or a user was last seen) move with it, so
+        their ages stay the monotonic ones. A step back would otherwise leave no earlier
+        scrape inside the window (every gateway rate undefined) until the clock caught
+        up, and make a user idle for the step's length."""
+        self.scrapes = deque(((t + by, e) for t, e in self.scrapes),
+                             maxlen=self.scrapes.maxlen)
+        self._cooled = {k: (v, t + by) for k, (v, t) in self._cooled.items()}
+        for st in self._users.values():
+            st.since += by
+            if st.last_seen is not None:
+                st.last_seen += by
+
     def _observe_cooldowns(self, exp: Exposition, now: float) -> None:
         totals: dict[str, float] = {}
         for labels, v in exp.series(GW_COOLDOWNS).items():
