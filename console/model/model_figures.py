@@ -79,6 +79,9 @@ class ModelFigures:
     cache: CacheConfig | None = None
     engine: str = "vllm"
     """Which engine's exposition they were read from (``console/model/engines``)."""
+    at: float | None = None
+    """The instant Prometheus evaluated every query of the poll at (the window's end);
+    None for figures read from the slot's own scrapes."""
 
     def __getattr__(self, key: str) -> float | None:
         # only reached for names that are not fields: the catalog's figures

@@ -172,6 +172,7 @@ class SlotSnapshot:
             "figures": self.figures.contract_dict() if self.figures else None,
             "rates": None if self.figures is None else {
                 "window_s": self.figures.window_s,
+                "evaluated_at": self.figures.at,
                 "prompt_tps": self.figures.prompt_tps,
                 "generation_tps": self.figures.generation_tps,
                 "preemptions_per_s": self.figures.preemption_rate,
