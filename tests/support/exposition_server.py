@@ -20,7 +20,7 @@ class ExpositionServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-        
+            def do_GET(self) -> None:
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)
                     return
