@@ -22,6 +22,7 @@ from console.model.catalog import (
     Quantile,
     Ratio,
     Source,
+    sampled,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
@@ -357,6 +358,7 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
                             for p in positions)
         finished = w.counter(*eng.finished) if eng.finished else {}
+        values, per_pos = sampled(values, per_pos)
         out[model] = ModelFigures(
             model_name=model, window_s=window, values=values,
             requests_by_reason={k: v for k, v in finished.items() if finite(v) is not None},

@@ -27,6 +27,7 @@ from console.model.catalog import (
     Quantile,
     Ratio,
     Source,
+    sampled,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
@@ -338,6 +339,7 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
                 cache = CacheConfig.from_labels(labels)
                 break
         reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
+        values, per_pos = sampled(values, per_pos)
         figures[key] = ModelFigures(
             model_name=key[model_at], window_s=window_s, values=values,
             requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache,
