@@ -254,6 +254,9 @@ CATALOG: tuple[Figure, ...] = (
 BY_KEY = {f.key: f for f in CATALOG}
 MODEL_FIGURES = tuple(f for f in CATALOG if not f.per_slot)
 """Figures of a model (from its exposition or PromQL); the rest are per slot."""
+STALLED_NOW: Mapping[str, float] = {"generation_tps": 0.0, "prompt_tps": 0.0}
+"""What a stalled slot's rates read now: nothing decodes (the window's rate would decay
+for minutes, 360 tok/s to 66, while not one token comes)."""
 PER_POSITION_FROM = "acceptance_rate"
 """Per-position acceptance (not one figure) follows that figure's least sample."""
 

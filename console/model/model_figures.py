@@ -11,13 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from console.model.catalog import BY_KEY, MODEL_FIGURES
+from console.model.engines import DEFAULT, ENGINES
 
 
 @dataclass(frozen=True)
 class SpecFigures:
-    drafts: float
-    draft_tokens: float
-    accepted_tokens: float
+    drafts: float | None
+    draft_tokens: float | None
+    """None where the engine exports no such count (SGLang), never 0."""
+    accepted_tokens: float | None
     acceptance_rate: float | None
     """Δaccepted / Δdraft_tokens."""
     mean_acceptance_length: float | None
@@ -97,9 +99,15 @@ class ModelFigures:
         if not self.spec:
             return None
         v = self.values
+        eng = ENGINES.get(self.engine, DEFAULT)
+
+        def count(key: str) -> float | None:
+            # a count the engine does not export is unknown (null), not none counted
+            return None if key not in eng.sources else v.get(key) or 0.0
+
         return SpecFigures(
-            drafts=v.get("spec_drafts") or 0.0, draft_tokens=v.get("spec_draft_tokens") or 0.0,
-            accepted_tokens=v.get("spec_accepted") or 0.0,
+            drafts=count("spec_drafts"), draft_tokens=count("spec_draft_tokens"),
+            accepted_tokens=count("spec_accepted"),
             acceptance_rate=v.get("acceptance_rate"),
             mean_acceptance_length=v.get("mean_acceptance_length"),
             per_position=self.per_position, drafts_per_s=v.get("spec_drafts_per_s"))

@@ -177,7 +177,11 @@ class SlotSnapshot:
                 "generation_tps": self.figures.generation_tps,
                 "preemptions_per_s": self.figures.preemption_rate,
                 "requests_per_s": self.figures.request_rate,
-                "requests_by_reason": self.figures.requests_by_reason,
+                # per second, as every entry here (the counts are the window's figures)
+                "requests_by_reason": {
+                    k: v / self.figures.window_s for k, v in
+                    self.figures.requests_by_reason.items()} if self.figures.window_s
+                else None,
             },
         }
 

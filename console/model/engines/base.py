@@ -91,6 +91,9 @@ class Engine:
     """The info gauge whose labels carry the applied cache config."""
     extra_families: tuple[str, ...] = field(default=())
     """Further families a slot's poll parses (start-up phases)."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """Catalog key → how this engine's source counts it, where a reader would assume
+    otherwise (the screens show it beside the figure's label)."""
 
     def families(self) -> frozenset[str]:
         """Every sample name the direct scrape path reads for this engine: its sources,

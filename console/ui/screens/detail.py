@@ -75,7 +75,8 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
         cells.append(("engine", eng.title))
     # while it starts, this start's phases and times; and the last start's beside them
     cells += startup.detail_rows(agent)
-    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()
+    cells += [(fig.label + (f" ({eng.notes[fig.key]})" if fig.key in eng.notes else ""),
+               fig.show(s.figure(fig.key))) for fig in detail_figures()
               if fig.source_for(eng) is not None]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
