@@ -318,6 +318,8 @@ def describe(fig: Figure) -> str:
     if isinstance(src, Gauge):
         where = f"{{{src.where[0]}={src.where[1]}}}" if src.where else ""
         text = f"{src.names[0]}{where} now"
+        if src.across == "max":  # a fraction of each rank's own pool: never summed
+            text += ", the fullest engine's"
     elif isinstance(src, Increase):
         text = f"{'rate' if src.per_second else 'increase'} of {src.names[0]} over the window"
     elif isinstance(src, Quantile):

@@ -133,3 +133,13 @@ def test_the_gateways_window_is_the_slots_at_any_poll_rate() -> None:
         snap = col.read(parse(text, FAMILIES), t0 + 2.0 * k)
     assert snap is not None and snap.window_s is not None
     assert 300.0 - 300.0 / 62 <= snap.window_s <= 300.0
+
+
+def test_kv_usage_is_declared_the_fullest_engines_for_every_engine() -> None:
+    from console.model.catalog import BY_KEY, describe
+    from console.model.engines import ENGINES, Gauge
+
+    for eng in ENGINES.values():
+        src = eng.sources["kv_cache_usage"]
+        assert isinstance(src, Gauge) and src.across == "max", eng.name
+    assert "the fullest engine's" in describe(BY_KEY["kv_cache_usage"])
