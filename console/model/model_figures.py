@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from console.model.catalog import BY_KEY, MODEL_FIGURES
 from console.model.engines import DEFAULT, ENGINES
+from console.model.numbers import share_under
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,17 @@ class ModelFigures:
     at: float | None = None
     """The instant Prometheus evaluated every query of the poll at (the window's end);
     None for figures read from the slot's own scrapes."""
+    latency_buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(
+        default_factory=dict)
+    """Latency kind (``ttft``, ``tpot``) → the window's cumulative bucket counts of the
+    engine's per-request histogram (``Engine.slo``): what SLO attainment is counted from."""
+
+    def attainment(self, kind: str, target_s: float
+                   ) -> tuple[float | None, float | None, float]:
+        """The share of the window's requests whose ``kind`` latency was at or under
+        ``target_s``: (share, the bucket edge the target was snapped down to, requests).
+        The share is None with no requests ("no requests") or no edge under the target."""
+        return share_under(self.latency_buckets.get(kind), target_s)
 
     def __getattr__(self, key: str) -> float | None:
         # only reached for names that are not fields: the catalog's figures

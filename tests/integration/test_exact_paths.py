@@ -129,6 +129,18 @@ async def test_two_engines_read_alike_on_both_paths(served) -> None:
     for fig in MODEL_FIGURES:
         assert close(direct.value(fig.key), via.value(fig.key)), (
             fig.key, direct.value(fig.key), via.value(fig.key))
+    # SLO attainment counted from the same bucket increases on both paths, and as a
+    # plain PromQL ratio of the two buckets over the same window
+    w = round((t2 - t1) * 1000)
+    for kind, hist, target in (("ttft", "vllm:time_to_first_token_seconds", 0.015),
+                               ("tpot", "vllm:request_time_per_output_token_seconds", 0.12)):
+        share, edge, n = direct.attainment(kind, target)
+        assert (share, edge, n) == via.attainment(kind, target) and n == 18
+        assert edge == {"ttft": 0.01, "tpot": 0.1}[kind]
+        [plain] = prom.query(
+            f'sum(increase({hist}_bucket{{le="{edge}"}}[{w}ms])) / '
+            f'sum(increase({hist}_bucket{{le="+Inf"}}[{w}ms]))', at=t2)
+        assert share is not None and close(share, float(plain["value"][1]))
 
 
 async def test_a_restart_in_the_window_is_read_as_prometheus_reads_it(served) -> None:

@@ -143,3 +143,31 @@ def test_kv_usage_is_declared_the_fullest_engines_for_every_engine() -> None:
         src = eng.sources["kv_cache_usage"]
         assert isinstance(src, Gauge) and src.across == "max", eng.name
     assert "the fullest engine's" in describe(BY_KEY["kv_cache_usage"])
+
+
+def test_slo_attainment_counts_the_windows_requests_under_the_target() -> None:
+    """From the window's bucket increases of the per-request histograms, the target
+    snapped down to a bucket edge (a request counted was under it): an independent
+    count from the capture's raw bucket lines, "no requests" in an idle window."""
+    idle_text = (PLAIN / "metrics-idle.txt").read_text()
+    load_text = (PLAIN / "metrics-after-load.txt").read_text()
+    f = compute(parse(load_text), parse(idle_text), 40.0)["tiny-main"]
+
+    def raw(text: str, le: str) -> float:
+        m = re.search(r'^vllm:time_to_first_token_seconds_bucket\{engine="0",le="'
+                      + re.escape(le) + r'",model_name="tiny-main"\} (\S+)$', text, re.M)
+        assert m is not None
+        return float(m[1])
+
+    n = raw(load_text, "+Inf") - raw(idle_text, "+Inf")
+    under = raw(load_text, "0.01") - raw(idle_text, "0.01")
+    assert f.attainment("ttft", 0.015) == (under / n, 0.01, n) and 0 < under < n
+    assert f.attainment("ttft", 0.01) == (under / n, 0.01, n)  # an edge is its own
+    assert f.attainment("ttft", 0.0005) == (None, None, n)  # under every edge
+    assert f.attainment("tpot", 0.12) == (1.0, 0.1, n)
+    quiet = compute(parse(load_text), parse(load_text), 40.0)["tiny-main"]
+    assert quiet.attainment("ttft", 0.015) == (None, 0.01, 0.0)  # no requests
+    sgl = compute(parse((SGL / "single-after.txt").read_text()),
+                  parse((SGL / "single-before.txt").read_text()), 60.0)["sgl-tiny"]
+    assert sgl.attainment("ttft", 1.0)[0] is not None
+    assert sgl.attainment("tpot", 1.0) == (None, None, 0.0)  # SGLang has no TPOT histogram

@@ -91,6 +91,9 @@ class Engine:
     """The info gauge whose labels carry the applied cache config."""
     extra_families: tuple[str, ...] = field(default=())
     """Further families a slot's poll parses (start-up phases)."""
+    slo: Mapping[str, str] = field(default_factory=dict)
+    """Latency kind (``ttft``, ``tpot``) → the per-request histogram SLO attainment is
+    counted from (``ModelFigures.attainment``); a kind absent here is not exported."""
     notes: Mapping[str, str] = field(default_factory=dict)
     """Catalog key → how this engine's source counts it, where a reader would assume
     otherwise (the screens show it beside the figure's label)."""
@@ -105,6 +108,7 @@ class Engine:
                 names.add(extra[0])
         if self.cache_config:
             names.add(self.cache_config)
+        names.update(h + "_bucket" for h in self.slo.values())
         for src in self.sources.values():
             if isinstance(src, OverTime):
                 src = src.of

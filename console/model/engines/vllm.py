@@ -22,6 +22,8 @@ VLLM = Engine(
     finished=("vllm:request_success_total", "finished_reason"),
     per_position=(SPEC_PER_POS, "position"),
     cache_config="vllm:cache_config_info",
+    slo={"ttft": "vllm:time_to_first_token_seconds",
+         "tpot": "vllm:request_time_per_output_token_seconds"},
     sources={
         "kv_cache_usage": KV,
         "running": Gauge(("vllm:num_requests_running",)),

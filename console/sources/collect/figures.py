@@ -359,9 +359,14 @@ def compute(later: Exposition, earlier: Exposition | None = None,
                             for p in positions)
         finished = w.counter(*eng.finished) if eng.finished else {}
         values, per_pos = sampled(values, per_pos)
+        slo = {}
+        for kind, hist in eng.slo.items():
+            got = w.buckets(hist) if hist + "_bucket" in later else None
+            if got is not None:
+                slo[kind] = tuple((b, c) for b, c in got)
         out[model] = ModelFigures(
             model_name=model, window_s=window, values=values,
             requests_by_reason={k: v for k, v in finished.items() if finite(v) is not None},
             per_position=per_pos, spec=spec, cache=_cache_config(later, model, eng),
-            engine=eng.name)
+            engine=eng.name, latency_buckets=slo)
     return out

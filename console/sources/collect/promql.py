@@ -31,7 +31,7 @@ from console.model.catalog import (
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
-from console.model.numbers import safe_ratio
+from console.model.numbers import cumulative_buckets, safe_ratio
 from console.sources.collect.exposition import finite
 from console.sources.collect.http import HttpClient, HttpError
 
@@ -66,6 +66,8 @@ def _match_selector(sel: str, match: tuple[str, str] | None) -> str:
     return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
 
 
+SLO_KINDS = ("ttft", "tpot")
+"""The latencies SLO attainment is counted for (``Engine.slo``)."""
 MODEL_BY = ("model_name",)
 FLEET_BY = ("pod", "slot", "model_name")
 GATEWAY_BY = ("model_id",)
@@ -159,6 +161,12 @@ def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_B
     out["spec_per_pos"] = (f"sum by ({g}, position) "
                            f"(increase({SPEC_PER_POS}{sel}[{w}]))")
     out["cache_config"] = f"vllm:cache_config_info{sel}"
+    # the per-request latency histograms' bucket increases: SLO attainment's counts
+    for kind in SLO_KINDS:
+        per_engine = [f"sum by ({g}, le) (increase({eng.slo[kind]}_bucket{sel}[{w}]))"
+                      for eng in ENGINES.values() if kind in eng.slo]
+        if per_engine:
+            out[f"slo:{kind}"] = _either(per_engine)
     for eng in ENGINES.values():
         if eng is not DEFAULT:  # which models are this engine's (the rest are vLLM's)
             gauge = next(n for n in eng.families() if n.endswith("running_reqs"))
@@ -277,6 +285,14 @@ def _value(item: dict[str, Any]) -> float | None:
         return None
 
 
+def _is_bound(le: str) -> bool:
+    try:
+        float(le)
+    except ValueError:
+        return False
+    return True
+
+
 def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | None = None
              ) -> dict[tuple[str, ...], dict[str, float | None]]:
     out: dict[tuple[str, ...], dict[str, float | None]] = {}
@@ -321,6 +337,8 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
     engine_of = {key: name.split(":", 1)[1] for name in r if name.startswith("engine:")
                  for key in _grouped(r[name], by)}
     per_pos_all = _grouped(r["spec_per_pos"], by, "position")
+    slo_all = {kind: _grouped(r[f"slo:{kind}"], by, "le") for kind in SLO_KINDS
+               if f"slo:{kind}" in r}
     requests = _grouped(r["requests"], by, "finished_reason")
     model_at = by.index("model_name")
 
@@ -340,10 +358,16 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
                 break
         reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
         values, per_pos = sampled(values, per_pos)
+        slo = {}
+        for kind, grouped in slo_all.items():
+            got = cumulative_buckets([(float(le), v) for le, v in grouped.get(key, {}).items()
+                                      if v is not None and _is_bound(le)])
+            if got is not None:
+                slo[kind] = tuple((b, c) for b, c in got)
         figures[key] = ModelFigures(
             model_name=key[model_at], window_s=window_s, values=values,
             requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache,
-            engine=engine_of.get(key, DEFAULT.name), at=at)
+            engine=engine_of.get(key, DEFAULT.name), at=at, latency_buckets=slo)
     kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
     return figures, kv_p99
 
