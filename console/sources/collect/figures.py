@@ -330,14 +330,15 @@ def engine_of(exp: Exposition) -> Engine:
 
 def compute(later: Exposition, earlier: Exposition | None = None,
             window_s: float | None = None, only: str | None = None,
-            engine: Engine | None = None) -> dict[str, ModelFigures]:
+            engine: Engine | None = None, least: bool = True) -> dict[str, ModelFigures]:
     """Figures per ``model_name`` from one scrape (lifetime) or two (window).
 
     ``only`` computes one model's figures (a slot polls its own ``model_name``; the
     other models in the exposition cost nothing beyond being parsed). A NaN or ±Inf
     sample never reaches a figure: it is undefined (None), like a missing one. A figure
     the engine does not export is None too (``engine``: told by the slot's profile, or
-    by the scrape's families)."""
+    by the scrape's families). ``least``: a ratio below its least sample is undefined
+    (``catalog.sampled``); a bench reading its own requests' window turns it off."""
     eng = engine or engine_of(later)
     view = _View(later, eng)
     out: dict[str, ModelFigures] = {}
@@ -358,7 +359,8 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
                             for p in positions)
         finished = w.counter(*eng.finished) if eng.finished else {}
-        values, per_pos = sampled(values, per_pos)
+        if least:
+            values, per_pos = sampled(values, per_pos)
         slo = {}
         for kind, hist in eng.slo.items():
             got = w.buckets(hist) if hist + "_bucket" in later else None
