@@ -100,8 +100,9 @@ class Engine:
 
     def families(self) -> frozenset[str]:
         """Every sample name the direct scrape path reads for this engine: its sources,
-        their ``_created`` timestamps (restarts are told by them), the finished requests,
-        per-position acceptance and the cache config. A slot's poll parses only these."""
+        their ``_created`` timestamps (a restart shows in them; the figures read a reset
+        from a drop, as Prometheus does), the finished requests, per-position acceptance,
+        the SLO histograms and the cache config. A slot's poll parses only these."""
         names: set[str] = set(self.extra_families)
         for extra in (self.finished, self.per_position):
             if extra is not None:
