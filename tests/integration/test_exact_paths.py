@@ -19,6 +19,7 @@ import pytest
 
 from console.model.catalog import MODEL_FIGURES
 from console.model.numbers import extrapolated_increase
+from console.sources.collect import promql
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 from console.sources.collect.http import HttpClient
@@ -233,6 +234,8 @@ async def test_one_poll_is_one_instant_though_samples_land_between_its_queries(
         await client.aclose()
     f = figs["m"]
     assert f.at is not None  # the poll's one instant, kept with its figures
+    # settled back by the scrape timeout Prometheus itself reports (0.5 s: its interval)
+    assert promql._settle[prom.url] == 0.5
 
     def increase(series: str) -> float:
         [item] = prom.query(f"{series}[{int(window)}s]", at=f.at)
