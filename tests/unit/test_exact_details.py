@@ -171,3 +171,14 @@ def test_slo_attainment_counts_the_windows_requests_under_the_target() -> None:
                   parse((SGL / "single-before.txt").read_text()), 60.0)["sgl-tiny"]
     assert sgl.attainment("ttft", 1.0)[0] is not None
     assert sgl.attainment("tpot", 1.0) == (None, None, 0.0)  # SGLang has no TPOT histogram
+
+
+def test_the_polls_settle_is_read_from_the_global_scrape_timeout() -> None:
+    from console.sources.collect.promql import prom_duration, scrape_settle_s
+
+    assert prom_duration("1m30s") == 90.0 and prom_duration("500ms") == 0.5
+    assert prom_duration("15s") == 15.0 and prom_duration("soon") is None
+    cfg = ("global:\n  scrape_interval: 15s\n  scrape_timeout: 10s\n"
+           "scrape_configs:\n- job_name: vllm\n  scrape_timeout: 3s\n")
+    assert scrape_settle_s(cfg) == 10.0  # the global block's, not a job's
+    assert scrape_settle_s("scrape_configs: []\n") is None
