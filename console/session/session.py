@@ -49,9 +49,11 @@ from console.model.history import History
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
+    PROBE_WAITS_FOR_TRAFFIC,
     PlannedStop,
     planned_stop,
     probe_hold,
+    probe_hold_unplanned,
 )
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
@@ -374,19 +376,29 @@ class Session:
 
     def _probe_hold(self) -> str | None:
         """Why the completion probe waits (``pod_stop.probe_hold``), read by the poller
-        when one is due; a deployment without a pod source has no stop to keep from.
-        The log says it the first time the probes wait for an idle pod — once: a pod
-        with sparse traffic goes idle and busy between the agent's looks all day."""
+        when one is due. Where no stop plan is served (no pod source, an agent out of
+        reach, no exporter) the slots' own request counters say whether anyone but this
+        session uses the pod. The log says it the first time the probes wait for an idle
+        pod — once: a pod with sparse traffic goes idle and busy between the agent's
+        looks all day."""
         ctx = self.ctx
         if ctx is None:
             held: str | None = PROBE_WAITS_FOR_POD
         else:
-            held = probe_hold(self.pod) if ctx.pod_collector is not None else None
-        if held == PROBE_WAITS_FOR_IDLE and not self._probe_pause_said:
+            in_use = self._slots_in_use()
+            held = (probe_hold(self.pod, in_use) if ctx.pod_collector is not None
+                    else probe_hold_unplanned(in_use))
+        if held in (PROBE_WAITS_FOR_IDLE, PROBE_WAITS_FOR_TRAFFIC) \
+                and not self._probe_pause_said:
             self._probe_pause_said = True
             self._note("completion probes wait while the pod is idle: a probe is a request, "
                        "and would keep the pod running", "dim")
         return held
+
+    def _slots_in_use(self) -> bool | None:
+        """Whether others' requests run on the slots (``DeploymentPoller.in_use``), this
+        session's own probes over the figures' window and two refreshes discounted."""
+        return self.poller.in_use(2 * self.refresh_s)
 
     # -- the tick and the poll -------------------------------------------------------
     @property
