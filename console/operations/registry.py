@@ -32,6 +32,9 @@ class Outcome:
 
 
 Handler = Callable[[dict[str, Any], Progress], Awaitable[Outcome]]
+Watcher = Callable[[str, dict[str, Any], "Outcome | None"], None]
+"""Told of each operation whose handler runs: (id, args, None) as it starts, (id, args,
+its outcome) as it ends."""
 Refresh = Callable[[], None]
 """Poll every source now (through the one poll guard of whoever shows the console)."""
 Acknowledge = Callable[[], list[str]]
@@ -62,6 +65,10 @@ class OperationSpec:
     compact_log: bool = False
     """The action log keeps one progress line for it, updated in place (a benchmark's
     thirty steps); its dialog keeps every step."""
+    takes_down: str = ""
+    """What its own work takes down on purpose, whose alerts wait until it is back up
+    (``model/inhibit.py``): "slot" (``args["slot"]``), "split" (the slots of
+    ``args["set"]``), "pod" (every slot and the agent); "" nothing."""
 
     @property
     def recorded(self) -> bool:
@@ -92,6 +99,8 @@ class OperationRegistry:
         self.history: list[tuple[float, str, Outcome]] = []
         self.in_flight: str | None = None
         """The dangerous operation running now (one at a time), or None."""
+        self.watchers: list[Watcher] = []
+        """Who is told as handlers start and end (a session holds its alerts)."""
 
     def attach_console(self, *, refresh: Refresh, acknowledge: Acknowledge) -> None:
         """The console that now shows this registry polls and holds the alerts: refresh and
@@ -168,10 +177,12 @@ class OperationRegistry:
         self.executed.append(operation_id)
         if spec.dangerous:
             self.in_flight = operation_id
+        self._tell(operation_id, args, None)
         try:
             out = await self.handlers[operation_id](args, progress or (lambda *a: None))
         except asyncio.CancelledError:
             out = Outcome(False, f"{spec.title} cancelled", state="cancelled")
+            self._tell(operation_id, args, out)
             await self._end(spec, operation_id, args, out)
             raise
         except Exception as exc:  # an operation must always end with a record
@@ -179,7 +190,12 @@ class OperationRegistry:
         finally:
             if spec.dangerous:
                 self.in_flight = None
+        self._tell(operation_id, args, out)
         return await self._end(spec, operation_id, args, out)
+
+    def _tell(self, operation_id: str, args: dict[str, Any], out: Outcome | None) -> None:
+        for watch in self.watchers:
+            watch(operation_id, args, out)
 
     async def _end(self, spec: OperationSpec, operation_id: str, args: dict[str, Any],
                    out: Outcome) -> Outcome:

@@ -46,6 +46,7 @@ from console.model.gateway import GatewaySnapshot
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
+from console.model.inhibit import InhibitBook, Intent
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
@@ -257,6 +258,10 @@ class Session:
         once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.inhibits = InhibitBook()
+        """Operations that take slots down on purpose (``R``, ``b``, a resume, a fallback)
+        hold those slots' alerts until they are up again (``model/inhibit.py``)."""
+        self._intent_of: dict[str, Intent] = {}
         self.stalls = StallWatch()
         """Slots with requests running and no token for ``alerts.stall_after_s``: only
         polls a while apart tell it, so the session (which sees every poll) owns it."""
@@ -295,6 +300,8 @@ class Session:
         self._recorder_off = False
         self._turn: SharedTurn | None = None
         """Web wall tabs: whether this one is the tab that records (``SharedTurn``)."""
+        if self.ctx is not None:
+            self._watch_operations(self.ctx)
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -399,6 +406,27 @@ class Session:
         """Whether others' requests run on the slots (``DeploymentPoller.in_use``), this
         session's own probes over the figures' window and two refreshes discounted."""
         return self.poller.in_use(2 * self.refresh_s)
+
+    def _watch_operations(self, ctx: ConsoleContext) -> None:
+        if self._operation not in ctx.registry.watchers:
+            ctx.registry.watchers.append(self._operation)
+
+    def _operation(self, op_id: str, args: dict[str, Any], out: Any) -> None:
+        """An operation starts or ends (the registry's watcher): one that takes slots
+        down on purpose holds their alerts from its start until they are up again."""
+        ctx = self.ctx
+        spec = ctx.registry.specs.get(op_id) if ctx is not None else None
+        if ctx is None or spec is None or not spec.takes_down:
+            return
+        if out is None:
+            every = [t.slot for t in self.view.targets] or list(ctx.profile.slots)
+            slots = {"slot": [str(args.get("slot") or "")],
+                     "split": [str(k) for k in (args.get("set") or {})]}.get(
+                         spec.takes_down, every)
+            self._intent_of[op_id] = self.inhibits.begin(
+                spec.title, [x for x in slots if x], spec.takes_down == "pod", self.now())
+        elif (intent := self._intent_of.pop(op_id, None)) is not None:
+            self.inhibits.end(intent, bool(out.ok), self.now())
 
     # -- the tick and the poll -------------------------------------------------------
     @property
@@ -514,6 +542,9 @@ class Session:
                            ctx.settings, now,
                            [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
                            self.faults, self._agent_seen)
+            # what an operation takes down on purpose is not an outage (``inhibit``)
+            judged = replace(judged, conditions=tuple(self.inhibits.apply(
+                judged.conditions, snapshot, self.gateway, now)))
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
             self._raw_pod = raw
@@ -784,6 +815,7 @@ class Session:
         """A staged start's full context takes over. True when it polls with a poller of
         its own (the validated settings differ): the staged one is closed."""
         staged, self.ctx, self.staged = self.staged, ctx, None
+        self._watch_operations(ctx)
         if staged is None or ctx.poller is staged.poller:
             return False
         await staged.poller.aclose()

@@ -9,7 +9,7 @@ SPEC = OperationSpec(
     "fallback", "f", "Fallback provisioning", "create a pod on the next GPU kind in "
     "stock, in profile order, and bring every slot up", True,
     "Create a NEW pod, trying every profile in order? A failed attempt terminates "
-    "its pod.", label="fallback")
+    "its pod.", label="fallback", takes_down="pod")
 
 
 async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:
