@@ -20,9 +20,16 @@ from console.operations.registry import OperationSpec, Outcome, Progress
 
 SPEC = OperationSpec(
     "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
-    "Watchdog: {cmd} on pod {pod}?", label="watchdog")
+    "Watchdog: {cmd} on pod {pod}?", label="watchdog", beside=True)
 
 COMMANDS = ("arm", "disarm", "stop-now", "extend")
+STARTING_WAIT_S = 15.0
+"""How long a command waits for a supervisor that is not running yet (a pod just resumed:
+its agent's socket comes a few seconds after the pod answers), asking again every
+``STARTING_STEP_S``."""
+STARTING_STEP_S = 1.0
+STILL_STARTING = ("the agent is still starting on the new run (its supervisor does not "
+                  "answer yet); try again in a few seconds: w")
 
 preflight = agent_preflight
 
@@ -80,11 +87,24 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
         extra = ["--clear"] if args.get("clear") else [
             str(args.get("until") or ""), f"--by={args.get('by') or getpass.getuser()}",
             f"--reason={args.get('reason') or ''}"]
-    try:
-        res = await agent.watchdog(cmd, aid, on_event=relay_events(progress), extra=extra)
-    except AgentError as exc:
-        return Outcome(False, str(exc), state="failed")
-    final = res.final or {}
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while True:
+        try:
+            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress),
+                                       extra=extra)
+        except AgentError as exc:
+            return Outcome(False, str(exc), state="failed")
+        final = res.final or {}
+        if res.ok or final.get("supervisor") != "not running":
+            break
+        # nothing was done (no supervisor to do it): asking again is safe
+        if time.monotonic() + STARTING_STEP_S > deadline:
+            return Outcome(False, STILL_STARTING, dict(final), state="failed")
+        progress("agent", None, "the agent is still starting on the new run; asking again")
+        await asyncio.sleep(STARTING_STEP_S)
     if not res.ok:
         return Outcome(False, str(final.get("message", "failed")), state="failed")
     if cmd == "stop-now":
