@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from console.config import defaults
-from console.model import fmt
+from console.model import fmt, startup
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
 from console.model.gateway import GatewaySnapshot
@@ -85,6 +85,9 @@ REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
 """What + and - step through (the settings' refresh_s is where it starts)."""
 POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+STARTING_POD_POLL_S = 4.0
+"""While a slot starts the agent's phases change within seconds: the pod is read this
+often then (the phase cell ran ~10 s behind the agent)."""
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
@@ -464,7 +467,10 @@ class Session:
 
     def _pod_due(self, now: float) -> bool:
         last = self._pod_polled_at
-        return self._pod_wanted or last is None or not 0.0 <= now - last < POD_POLL_S
+        raw = self._raw_pod
+        every = STARTING_POD_POLL_S if raw is not None and any(
+            startup.starting(st) for st in raw.agent_slots.values()) else POD_POLL_S
+        return self._pod_wanted or last is None or not 0.0 <= now - last < every
 
     async def poll(self) -> bool:
         """One poll of every source due; False when one was already running (nothing
@@ -523,6 +529,7 @@ class Session:
         pod_now = gpu_line.merged(raw, shown) if raw is not None else None
         gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
         if read_pod and raw is not None:
+            self._say_phases(self._raw_pod, raw)
             await self._observe_spend(raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
@@ -557,6 +564,15 @@ class Session:
             self.first_data_at = now
         self._tell(raised, cleared)
         self._record(pod_now if gpus_read else None)
+
+    def _say_phases(self, before: PodSnapshot | None, after: PodSnapshot) -> None:
+        """Each start-up phase the agent lists, in the action log as it ends: one shorter
+        than a reading's interval never shows in the cell, and is still said."""
+        was = before.agent_slots if before is not None and before.pod_id == after.pod_id \
+            else None
+        for slot, st in after.agent_slots.items():
+            for line in startup.phase_lines(slot, was.get(slot) if was else None, st):
+                self._note(line, "dim")
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -775,6 +791,9 @@ class Session:
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
                             stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls),
+                            phases=startup.phase_cells(
+                                r.pod.agent_slots if r.pod is not None else None,
+                                now - r.pod_read_at if r.pod_read_at is not None else 0.0),
                             gateway=self.gateway, idle_source=(
                                 ctx.settings.gateway.idle_source if ctx is not None
                                 else "slots"),
