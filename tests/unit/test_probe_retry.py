@@ -136,6 +136,10 @@ async def test_the_poller_knows_its_own_probes_from_others_requests() -> None:
         slot.others += 1  # somebody's request
         await poll(poller, clock, 2)
         assert poller.in_use(4.0) is True
+        # nobody since: not in use at the next poll already (the figures' window would
+        # still count that request for its whole length, probing all the while)
+        await poll(poller, clock, 2)
+        assert poller.in_use(4.0) is False
     finally:
         await poller.aclose()
         server.close()

@@ -150,6 +150,14 @@ class DeploymentPoller:
         self._sent: dict[str, deque[float]] = {}
         """When this poller's own probes went to each slot (the slots' request counters
         count them: ``own_probes``)."""
+        self._served: dict[str, tuple[float, float]] = {}
+        """Slot → (when, its finished-requests counter then), from its last own scrape."""
+        self._unseen: dict[str, deque[float]] = {}
+        """Slot → when each of this poller's probes went that its counter has not shown
+        yet: each accounts for one finished request, once."""
+        self._busy: dict[str, bool] = {}
+        """Slot → whether its last own scrape showed requests not this poller's: some
+        running or waiting, or finished since the scrape before (``in_use``)."""
         self._probe_task: asyncio.Task[None] | None = None
         self._generation = 0
         """Bumped by each retarget: a poll that began before it is not this pod's."""
@@ -176,6 +184,7 @@ class DeploymentPoller:
         self._good = {}
         self._probes = {}
         self._up, self._up_since, self._sent = {}, {}, {}
+        self._served, self._busy, self._unseen = {}, {}, {}
         self.last = None
         if self._probe_task is not None and not self._probe_task.done():
             self._probe_task.cancel()  # its answers would be about the old slots
@@ -266,8 +275,8 @@ class DeploymentPoller:
         due = [t for t in targets if self._probe_due(t.slot, now)]
         if due:
             for t in due:
-                sent = self._sent.setdefault(t.slot, deque(maxlen=64))
-                sent.append(now)
+                self._sent.setdefault(t.slot, deque(maxlen=64)).append(now)
+                self._unseen.setdefault(t.slot, deque(maxlen=64)).append(now)
             self._probe_task = asyncio.get_running_loop().create_task(self._probe(now, due))
 
     async def _probe(self, now: float, due: list[SlotTarget]) -> None:
@@ -301,13 +310,53 @@ class DeploymentPoller:
         return {slot: sum(1 for t in sent if t >= since) for slot, sent in self._sent.items()}
 
     def in_use(self, slack_s: float) -> bool | None:
-        """``pod_stop.slots_in_use`` over the last poll, less this poller's own probes
-        over the figures' window widened by ``slack_s`` (counted generously)."""
+        """Whether others' requests run on the slots now — what the pod's idle count
+        resets on — with this poller's own probes discounted. From the slots' own
+        counters between their last two scrapes where the poll scraped them (the
+        figures' window would lag by its length: a minute of "in use" after the last
+        request, probing all the while, would keep the pod up), else
+        ``pod_stop.slots_in_use`` over the figures' window widened by ``slack_s``."""
+        if self._busy:
+            return any(self._busy.values())
         snap = self.last
         if snap is None:
             return None
         return slots_in_use(snap.slots, self.own_probes(
             snap.fetched_at - self.window_s - slack_s))
+
+    def _saw_requests(self, slot: str, t: float, exp: Exposition, model: str,
+                      eng: Any) -> bool | None:
+        """Whether a scrape shows anyone's requests but this poller's probes (None: its
+        engine counts no finished requests)."""
+        if eng.finished is None:
+            return None
+        rows = exp.by_label(eng.finished[0], "model_name").get(model, ())
+        total = sum(v for _, v in rows if v == v)
+        running = 0.0
+        for key in ("running", "waiting"):
+            src = eng.sources.get(key)
+            for name in getattr(src, "names", ()):
+                vals = exp.by_label(name, "model_name").get(model, ())
+                if vals:
+                    running += sum(v for _, v in vals if v == v)
+                    break
+        prev = self._served.get(slot)
+        self._served[slot] = (t, total)
+        # a probe shows in the counter once it ends, within its timeout; one that never
+        # does (it failed) stops being expected after twice that
+        slack = self.timeout_s + 1.0
+        unseen = self._unseen.setdefault(slot, deque(maxlen=64))
+        while unseen and unseen[0] < t - 2 * slack:
+            unseen.popleft()
+        foreign = 0.0
+        if prev is not None and total >= prev[1]:
+            moved = total - prev[1]
+            while unseen and moved >= 1.0:  # ours, each counted once
+                unseen.popleft()
+                moved -= 1.0
+            foreign = moved
+        busy = foreign > 0.5 or running > len(unseen) + 0.5
+        return busy
 
     def _saw_health(self, probes: list[Any], now: float) -> None:
         """Note each slot's health; a slot seen coming up starts its warm-up."""
@@ -365,6 +414,7 @@ class DeploymentPoller:
                 for t in targets))
         slots = []
         reads: dict[str, SlotRead] = {}
+        busy_now: dict[str, bool] = {}
         for probe in probes:
             tgt = probe.target
             model = tgt.served_model_name
@@ -382,6 +432,12 @@ class DeploymentPoller:
                                         win.kv_p99(), "direct")
                 reads[tgt.slot] = SlotRead(probe.t, probe.exposition,
                                            None if earlier is None else earlier[0], win.kv_from)
+                if generation == self._generation:
+                    # on this poller's clock, the one its probes' times are on
+                    busy = self._saw_requests(tgt.slot, now, probe.exposition, model,
+                                              win.engine)
+                    if busy is not None:
+                        busy_now[tgt.slot] = busy
             error = probe.error
             if figs is None and error is None and probe.health == "up":
                 error = f"no metrics for model_name={model}"
@@ -404,6 +460,8 @@ class DeploymentPoller:
                     snap = replace(snap, figures=good.figures, kv_p99=good.kv_p99,
                                    source=good.source, stale_since=good.fetched_at)
             slots.append(snap)
+        if generation == self._generation:
+            self._busy = busy_now  # this poll's: none when Prometheus gave the figures
         return self._read(DeploymentSnapshot(
             profile=self.profile, slots=tuple(slots), fetched_at=now,
             prometheus_url=self.prometheus_url,
