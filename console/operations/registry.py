@@ -162,12 +162,12 @@ class OperationRegistry:
             out = Outcome(False, f"{spec.title} refused: {why}{lost}", state="refused")
             self.history.append((time.time(), operation_id, out))
             return out
-        if spec.dangerous and (operation_id in self.beside or (
-                self.in_flight is not None and not spec.beside)):
+        busy_id = operation_id if operation_id in self.beside else (
+            self.in_flight if not spec.beside else None)
+        if spec.dangerous and busy_id is not None:
             # one dangerous operation at a time: two provisioning runs, or a rebalance
             # during a fallback, would act on each other's pods
-            busy = self.specs[self.in_flight if operation_id not in self.beside
-                              else operation_id].title
+            busy = self.specs[busy_id].title
             out = Outcome(False, f"{spec.title} not started: {busy} is still running",
                           state="refused")
             self.history.append((time.time(), operation_id, out))
