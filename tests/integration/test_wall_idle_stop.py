@@ -8,8 +8,9 @@ Real parts: the demo's pod — the real agent (its watchdog on the accelerated p
 their real counters), the RunPod emulator the agent stops the pod through. A real wall
 session (read-only: no agent connection, no GPU endpoint, no gateway: no stop plan)
 polls the slots every second with a probe every 3 s allowed, through traffic and after
-it stops. The agent's own idle count must never restart once the traffic is gone, and
-the idle stop must come on time."""
+it stops — two of them, as a wall and a web wall's tab (a process each): each sees the
+other's probes in the counters. The agent's own idle count must never restart once the
+traffic is gone, and the idle stop must come on time."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
     demo = DemoDeployment(workdir=tmp_path / "demo", seed=7, startup_s=2.0, rate=2.0,
                           clock_speed=SPEED)
     await asyncio.to_thread(demo.start)
-    session = None
+    sessions: list[Session] = []
     try:
         pid = demo.pod_id
         assert pid is not None
@@ -59,19 +60,26 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
         # stop plan reaches it from nowhere
         settings = demo.settings(refresh_s=1.0).model_copy(
             update={"gpu_metrics_url": None, "gateway_url": None})
-        ctx = make_context(settings, read_only=True, runpod_base=demo.emulator.base_url,
-                           probe_interval_s=3.0)
-        assert ctx.pod_collector is not None
-        session = Session(ctx, wall=True)
+        for _ in range(2):
+            ctx = make_context(settings, read_only=True,
+                               runpod_base=demo.emulator.base_url, probe_interval_s=3.0)
+            assert ctx.pod_collector is not None
+            sessions.append(Session(ctx, wall=True))
+        session = sessions[0]
+
+        async def poll_all() -> None:
+            await asyncio.gather(*(s.poll() for s in sessions))
+
         deadline = time.monotonic() + 120
         while True:  # up and serving, its figures in
-            await session.poll()
+            await poll_all()
             snap = session.snapshot
             if snap is not None and snap.slots and all(s.figures for s in snap.slots):
                 break
             assert time.monotonic() < deadline, "the demo's slots never served"
             await asyncio.sleep(0.5)
         assert session.pod is not None and session.pod.stop_plan is None  # none served
+        assert sessions[1].pod is not None and sessions[1].pod.stop_plan is None
         faults = {title: fn for title, _, fn in demo.faults()}
         faults["traffic stops"]()
         quiet_at = time.monotonic()
@@ -84,7 +92,7 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
             assert time.monotonic() - quiet_at < IDLE_REAL_S + LATE_S, (
                 f"no idle stop {IDLE_REAL_S + LATE_S:.0f} s after the traffic stopped; "
                 f"the agent's idle seconds as read: {idle_seen}")
-            await session.poll()
+            await poll_all()
             if demo.state.pods[pid]["status"] in ("EXITED", "STOPPED"):
                 stopped_at = time.monotonic()
                 break
@@ -94,19 +102,20 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
                 if isinstance(wd.get("idle_s"), int | float):
                     idle_seen.append(float(wd["idle_s"]))
                     if idle_from is None and idle_seen[-1] > 120:
-                        idle_from = session.now()
+                        idle_from = time.monotonic()
             await asyncio.sleep(1.0)  # the wall's refresh
         # the idle count, once it started, never went back to 0 (a probe would reset it)
         started = next((i for i, v in enumerate(idle_seen) if v > 120), None)
         assert started is not None, idle_seen
         run = idle_seen[started:]
         assert all(b >= a for a, b in itertools.pairwise(run)), idle_seen
-        # and the wall sent no probe while the pod counted idle time
+        # and neither wall sent a probe while the pod counted idle time
         assert idle_from is not None
-        sent = session.poller.own_probes(idle_from)
-        assert sum(sent.values()) == 0, sent
+        for s in sessions:
+            sent = s.poller.own_probes(s.now() - (time.monotonic() - idle_from))
+            assert sum(sent.values()) == 0, sent
     finally:
-        if session is not None:
-            await session.aclose()
+        for s in sessions:
+            await s.aclose()
         await demo.stop()
 

@@ -133,7 +133,10 @@ async def test_the_poller_knows_its_own_probes_from_others_requests() -> None:
         await poll(poller, clock, 2)  # the counter moved by the probe alone
         assert slot.completions == 1
         assert poller.in_use(4.0) is False  # only ours: nobody uses the pod
-        slot.others += 1  # somebody's request
+        slot.others += 1  # one request: maybe another viewer's probe, not use
+        await poll(poller, clock, 2)
+        assert poller.in_use(4.0) is False
+        slot.others += 2  # somebody's requests
         await poll(poller, clock, 2)
         assert poller.in_use(4.0) is True
         # nobody since: not in use at the next poll already (the figures' window would

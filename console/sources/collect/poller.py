@@ -355,7 +355,11 @@ class DeploymentPoller:
                 unseen.popleft()
                 moved -= 1.0
             foreign = moved
-        busy = foreign > 0.5 or running > len(unseen) + 0.5
+        # one request finished between two scrapes, and none running, may be another
+        # viewer's probe (a second wall, a console): taken for use, it would make this
+        # one probe, and that one's probe the other's "use" in turn, pod kept up by two
+        # viewers; somebody's real requests run, or come more than one at a time
+        busy = foreign > 1.5 or running > len(unseen) + 0.5
         return busy
 
     def _saw_health(self, probes: list[Any], now: float) -> None:
