@@ -53,7 +53,8 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
         # the pod first: on an idle pod the completion probe waits (it is a request, and
         # a ``status`` run from cron would otherwise keep a pod nobody uses running)
         pod = await pods.poll()
-        poller.probe_hold = lambda: probe_hold(pod)
+        # (no stop plan served: the slots' own counters say whether anyone uses it)
+        poller.probe_hold = lambda: probe_hold(pod, poller.in_use(0.0))
         snap, _ = await asyncio.gather(
             poller.poll(), gw_col.poll(time.time()) if gw_col else asyncio.sleep(0))
         await poller.probes_done()  # the real completion that poll started

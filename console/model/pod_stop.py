@@ -13,33 +13,69 @@ answered (``agent_seen``), since an agent that stopped with its pod says nothing
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from console.model.fmt import OVERDUE_S
-from console.model.snapshot import PodSnapshot
+from console.model.snapshot import PodSnapshot, SlotSnapshot
 
-__all__ = ["OVERDUE_S", "PROBE_WAITS_FOR_IDLE", "PROBE_WAITS_FOR_POD", "STOPPED",
-           "PlannedStop", "planned_stop", "probe_hold"]
+__all__ = ["OVERDUE_S", "PROBE_WAITS_FOR_IDLE", "PROBE_WAITS_FOR_POD",
+           "PROBE_WAITS_FOR_TRAFFIC", "STOPPED", "PlannedStop", "planned_stop", "probe_hold",
+           "probe_hold_unplanned", "slots_in_use"]
 
 PROBE_WAITS_FOR_POD = "waiting for the pod's stop plan"
 PROBE_WAITS_FOR_IDLE = ("the pod is idle: a completion probe is a request, and would keep "
                         "it running")
+PROBE_WAITS_FOR_TRAFFIC = ("no stop plan is served here and the slots count no request but "
+                           "this console's: the pod may be counting idle time, and a probe "
+                           "would keep it running")
 
 
-def probe_hold(pod: PodSnapshot | None) -> str | None:
+def probe_hold(pod: PodSnapshot | None, in_use: bool | None = None) -> str | None:
     """Why the console's completion probe must wait now; None when it may go.
 
     The probe is a real chat completion, and the agent's idle stop counts requests, not
     who sent them: on a pod nobody uses, a console (a wall display, on all night) probing
     every few minutes would be the one user that keeps it running. So the probe goes only
     while the pod is not counting idle time — it has traffic, or no idle limit — and not
-    before the pod's first reading says which."""
+    before the pod's first reading says which. Where neither the agent nor its exporter
+    serves a stop plan (a wall without SSH, gpu_metrics_url or Prometheus), the slots' own
+    request counters say it (``probe_hold_unplanned``)."""
     if pod is None:
         return PROBE_WAITS_FOR_POD
     plan = pod.stop_plan
-    if plan is not None and plan.idle_after_s and not plan.busy:
+    if plan is None:
+        return probe_hold_unplanned(in_use)
+    if plan.idle_after_s and not plan.busy:
         return PROBE_WAITS_FOR_IDLE
     return None
+
+
+def probe_hold_unplanned(in_use: bool | None) -> str | None:
+    """The probe's hold where no stop plan is known: it goes only while others' requests
+    run (``in_use``: ``slots_in_use``); not knowing (no figures yet) is not knowing that
+    it may. The laptop's profile is no guide to whether the pod counts idle time: the pod
+    runs the copy it was given (the demo's sets an idle limit the file does not)."""
+    return None if in_use is True else PROBE_WAITS_FOR_TRAFFIC
+
+
+def slots_in_use(slots: Iterable[SlotSnapshot], own: Mapping[str, int]) -> bool | None:
+    """Whether the slots' own request counters show requests that this console did not
+    send: some running or waiting now, or more finished in the figures' window than
+    ``own`` (slot → this console's probes over that window, counted generously: one too
+    many only holds a probe, one too few would keep the pod up for ever). None when no
+    slot has fresh figures."""
+    known = False
+    for s in slots:
+        f = s.figures
+        if f is None or s.stale_since is not None:
+            continue
+        known = True
+        running = (f.value("running") or 0.0) + (f.value("waiting") or 0.0)
+        done = sum(f.requests_by_reason.values())
+        if running > own.get(s.slot, 0) or done - own.get(s.slot, 0) >= 1.0:
+            return True
+    return False if known else None
 
 STOPPED = ("EXITED", "TERMINATED", "STOPPED")
 """Provider statuses of a pod that is not running because it was stopped."""

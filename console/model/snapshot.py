@@ -187,11 +187,16 @@ class SlotSnapshot:
             "figures": self.figures.contract_dict() if self.figures else None,
             "rates": None if self.figures is None else {
                 "window_s": self.figures.window_s,
+                "evaluated_at": self.figures.at,
                 "prompt_tps": self.figures.prompt_tps,
                 "generation_tps": self.figures.generation_tps,
                 "preemptions_per_s": self.figures.preemption_rate,
                 "requests_per_s": self.figures.request_rate,
-                "requests_by_reason": self.figures.requests_by_reason,
+                # per second, as every entry here (the counts are the window's figures)
+                "requests_by_reason": {
+                    k: v / self.figures.window_s for k, v in
+                    self.figures.requests_by_reason.items()} if self.figures.window_s
+                else None,
             },
         }
 

@@ -1,7 +1,12 @@
 """A slot's start-up phases as the pod agent reads them from its engine's log
 (``pod_agent/engines``: downloading, loading weights, compiling, capturing CUDA graphs,
 KV-cache init, ready) with the seconds spent in each: the start under way and the last
-one that reached ready (``status`` → ``slots`` → ``phases``, ``last_phases``)."""
+one that reached ready (``status`` → ``slots`` → ``phases``, ``last_phases``).
+
+The agent is read every few seconds, the screen every refresh: the phase now counts on
+from the reading (``phase_cell``'s ``since_read``), and every phase the agent lists is
+said in the action log as it ends (``phase_lines``), however short — a 4 s KV-cache
+phase between two readings never appeared in the cell, and is in the log."""
 
 from __future__ import annotations
 
@@ -36,11 +41,13 @@ def phases_text(raw: Any) -> str:
 
 
 def starting(agent_slot: Mapping[str, Any] | None) -> bool:
-    return agent_slot is not None and agent_slot.get("state") in ("starting", "backoff")
+    return isinstance(agent_slot, Mapping) and agent_slot.get("state") in ("starting",
+                                                                          "backoff")
 
 
-def phase_cell(agent_slot: Mapping[str, Any] | None) -> str | None:
-    """The phase now and its seconds so far (``LOAD 42s``), while the slot starts."""
+def phase_cell(agent_slot: Mapping[str, Any] | None, since_read: float = 0.0) -> str | None:
+    """The phase now and its seconds so far (``LOAD 42s``), while the slot starts;
+    ``since_read``: how long ago the agent said it (its seconds count on from then)."""
     if not starting(agent_slot):
         return None
     assert agent_slot is not None
@@ -48,7 +55,7 @@ def phase_cell(agent_slot: Mapping[str, Any] | None) -> str | None:
     if not got:
         return None
     ph, s = got[-1]
-    return f"{SHORT.get(ph, ph[:5].upper())} {_short_secs(s)}"
+    return f"{SHORT.get(ph, ph[:5].upper())} {_short_secs(s + max(0.0, since_read))}"
 
 
 def _short_secs(s: float) -> str:
@@ -59,11 +66,12 @@ def _short_secs(s: float) -> str:
     return "99d"
 
 
-def phase_cells(agent_slots: Mapping[str, Mapping[str, Any]] | None) -> dict[str, str]:
+def phase_cells(agent_slots: Mapping[str, Mapping[str, Any]] | None,
+                since_read: float = 0.0) -> dict[str, str]:
     """Slot → its phase cell, for the slots that are starting."""
     out: dict[str, str] = {}
     for slot, st in (agent_slots or {}).items():
-        cell = phase_cell(st if isinstance(st, Mapping) else None)
+        cell = phase_cell(st if isinstance(st, Mapping) else None, since_read)
         if cell is not None:
             out[slot] = cell
     return out
@@ -81,3 +89,33 @@ def detail_rows(agent_slot: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if last:
         rows.append(("last start-up", last))
     return rows
+
+
+def _ended(agent_slot: Mapping[str, Any] | None) -> tuple[object, list[tuple[str, float]]]:
+    """(which start, its phases that have ended): while it starts, all but the one under
+    way; once it is over, all of the last start's."""
+    if not isinstance(agent_slot, Mapping):
+        return None, []
+    run = agent_slot.get("started_at")
+    if starting(agent_slot):
+        return run, _phases(agent_slot.get("phases"))[:-1]
+    return run, _phases(agent_slot.get("last_phases"))
+
+
+def phase_lines(slot: str, before: Mapping[str, Any] | None,
+                after: Mapping[str, Any] | None) -> list[str]:
+    """The action log's lines for what a new reading of a slot's start-up adds to the one
+    before: each phase that has ended since (``Q27 start-up: KV-cache init 4s``), and the
+    whole start once it is over."""
+    if before is None:
+        return []  # the first reading: nothing has ended since a reading before it
+    run0, done0 = _ended(before)
+    run1, done1 = _ended(after)
+    if run1 != run0:
+        done0 = []  # another start: everything of it is new
+    out = [f"{slot} start-up: {ph} {_secs(s)}" for ph, s in done1[len(done0):]
+           if ph != "ready"]
+    if after is not None and starting(before) and not starting(after) and done1:
+        total = sum(s for ph, s in done1 if ph != "ready")
+        out.append(f"{slot} start-up done in {_secs(total)}: {phases_text(done1)}")
+    return out

@@ -48,6 +48,7 @@ import httpx
 
 from console.config import config_file
 from console.config.render import PodAddress, render_all, write_all
+from console.model import fmt
 from console.operations.ledger import AuditError, Busy, Ledger, exclusive
 from console.operations.registry import Outcome, Progress
 from console.sources.agent_client import AgentClient
@@ -830,10 +831,40 @@ class Provisioner:
             return Outcome(False, exc.message, {"exit_code": exc.code}, "failed")
         return Outcome(True, f"pod {res.pod.id} up with {res.profile.name}")
 
+    async def old_pod_fate(self, pod_id: str) -> str:
+        """What became of the pod a fallback replaced, as the provider says now: "old pod
+        abc: stopped, volume kept, $0.00/h" — or still billing, said with its $/h."""
+        try:
+            m = await asyncio.wait_for(self.client.get(pod_id), 15.0)
+        except NotFoundError:
+            return f"old pod {pod_id}: terminated, $0.00/h"
+        except (ProviderError, TimeoutError) as exc:
+            why = getattr(exc, "message", None) or "no answer within 15 s"
+            return (f"old pod {pod_id}: not known ({why}); it may still bill: look at it "
+                    f"in {self.client.name}")
+        cost = fmt.money(m.cost or 0.0)
+        if m.status == "TERMINATED":
+            return f"old pod {pod_id}: terminated, {cost}/h"
+        if m.status == "EXITED":
+            return f"old pod {pod_id}: stopped, volume kept, {cost}/h"
+        if m.billing:
+            return (f"old pod {pod_id}: still {m.status}, {cost}/h — it bills until it is "
+                    f"stopped ({self.client.name}: stop {pod_id})")
+        return f"old pod {pod_id}: {m.status}, {cost}/h"
+
+    @staticmethod
+    def new_pod_text(res: ProvisionResult) -> str:
+        """"new pod xyz on h100-2x (2× NVIDIA H100 80GB HBM3), $6.58/h"."""
+        m = res.pod
+        gpus = f" ({m.gpu_count}× {m.gpu_type})" if m.gpu_type and m.gpu_count else ""
+        return f"new pod {m.id} on {res.profile.name}{gpus}, {fmt.money(m.cost)}/h"
+
     async def fallback_action(self, progress: Progress) -> Outcome:
         """``f``: under the same lock as ``up``/``down`` (a cron ``up`` bringing a pod up
-        is never swept as a leftover here, nor this one's by a ``down``)."""
+        is never swept as a leftover here, nor this one's by a ``down``). Its result says
+        what became of the old pod and what the new one costs."""
         self.progress = progress
+        old = self.pod_id
         try:
             with self._exclusive("console f (fallback)"):
                 for line in await self.sweep():
@@ -843,5 +874,8 @@ class Provisioner:
             return Outcome(False, f"nothing created: {exc}", state="failed")
         except ProvisionFailed as exc:
             return Outcome(False, exc.message, {"exit_code": exc.code}, "failed")
-        return Outcome(True, f"new pod {res.pod.id} on {res.profile.name} "
-                             f"({len(res.attempts)} attempts)", {"pod": res.pod.id})
+        fate = await self.old_pod_fate(old) if old and old != res.pod.id else None
+        text = f"{self.new_pod_text(res)} ({len(res.attempts)} attempts)"
+        return Outcome(True, f"{fate}; {text}" if fate else text,
+                       {"pod": res.pod.id, "cost_per_hr": res.pod.cost,
+                        **({"old_pod": old, "old_pod_fate": fate} if fate else {})})

@@ -32,6 +32,9 @@ class Outcome:
 
 
 Handler = Callable[[dict[str, Any], Progress], Awaitable[Outcome]]
+Watcher = Callable[[str, dict[str, Any], "Outcome | None"], None]
+"""Told of each operation whose handler runs: (id, args, None) as it starts, (id, args,
+its outcome) as it ends."""
 Refresh = Callable[[], None]
 """Poll every source now (through the one poll guard of whoever shows the console)."""
 Acknowledge = Callable[[], list[str]]
@@ -62,6 +65,14 @@ class OperationSpec:
     compact_log: bool = False
     """The action log keeps one progress line for it, updated in place (a benchmark's
     thirty steps); its dialog keeps every step."""
+    beside: bool = False
+    """Dangerous, yet it may run while another dangerous operation does (it changes only
+    the pod's stop plan: ``w`` extends a pod whose resume is still bringing it up, from
+    the running operation's dialog); never two of it at once."""
+    takes_down: str = ""
+    """What its own work takes down on purpose, whose alerts wait until it is back up
+    (``model/inhibit.py``): "slot" (``args["slot"]``), "split" (the slots of
+    ``args["set"]``), "pod" (every slot and the agent); "" nothing."""
 
     @property
     def recorded(self) -> bool:
@@ -92,6 +103,10 @@ class OperationRegistry:
         self.history: list[tuple[float, str, Outcome]] = []
         self.in_flight: str | None = None
         """The dangerous operation running now (one at a time), or None."""
+        self.beside: set[str] = set()
+        """The ``beside`` operations running now."""
+        self.watchers: list[Watcher] = []
+        """Who is told as handlers start and end (a session holds its alerts)."""
 
     def attach_console(self, *, refresh: Refresh, acknowledge: Acknowledge) -> None:
         """The console that now shows this registry polls and holds the alerts: refresh and
@@ -147,10 +162,12 @@ class OperationRegistry:
             out = Outcome(False, f"{spec.title} refused: {why}{lost}", state="refused")
             self.history.append((time.time(), operation_id, out))
             return out
-        if spec.dangerous and self.in_flight is not None:
+        busy_id = operation_id if operation_id in self.beside else (
+            self.in_flight if not spec.beside else None)
+        if spec.dangerous and busy_id is not None:
             # one dangerous operation at a time: two provisioning runs, or a rebalance
             # during a fallback, would act on each other's pods
-            busy = self.specs[self.in_flight].title
+            busy = self.specs[busy_id].title
             out = Outcome(False, f"{spec.title} not started: {busy} is still running",
                           state="refused")
             self.history.append((time.time(), operation_id, out))
@@ -166,20 +183,32 @@ class OperationRegistry:
                 self.history.append((time.time(), operation_id, out))
                 return out
         self.executed.append(operation_id)
-        if spec.dangerous:
+        running = self.beside if spec.beside else None
+        if running is not None:
+            running.add(operation_id)
+        elif spec.dangerous:
             self.in_flight = operation_id
+        self._tell(operation_id, args, None)
         try:
             out = await self.handlers[operation_id](args, progress or (lambda *a: None))
         except asyncio.CancelledError:
             out = Outcome(False, f"{spec.title} cancelled", state="cancelled")
+            self._tell(operation_id, args, out)
             await self._end(spec, operation_id, args, out)
             raise
         except Exception as exc:  # an operation must always end with a record
             out = Outcome(False, f"{type(exc).__name__}: {exc}", state="failed")
         finally:
-            if spec.dangerous:
+            if running is not None:
+                running.discard(operation_id)
+            elif spec.dangerous:
                 self.in_flight = None
+        self._tell(operation_id, args, out)
         return await self._end(spec, operation_id, args, out)
+
+    def _tell(self, operation_id: str, args: dict[str, Any], out: Outcome | None) -> None:
+        for watch in self.watchers:
+            watch(operation_id, args, out)
 
     async def _end(self, spec: OperationSpec, operation_id: str, args: dict[str, Any],
                    out: Outcome) -> Outcome:

@@ -53,6 +53,12 @@ class Member:
     """Its pod's last reading: whether its completion probes wait (``probe_hold``)."""
 
 
+def _hold(poller: Any, pod: Any) -> str | None:
+    """``probe_hold`` for a fleet member: its pod's reading and, where no stop plan is
+    served, its slots' own request counters (its own probes discounted)."""
+    return probe_hold(pod, poller.in_use(60.0))
+
+
 def _load(source: Any, name: str | None, loaded: dict[Path, Any]) -> Member:
     """One context from the config read once (``settings.ConfigSource``)."""
     from console.config.settings import ConfigError
@@ -167,10 +173,10 @@ class FleetCollector:
             # once, the probe going by the pod's reading of the cycle before
             if m.last_pod is None:
                 pod = await m.pods.poll()
-                m.poller.probe_hold = functools.partial(probe_hold, pod)
+                m.poller.probe_hold = functools.partial(_hold, m.poller, pod)
                 snap = await m.poller.poll(prefetched)
             else:
-                m.poller.probe_hold = functools.partial(probe_hold, m.last_pod)
+                m.poller.probe_hold = functools.partial(_hold, m.poller, m.last_pod)
                 snap, pod = await asyncio.gather(m.poller.poll(prefetched), m.pods.poll())
         m.last_pod = pod
         judged = await judge_once(snap, pod, m.deployment.today.profile, s, now)

@@ -41,19 +41,22 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from console.config import defaults
-from console.model import fmt
+from console.model import fmt, startup
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
 from console.model.gateway import GatewaySnapshot
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
+from console.model.inhibit import InhibitBook, Intent
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
+    PROBE_WAITS_FOR_TRAFFIC,
     PlannedStop,
     planned_stop,
     probe_hold,
+    probe_hold_unplanned,
 )
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
@@ -87,6 +90,9 @@ REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
 """What + and - step through (the settings' refresh_s is where it starts)."""
 POD_POLL_S = 10.0
 """RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
+STARTING_POD_POLL_S = 4.0
+"""While a slot starts the agent's phases change within seconds: the pod is read this
+often then (the phase cell ran ~10 s behind the agent)."""
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
@@ -286,6 +292,10 @@ class Session:
         once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.inhibits = InhibitBook()
+        """Operations that take slots down on purpose (``R``, ``b``, a resume, a fallback)
+        hold those slots' alerts until they are up again (``model/inhibit.py``)."""
+        self._intent_of: dict[str, Intent] = {}
         self.stalls = StallWatch()
         """Slots with requests running and no token for ``alerts.stall_after_s``: only
         polls a while apart tell it, so the session (which sees every poll) owns it."""
@@ -342,6 +352,8 @@ class Session:
         self._recorder_off = False
         self._turn: SharedTurn | None = None
         """Web wall tabs: whether this one is the tab that records (``SharedTurn``)."""
+        if self.ctx is not None:
+            self._watch_operations(self.ctx)
 
     # -- what it runs on -------------------------------------------------------------
     @property
@@ -438,19 +450,50 @@ class Session:
 
     def _probe_hold(self) -> str | None:
         """Why the completion probe waits (``pod_stop.probe_hold``), read by the poller
-        when one is due; a deployment without a pod source has no stop to keep from.
-        The log says it the first time the probes wait for an idle pod — once: a pod
-        with sparse traffic goes idle and busy between the agent's looks all day."""
+        when one is due. Where no stop plan is served (no pod source, an agent out of
+        reach, no exporter) the slots' own request counters say whether anyone but this
+        session uses the pod. The log says it the first time the probes wait for an idle
+        pod — once: a pod with sparse traffic goes idle and busy between the agent's
+        looks all day."""
         ctx = self.ctx
         if ctx is None:
             held: str | None = PROBE_WAITS_FOR_POD
         else:
-            held = probe_hold(self.pod) if ctx.pod_collector is not None else None
-        if held == PROBE_WAITS_FOR_IDLE and not self._probe_pause_said:
+            in_use = self._slots_in_use()
+            held = (probe_hold(self.pod, in_use) if ctx.pod_collector is not None
+                    else probe_hold_unplanned(in_use))
+        if held in (PROBE_WAITS_FOR_IDLE, PROBE_WAITS_FOR_TRAFFIC) \
+                and not self._probe_pause_said:
             self._probe_pause_said = True
             self._note("completion probes wait while the pod is idle: a probe is a request, "
                        "and would keep the pod running", "dim")
         return held
+
+    def _slots_in_use(self) -> bool | None:
+        """Whether others' requests run on the slots (``DeploymentPoller.in_use``), this
+        session's own probes over the figures' window and two refreshes discounted."""
+        return self.poller.in_use(2 * self.refresh_s)
+
+    def _watch_operations(self, ctx: ConsoleContext) -> None:
+        if self._operation not in ctx.registry.watchers:
+            ctx.registry.watchers.append(self._operation)
+
+    def _operation(self, op_id: str, args: dict[str, Any], out: Any) -> None:
+        """An operation starts or ends (the registry's watcher): one that takes slots
+        down on purpose holds their alerts from its start until they are up again."""
+        ctx = self.ctx
+        spec = ctx.registry.specs.get(op_id) if ctx is not None else None
+        if ctx is None or spec is None or not spec.takes_down:
+            return
+        if out is None:
+            every = [t.slot for t in self.view.targets] or list(ctx.profile.slots)
+            slots = {"slot": [str(args.get("slot") or "")],
+                     "split": [str(k) for k in (args.get("set") or {})]}.get(
+                         spec.takes_down, every)
+            self._intent_of[op_id] = self.inhibits.begin(
+                spec.title, [x for x in slots if x], spec.takes_down == "pod", self.mono())
+        elif (intent := self._intent_of.pop(op_id, None)) is not None:
+            self.inhibits.end(intent, bool(out.ok), self.mono())  # its clock: monotonic
 
     # -- the tick and the poll -------------------------------------------------------
     @property
@@ -488,7 +531,10 @@ class Session:
 
     def _pod_due(self, mono: float) -> bool:
         last = self._pod_polled_at
-        return self._pod_wanted or last is None or not 0.0 <= mono - last < POD_POLL_S
+        raw = self._raw_pod
+        every = STARTING_POD_POLL_S if raw is not None and any(
+            startup.starting(st) for st in raw.agent_slots.values()) else POD_POLL_S
+        return self._pod_wanted or last is None or not 0.0 <= mono - last < every
 
     async def poll(self) -> bool:
         """One poll of every source due; False when one was already running (nothing
@@ -550,6 +596,7 @@ class Session:
         pod_now = gpu_line.merged(raw, shown) if raw is not None else None
         gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
         if read_pod and raw is not None:
+            self._say_phases(self._raw_pod, raw)
             await self._observe_spend(raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
@@ -570,6 +617,9 @@ class Session:
                            ctx.settings, now,
                            [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
                            self.faults, self._agent_seen)
+            # what an operation takes down on purpose is not an outage (``inhibit``)
+            judged = replace(judged, conditions=tuple(self.inhibits.apply(
+                judged.conditions, snapshot, self.gateway, mono)))
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended,
                                                  mono=mono)
         if read_pod:
@@ -613,6 +663,15 @@ class Session:
             from console.session.record.tape import Marker
 
             self.recorder.mark(Marker(now, "clock", step.text(), f"clock:{step.by_s:+.0f}"))
+
+    def _say_phases(self, before: PodSnapshot | None, after: PodSnapshot) -> None:
+        """Each start-up phase the agent lists, in the action log as it ends: one shorter
+        than a reading's interval never shows in the cell, and is still said."""
+        was = before.agent_slots if before is not None and before.pod_id == after.pod_id \
+            else None
+        for slot, st in after.agent_slots.items():
+            for line in startup.phase_lines(slot, was.get(slot) if was else None, st):
+                self._note(line, "dim")
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -993,6 +1052,10 @@ class Session:
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
                             stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls),
+                            phases=startup.phase_cells(
+                                r.pod.agent_slots if r.pod is not None else None,
+                                self.mono() - r.pod_read_m if r.pod_read_m is not None
+                                else 0.0),
                             gateway=self.gateway, idle_source=(
                                 ctx.settings.gateway.idle_source if ctx is not None
                                 else "slots"),
@@ -1036,6 +1099,7 @@ class Session:
         """A staged start's full context takes over. True when it polls with a poller of
         its own (the validated settings differ): the staged one is closed."""
         staged, self.ctx, self.staged = self.staged, ctx, None
+        self._watch_operations(ctx)
         if staged is None or ctx.poller is staged.poller:
             return False
         await staged.poller.aclose()

@@ -176,6 +176,9 @@ class ConsoleState:
     stop: PlannedStop | None = None
     """The stop somebody meant that the pod is in (being made, or made): the header says
     "stopped at HH:MM (reason)" instead of a countdown."""
+    phases: dict[str, str] | None = None
+    """Slot → its start-up phase cell now (``startup.phase_cells``, counted on from the
+    agent's reading); None: derive it from ``pod`` as read (a replay)."""
     gpu_marks: dict[int, str] = field(default_factory=dict)
     """GPU index → what is wrong with it (``XID 79``, ``ECC``, ``REMAP``, ``HOT``)."""
     stalled: dict[str, Stall] = field(default_factory=dict)

@@ -89,8 +89,9 @@ async def run_operation(host: FlowHost, operation_id: str, args: dict[str, Any],
         out = await reg.invoke(operation_id, args)  # recorded as refused, nothing runs
         host.note(out.message, "yellow")
         return out
-    if spec.dangerous and reg.in_flight is not None:
-        # before asking anything: one dangerous operation at a time
+    if spec.dangerous and reg.in_flight is not None and not spec.beside:
+        # before asking anything: one dangerous operation at a time (but ``w``, which
+        # only changes the stop plan, works from a running operation's dialog)
         host.note(f"{spec.title}: not now — {reg.specs[reg.in_flight].title} is still "
                   "running", "yellow")
         return None

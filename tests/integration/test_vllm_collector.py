@@ -64,6 +64,9 @@ async def test_completion_probe_catches_a_real_answer(real_vllm) -> None:
                                probe_interval_s=0)
         await bad.poll()
         await bad.probes_done()
+        s = (await bad.poll()).slots[0]  # one failure is retried, not yet said
+        assert s.health == "up" and s.probe_ok is None and "404" in s.probe_detail
+        await bad.probes_done()  # the retry, started by that poll: confirmed
         s = (await bad.poll()).slots[0]
         assert s.health == "up" and s.probe_ok is False and "404" in s.probe_detail
         await bad.aclose()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from console.model.pod_stop import PROBE_WAITS_FOR_IDLE
+from console.model.pod_stop import PROBE_WAITS_FOR_IDLE, PROBE_WAITS_FOR_TRAFFIC
 from console.model.snapshot import StopPlan
 from tests.session.world import world
 
@@ -20,7 +20,10 @@ async def test_the_session_holds_the_probe_on_its_idle_pod_and_says_so(tmp_path:
     s = w.session
     await s.poll()
     hold = w.slots.probe_hold  # what the session handed its poller
-    assert hold() is None  # the pod has no agent: no idle stop to keep from
+    # the pod's agent serves no stop plan: the slots' own counters say whether it is used
+    assert hold() == PROBE_WAITS_FOR_TRAFFIC  # not known yet: it may be counting idle
+    w.slots.in_use_now = True  # others' requests run
+    assert hold() is None
     w.pod.pod = replace(w.pod.pod, stop_plan=IDLE)
     w.clock.advance(30)  # the pod's cadence: it is read again
     await s.poll()

@@ -82,6 +82,8 @@ class Slots:
         self.calls = 0
         self.running = 0
         self.most_at_once = 0
+        self.in_use_now: bool | None = None
+        """What ``in_use`` answers (the real poller's reads its slots' counters)."""
 
     async def poll(self) -> DeploymentSnapshot:
         self.calls += 1
@@ -105,6 +107,9 @@ class Slots:
             return DeploymentSnapshot("rtx6000-2x", tuple(slots), fetched_at=now)
         finally:
             self.running -= 1
+
+    def in_use(self, slack_s: float) -> bool | None:
+        return self.in_use_now
 
     async def aclose(self) -> None:
         return None

@@ -78,6 +78,7 @@ async def test_a_hung_slot_is_stalled_and_R_restarts_it_through_the_agent(demo) 
         assert "STALLED" in str(table.get_row("FLASH"))
         assert "stuck since" in app.alerts.active["stall:FLASH"].title
         table.move_cursor(table.slots.index("FLASH"))
+        from_restart = len(app.alerts.history)
         await pilot.press("R")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
@@ -93,6 +94,14 @@ async def test_a_hung_slot_is_stalled_and_R_restarts_it_through_the_agent(demo) 
         assert await wait_for(pilot, lambda: "stall:FLASH" not in _alerts(app)
                               and live(app), 60)
         assert "STALLED" not in str(table.get_row("FLASH"))
+        # the restart's own effects (the slot down, its probe, the gateway routing around
+        # it) raised no WARN or CRIT (issue 42: "✓ Q27 restarted" then a CRIT "Q27 up but
+        # completions fail" and two gateway WARNs)
+        await pilot.press("ctrl+r")
+        assert await wait_for(pilot, lambda: live(app), 30)
+        loud = [(e.severity, e.title) for e in list(app.alerts.history)[from_restart:]
+                if e.kind == "firing" and e.severity != "info"]
+        assert loud == [], loud
 
 
 async def test_rebalance_applies_and_rewrites_the_profile(demo) -> None:

@@ -24,7 +24,7 @@ SPEC = OperationSpec(
     "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
     "slot restarts first; a failure rolls back", True,
     "Restart slots on pod {pod} with {split}? Each restart takes the slot offline for "
-    "its start-up time.", label="rebalance")
+    "its start-up time.", label="rebalance", takes_down="split")
 
 preflight = agent_preflight
 

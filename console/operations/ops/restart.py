@@ -20,7 +20,8 @@ SPEC = OperationSpec(
     "restart", "R", "Restart slot", "stop the slot under the cursor and start it again "
     "through the pod agent (a STALLED slot's way out)", True,
     "Restart slot {slot} on pod {pod}? Its running requests fail and it serves nothing "
-    "for its start-up time.", label="restart", shows_progress=True, per_slot=True)
+    "for its start-up time.", label="restart", shows_progress=True, per_slot=True,
+    takes_down="slot")
 
 preflight = agent_preflight
 

@@ -8,7 +8,7 @@ from console.operations.registry import OperationSpec, Outcome, Progress
 SPEC = OperationSpec(
     "resume", "r", "Resume pod", "start the stopped pod; on a capacity refusal, offer "
     "fallback provisioning", True,
-    "Start pod {pod} ({profile}) and begin billing?", label="resume")
+    "Start pod {pod} ({profile}) and begin billing?", label="resume", takes_down="pod")
 
 
 def preflight(facts: OperationFacts, args: Args) -> str | None:

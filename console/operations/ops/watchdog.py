@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 
 from console.model import fmt
@@ -21,9 +23,16 @@ from pod_agent.stoppolicy import END_GRACE_S
 
 SPEC = OperationSpec(
     "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
-    "Watchdog: {cmd} on pod {pod}?", label="watchdog")
+    "Watchdog: {cmd} on pod {pod}?", label="watchdog", beside=True)
 
 COMMANDS = ("arm", "disarm", "stop-now", "extend")
+STARTING_WAIT_S = 15.0
+"""How long a command waits for a supervisor that is not running yet (a pod just resumed:
+its agent's socket comes a few seconds after the pod answers), asking again every
+``STARTING_STEP_S``."""
+STARTING_STEP_S = 1.0
+STILL_STARTING = ("the agent is still starting on the new run (its supervisor does not "
+                  "answer yet); try again in a few seconds: w")
 
 preflight = agent_preflight
 
@@ -87,11 +96,21 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
             f"--reason={args.get('reason') or ''}"]
         if args.get("replaces_next_stop") and not args.get("clear"):
             extra.append("--replaces-next-stop")
-    try:
-        res = await agent.watchdog(cmd, aid, on_event=relay_events(progress), extra=extra)
-    except AgentError as exc:
-        return Outcome(False, str(exc), state="failed")
-    final = res.final or {}
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while True:
+        try:
+            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress),
+                                       extra=extra)
+        except AgentError as exc:
+            return Outcome(False, str(exc), state="failed")
+        final = res.final or {}
+        if res.ok or final.get("supervisor") != "not running":
+            break
+        # nothing was done (no supervisor to do it): asking again is safe
+        if time.monotonic() + STARTING_STEP_S > deadline:
+            return Outcome(False, STILL_STARTING, dict(final), state="failed")
+        progress("agent", None, "the agent is still starting on the new run; asking again")
+        await asyncio.sleep(STARTING_STEP_S)
     if not res.ok:
         return Outcome(False, str(final.get("message", "failed")), state="failed")
     if cmd == "stop-now":

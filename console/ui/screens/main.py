@@ -96,6 +96,7 @@ class MainScreen(ConsoleScreen):
             self.query_one(SlotsTable).show(
                 snap, state.gpus, state.utils, state.states, state.thresholds,
                 state.slot_marks, state.stalled,
+                state.phases if state.phases is not None else
                 startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now, exact=state.replay is not None,
