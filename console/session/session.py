@@ -658,6 +658,9 @@ class Session:
         self.history.shift(by)  # the plots: their last hour is the monotonic one
         if self._gateway_collector is not None:
             self._gateway_collector.shift(by)
+        shift = getattr(self.poller, "shift", None)  # (a test's fake source has none)
+        if shift is not None:
+            shift(by)
         self._note(step.text(), "yellow")
         if self.recorder is not None:
             from console.session.record.tape import Marker

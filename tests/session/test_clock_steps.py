@@ -235,3 +235,89 @@ async def test_the_gateway_window_goes_on_across_a_step_back(
         server.close()
         await server.wait_closed()
         await w.session.aclose()
+
+
+async def _slot_server(probes: list[float]):  # type: ignore[no-untyped-def]
+    """A vLLM slot on loopback (the real 0.32 capture's /metrics): it counts the
+    completion probes it answers."""
+    import json
+
+    from tests.support.dp_exposition import MODEL, Core, exposition
+
+    metrics = exposition({"0": Core(2, 1000, 500)})  # in use: probes are not held
+
+    async def handle(reader, writer) -> None:  # type: ignore[no-untyped-def]
+        line = await reader.readline()
+        length = 0
+        while (h := await reader.readline()) not in (b"\r\n", b""):
+            if h.lower().startswith(b"content-length:"):
+                length = int(h.split(b":", 1)[1])
+        if length:
+            await reader.readexactly(length)
+        method, path = line.split()[:2]
+        kind = "application/json"
+        if path == b"/metrics":
+            body, kind = metrics, "text/plain; version=0.0.4"
+        elif path == b"/v1/models":
+            body = json.dumps({"object": "list", "data": [{"id": MODEL}]})
+        elif path == b"/v1/chat/completions" and method == b"POST":
+            probes.append(asyncio.get_running_loop().time())
+            body = json.dumps({"choices": [{"message": {"content": "OK"}}]})
+        else:
+            body = ""
+        data = body.encode()
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: "
+                     f"{len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_the_completion_probe_keeps_its_interval_across_a_step_back(
+        tmp_path: Path) -> None:
+    """A slot's completion probe comes every ``probe_interval_s``, counted from the last
+    one. Counted on the wall clock, a step back of an hour held it for the hour: a
+    completion path that broke meanwhile went unsaid. The real poller, on loopback."""
+    from console.model.history import History
+    from console.session.session import Session
+    from console.session.view import ConsoleContext
+    from console.sources.collect.poller import DeploymentPoller
+    from console.sources.collect.targets import SlotTarget
+    from tests.support.dp_exposition import MODEL
+
+    probes: list[float] = []
+    server, port = await _slot_server(probes)
+    base = world(tmp_path, T0, refresh_s=REFRESH, record=False)
+    clock = base.clock
+    history = History(3600.0, REFRESH)
+    poller = DeploymentPoller("p", (SlotTarget("FLASH", MODEL, port,
+                                               f"http://127.0.0.1:{port}"),),
+                              probe_interval_s=300.0, timeout_s=2.0, history=history,
+                              clock=clock)
+    ctx = ConsoleContext(settings=base.settings, profile_name="rtx6000-2x",
+                         profile=base.ctx.profile, poller=poller,
+                         registry=base.ctx.registry, history=history, clock=clock)
+    session = Session(ctx)
+    try:
+        assert await session.poll()  # the slot's use is known from its second scrape
+        clock.advance(REFRESH)
+        assert await session.poll()
+        await poller.probes_done()
+        assert len(probes) == 1  # in use, never probed: at once
+        clock.advance(100.0)
+        assert await session.poll()
+        clock.step_wall(-3600.0)
+        clock.advance(100.0)
+        assert await session.poll()
+        await poller.probes_done()
+        assert len(probes) == 1  # 200 s of 300
+        clock.advance(100.0)  # 300 s since the probe, on the monotonic clock
+        assert await session.poll()
+        await poller.probes_done()
+        assert len(probes) == 2
+    finally:
+        server.close()
+        await server.wait_closed()
+        await session.aclose()

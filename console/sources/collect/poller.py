@@ -299,6 +299,20 @@ class DeploymentPoller:
                                   last.at >= self._up_since.get(t.slot, -1e18) else 0) + 1
             probes[t.slot] = ProbeResult(now, ok, detail, fails)
 
+    def shift(self, by: float) -> None:
+        """The wall clock stepped ``by`` seconds: the times kept here to count on from
+        (each slot's last probe and its interval, when it came up, this poller's own
+        probes) move with it, so the seconds since them stay the monotonic ones. A step
+        back of an hour would otherwise hold every probe for the hour (a broken
+        completion path unsaid), a step forward send them all at once."""
+        self._probes = {k: replace(p, at=p.at + by) for k, p in self._probes.items()}
+        self._up_since = {k: t + by for k, t in self._up_since.items()}
+        self._sent = {k: deque((t + by for t in d), maxlen=d.maxlen)
+                      for k, d in self._sent.items()}
+        self._unseen = {k: deque((t + by for t in d), maxlen=d.maxlen)
+                        for k, d in self._unseen.items()}
+        self._served = {k: (t + by, v) for k, (t, v) in self._served.items()}
+
     def probe_verdict(self, slot: str) -> tuple[bool | None, str, float | None]:
         """(ok, detail, at) of a slot's probes as a snapshot says them: a failure only
         once confirmed (``PROBE_CONFIRM`` in a row, the last after the slot's warm-up);
