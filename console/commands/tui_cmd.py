@@ -322,8 +322,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with exit_on_signals():
         try:
             demo.start()
-            # with --fleet, the demo outlives one console: enter on another pod opens the next
-            ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=not args.fleet)
+            # the demo outlives the console (with --fleet, enter on another pod opens the
+            # next): it stops below, once the terminal is back, saying what it stops
+            ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=False)
             while True:
                 ctx.rotate_s = args.rotate
                 app = make_app(ctx, wall=args.wall)
@@ -337,8 +338,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                    context=result.context)
         finally:
             with signals_held():  # a second signal must not cut the clean-up short
-                demo._stop_all()
+                demo._stop_all(say=_say)
     return code
+
+
+def _say(text: str) -> None:
+    """A line of the demo's teardown, on the terminal the console has just left."""
+    with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+        print(text, file=sys.stderr, flush=True)
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -393,4 +400,4 @@ def demo_web_wall(args: argparse.Namespace) -> int:
         return cmd_web_wall(args, config=demo.workdir / "config.yaml", before_serving=start)
     finally:
         if config:
-            demo._stop_all()
+            demo._stop_all(say=_say)
