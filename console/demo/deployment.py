@@ -110,18 +110,47 @@ STOP_GRACE_S = 1.5
 SIGKILL: ``q`` and SIGTERM end the demo within 3 s (an agent stops its two simulated
 slots in a fraction of a second; the teardown once waited 30 s for an agent's socket)."""
 WARN_REAL_S = 25.0
-"""On an accelerated pod clock the warning still comes this many real seconds before the
-stop: time for a person to read it and press ``w 1 y`` (issue: the README's story)."""
+"""On an accelerated pod clock the warning is on the console's screen this many real
+seconds before the stop, whatever the stop (schedule, idle, an extension's end): time
+for a person to read it and press ``w 1 y`` (the README's story)."""
+WATCHDOG_INTERVAL_S = 5.0
+"""``serve --watchdog-interval`` of the demo's agents (pod seconds; at ×60 the watchdog
+still looks only every ``MIN_TICK_S``, half a real second)."""
+READ_S = 2.0
+"""How long one reading of the pod by the console may take (the agent's status through a
+process of its own, on a loaded machine)."""
+IDLE_BEFORE_WARN_S = 5 * 60.0
+"""Pod seconds of silence before the idle stop's warning: the idle limit is kept this far
+beyond ``warn_before`` (the profile refuses a limit within it: a warning after every
+request), so "traffic stops" warns within a real minute at ×60."""
 
 
-def demo_warn_before(idle_stop_after: str, clock_speed: float) -> str:
-    """``warn_before`` (whole pod minutes) that leaves ``WARN_REAL_S`` real seconds between
-    the warning and the stop at ``clock_speed``, kept a minute below ``idle_stop_after``:
-    the profile refuses a warning window as long as the idle limit (it would warn after
-    every request)."""
-    want = math.ceil(WARN_REAL_S * clock_speed / 60.0)
-    idle_min = int(duration_s(idle_stop_after) // 60)
-    return f"{max(1, min(max(want, 10), idle_min - 1))}m"
+def warning_lag_s(clock_speed: float) -> float:
+    """Real seconds by which the console may show a warning after the stop policy came
+    within ``warn_before`` of the stop: the agent finds it at its next watchdog tick, the
+    console reads the pod every ``POD_POLL_S`` (and the reading takes ``READ_S``)."""
+    from console.session.session import POD_POLL_S
+    from pod_agent.supervisor import tick_wait_s
+
+    return tick_wait_s(WATCHDOG_INTERVAL_S, clock_speed) + POD_POLL_S + READ_S
+
+
+def demo_warn_before(clock_speed: float) -> str:
+    """``warn_before`` (whole pod minutes, never below the agent's default 10) that
+    leaves ``WARN_REAL_S`` real seconds between the warning on the console's screen and
+    the stop at ``clock_speed``. The pod-time ``WARN_REAL_S`` alone (25 pod minutes at
+    ×60) left 13 real seconds on screen: the console's reading of the pod lags the
+    agent's warning by up to ``warning_lag_s``."""
+    want = math.ceil((WARN_REAL_S + warning_lag_s(clock_speed)) * clock_speed / 60.0)
+    return f"{max(want, 10)}m"
+
+
+def demo_idle_stop_after(idle_stop_after: str, warn_before: str) -> str:
+    """The idle limit, widened to ``warn_before`` + ``IDLE_BEFORE_WARN_S`` when shorter."""
+    floor = duration_s(warn_before) + IDLE_BEFORE_WARN_S
+    if duration_s(idle_stop_after) >= floor:
+        return idle_stop_after
+    return f"{math.ceil(floor / 60)}m"
 
 
 class DemoDeployment:
@@ -219,7 +248,9 @@ class DemoDeployment:
         sched = data.setdefault("schedule", {})
         sched.setdefault("idle_stop_after", "30m")
         if self.clock_speed > 1.0:
-            sched["warn_before"] = demo_warn_before(sched["idle_stop_after"], self.clock_speed)
+            sched["warn_before"] = demo_warn_before(self.clock_speed)
+            sched["idle_stop_after"] = demo_idle_stop_after(sched["idle_stop_after"],
+                                                            sched["warn_before"])
         header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
         (dest / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
 
@@ -467,7 +498,7 @@ class DemoDeployment:
         self.agents[pid] = subprocess.Popen(
             [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
              "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
-             "--watchdog-interval", "5", "--no-patches"],
+             "--watchdog-interval", f"{WATCHDOG_INTERVAL_S:g}", "--no-patches"],
             # an SGLang slot's server: the same simulation, speaking SGLang
             env={**t.env, "POD_AGENT_SGLANG_PYTHON": str(HERE / "bin" / "sglang-python")},
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
