@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="three simulated pods, each a context of the demo's config: F shows "
                         "them all, enter opens the console on another")
     d.add_argument("--clock-speed", type=_speed, default=1.0, metavar="N",
-                   help="the pod agent's clock runs N times as fast, from 90 min before "
+                   help="the pod agent's clock runs N times as fast, from six pod hours before "
                         "the scheduled stop (the stop policy in a minute)")
     d.set_defaults(func=cmd_demo)
 
