@@ -397,10 +397,10 @@ class EmulatorServer:
         while not self._server.started and time.time() < deadline:
             time.sleep(0.02)
 
-    def stop(self, wait_s: float = 30.0) -> None:
+    def stop(self, wait_s: float | None = None) -> None:
         """The server, then every host still up, all at once (a pod's host stop may
         wait on its agent: pods one after another added those waits up); ``wait_s``
-        bounds the wait for them."""
+        bounds the wait for them (None: until each is done, as before)."""
         if self._server is not None:
             self._server.should_exit = True
         stops = []
@@ -412,6 +412,6 @@ class EmulatorServer:
                 stops.append(t)
         if self._thread is not None:
             self._thread.join(5)
-        deadline = time.monotonic() + wait_s
+        deadline = None if wait_s is None else time.monotonic() + wait_s
         for t in stops:
-            t.join(max(0.0, deadline - time.monotonic()))
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
