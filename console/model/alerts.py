@@ -252,7 +252,11 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if have and want and have < want:  # an unreadable version is not judged
             out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
                                  f"{profile.min_cuda}"))
-        if pod.status == "RUNNING" and stop is None and not _working_hours(profile, now):
+        # the pod's working hours on the pod's clock (the agent's, which its stops
+        # follow; the demo's runs hours from this machine's), this machine's if unsaid
+        pod_now = pod.stop_plan.pod_clock(now) if pod.stop_plan is not None else None
+        if pod.status == "RUNNING" and stop is None and not _working_hours(
+                profile, now if pod_now is None else pod_now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""
             out.append(Condition("hours", "warn", f"pod running outside working hours{rate}"))
         plan = pod.stop_plan
