@@ -34,9 +34,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from console.model.fmt import OVERDUE_S
+from console.model.pod_stop import PlannedStop
 from console.model.snapshot import PodSnapshot, StopPlan
 
-__all__ = ["BILLING", "CAUSES", "ENDED", "PLANNED_CAUSES", "STATES", "Cause",
+__all__ = ["BILLING", "CAUSES", "ENDED", "OPERATION_S", "PLANNED_CAUSES", "STATES", "Cause",
            "Operation", "PodRun", "RunReading", "RunState", "StopEvidence", "advance",
            "cause_of", "operation_of"]
 
@@ -228,6 +229,32 @@ class PodRun:
         """``by watchdog``, ``by alice@laptop`` ("" when nobody is known)."""
         return f"by {self.by}" if self.by else ""
 
+    def planned_stop(self) -> PlannedStop | None:
+        """The stop this run is in (being made, or made) as the header and the recording
+        say it (``pod_stop.PlannedStop``); None while it runs. A stop of an unknown cause
+        has no reason to say; the provider's says so."""
+        if not self.stopping_or_ended:
+            return None
+        reason = "" if self.cause in (None, "unknown") else str(self.cause)
+        return PlannedStop(self.pod_id, reason, self.by, self.at, done=self.ended,
+                           made=self.made or self.ended)
+
+    def event_title(self, clock: str) -> str:
+        """The one INFO event of a stop: "pod stopped (idle) by watchdog at 17:55",
+        "pod stopping (stop-now) by alice@laptop", "stop due now (idle) by watchdog"
+        (``clock``: ``at`` as shown, "" when unknown)."""
+        why = f" ({self.cause})" if self.cause and self.cause != "unknown" else ""
+        by = f" by {self.by}" if self.by else ""
+        when = f" at {clock}" if clock and self.at is not None else ""
+        if self.state == "stopping" and not self.made:
+            return f"stop due now{why}{by}"
+        verb = {"stopping": "stopping", "stopped": "stopped", "terminated": "terminated",
+                "replaced": "replaced"}.get(self.state, self.state)
+        if self.state == "replaced" and self.replaced_by:
+            verb += f" by pod {self.replaced_by}"
+            by = f" ({self.by})" if self.by else ""
+        return f"pod {verb}{why}{by}{when}"
+
     def stop_text(self, clock: str) -> str:
         """The header's words for a stop (``clock``: ``at`` as shown): "stopped at
         17:55 (idle)", "stopping (stop-now)", "stop due now (idle)", "terminated",
@@ -315,8 +342,10 @@ def _evidence(run: PodRun, r: RunReading) -> StopEvidence | None:
             if ev.key not in run.spent:
                 found = ev
                 break
-    op = _op_by(r.operations, ("stop-now", "down", "down --force", "fallback"),
-                since, r.now)
+    kinds: tuple[str, ...] = ("stop-now", "down", "down --force")
+    if pod.status in STOPPED + GONE or pod.agent_error:
+        kinds += ("fallback",)  # a fallback moves off a pod that has gone quiet
+    op = _op_by(r.operations, kinds, since, r.now)
     if op is not None and f"op:{op.kind}:{op.at:.3f}" not in run.spent:
         key = f"op:{op.kind}:{op.at:.3f}"
         if found is None:
@@ -380,18 +409,23 @@ def _begin(prev: PodRun | None, pod: PodSnapshot, r: RunReading,
 
 def _end(run: PodRun, state: RunState, r: RunReading, ev: StopEvidence | None,
          default: Cause) -> PodRun:
+    """The run over (stopped or terminated), its cause from the stop seen, else from what
+    it last was: a stop being made, or a watchdog warning of one (the agent may go before
+    any reading shows its record), else ``default``."""
     if run.ended and run.state == state:
         return run
-    cause = ev.cause if ev is not None else (run.cause if run.state == "stopping"
-                                             else default)
-    return replace(run, state=state, since=r.now if run.state != state else run.since,
-                   cause=cause, reason=ev.reason if ev is not None else run.reason,
-                   by=ev.by if ev is not None else (run.by if run.state == "stopping"
-                                                    else ("provider" if cause == "provider"
-                                                          else None)),
-                   at=ev.at if ev is not None else run.at, ended_at=r.now, made=True,
-                   evidence=run.evidence | ({ev.key} if ev is not None and
-                                            not ev.key.startswith("due:") else set()))
+    if ev is not None:
+        cause, reason, by, at = ev.cause, ev.reason, ev.by, ev.at
+    elif run.state == "stopping" or (run.state == "warned" and run.cause is not None
+                                     and run.cause != "unknown"):
+        cause, reason, by, at = run.cause or default, run.reason, run.by, run.at
+    else:
+        cause, reason, by, at = default, None, "provider" if default == "provider" \
+            else None, None
+    keys = run.evidence | ({ev.key} if ev is not None and not ev.key.startswith("due:")
+                           else set())
+    return replace(run, state=state, since=r.now, cause=cause, reason=reason, by=by,
+                   at=at, ended_at=r.now, made=True, phase=None, evidence=keys)
 
 
 def advance(prev: PodRun | None, r: RunReading) -> PodRun | None:
@@ -426,11 +460,15 @@ def advance(prev: PodRun | None, r: RunReading) -> PodRun | None:
         return run  # nothing comes back from an end but a new run (above)
     if run.started_at is None and pod.started_at is not None:
         run = replace(run, started_at=pod.started_at)
+    # a stop nothing explains: the provider's (or someone's at its console) when this
+    # console saw the run alive; unknown when it was first seen over
+    default: Cause = "provider" if run.state != "provisioning" or run.began != r.now \
+        else "unknown"
     if pod.status in GONE:
-        return _end(run, "terminated", r, _evidence(run, r), "provider")
+        return _end(run, "terminated", r, _evidence(run, r), default)
     ev = _evidence(run, r)
     if pod.status in STOPPED:
-        return _end(run, "stopped", r, ev, "provider")
+        return _end(run, "stopped", r, ev, default)
     if ev is not None:
         state: RunState = "stopping"
         keys = run.evidence | ({ev.key} if not ev.key.startswith("due:") else set())

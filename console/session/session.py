@@ -42,21 +42,22 @@ from console.config import defaults
 from console.model import fmt
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
-from console.model.gateway import GatewaySnapshot
+from console.model.gateway import GatewaySnapshot, on_the_pod
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
+from console.model.pod_run import Operation, PodRun, RunReading, advance
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
     PlannedStop,
-    planned_stop,
     probe_hold,
 )
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
 from console.session import gpu_line
+from console.session.audit_tail import AuditTail
 from console.session.gpu_line import GpuLine
 from console.session.spend import SpendBook
 from console.session.view import (
@@ -132,13 +133,14 @@ class Judged:
 def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: SpendBook,
           profile: Profile, settings: Settings, now: float,
           failures: Iterable[Condition] = (), faults: FaultBook | None = None,
-          agent_seen: PodSnapshot | None = None) -> Judged:
+          agent_seen: PodSnapshot | None = None, run: PodRun | None = None) -> Judged:
     """Spend book + earlier spend + alert rules: the one place they meet (the console,
     the fleet and ``pod-console status`` all judge a reading here). The day and the month
     start at midnight in the profile's zone. ``faults``: the session's GPU fault book
     (None: this reading alone); ``agent_seen``: the last reading of the pod in which its
-    agent answered."""
-    from console.model.alerts import evaluate, observe_pod
+    agent answered; ``run``: the pod's run as the session follows it (None: this
+    reading's alone)."""
+    from console.model.alerts import evaluate, observe_pod, run_of
 
     zone = day_zone(profile)
     month = None
@@ -150,8 +152,11 @@ def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: Sp
     ended = observe_pod(faults, pod, profile, settings, now)
     if agent_seen is None and pod is not None and not pod.agent_error:
         agent_seen = pod
-    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen)
-    return Judged(pod, tuple(conds), month, ended, planned_stop(pod, agent_seen, now))
+    run = run_of(pod, agent_seen, now, run)
+    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen,
+                     run)
+    return Judged(pod, tuple(conds), month, ended,
+                  run.planned_stop() if run is not None else None)
 
 
 async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None,
@@ -255,6 +260,12 @@ class Session:
         once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.run: PodRun | None = None
+        """The pod's run (``pod_run``): advanced at every poll; what belongs to a run
+        (acknowledgements, pending timers, GPU faults) ends with it."""
+        self._audit_tail: AuditTail | None = None
+        self._ops: tuple[Operation, ...] = ()
+        """The console's recent machine operations (the audit log), for the run."""
         self.stalls = StallWatch()
         """Slots with requests running and no token for ``alerts.stall_after_s``: only
         polls a while apart tell it, so the session (which sees every poll) owns it."""
@@ -486,6 +497,7 @@ class Session:
             await self._observe_spend(raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
+            await self._read_operations(now)
         if gpus_read and pod_now is not None:
             record_gpus(self.history, pod_now.gpus, now)
         # from here to the end nothing awaits: the reading, the alerts and the counters
@@ -496,12 +508,22 @@ class Session:
             judged = Judged(None, (), None)
         else:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s)
+            ended_run = self._advance_run(snapshot, pod_now, now)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
+            stalls = self.stalls.conditions()
+            if self.run is not None and self.run.planned:
+                # a stop somebody meant: the slots' requests and the gateway's routes to
+                # them stop with the pod; its one event says so
+                ours = {c.key for c in on_the_pod(gw_conds, self.gateway, snapshot)}
+                gw_conds = [c for c in gw_conds if c.key not in ours]
+                stalls = []
             judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
-                           [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
-                           self.faults, self._agent_seen)
+                           [*self.failures.values(), *stalls, *gw_conds],
+                           self.faults, self._agent_seen, self.run)
+            if ended_run:
+                judged = replace(judged, ended={**ended_run, **judged.ended})
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended)
         if read_pod:
             self._raw_pod = raw
@@ -514,6 +536,36 @@ class Session:
             self.first_data_at = now
         self._tell(raised, cleared)
         self._record(pod_now if gpus_read else None)
+
+    # -- the pod's run -------------------------------------------------------------------
+    async def _read_operations(self, now: float) -> None:
+        """The console's recent machine operations from the audit log (off the loop)."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        if self._audit_tail is None:
+            self._audit_tail = AuditTail(getattr(ctx.registry.audit, "path", None))
+        # an unreadable log explains nothing (``AuditTail.read``): the run goes on
+        self._ops = await self._run_blocking(self._audit_tail.read, now)
+
+    def _advance_run(self, snapshot: DeploymentSnapshot, pod: PodSnapshot | None,
+                     now: float) -> dict[str, str]:
+        """The pod's run after this poll. When a run ended and another began, what
+        belonged to the old one ends (issue 42): its GPU faults (alert key → why, for
+        the alert book), its pending timers and its acknowledgements."""
+        up = sum(1 for s in snapshot.slots if s.health == "up")
+        prev = self.run
+        self.run = run = advance(prev, RunReading(now, pod, self._agent_seen, self._ops, up))
+        if prev is None or run is None or run.number == prev.number:
+            return {}
+        old = run.previous or prev
+        why = (f"ended with run {old.number} of pod {old.pod_id}" if old.pod_id == run.pod_id
+               else f"ended with pod {old.pod_id}")
+        self.alerts.new_run(now, why)
+        self._note(f"pod {run.pod_id}: a new run"
+                   + (f" (the last {old.stop_text(fmt.clock(old.at)[:5] if old.at else '')})"
+                      if old.ended else ""), "dim")
+        return self.faults.end_run(old.pod_id, now, why) if old.pod_id == run.pod_id else {}
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -731,7 +783,8 @@ class Session:
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
-                            stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls),
+                            stop=r.stop, run=self.run, gpu_marks=marks,
+                            stalled=dict(self.stalls.stalls),
                             gateway=self.gateway, idle_source=(
                                 ctx.settings.gateway.idle_source if ctx is not None
                                 else "slots"),
