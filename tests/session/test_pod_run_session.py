@@ -207,3 +207,41 @@ async def test_stop_now_then_resume_says_who_and_is_not_stopping(tmp_path: Path)
     st = await poll(w, 2.0)
     assert st.run is not None and (st.run.number, st.run.state) == (2, "serving")
     assert st.stop is None and "stopping" not in header(st), header(st)
+
+
+async def test_a_planned_stop_silences_the_gateways_routes_to_the_pod(
+        tmp_path: Path) -> None:
+    """LiteLLM routes to the pod's slots alone: while the pod is stopped on purpose its
+    5xx and failing deployments are the stop, not an outage. Its own health is not."""
+    from console.model.gateway import DeploymentRow, GatewaySnapshot
+
+    w = world(tmp_path, T0)
+    w.pod.pod = replace(w.pod.pod, started_at=T0 - 3600)
+    agent(w)
+    ports = {t.slot: t.port for t in w.ctx.poller.targets}
+
+    def failing(ready: bool = True) -> GatewaySnapshot:
+        deps = tuple(DeploymentRow(s, "chat", f"http://127.0.0.1:{p}/v1",
+                                   {"requests": 10.0, "failures": 10.0}, "failing")
+                     for s, p in ports.items())
+        return GatewaySnapshot("http://gw", w.clock(), True, ready, deployments=deps,
+                               total={"error_5xx_ratio": 1.0},
+                               groups={"chat": {"error_5xx_ratio": 1.0}})
+
+    await poll(w, 0.0)
+    # the same gateway on a running pod: loud (this test can fail)
+    w.session.gateway = failing()
+    await poll(w, 2.0)
+    assert [k for k in loud(w) if "gateway" in k], loud(w)
+    w.session.gateway = None
+    await poll(w, 2.0)
+    assert loud(w) == [], loud(w)
+    await _idle_stop(w)
+    w.session.gateway = failing()
+    for _ in range(3):
+        await poll(w, 12.0)
+    assert loud(w) == [], loud(w)
+    # the gateway itself not ready is its own trouble, stop or not
+    w.session.gateway = failing(ready=False)
+    await poll(w, 12.0)
+    assert [k for k in loud(w) if "gateway not ready" in k], loud(w)
