@@ -349,11 +349,10 @@ def _evidence(run: PodRun, r: RunReading) -> StopEvidence | None:
     if op is not None and f"op:{op.kind}:{op.at:.3f}" not in run.spent:
         key = f"op:{op.kind}:{op.at:.3f}"
         if found is None:
-            found = StopEvidence(key, op.kind if op.kind != "fallback" else "fallback",
-                                 op.kind, op.by, op.at)
+            found = StopEvidence(key, cause_of(op.kind), op.kind, op.by, op.at)
         elif found.cause == op.kind or (found.cause == "down" and op.kind == "down --force"):
             # the agent's record of the console's stop: the console knows who asked
-            found = replace(found, cause=op.kind, by=found.by or op.by)
+            found = replace(found, cause=cause_of(op.kind), by=found.by or op.by)
     if found is None and seen is not None and seen.stop_plan is not None:
         due = _due(pod, seen, seen.stop_plan, r.now, since)
         if due is not None and due.key not in run.spent:
@@ -414,6 +413,10 @@ def _end(run: PodRun, state: RunState, r: RunReading, ev: StopEvidence | None,
     any reading shows its record), else ``default``."""
     if run.ended and run.state == state:
         return run
+    cause: Cause
+    reason: str | None
+    by: str | None
+    at: float | None
     if ev is not None:
         cause, reason, by, at = ev.cause, ev.reason, ev.by, ev.at
     elif run.state == "stopping" or (run.state == "warned" and run.cause is not None
