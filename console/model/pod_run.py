@@ -294,7 +294,11 @@ def _agent_stops(seen: PodSnapshot, started_at: float | None) -> list[StopEviden
     plan = seen.stop_plan
     if plan is not None and plan.last_stop_at is not None and plan.last_stop_ok is not False:
         at = plan.ours(plan.last_stop_at)
-        if _belongs(at, started_at):
+        # a stop carried out before this run's start ended an earlier run, whatever the
+        # slack for clocks (a resume within a minute of an idle stop)
+        done_before = plan.last_stop_ok is True and started_at is not None \
+            and at < started_at
+        if _belongs(at, started_at) and not done_before:
             reason = plan.last_stop_reason or "stop"
             by = plan.last_stop_by
             out.append(StopEvidence(f"agent:{reason}:{plan.last_stop_at:.3f}",

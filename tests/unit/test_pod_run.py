@@ -218,3 +218,19 @@ def test_causes_from_the_agents_words() -> None:
                                   "?", None)] == [
         "schedule", "schedule", "idle", "memory guard", "stop-now", "down", "down --force",
         "fallback", "provider", "unknown", "unknown"]
+
+
+def test_a_console_started_after_a_quick_resume_does_not_take_the_old_stop() -> None:
+    """No earlier reading: the agent's stop, carried out 20 s before the provider's
+    start of this run, is the last run's (within the minute of slack for clocks)."""
+    t = T0
+    busy = running(t, t - 20, busy=True,
+                   last_stop={"reason": "idle", "at": t - 40, "by": "watchdog", "ok": True},
+                   last_stop_reason="idle")
+    r = Day().read(t, busy)
+    assert (r.number, r.state, r.planned_stop()) == (1, "serving", None)
+    # one still being made (ok unknown) that early is still this run's
+    making = running(t, t - 20, busy=False,
+                     last_stop={"reason": "idle", "at": t - 40, "by": "watchdog",
+                                "ok": None}, last_stop_reason="idle")
+    assert Day().read(t, making).state == "stopping"
