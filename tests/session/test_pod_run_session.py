@@ -245,3 +245,33 @@ async def test_a_planned_stop_silences_the_gateways_routes_to_the_pod(
     w.session.gateway = failing(ready=False)
     await poll(w, 12.0)
     assert [k for k in loud(w) if "gateway not ready" in k], loud(w)
+
+
+async def test_the_old_runs_stop_event_and_gpu_alerts_end_with_it(tmp_path: Path) -> None:
+    """With a hold (alerts clear a while after their condition goes), the old run's
+    INFO and its hot GPU do not linger on the new run: they end at its first reading."""
+    from console.config.settings import AlertTiming
+
+    w = world(tmp_path, T0, alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=600))
+    hot = GpuReport(gpus=(Gpu(0, "NVIDIA RTX PRO 6000", "GPU-0", temp_c=91.0,
+                              throttled=("sw_thermal_slowdown",)),),
+                    source="nvml", sampled_at=T0)
+    w.pod.pod = replace(w.pod.pod, started_at=T0 - 3600, gpus=hot)
+    agent(w)
+    await poll(w, 0.0)
+    assert "throttle:0" in w.session.alerts.active
+    await _idle_stop(w)
+    assert "stopped" in w.session.alerts.active
+    w.clock.advance(20.0)
+    w.slots.down = set()
+    w.pod.run(started_at=w.clock())
+    w.pod.pod = replace(w.pod.pod, gpus=GpuReport(
+        gpus=(Gpu(0, "NVIDIA RTX PRO 6000", "GPU-0", temp_c=45.0),), source="nvml",
+        sampled_at=w.clock()))
+    agent(w)
+    st = await poll(w, 2.0)
+    assert st.run is not None and st.run.number == 2
+    assert not [k for k in w.session.alerts.active if k in ("stopped", "throttle:0")], \
+        w.session.alerts.active
+    ended = {e.title.split()[0] for e in st.alert_history if e.kind == "ended"}
+    assert {"pod", "GPU"} <= ended, st.alert_history
