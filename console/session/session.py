@@ -87,10 +87,10 @@ FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
 """On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
-RUN_ALERTS = ("xid:", "ecc:", "remapfail:", "remap:", "throttle:", "heat:", "stray:",
-              "stopped", "stop-soon", "extension-ends")
-"""Alert keys of what belongs to one run of the pod (its GPUs' state, its stop): they
-end with it (``Session._advance_run``)."""
+RUN_ALERTS = ("xid:", "ecc:", "remapfail:", "remap:", "throttle:", "heat:", "stray:")
+"""Alert keys of what belongs to one run of the pod, its GPUs' state: they end with it
+(``Session._advance_run``). Its stop event has no hold: it clears at the first reading
+of the next run."""
 GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
 """Alert keys of hardware faults: facts about the pod that the audit log keeps."""
 
@@ -569,8 +569,8 @@ class Session:
         self._note(f"pod {run.pod_id}: a new run"
                    + (f" (the last {old.stop_text(fmt.clock(old.at)[:5] if old.at else '')})"
                       if old.ended else ""), "dim")
-        # the old run's GPUs and its stop are over: said so at once, not held; the new
-        # run's own readings raise what is true of it, as its own alerts
+        # the old run's GPUs are over: said so at once, not held; the new run's own
+        # readings raise what is true of it
         ended = {k: why for k in self.alerts.active if k.startswith(RUN_ALERTS)}
         if old.pod_id == run.pod_id:
             ended.update(self.faults.end_run(old.pod_id, now, why))
