@@ -277,3 +277,32 @@ async def test_the_old_runs_stop_event_and_gpu_alerts_end_with_it(tmp_path: Path
     ended = [e.detail for e in st.alert_history if e.kind == "ended"
              and e.title.startswith("GPU 0 throttled")]
     assert ended == ["ended with run 1 of pod p1"], st.alert_history
+
+
+async def test_the_next_stop_is_told_as_its_own_not_the_previous_ones(
+        tmp_path: Path) -> None:
+    """Run 2's scheduled stop: the agent goes before any reading shows its record (it
+    still reported run 1's idle stop). The header says the schedule's stop, not
+    "stopped at 17:55 (idle)"."""
+    w = world(tmp_path, T0)
+    w.pod.pod = replace(w.pod.pod, started_at=T0 - 3600)
+    agent(w)
+    await poll(w, 0.0)
+    stop_at = await _idle_stop(w)
+    w.clock.advance(20.0)
+    w.slots.down = set()
+    w.pod.run(started_at=w.clock())
+    old = {"last_stop_reason": "idle",
+           "last_stop": {"reason": "idle", "at": stop_at, "by": "watchdog", "ok": True}}
+    agent(w, **old)
+    await poll(w, 2.0)
+    agent(w, next_stop_reason="schedule", stop_in_s=240.0, warning=True, **old)
+    st = await poll(w, 600.0)
+    assert st.run is not None and (st.run.number, st.run.state) == (2, "warned")
+    container_gone(w, "EXITED")
+    st = await poll(w, 240.0)
+    assert st.run is not None and (st.run.number, st.run.state, st.run.cause) == (
+        2, "stopped", "schedule")
+    text = header(st)
+    assert "(schedule)" in text and "(idle)" not in text, text
+    assert loud(w) == [], loud(w)
