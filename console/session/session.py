@@ -516,11 +516,14 @@ class Session:
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
             stalls = self.stalls.conditions()
-            if self.run is not None and self.run.planned:
+            run = self.run
+            planned = run is not None and run.planned
+            if planned or self._gateway_counts_the_stop(now, ctx.settings.window_s):
                 # a stop somebody meant: the slots' requests and the gateway's routes to
                 # them stop with the pod; its one event says so
                 ours = {c.key for c in on_the_pod(gw_conds, self.gateway, snapshot)}
                 gw_conds = [c for c in gw_conds if c.key not in ours]
+            if planned:
                 stalls = []
             judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
@@ -551,6 +554,18 @@ class Session:
             self._audit_tail = AuditTail(getattr(ctx.registry.audit, "path", None))
         # an unreadable log explains nothing (``AuditTail.read``): the run goes on
         self._ops = await self._run_blocking(self._audit_tail.read, now)
+
+    def _gateway_counts_the_stop(self, now: float, window_s: float) -> bool:
+        """Whether the gateway's figures still count the planned stop that ended the
+        last run: its rates are over a window (``window_s``), and the calls that failed
+        while the pod was stopped on purpose stay in it for that long after the resume.
+        They are the stop's, not the new run's."""
+        run, gw = self.run, self.gateway
+        prior = run.previous if run is not None else None
+        if run is None or gw is None or prior is None or not prior.planned:
+            return False
+        began = run.began if run.began is not None else now
+        return 0.0 <= now - began < (gw.window_s or window_s)
 
     def _advance_run(self, snapshot: DeploymentSnapshot, pod: PodSnapshot | None,
                      now: float) -> dict[str, str]:

@@ -245,6 +245,20 @@ async def test_a_planned_stop_silences_the_gateways_routes_to_the_pod(
     w.session.gateway = failing(ready=False)
     await poll(w, 12.0)
     assert [k for k in loud(w) if "gateway not ready" in k], loud(w)
+    w.session.gateway = failing()
+    await poll(w, 12.0)
+    # `r`: its window still counts the calls that failed during the stop (the demo's
+    # "gateway 5xx 41%" a few seconds after the resume): the stop's, not the new run's
+    w.clock.advance(20.0)
+    w.slots.down = set()
+    w.pod.run(started_at=w.clock())
+    agent(w)
+    for _ in range(3):
+        await poll(w, 30.0)
+        assert loud(w) == [], loud(w)
+    # once the window has passed, failures are the new run's own
+    await poll(w, w.settings.window_s)
+    assert [k for k in loud(w) if "gateway" in k], loud(w)
 
 
 async def test_the_old_runs_stop_event_and_gpu_alerts_end_with_it(tmp_path: Path) -> None:
