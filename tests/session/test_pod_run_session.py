@@ -320,3 +320,45 @@ async def test_the_next_stop_is_told_as_its_own_not_the_previous_ones(
     text = header(st)
     assert "(schedule)" in text and "(idle)" not in text, text
     assert loud(w) == [], loud(w)
+
+
+async def test_a_new_runs_ack_is_shared_and_the_old_runs_is_not(tmp_path: Path) -> None:
+    """A console and a wall on one state dir. An alert that stands across runs (the host
+    driver too old) was acknowledged in run 1: in run 2 it shows unacknowledged in both,
+    and an acknowledgement made in run 2 reaches the wall (the shared book held run 1's)."""
+    import asyncio
+
+    console, wall = (world(tmp_path, T0, run_blocking=asyncio.to_thread) for _ in range(2))
+
+    def run(w: World, started: float, status: str = "RUNNING") -> None:
+        w.pod.run(started, status)
+        w.pod.pod = replace(w.pod.pod, host_cuda="12.8")
+
+    async def both(after: float) -> None:
+        for w in (console, wall):
+            await poll(w, after)
+            await w.session.settle()
+
+    for w in (console, wall):
+        run(w, T0 - 3600)
+    await both(0.0)
+    assert console.session.acknowledge("alice")
+    await console.session.settle()
+    await both(10.0)
+    assert wall.session.alerts.active["cuda"].acked_by == "alice"
+    # stopped (seen by both), then started again: run 2
+    for w in (console, wall):
+        run(w, T0 - 3600, "EXITED")
+    await both(10.0)
+    for w in (console, wall):
+        run(w, console.clock() + 10.0)
+    await both(20.0)
+    for w in (console, wall):
+        assert w.session.run is not None and w.session.run.number == 2
+        assert w.session.alerts.active["cuda"].acked_by is None, w.session.alerts.active
+    await both(10.0)  # the shared book's old acknowledgement is not adopted
+    assert wall.session.alerts.active["cuda"].acked_by is None
+    assert console.session.acknowledge("bob")
+    await console.session.settle()
+    await both(10.0)
+    assert wall.session.alerts.active["cuda"].acked_by == "bob"
