@@ -482,6 +482,8 @@ def advance(prev: PodRun | None, r: RunReading) -> PodRun | None:
         return replace(run, state=state, since=run.since if run.state == state else r.now,
                        cause=ev.cause, reason=ev.reason, by=ev.by, at=ev.at, made=ev.made,
                        phase=None, evidence=keys)
+    if pod.status is None and pod.agent_error:
+        return run  # neither the provider nor the agent said anything: nothing new
     state, phase, cause, reason = _living_state(pod, r)
     by = "watchdog" if state == "warned" else None
     at = None

@@ -234,3 +234,14 @@ def test_a_console_started_after_a_quick_resume_does_not_take_the_old_stop() -> 
                      last_stop={"reason": "idle", "at": t - 40, "by": "watchdog",
                                 "ok": None}, last_stop_reason="idle")
     assert Day().read(t, making).state == "stopping"
+
+
+def test_a_reading_that_says_nothing_changes_nothing() -> None:
+    """The provider's API failed and the agent did not answer (our network): the run
+    stays as the last reading that said something, not "serving"."""
+    d, t = Day(), T0
+    warned = running(t, t - 600, busy=False, idle_s=1500.0, stop_in_s=290.0, warning=True)
+    assert d.read(t, warned).state == "warned"
+    blind = replace(quiet(warned), status=None, provider_error="timed out")
+    r = d.read(t + 10, blind, slots_up=None)
+    assert (r.state, r.cause) == ("warned", "idle")
