@@ -190,6 +190,12 @@ def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
                     by=str(ext.get("by") or ""), until=str(ext.get("until_iso") or ""))
     yield gauge("pod_agent_clock_speed", "The pod clock's speed (1 but in the demo).",
                 wd.get("clock_speed") or 1.0)
+    fail = wd.get("failing")
+    if isinstance(fail, dict) and isinstance(fail.get("ticks"), int):
+        # a wall (no SSH) says a failing watchdog too (issue 42): since when, and why
+        yield gauge("pod_agent_watchdog_failing_ticks", "Watchdog ticks failing in a row.",
+                    fail["ticks"], since=str(fail.get("since_iso") or ""),
+                    error=str(fail.get("last_error") or "")[:200])
 
 
 HEADER_TIMEOUT_S = 5.0

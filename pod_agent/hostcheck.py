@@ -133,6 +133,47 @@ def check_gpu_health(telemetry: Any = None) -> Check:
     return Check("gpu_health", not bad, value, detail)
 
 
+OPTIONAL_MODULES = (
+    # (import name, distribution and its install line, what the agent uses it for)
+    ("pynvml", "nvidia-ml-py", "nvidia-ml-py>=12.535",
+     "GPU telemetry through NVML (else nvidia-smi: slower, no per-process GPU memory)"),
+    ("prometheus_client", "prometheus-client", "prometheus-client>=0.17",
+     "the GPU metrics exporter (the profile's gpu_metrics_port)"),
+)
+"""What the agent imports beyond its own install (pyproject's ``agent`` extra; vLLM's
+images carry both). The watchdog needs neither: a plain ``pip install .`` stops pods."""
+
+
+def check_modules(profile: Profile | None) -> Check:
+    """The optional modules this host lacks, each with what it costs and the line that
+    installs it. Failed when one the agent cannot do without here is missing: NVML's
+    binding with no nvidia-smi to fall back on, ``prometheus_client`` for a profile
+    that serves GPU metrics."""
+    import importlib.util
+
+    missing: list[str] = []
+    lines: list[str] = []
+    fatal = False
+    for module, dist, spec, use in OPTIONAL_MODULES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            continue
+        missing.append(dist)
+        lines.append(f"{dist} missing ({use}): pip install '{spec}'")
+        if module == "pynvml" and shutil.which("nvidia-smi") is None:
+            fatal = True
+        if module == "prometheus_client" and profile is not None \
+                and profile.gpu_metrics_port is not None:
+            fatal = True
+    value = {"missing": missing}
+    if not missing:
+        return Check("modules", True, value, "nvidia-ml-py, prometheus-client: installed")
+    return Check("modules", not fatal, value, "; ".join(lines))
+
+
 def check_pidfd() -> Check:
     """pidfd_open + pidfd_getfd on a child: vLLM's PLE CPU offload needs both.
 
@@ -233,6 +274,7 @@ def run_checks(profile: Profile | None, p2p_timeout_s: float = p2p.DEFAULT_TIMEO
         _timed("pidfd", check_pidfd),
         _timed("disk", lambda: check_disk(profile, where)),
         _timed("memory", lambda: check_memory(mem_floor_gib)),
+        _timed("modules", lambda: check_modules(profile)),
     ]
 
 

@@ -23,11 +23,17 @@ The rules, in the order they win:
     at most ``busy_grace``, counted from the first tick that found it due;
   * idle: no request finished, running or waiting on any slot for ``idle_stop_after``
     (inside working hours only when ``idle_stop_in_hours``: an idle stop that would fall
-    in working hours is not planned at all). A slot whose metrics cannot be read serves
-    nobody: it counts as idle;
+    in working hours is due when they end, where the schedule's own stop is — and at that
+    instant it is the schedule's stop, warned once as such). A slot whose metrics cannot
+    be read serves nobody: it counts as idle;
   * every stop is warned ``warn_before`` ahead, whatever its reason: a stop found due
     without its warning (a pod started after its stop time, an extension shorter than
-    ``warn_before``) is warned then and waits ``warn_before``.
+    ``warn_before``) is warned then and waits ``warn_before``. How long ago a warning
+    went out is measured on the monotonic clock: after a wall-clock step back, a warning
+    that now lies further ahead of its stop than ``warn_before`` is given again, on time;
+  * an extension ended by hand resumes the plan (``resume_plan``): a stop already due, or
+    due within ``warn_before``, is warned then and made ``END_GRACE_S`` later (or at its
+    own time, if later) — what the console's confirmation says.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -46,7 +52,17 @@ MAX_EXTENSION_S = 24 * 3600.0
 """An extension ends within a day: a typo (20:00 tomorrow for tonight) must not buy a
 weekend of billing."""
 _CLOCK_TEXT = re.compile(r"^(?:(tomorrow)\s+)?(\d{1,2}):(\d{2})$", re.IGNORECASE)
-_ORDER = {"idle": 0, "extension ended": 1, "schedule": 2}
+END_GRACE_S = 120.0
+"""An extension ended by hand (``w c``, ``extend --clear``) while the stop it held back is
+due, or due within ``warn_before``: that stop is warned at once and comes this long
+after (not a fresh ``warn_before``). Whoever ends an extension means the plan to resume;
+two minutes are for a change of mind (``w`` again), and the console's confirmation says
+so."""
+EARLY_SLACK_S = 60.0
+"""A warning given more than this before ``warn_before`` ahead of its stop (on the
+monotonic clock) was given on a wall clock that has since gone back: it is given again,
+on time. (The first tick inside the window gives it: within a tick, never early.)"""
+_ORDER = {"idle": 0, "extension ended": 1, "schedule": 2, "idle after hours": 3}
 """Two stops due at the same instant: the one that says most about the pod wins — idle
 at an extension's end is said as idle (the demo's story, the header's "(idle)")."""
 
@@ -102,6 +118,13 @@ class Warned:
 
     at: float
     sent: float
+    mono: float | None = None
+    """The monotonic clock when it went out (None: ``sent``, for callers of one clock):
+    how long ago it was given is measured on it, so a wall-clock step neither makes an
+    old warning look fresh nor a fresh one old."""
+    lead: float | None = None
+    """How long after it the stop may come (None: ``warn_before``); shorter for an
+    extension ended by hand (``END_GRACE_S``)."""
 
 
 @dataclass
@@ -162,10 +185,10 @@ class PolicyState:
             return w
         return next((w for w in self.warned.values() if abs(w.at - at) < 1.0), None)
 
-    def note_warning(self, d: Decision, now: float) -> None:
+    def note_warning(self, d: Decision, now: float, mono: float | None = None) -> None:
         """The warning of ``d`` went out now (the supervisor, the tests)."""
         if d.key is not None and d.next_at is not None:
-            self.warned[d.key] = Warned(d.next_at, now)
+            self.warned[d.key] = Warned(d.next_at, now, mono, d.lead)
         # old ones announce stops long past
         for k in [k for k, w in self.warned.items() if w.at < now - 2 * 86400]:
             del self.warned[k]
@@ -188,6 +211,9 @@ class Decision:
     its warning is sent once."""
     announce: bool = False
     """Its warning is to be sent now (``PolicyState.note_warning`` once sent)."""
+    lead: float | None = None
+    """With ``announce``: how long after the warning the stop may come, when not
+    ``warn_before`` (an extension ended by hand: ``resume_plan``)."""
 
     def warn_key(self) -> str:
         return self.key or f"{self.next_reason}@{round(self.next_at or 0)}"
@@ -269,6 +295,12 @@ def in_hours(schedule: Schedule, now: float) -> bool:
     return _hm(schedule.start) <= (local.hour, local.minute) < _hm(schedule.stop)
 
 
+def _hours_end(schedule: Schedule, t: float) -> float:
+    """The end of the working hours ``t`` falls in: that day's scheduled stop."""
+    return _at(dt.datetime.fromtimestamp(t, zone(schedule)).date(), _hm(schedule.stop),
+               zone(schedule))
+
+
 def local_day(schedule: Schedule, now: float) -> str:
     return dt.datetime.fromtimestamp(now, zone(schedule)).date().isoformat()
 
@@ -306,6 +338,12 @@ def _scheduled(schedule: Schedule, st: PolicyState, now: float,
     return None
 
 
+def scheduled_stop(schedule: Schedule, st: PolicyState, now: float) -> float | None:
+    """The next scheduled stop not done and not held back by the extension (due once
+    at or before ``now``): the schedule's part of the plan alone."""
+    return _scheduled(schedule, st, now, st.extension)
+
+
 def make_extension(schedule: Schedule, st: PolicyState, now: float, until: float, by: str,
                    reason: str, replaces_next_stop: bool = False) -> Extension:
     first = _scheduled(schedule, st, now, None)
@@ -318,25 +356,35 @@ def _plan(schedule: Schedule, st: PolicyState, now: float, busy: bool, idle_s: f
     """The next stop if no request came from now on: (instant, reason, key). The instant
     is when it became or becomes due: at or before ``now``, it is due."""
     ext = st.extension
-    cands: list[tuple[float, str, str]] = []
+    cands: list[tuple[float, str, str, int]] = []
     if ext is not None and ends_with_stop(schedule, ext):
-        cands.append((ext.until, "extension ended", f"extension@{round(ext.until)}"))
+        cands.append((ext.until, "extension ended", f"extension@{round(ext.until)}",
+                      _ORDER["extension ended"]))
     at = _scheduled(schedule, st, now, ext)  # not held back: never before ext's end
     if at is not None:
-        cands.append((at, "schedule", f"schedule@{round(at)}"))
+        cands.append((at, "schedule", f"schedule@{round(at)}", _ORDER["schedule"]))
     after = schedule.seconds("idle_stop_after")
     if after is not None:
         # a running request is activity until it ends
         t = now + after if busy else now - idle_s + after
         if ext is not None:  # nothing stops the pod before an extension's end
             t = max(t, ext.until)
-        # idle only outside working hours and due inside them: never planned (the
-        # schedule's own stop ends those hours)
-        if schedule.idle_stop_in_hours or not in_hours(schedule, max(t, now)):
-            cands.append((t, "idle", f"idle@{round(st.last_activity, 3)}"))
+        order = _ORDER["idle"]
+        if not schedule.idle_stop_in_hours:
+            # idle only outside working hours: one due inside them (or found while they
+            # last) is due when they end — where the schedule's own stop ends them,
+            # announced as the schedule. At that instant it stays that stop (warned once,
+            # for its reason), not an idle stop warned again and made warn_before later
+            # (issue 42)
+            for when in (t, now):
+                if in_hours(schedule, max(t, when)):
+                    t = _hours_end(schedule, max(t, when))
+                    order = _ORDER["idle after hours"]
+        cands.append((t, "idle", f"idle@{round(st.last_activity, 3)}", order))
     if not cands:
         return None
-    return min(cands, key=lambda c: (round(c[0], 3), _ORDER[c[1]]))
+    at, reason, key, _ = min(cands, key=lambda c: (round(c[0], 3), c[3]))
+    return at, reason, key
 
 
 def decide(schedule: Schedule, st: PolicyState, now: float, busy: bool,
@@ -358,6 +406,13 @@ def decide(schedule: Schedule, st: PolicyState, now: float, busy: bool,
     # said of a stop to come: "extension ends"; of the stop made: "extension ended"
     coming = "extension ends" if reason == "extension ended" else reason
     sent = st.warning_for(key, at)
+    if sent is not None:
+        lead = warn_s if sent.lead is None else sent.lead
+        given = now - sent.sent if sent.mono is None else mono - sent.mono
+        if given + (at - now) > lead + EARLY_SLACK_S:
+            # given long before its stop is due: the wall clock went back since (the
+            # stop is further away than the warning said). Given again, on time
+            sent = None
     if sent is None:
         _not_due(st)
         if at - now > warn_s:
@@ -365,7 +420,8 @@ def decide(schedule: Schedule, st: PolicyState, now: float, busy: bool,
         # its warning is due (late, when the stop is already due): it waits warn_before
         return Decision(next_at=max(at, now + warn_s), next_reason=coming, idle_s=idle_s,
                         warn=True, key=key, announce=True)
-    at = max(at, sent.sent + warn_s)
+    # never sooner than its lead after the warning, counted on the monotonic clock
+    at = max(at, now + (lead - given))
     if at > now:
         _not_due(st)
         return Decision(next_at=at, next_reason=coming, idle_s=idle_s,
@@ -378,6 +434,22 @@ def decide(schedule: Schedule, st: PolicyState, now: float, busy: bool,
             until = now + (grace_end - mono)
             return Decision(False, None, until, reason, idle_s, until, True, key)
     return Decision(True, reason, now, reason, idle_s, key=key)
+
+
+def resume_plan(schedule: Schedule, st: PolicyState, now: float, busy: bool,
+                mono: float | None = None) -> Decision:
+    """The decision right after an extension was ended by hand (its ``extension`` already
+    None): the plan resumes. A stop that is due now, or due within ``warn_before``, is
+    warned now (``announce``) and comes at its own time but not before ``END_GRACE_S``
+    from now — not a fresh ``warn_before``: the one who ended it was told so."""
+    mono = now if mono is None else mono
+    d = decide(schedule, st, now, busy, mono)
+    plan = _plan(schedule, st, now, busy, 0.0 if busy else st.idle_s(mono))
+    if not d.announce or plan is None:
+        return d
+    warn_s = schedule.seconds("warn_before") or 0.0
+    lead = min(warn_s, max(END_GRACE_S, plan[0] - now))
+    return replace(d, next_at=max(plan[0], now + lead), lead=lead)
 
 
 def _not_due(st: PolicyState) -> None:

@@ -62,7 +62,9 @@ def record(st: PolicyState, run: str | None, now: float) -> dict[str, Any]:
         "last_stop": None if st.last_stop is None else asdict(st.last_stop),
         "due": None if st.due_key is None or st.due_since is None else {
             "key": st.due_key, "since": st.due_since},
-        "warned": {k: [w.at, w.sent] for k, w in st.warned.items()},
+        # [at, sent] or, with a lead of its own (an extension ended by hand), [at, sent, lead]
+        "warned": {k: [w.at, w.sent] if w.lead is None else [w.at, w.sent, w.lead]
+                   for k, w in st.warned.items()},
     }
 
 
@@ -173,9 +175,11 @@ def _restore_run(st: PolicyState, raw: dict[str, Any], now: float, mono: float,
     warned = raw.get("warned")
     if isinstance(warned, dict):
         for k, v in list(warned.items())[:64]:
-            if isinstance(k, str) and isinstance(v, list) and len(v) == 2 \
+            if isinstance(k, str) and isinstance(v, list) and len(v) in (2, 3) \
                     and all(_finite(x) for x in v) and v[1] <= now:
-                st.warned[k] = Warned(float(v[0]), float(v[1]))
+                # how long ago it was given carries over onto this process's clock
+                st.warned[k] = Warned(float(v[0]), float(v[1]), mono - (now - v[1]),
+                                      float(v[2]) if len(v) == 3 else None)
 
 
 def _last_stop(d: Any) -> LastStop | None:

@@ -31,6 +31,7 @@ from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
 from .profiles import load_profile
 from .slots import SlotProcess, group_rss_kib
 from .stoppolicy import Decision, LastStop, PolicyState
+from .tickfailures import TickFailures
 from .watchdog import WatchdogState, post_webhook, stop_pod
 
 MEM_FLOOR_MAX_GIB = 4096.0
@@ -113,6 +114,8 @@ class Supervisor:
         self._restore_state()
         self.watchdog.armed = self.policy.armed
         self.decision = Decision()
+        """The last good tick's plan (a failing stop policy still carries out its stop)."""
+        self.tick_failures = TickFailures()
         self.busy = False
         """Whether the last watchdog tick saw requests (in flight, or finished since the
         tick before): the pod is not idle, whatever time passed since that tick."""
@@ -339,22 +342,64 @@ class Supervisor:
     # -- watchdog ------------------------------------------------------------------
     async def _watchdog_loop(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(Exception):
+            try:
                 await self.watchdog_tick()
+            except Exception as exc:  # a tick's parts say their own failures; this is
+                # anything past them, said the same way (never swallowed: issue 42)
+                with contextlib.suppress(Exception):
+                    self.tick_failures.tick(self.clock.now(), [("tick", exc)],
+                                            self._log_tick)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), tick_wait_s(
                     self.watchdog_interval_s, clock.speed()))
 
+    def _log_tick(self, record: dict[str, Any], tb: str) -> None:
+        """A failed (or recovered) tick: the agent's log, with the traceback, and the
+        audit log."""
+        with contextlib.suppress(Exception):
+            print(f"pod-agent: {record['op']}: {record.get('error') or ''}\n{tb}".rstrip(),
+                  file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            _audit(record)
+
     async def watchdog_tick(self, now: float | None = None) -> None:
         """The memory guard, then the stop policy (``stoppolicy``) on this tick's traffic;
-        ``now`` is the agent's wall clock (tests pass their own, or a clock)."""
+        ``now`` is the agent's wall clock (tests pass their own, or a clock).
+
+        Each part fails on its own (``tickfailures``): a memory guard or a traffic read
+        that raises never keeps the stop policy from deciding, and a stop policy that
+        raises still carries out the last good plan's stop (``_fallback_stop``)."""
         now = self.clock.now() if now is None else now
         mono = self.clock.monotonic()
-        wd = self.watchdog
+        failures: list[tuple[str, BaseException]] = []
+        try:
+            avail = mem_available_gib()
+            await self._memory_guard(avail, now)
+            await self._memory_warning(avail)
+        except Exception as exc:
+            failures.append(("memory guard", exc))
+        busy = False
+        try:
+            busy = await self._look_for_traffic(now, mono)
+        except Exception as exc:
+            # unknown traffic: none seen, as with a slot whose /metrics cannot be read
+            # (stoppolicy: it serves nobody); the schedule's stop is decided all the same
+            failures.append(("traffic", exc))
+            self.busy = False
+            self._traffic = {}
+        try:
+            await self._decide(now, mono, busy, failures)
+        except Exception as exc:
+            failures.append(("stop policy", exc))
+            try:
+                await self._fallback_stop(now, busy)
+            except Exception as exc2:
+                failures.append(("last good plan", exc2))
+        self.tick_failures.tick(now, failures, self._log_tick)
+
+    async def _look_for_traffic(self, now: float, mono: float) -> bool:
+        """Whether a request ran since the last tick (then the pod is not idle)."""
         loop = asyncio.get_running_loop()
-        avail = mem_available_gib()
-        await self._memory_guard(avail, now)
-        await self._memory_warning(avail)
         # traffic: each slot's own /metrics, in a thread (a hung slot must not hold the loop)
         ports = {n: p.port for n, p in self.procs.items()}
         # (the tick waits for it: ticks never overlap, however slow a loaded slot answers)
@@ -371,6 +416,11 @@ class Supervisor:
             self.policy.touch(now, mono)
         self.busy = busy
         self._traffic = reads
+        return busy
+
+    async def _decide(self, now: float, mono: float, busy: bool,
+                      failures: list[tuple[str, BaseException]]) -> None:
+        wd = self.watchdog
         sched = self.profile.schedule
         pol = self.policy
         pol.armed = wd.armed
@@ -379,10 +429,13 @@ class Supervisor:
             self._set_extension(None, "ended")  # its end stops nothing: the plan resumes
         d = self.decision = stoppolicy.decide(sched, pol, now, busy, mono)
         if d.announce:
-            pol.note_warning(d, now)
+            pol.note_warning(d, now, mono)
             with contextlib.suppress(OSError):
                 self._save_state()  # sent once, a restart included
-            await self._warn(d.next_reason or "stop", d.next_at or now, now)
+            try:
+                await self._warn(d.next_reason or "stop", d.next_at or now, now)
+            except Exception as exc:  # a warning that failed never holds back the stop
+                failures.append(("warning", exc))
         if d.stop:
             if d.reason == "idle":  # a failed stop is retried after another idle period
                 pol.touch(now, mono)
@@ -391,6 +444,42 @@ class Supervisor:
         else:
             with contextlib.suppress(OSError):
                 self._save_state()
+
+    async def _fallback_stop(self, now: float, busy: bool) -> None:
+        """The stop policy raised: the last good tick's plan (``self.decision``) and the
+        schedule's own next stop still stop the pod, the earlier first — warned
+        ``warn_before`` ahead if it was not yet, then at its time. An idle stop only
+        while no request is seen (a busy pod is not idle, plan or not); the schedule's
+        and an extension's whatever the traffic."""
+        d = self.decision
+        pol = self.policy
+        if not self.watchdog.armed or d.stop:  # a plan carried out is no plan any more
+            return
+        plans: list[tuple[float, str, str]] = []
+        if d.next_at is not None and d.next_reason and not (d.next_reason == "idle" and busy):
+            plans.append((d.next_at, d.next_reason, d.warn_key()))
+        with contextlib.suppress(Exception):  # the schedule alone, as decide keys it
+            at = stoppolicy.scheduled_stop(self.profile.schedule, pol, now)
+            if at is not None:
+                plans.append((at, "schedule", f"schedule@{round(at)}"))
+        if not plans:
+            return
+        at, why, key = min(plans)
+        warn_s = self.profile.schedule.seconds("warn_before") or 0.0
+        sent = pol.warning_for(key, at)
+        if sent is None:
+            if at - now <= warn_s:
+                pol.warned[key] = stoppolicy.Warned(at, now, self.clock.monotonic())
+                with contextlib.suppress(OSError):
+                    self._save_state()
+                await self._warn(why, max(at, now + warn_s), now)
+            return
+        if now < max(at, sent.sent + (warn_s if sent.lead is None else sent.lead)):
+            return
+        reason = "extension ended" if why == "extension ends" else why
+        self.decision = Decision(True, reason, now, reason, key=key)  # made once
+        await self._stop_pod(reason, "watchdog", now, {"fallback": "the stop policy failed: "
+                                                       "the last good plan's stop"})
 
     async def _stop_pod(self, reason: str, by: str, now: float,
                         extra: dict[str, Any] | None = None) -> tuple[bool, str]:
@@ -552,7 +641,16 @@ class Supervisor:
             "last_stop_reason": None if pol.last_stop is None else pol.last_stop.reason,
             "state_version": stopstate.VERSION,
             "memory_warning": self.memory_warning,
+            # ticks failing (issue 42): since when, how many, why; None while they go well
+            "failing": self._failing_json(tz),
         }
+
+    def _failing_json(self, tz: dt.tzinfo) -> dict[str, Any] | None:
+        f = self.tick_failures.to_json()
+        if f is None:
+            return None
+        return {**f, "since_iso": stoppolicy.iso(f["since"], tz),
+                "last_at_iso": stoppolicy.iso(f["last_at"], tz)}
 
     async def _extend(self, req: dict[str, Any], send) -> None:
         """``{"until": "+1h" | "HH:MM" | "tomorrow HH:MM" | ISO, "by": NAME, "reason":
@@ -566,7 +664,23 @@ class Supervisor:
                 await send(event("error", message=f"extend --clear: cannot keep it on disk: "
                                                   f"{exc}"))
                 return
-            await send(event("result", extension=None))
+            # the plan resumes: a stop already due is warned now and made END_GRACE_S
+            # later (what the console's confirmation says), not a fresh warn_before
+            mono = self.clock.monotonic()
+            d = self.decision = stoppolicy.resume_plan(self.profile.schedule, self.policy,
+                                                       now, self.busy, mono)
+            if d.announce:
+                self.policy.note_warning(d, now, mono)
+                with contextlib.suppress(OSError):
+                    self._save_state()
+                with contextlib.suppress(Exception):  # said; the answer must still come
+                    await self._warn(d.next_reason or "stop", d.next_at or now, now)
+            tz = _tz(self.profile)
+            await send(event("result", extension=None,
+                             next_stop=stoppolicy.iso(d.next_at, tz),
+                             next_stop_reason=d.next_reason,
+                             stop_in_s=None if d.next_at is None else round(d.next_at - now),
+                             warned=d.announce))
             return
         by = str(req.get("by") or "").strip()[:64] or "unknown"
         reason = str(req.get("reason") or "").strip()[:200]

@@ -51,6 +51,7 @@ PARTS = ("vllm", "prometheus", "sshd", "litellm", "chromium", "tmux")
 
 REAL_PARTS: dict[str, tuple[str, ...]] = {
     "integration/test_agent_over_ssh.py": ("vllm", "sshd", "realtime"),
+    "integration/test_exact_paths.py": ("prometheus", "realtime"),
     "integration/test_federation.py": ("prometheus", "realtime"),
     "integration/test_fleet.py": ("sshd",),
     "integration/test_gateway_litellm.py": ("litellm", "prometheus", "realtime"),

@@ -148,15 +148,20 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         print(f"pod-console metrics: {exc}", file=sys.stderr)
         return 1
     first = parse(text1, FAMILIES)
-    if not any(n.startswith("litellm_") for n in first.names()):
+    second = parse(text2, FAMILIES) if text2 is not None else None
+    # a fresh proxy exports no litellm_ series before its first request: as the earlier
+    # capture it is a window from nothing, and only the later one must have them
+    if not any(n.startswith("litellm_") for n in (second or first).names()):
         print("pod-console metrics: no litellm_ metrics in the exposition (the proxy needs "
               "callbacks: [\"prometheus\"])", file=sys.stderr)
         return 1
     col = GatewayCollector(args.source, GatewaySettings(), window_s=86400.0,
                            timeout_s=args.timeout)
     snap = col.read(first, t1)
-    if text2 is not None:
-        snap = col.read(parse(text2, FAMILIES), max(t2, t1 + 1.0))
+    if second is not None:
+        # the window between the two captures as it is (0.63 s is not 1 s); equal times
+        # leave its rates undefined, its increases stand
+        snap = col.read(second, max(t2, t1), earlier=(t1, first))
     if args.json:
         print(json.dumps(snap.as_json(), indent=2, sort_keys=True, allow_nan=False))
         return 0
@@ -170,7 +175,7 @@ def gateway_table(snap: object) -> str:
     from console.model.gateway import STATUS_TEXT, GatewaySnapshot
 
     assert isinstance(snap, GatewaySnapshot)
-    head = (f"gateway figures over {snap.window_s:.0f} s" if snap.window_s
+    head = (f"gateway figures over {_span(snap.window_s)}" if snap.window_s
             else "gateway lifetime figures (one capture)")
     figs = [f for f in GATEWAY if f.detail]
     rows: list[tuple[str, ...]] = [("", "state", *(f.label for f in figs))]
@@ -196,7 +201,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         if args.source2:
             text2, t2 = read_source(args.source2, args.timeout)
             earlier, later = later, parse(text2)
-            window = max(t2 - t1, 0.0) or None
+            window = t2 - t1 if t2 > t1 else None
     except SourceError as exc:
         print(f"pod-console metrics: {exc}", file=sys.stderr)
         return 1
@@ -208,20 +213,28 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 1
     figures = compute(later, earlier, window)
     if not args.json:
-        print(figures_table(figures, window))
+        print(figures_table(figures, window, two=earlier is not None))
         return 0
     out = {m: dict(f.values) if args.all else f.contract_dict() for m, f in figures.items()}
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
     return 0
 
 
-def figures_table(figures: dict, window: float | None) -> str:
+def _span(window: float) -> str:
+    """A window as the table heads say it: 0.63 s under ten seconds, whole ones above."""
+    return f"{window:.3g} s" if window < 10 else f"{window:.0f} s"
+
+
+def figures_table(figures: dict, window: float | None, two: bool = False) -> str:
     """Every model figure of the catalog, one row each, one column per model, formatted as
-    the console shows it."""
+    the console shows it. ``two``: read from two captures (a window, even when their
+    times do not say how long it is)."""
     from console.model.catalog import MODEL_FIGURES
 
     models = sorted(figures)
-    head = f"figures over {window:.0f} s" if window else "lifetime figures (one capture)"
+    head = (f"figures over {_span(window)}" if window else
+            "figures between the two captures (their times do not tell the window: no "
+            "rates)" if two else "lifetime figures (one capture)")
     rows = [("", *models)]
     rows += [(fig.label, *(fig.show(figures[m].value(fig.key)) for m in models))
              for fig in MODEL_FIGURES]

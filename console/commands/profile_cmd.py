@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="public port for a pod port (RunPod direct TCP); repeatable")
     r.add_argument("--p2p-disabled", action="store_true",
                    help="render slot commands for a host whose GPU P2P is broken")
+    r.add_argument("--config", type=Path, default=None,
+                   help="the console's config: the alert rules' thresholds and timing")
+    r.add_argument("--alertmanager", default="127.0.0.1:9093", metavar="HOST:PORT",
+                   help="where the rendered Prometheus sends the alerts of rules.yml")
+    r.add_argument("--slack-url-file", default=None, metavar="PATH",
+                   help="the file alertmanager.yml reads the Slack webhook URL from")
     r.set_defaults(func=cmd_render)
 
 
@@ -75,7 +81,23 @@ def cmd_render(args: argparse.Namespace) -> int:
             return 2
     addr = PodAddress(host=args.pod_host, pod_id=args.pod_id, scheme=args.scheme,
                       port_map=port_map)
-    files = render_all(profile, profile_name(path, profile), addr, args.p2p_disabled)
+    from console.config.settings import ConfigError, load_settings
+    from console.session.alertmanager import DEFAULT_CONTEXT
+    from console.sources import alert_rules
+
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"pod-console profile render: {exc}", file=sys.stderr)
+        return 1
+    name = profile_name(path, profile)
+    files = render_all(profile, name, addr, args.p2p_disabled, alertmanager=args.alertmanager)
+    # the console's rules, for the team's Prometheus and Alertmanager (issue 43)
+    files[alert_rules.RULES_FILE] = alert_rules.dump(alert_rules.render_rules(
+        profile, settings, settings.context or DEFAULT_CONTEXT))
+    files[alert_rules.ALERTMANAGER_FILE] = alert_rules.dump(alert_rules.render_alertmanager(
+        args.slack_url_file or alert_rules.SLACK_URL_FILE))
+    files = dict(sorted(files.items()))
     for p in write_all(files, Path(args.out)):
         print(p)
     return 0

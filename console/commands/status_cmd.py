@@ -78,7 +78,23 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
                       "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",
                       "for_s": c.for_s} for c in conds]
+    out["delivery"] = await asyncio.to_thread(delivery_json, settings, now)
     return out
+
+
+def delivery_json(settings: Any, now: float) -> dict[str, object]:
+    """Where alerts go and what is still on the way: the webhook's outbox (depth, oldest
+    entry) and the heartbeat's last send, as the sessions on this state dir left them."""
+    from console.session.alertmanager import load_watchdog
+    from console.session.outbox import Outbox
+
+    try:
+        outbox: dict[str, object] = Outbox(settings.state_dir).depth().to_json(now)
+    except Exception as exc:  # an unreadable outbox is said, not a failed status
+        outbox = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    return {"webhook": settings.webhook_url is not None, "webhook_outbox": outbox,
+            "alertmanager": settings.alertmanager_url,
+            "watchdog_sent_at": load_watchdog(settings.state_dir)}
 
 
 def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:
@@ -125,7 +141,10 @@ def stop_json(pod: PodSnapshot, now: float) -> dict[str, object] | None:
                 "until": plan.extension_until, "by": plan.extension_by,
                 "reason": plan.extension_reason},
             "last_stop_reason": plan.last_stop_reason, "pod_clock_skew_s": plan.skew_s,
-            "memory_warning": plan.memory_warning}
+            "memory_warning": plan.memory_warning,
+            "watchdog_failing": None if not plan.failing_since else {
+                "since": plan.failing_since, "ticks": plan.failing_ticks,
+                "error": plan.failing_error}}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

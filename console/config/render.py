@@ -103,10 +103,13 @@ def render_gpu_targets(profile: Profile, profile_name: str, addr: PodAddress) ->
                    "labels": {"profile": profile_name, "pod": addr.pod_id}}])
 
 
-def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = False) -> str:
+def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = False,
+                             alertmanager: str | None = None) -> str:
     """A minimal ``prometheus.yml`` that reads the targets files next to it (the GPU job
     when the profile has an exporter port; an exporter with a token needs the job's
-    ``authorization`` added by hand: a token is never rendered)."""
+    ``authorization`` added by hand: a token is never rendered). ``alertmanager``
+    (``host:port``): the console's rules (``rules.yml``, rendered beside it) are run and
+    sent there."""
     jobs: list[dict[str, object]] = [{
         "job_name": "vllm",
         "metrics_path": "/metrics",
@@ -122,6 +125,9 @@ def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = F
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": jobs,
     }
+    if alertmanager is not None:
+        doc["rule_files"] = ["rules.yml"]
+        doc["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
     return _yaml(doc)
 
 
@@ -164,13 +170,14 @@ def render_gatus(profile: Profile, addr: PodAddress) -> str:
 
 
 def render_all(profile: Profile, profile_name: str, addr: PodAddress,
-               p2p_disabled: bool = False) -> dict[str, str]:
+               p2p_disabled: bool = False, alertmanager: str | None = None) -> dict[str, str]:
     """Relative path → file content, for everything the laptop and the pod need."""
     files = render_slots(profile, p2p_disabled)
     files["litellm.yaml"] = render_litellm(profile, addr)
     files["prometheus/targets.json"] = render_targets(profile, profile_name, addr)
     has_gpu = profile.gpu_metrics_port is not None
-    files["prometheus/prometheus.yml"] = render_prometheus_config(gpu_metrics=has_gpu)
+    files["prometheus/prometheus.yml"] = render_prometheus_config(gpu_metrics=has_gpu,
+                                                                  alertmanager=alertmanager)
     if has_gpu:
         files["prometheus/gpu-targets.json"] = render_gpu_targets(profile, profile_name, addr)
     files["gatus.yaml"] = render_gatus(profile, addr)

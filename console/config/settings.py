@@ -263,6 +263,17 @@ class Settings(BaseSettings):
     """The recordings directory is kept under this many MiB, oldest chunks first."""
     webhook_url: SecretStr | None = None
     """Slack-compatible webhook for alert changes (a secret: it embeds a token)."""
+    alertmanager_url: str | None = None
+    """An Alertmanager (``http://127.0.0.1:9093``): every session sends its alerts there
+    through the v2 API as Prometheus does, and ``a`` makes silences there. Dedup,
+    grouping, inhibition and receivers are then Alertmanager's (``profile render``
+    writes an ``alertmanager.yml``)."""
+    alertmanager_ack_max_s: float = Field(default=4 * 3600.0, gt=0, le=7 * 86400)
+    """An acknowledgement's silence ends when its alert clears, and at the latest after
+    this long."""
+    runbook_url: str | None = None
+    """Sent as each alert's ``runbook_url`` annotation; ``{alertname}`` is replaced by the
+    alert's name (``https://wiki.example/runbooks#{alertname}``)."""
     gpu_metrics_url: str | None = None
     """``pod-agent exporter``'s ``/metrics`` URL. The console reads GPUs from the agent
     over SSH; a wall (no SSH key) reads them here, or through ``prometheus_url``."""

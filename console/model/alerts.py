@@ -319,6 +319,14 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             out.append(Condition("pod-clock", "warn", f"pod clock {plan.skew_s:+.0f} s off "
                                  "this machine's", "the pod's clock decides when it stops; "
                                  "times shown are the pod's"))
+        if plan is not None and plan.failing_since and stop is None:
+            # the one safeguard that saves money, not working (issue 42): never silent
+            out.append(Condition("watchdog-failing", "crit", f"watchdog failing since "
+                                 f"{fmt.wall_time(plan.failing_since)}: "
+                                 f"{plan.failing_error or 'unknown error'}",
+                                 f"{plan.failing_ticks} tick(s) in a row; the scheduled "
+                                 "stop still comes, an idle stop may not: the agent's log "
+                                 "has the traceback (pod-agent status --json)"))
         if pod.last_watchdog_result and "FAILED" in pod.last_watchdog_result:
             out.append(Condition("watchdog", "crit", "watchdog stop FAILED",
                                  pod.last_watchdog_result))

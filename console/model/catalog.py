@@ -14,7 +14,7 @@ exported by it (``Figure.source_for`` is None), never a zero.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -102,6 +102,18 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class MinSample:
+    """The least sample a ratio is read from: below ``least`` of figure ``key`` in the
+    window (draft tokens for the acceptance), the ratio is undefined (``–``), not a
+    rate of a handful of probe tokens (4 of 4 accepted: 100 %)."""
+
+    key: str
+    least: float
+    what: str
+    """How the screen names the sample ("draft tokens")."""
+
+
+@dataclass(frozen=True)
 class Figure:
     key: str
     """Attribute of ``ModelFigures``, key of ``metrics --json`` and of the plot history."""
@@ -120,6 +132,8 @@ class Figure:
     """Computed per slot from its own history (``OverTime``), not per model."""
     own_source: Source | None = None
     """A figure of no engine (the gateway's): its source here, not in an engine's table."""
+    min_sample: MinSample | None = None
+    """A ratio's least sample (``sampled``), the same on both paths."""
 
     @property
     def source(self) -> Source:
@@ -195,7 +209,8 @@ CATALOG: tuple[Figure, ...] = (
     Figure("queue_p95_s", "queue p95",
            fmt.secs, json="top"),
     Figure("prefix_cache_hit_rate",
-           "prefix hit", fmt.pct, json="top"),
+           "prefix hit", fmt.pct, json="top",
+           min_sample=MinSample("prompt_tokens", 500, "prompt tokens")),
     Figure("spec_drafts", "drafts", fmt.num, json="spec",
            detail=False),
     Figure("spec_draft_tokens", "draft tokens", fmt.num,
@@ -207,9 +222,11 @@ CATALOG: tuple[Figure, ...] = (
            plot=Plot("speculative acceptance", 30, scale=100, unit="%"),
            threshold=Threshold("accept", "{slot} acceptance {value:.0%} far below "
                                "{setting:.0%}", setting="acceptance_baseline",
-                               factor=ACCEPTANCE_DROP, below=True)),
+                               factor=ACCEPTANCE_DROP, below=True),
+           min_sample=MinSample("spec_draft_tokens", 100, "draft tokens")),
     Figure("mean_acceptance_length",
-           "mean accept len", _num2, json="spec", column=Column("MAL", 4, 80, priority=4)),
+           "mean accept len", _num2, json="spec", column=Column("MAL", 4, 80, priority=4),
+           min_sample=MinSample("spec_drafts", 30, "drafts")),
     Figure("prefill_p95_s",
            "prefill p95", fmt.secs),
     Figure("decode_p95_s",
@@ -237,6 +254,37 @@ CATALOG: tuple[Figure, ...] = (
 BY_KEY = {f.key: f for f in CATALOG}
 MODEL_FIGURES = tuple(f for f in CATALOG if not f.per_slot)
 """Figures of a model (from its exposition or PromQL); the rest are per slot."""
+STALLED_NOW: Mapping[str, float] = {"generation_tps": 0.0, "prompt_tps": 0.0}
+"""What a stalled slot's rates read now: nothing decodes (the window's rate would decay
+for minutes, 360 tok/s to 66, while not one token comes)."""
+PER_POSITION_FROM = "acceptance_rate"
+"""Per-position acceptance (not one figure) follows that figure's least sample."""
+
+
+def undersampled(values: Mapping[str, float | None]) -> set[str]:
+    """The ratios whose window holds less than their least sample: their count is below
+    its minimum. A count not exported (None) judges nothing: the ratio stands."""
+    out = set()
+    for fig in MODEL_FIGURES:
+        ms = fig.min_sample
+        if ms is not None and values.get(fig.key) is not None:
+            n = values.get(ms.key)
+            if n is not None and n < ms.least:
+                out.add(fig.key)
+    return out
+
+
+def sampled(values: dict[str, float | None], per_position: tuple[float | None, ...]
+            ) -> tuple[dict[str, float | None], tuple[float | None, ...]]:
+    """``values`` and per-position acceptance with every undersampled ratio undefined:
+    what both paths hand on (``collect/figures.py``, ``collect/promql.py``)."""
+    low = undersampled(values)
+    if not low:
+        return values, per_position
+    out = {k: None if k in low else v for k, v in values.items()}
+    if PER_POSITION_FROM in low:
+        per_position = tuple(None for _ in per_position)
+    return out, per_position
 SPEC_KEYS = tuple(f.key for f in CATALOG if f.json == "spec")
 
 
@@ -270,6 +318,8 @@ def describe(fig: Figure) -> str:
     if isinstance(src, Gauge):
         where = f"{{{src.where[0]}={src.where[1]}}}" if src.where else ""
         text = f"{src.names[0]}{where} now"
+        if src.across == "max":  # a fraction of each rank's own pool: never summed
+            text += ", the fullest engine's"
     elif isinstance(src, Increase):
         text = f"{'rate' if src.per_second else 'increase'} of {src.names[0]} over the window"
     elif isinstance(src, Quantile):
@@ -280,6 +330,8 @@ def describe(fig: Figure) -> str:
         text = f"p{src.q * 100:g} over time of {src.of.names[0]} over the window"
     if fig.column and fig.column.joins:
         text += f" / {BY_KEY[fig.column.joins].label}"
+    if fig.min_sample:
+        text += f"; – below {fig.min_sample.least:g} {fig.min_sample.what} in the window"
     if fig.threshold:
         t = fig.threshold
         limit = t.setting if t.fixed is None else f"{t.fixed:g}"

@@ -11,13 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from console.model.catalog import BY_KEY, MODEL_FIGURES
+from console.model.engines import DEFAULT, ENGINES
+from console.model.numbers import share_under
 
 
 @dataclass(frozen=True)
 class SpecFigures:
-    drafts: float
-    draft_tokens: float
-    accepted_tokens: float
+    drafts: float | None
+    draft_tokens: float | None
+    """None where the engine exports no such count (SGLang), never 0."""
+    accepted_tokens: float | None
     acceptance_rate: float | None
     """Δaccepted / Δdraft_tokens."""
     mean_acceptance_length: float | None
@@ -79,6 +82,20 @@ class ModelFigures:
     cache: CacheConfig | None = None
     engine: str = "vllm"
     """Which engine's exposition they were read from (``console/model/engines``)."""
+    at: float | None = None
+    """The instant Prometheus evaluated every query of the poll at (the window's end);
+    None for figures read from the slot's own scrapes."""
+    latency_buckets: Mapping[str, tuple[tuple[float, float], ...]] = field(
+        default_factory=dict)
+    """Latency kind (``ttft``, ``tpot``) → the window's cumulative bucket counts of the
+    engine's per-request histogram (``Engine.slo``): what SLO attainment is counted from."""
+
+    def attainment(self, kind: str, target_s: float
+                   ) -> tuple[float | None, float | None, float]:
+        """The share of the window's requests whose ``kind`` latency was at or under
+        ``target_s``: (share, the bucket edge the target was snapped down to, requests).
+        The share is None with no requests ("no requests") or no edge under the target."""
+        return share_under(self.latency_buckets.get(kind), target_s)
 
     def __getattr__(self, key: str) -> float | None:
         # only reached for names that are not fields: the catalog's figures
@@ -94,9 +111,15 @@ class ModelFigures:
         if not self.spec:
             return None
         v = self.values
+        eng = ENGINES.get(self.engine, DEFAULT)
+
+        def count(key: str) -> float | None:
+            # a count the engine does not export is unknown (null), not none counted
+            return None if key not in eng.sources else v.get(key) or 0.0
+
         return SpecFigures(
-            drafts=v.get("spec_drafts") or 0.0, draft_tokens=v.get("spec_draft_tokens") or 0.0,
-            accepted_tokens=v.get("spec_accepted") or 0.0,
+            drafts=count("spec_drafts"), draft_tokens=count("spec_draft_tokens"),
+            accepted_tokens=count("spec_accepted"),
             acceptance_rate=v.get("acceptance_rate"),
             mean_acceptance_length=v.get("mean_acceptance_length"),
             per_position=self.per_position, drafts_per_s=v.get("spec_drafts_per_s"))

@@ -138,6 +138,26 @@ def bucket_quantile(q: float, merged: list[list[float]] | None) -> float:
     return bucket_start + (bucket_end - bucket_start) * (rank / count)
 
 
+def share_under(merged: Sequence[Sequence[float]] | None,
+                target: float) -> tuple[float | None, float | None, float]:
+    """The share of a window's observations at or under ``target``, from its cumulative
+    bucket counts (``cumulative_buckets``): (share, the bucket edge it was counted at,
+    observations). The target is snapped down to an edge, so every request counted was
+    under it; None for the share when there were no observations or no edge is at or
+    under the target."""
+    if not merged:
+        return None, None, 0.0
+    n = merged[-1][1]
+    edge, under = None, 0.0
+    for bound, count in merged:
+        if math.isinf(bound) or bound > target:
+            break
+        edge, under = bound, count
+    if edge is None or not n or math.isnan(n):
+        return None, edge, 0.0 if not n or math.isnan(n) else n
+    return under / n, edge, n
+
+
 def safe_ratio(num: float | None, den: float | None) -> float | None:
     """num/den, or None when undefined (missing input or zero denominator)."""
     if num is None or den is None or den == 0 or math.isnan(num) or math.isnan(den):

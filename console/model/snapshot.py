@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from console.model.gpu_state import GpuReport
 from console.model.model_figures import ModelFigures
+from console.model.printable import printable
 
 Health = Literal["up", "down", "starting", "unknown"]
 Source = Literal["prometheus", "direct", "none"]
@@ -51,6 +52,10 @@ class StopPlan:
     busy: bool = False
     """Requests ran at the agent's last look: idle stays 0 until a report says otherwise
     (counted on from the report, at ×60 a poll's 10 s read "idle 10m" while requests ran)."""
+    failing_since: str | None = None
+    """The watchdog's ticks fail since then (ISO, the pod's zone; ``watchdog.failing``)."""
+    failing_error: str | None = None
+    failing_ticks: int = 0
 
     @classmethod
     def parse(cls, wd: dict[str, Any], read_at: float) -> StopPlan:
@@ -66,6 +71,9 @@ class StopPlan:
         raw_last = wd.get("last_stop")
         last: dict[str, Any] = raw_last if isinstance(raw_last, dict) else {}
         last_at = last.get("at")
+        raw_fail = wd.get("failing")
+        fail: dict[str, Any] = raw_fail if isinstance(raw_fail, dict) else {}
+        ticks = fail.get("ticks")
         return cls(
             next_reason=wd.get("next_stop_reason") if isinstance(
                 wd.get("next_stop_reason"), str) else None,
@@ -89,6 +97,13 @@ class StopPlan:
             memory_warning=wd.get("memory_warning") if isinstance(
                 wd.get("memory_warning"), str) else None,
             clock_speed=speed, busy=wd.get("busy") is True,
+            # the pod's words: printable, bounded (a traceback's text is the agent's log's)
+            failing_since=printable(fail["since_iso"], 40) if isinstance(
+                fail.get("since_iso"), str) else None,
+            failing_error=printable(fail["last_error"], 300) if isinstance(
+                fail.get("last_error"), str) else None,
+            failing_ticks=ticks if isinstance(ticks, int) and not isinstance(ticks, bool)
+            else 0,
             # a simulated pod clock (the demo's, the tests') has no meaningful skew
             skew_s=None if now is None or speed != 1.0 or wd.get("clock_simulated") is True
             else now - read_at,
@@ -172,11 +187,16 @@ class SlotSnapshot:
             "figures": self.figures.contract_dict() if self.figures else None,
             "rates": None if self.figures is None else {
                 "window_s": self.figures.window_s,
+                "evaluated_at": self.figures.at,
                 "prompt_tps": self.figures.prompt_tps,
                 "generation_tps": self.figures.generation_tps,
                 "preemptions_per_s": self.figures.preemption_rate,
                 "requests_per_s": self.figures.request_rate,
-                "requests_by_reason": self.figures.requests_by_reason,
+                # per second, as every entry here (the counts are the window's figures)
+                "requests_by_reason": {
+                    k: v / self.figures.window_s for k, v in
+                    self.figures.requests_by_reason.items()} if self.figures.window_s
+                else None,
             },
         }
 

@@ -16,6 +16,10 @@ crashed by it. An entry that no session has seen firing for ``STALE_S`` is dropp
 session showing it refreshes it every ``TOUCH_S``): an alert that fires again after a
 night with no console open is posted again.
 
+With the webhook's outbox (``outbox.py``, issue 43) "posted" means "handed to the
+outbox": a raise or clear is written there in the same transaction, and delivered (or
+retried) by whichever session has a webhook.
+
 Blocking (a lock, a read, an fsync): sessions call :meth:`SharedAlerts.sync` off the loop.
 """
 
@@ -27,15 +31,19 @@ import json
 import logging
 import math
 import os
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.config.config_file import replace_whole
 from console.model.alerts import Alert
 from console.model.printable import printable
+
+if TYPE_CHECKING:
+    from console.session.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -148,14 +156,18 @@ class SharedAlerts:
     # -- the one transaction -----------------------------------------------------------------
     def sync(self, now: float, *, raised: Iterable[Alert] = (), cleared: Iterable[Alert] = (),
              firing: Iterable[Alert] = (), acked: Iterable[Alert] = (),
-             webhook: bool = False, unposted: Iterable[str] = ()) -> Synced:
+             webhook: bool = False, unposted: Iterable[str] = (),
+             outbox: Outbox | None = None, source: str = "") -> Synced:
         """One session's changes into the book, and what it should do about them.
 
         ``raised``/``cleared``: what its last evaluation fired and cleared. ``firing``:
         every alert firing there now (kept from going stale). ``acked``: alerts it
         acknowledged. ``webhook``: whether it posts (then raised alerts nobody posted yet
         are claimed for it to post). ``unposted``: keys whose post it claimed but failed
-        (another session, or its next raise, may post them).
+        (another session, or its next raise, may post them). ``outbox``: the webhook's
+        durable outbox (``outbox.py``): raises no session handed out yet and clears of
+        handed-out alerts are written there in this transaction, by any session, with a
+        webhook or not (then ``posted`` means "in the outbox", never "delivered").
         Raises :class:`SharedAlertsError` when the book cannot be used."""
         with self._locked():
             entries, warning = self._read()
@@ -166,12 +178,16 @@ class SharedAlerts:
                 if key in entries:
                     entries[key]["posted"] = False
             post_raised: list[Alert] = []
+            # with an outbox, a session without a webhook claims (writes there) too, as
+            # long as some session with one drains it
+            claim = webhook or (outbox is not None and bool(raised)
+                                and self._drained(outbox, now))
             for a in raised:
                 e = entries.get(a.key)
                 if e is None:
                     e = entries[a.key] = {"seen_at": now, "posted": False, "title": a.title}
                 e["seen_at"], e["title"] = now, a.title
-                if webhook and not e["posted"]:
+                if claim and not e["posted"]:
                     e["posted"] = True
                     post_raised.append(a)
             for a in firing:
@@ -193,8 +209,34 @@ class SharedAlerts:
             # and only when the alert itself was posted
             post_cleared = [a for a in cleared
                             if (e := entries.pop(a.key, None)) is not None and e["posted"]]
+            if outbox is not None:
+                # before the book is written: killed in between, the book still says
+                # "not handed out" and the next session hands it out again (a duplicate,
+                # never a loss)
+                self._enqueue(outbox, source, now, post_raised, post_cleared)
             if json.dumps(entries, sort_keys=True) != before or warning is not None:
                 self._write(entries)
             acks = {k: (e["acked_by"], e["acked_at"]) for k, e in entries.items()
                     if "acked_by" in e}
         return Synced(tuple(post_raised), tuple(post_cleared), acks, warning)
+
+    @staticmethod
+    def _drained(outbox: Outbox, now: float) -> bool:
+        try:
+            return outbox.has_drainer(now)
+        except (OSError, sqlite3.Error) as exc:
+            raise SharedAlertsError(f"{outbox.path}: {exc}") from None
+
+    @staticmethod
+    def _enqueue(outbox: Outbox, source: str, now: float, raised: list[Alert],
+                 cleared: list[Alert]) -> None:
+        from console.session.outbox import message
+
+        rows = [(a.key, "raise", message(source, "raise", a.severity, a.title, a.detail, None))
+                for a in raised]
+        rows += [(a.key, "clear", message(source, "clear", a.severity, a.title, a.detail,
+                                          a.ended)) for a in cleared]
+        try:
+            outbox.put(rows, now)
+        except (OSError, sqlite3.Error) as exc:
+            raise SharedAlertsError(f"{outbox.path}: {exc}") from None

@@ -40,3 +40,22 @@ async def test_only_valid_actions_are_offered() -> None:
 def test_an_empty_reason_is_not_said() -> None:
     assert args_text({"cmd": "extend", "until": "+1h", "reason": ""}) == "extend; until +1h"
     assert args_text({"cmd": "extend", "clear": True}) == "extend; clear"
+
+
+async def test_r_makes_the_extensions_end_replace_the_next_stop() -> None:
+    """The agent's ``--replaces-next-stop``, offered: ``r`` ticks it, ``1`` extends."""
+    from textual.widgets import Checkbox
+
+    for keys, want in ((("1",), None), (("r", "1"), True), (("r", "r", "2"), None)):
+        app = ScreenHost(lambda: MainScreen(states.state()),
+                         lambda: WatchdogScreen(*states.watchdog_args()))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            box = app.top.query_one("#replaces", Checkbox)
+            assert "its end replaces the next evening's stop" in str(box.label)
+            chosen: list = []
+            app.top.dismiss = chosen.append  # type: ignore[method-assign]
+            await pilot.press(*keys)
+            await pilot.pause()
+            assert len(chosen) == 1 and chosen[0]["cmd"] == "extend", chosen
+            assert chosen[0].get("replaces_next_stop") is want, (keys, chosen)

@@ -168,3 +168,9 @@ async def test_figures_from_prometheus_rebuilt_from_its_answers(
         assert st.snapshot.slots[0].figures is not None
         assert tape.record(i)[0]["fig"]["MAIN"][0] == "p"
         assert tape.state_at(i).snapshot == st.snapshot
+        # the poll's one evaluation instant is kept with it: the replay reads it again
+        at = st.snapshot.slots[0].figures.at
+        assert at is not None and tape.record(i)[0]["fig"]["MAIN"][2] == at
+        replayed = tape.state_at(i).snapshot
+        assert replayed is not None and replayed.slots[0].figures is not None
+        assert replayed.slots[0].figures.at == at

@@ -48,11 +48,11 @@ async def test_what_follows_from_the_refresh_is_derived_when_used(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[float] = []
 
-    async def notify(url, raised, cleared, source, timeout_s=5.0):
+    async def post(url, payload, timeout_s):
         sent.append(timeout_s)
         return None
 
-    monkeypatch.setattr("console.model.alerts.notify", notify)
+    monkeypatch.setattr("console.session.outbox.post", post)
     w = world(tmp_path, T0, refresh_s=10.0, webhook_url=SecretStr("http://127.0.0.1:9/h"))
     s = w.session
     assert (s.refresh_s, s.view.refresh_s) == (10.0, 10.0)

@@ -91,17 +91,25 @@ class Engine:
     """The info gauge whose labels carry the applied cache config."""
     extra_families: tuple[str, ...] = field(default=())
     """Further families a slot's poll parses (start-up phases)."""
+    slo: Mapping[str, str] = field(default_factory=dict)
+    """Latency kind (``ttft``, ``tpot``) → the per-request histogram SLO attainment is
+    counted from (``ModelFigures.attainment``); a kind absent here is not exported."""
+    notes: Mapping[str, str] = field(default_factory=dict)
+    """Catalog key → how this engine's source counts it, where a reader would assume
+    otherwise (the screens show it beside the figure's label)."""
 
     def families(self) -> frozenset[str]:
         """Every sample name the direct scrape path reads for this engine: its sources,
-        their ``_created`` timestamps (restarts are told by them), the finished requests,
-        per-position acceptance and the cache config. A slot's poll parses only these."""
+        their ``_created`` timestamps (a restart shows in them; the figures read a reset
+        from a drop, as Prometheus does), the finished requests, per-position acceptance,
+        the SLO histograms and the cache config. A slot's poll parses only these."""
         names: set[str] = set(self.extra_families)
         for extra in (self.finished, self.per_position):
             if extra is not None:
                 names.add(extra[0])
         if self.cache_config:
             names.add(self.cache_config)
+        names.update(h + "_bucket" for h in self.slo.values())
         for src in self.sources.values():
             if isinstance(src, OverTime):
                 src = src.of

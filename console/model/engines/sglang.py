@@ -30,6 +30,11 @@ SGLANG = Engine(
     partitions=("dp_rank",),
     replicas=("tp_rank", "pp_rank", "moe_ep_rank"),
     extra_families=(STARTUP,),
+    slo={"ttft": "sglang:time_to_first_token_seconds"},  # no per-request TPOT histogram
+    # the tokenizer counts a request's tokens when it finishes: a long generation shows
+    # as nothing, then all at once
+    notes={k: "counted at request end" for k in (
+        "prompt_tps", "generation_tps", "prompt_tokens", "generation_tokens")},
     sources={
         "kv_cache_usage": KV,
         "kv_used_tokens": Gauge(("sglang:kv_used_tokens", "sglang:num_used_tokens")),

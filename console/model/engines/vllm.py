@@ -1,12 +1,14 @@
 """vLLM as the console reads it: each catalog figure's source, current names first and
-the older vLLM names after. Data-parallel engines carry an ``engine`` label: their
-series are summed across it."""
+the older vLLM names after. Data-parallel engines carry an ``engine`` label: counters
+and request gauges are summed across it; the KV usage, a fraction of each engine's own
+pool, is the fullest engine's (two engines 60 % full are 60 %, not 120 %), on both
+paths (``Gauge.across``)."""
 
 from __future__ import annotations
 
 from console.model.engines.base import Engine, Gauge, Increase, OverTime, Quantile, Ratio
 
-KV = Gauge(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"))
+KV = Gauge(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), across="max")
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
 SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -20,6 +22,8 @@ VLLM = Engine(
     finished=("vllm:request_success_total", "finished_reason"),
     per_position=(SPEC_PER_POS, "position"),
     cache_config="vllm:cache_config_info",
+    slo={"ttft": "vllm:time_to_first_token_seconds",
+         "tpot": "vllm:request_time_per_output_token_seconds"},
     sources={
         "kv_cache_usage": KV,
         "running": Gauge(("vllm:num_requests_running",)),

@@ -505,7 +505,9 @@ class Bench:
         if before is None or after is None:
             return Window(None, seconds, f"counters unreadable ({why})")
         model = self.plan.served_model_name
-        delta = compute(after, before, seconds, only=model).get(model)
+        # its own requests are the sample it asked for: no least sample (that is the
+        # live view's guard against a probe's few tokens)
+        delta = compute(after, before, seconds, only=model, least=False).get(model)
         if delta is None:
             return Window(None, seconds, f"no series of model_name {model!r} in /metrics")
         s = delta.spec_decode

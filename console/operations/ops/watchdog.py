@@ -17,6 +17,7 @@ from console.operations.operation import (
     relay_events,
 )
 from console.operations.registry import OperationSpec, Outcome, Progress
+from pod_agent.stoppolicy import END_GRACE_S
 
 SPEC = OperationSpec(
     "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
@@ -49,13 +50,17 @@ def question(facts: OperationFacts, args: Args) -> str:
     f = facts.fields()
     cmd = args.get("cmd")
     if cmd == "extend" and args.get("clear"):
-        return (f"End the extension on pod {f['pod']}? Its scheduled stop applies again "
-                "(at once, if its time has passed).")
+        grace = f"{END_GRACE_S / 60:g} min"
+        return (f"End the extension on pod {f['pod']}? The plan resumes: a stop whose time "
+                f"has passed (or comes within the warning) is warned now and made {grace} "
+                "later, or at its own time if later; a later stop at its time.")
     if cmd == "extend":
         why = f" ({args['reason']})" if args.get("reason") else ""
+        end = (" Its end stops the pod, in place of that evening's scheduled stop."
+               if args.get("replaces_next_stop") else "")
         return (f"Keep pod {f['pod']} running until {args.get('until')}{why}? Neither "
                 f"the pod's watchdog nor `pod-console down` stops it before then; it "
-                f"bills {f['cost']}/h meanwhile.")
+                f"bills {f['cost']}/h meanwhile.{end}")
     if cmd == "disarm":
         return (f"DISARM the watchdog on pod {f['pod']}? NOTHING will stop it — not "
                 f"the schedule, not idleness — and it bills {f['cost']}/h until someone "
@@ -80,6 +85,8 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
         extra = ["--clear"] if args.get("clear") else [
             str(args.get("until") or ""), f"--by={args.get('by') or getpass.getuser()}",
             f"--reason={args.get('reason') or ''}"]
+        if args.get("replaces_next_stop") and not args.get("clear"):
+            extra.append("--replaces-next-stop")
     try:
         res = await agent.watchdog(cmd, aid, on_event=relay_events(progress), extra=extra)
     except AgentError as exc:
@@ -92,7 +99,12 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     if cmd == "extend":
         ext = final.get("extension")
         if not isinstance(ext, dict):
-            return Outcome(True, "extension ended; the schedule applies", dict(final))
+            nxt = final.get("next_stop")
+            when = (f"; the pod stops at {fmt.wall_time(str(nxt))} "
+                    f"({final.get('next_stop_reason')})" if nxt else "")
+            warned = ", warned now" if final.get("warned") is True else ""
+            return Outcome(True, f"extension ended; the plan resumes{when}{warned}",
+                           dict(final))
         return Outcome(True, f"pod kept until {ext.get('until_iso')} by {ext.get('by')}; "
                              f"next stop {final.get('next_stop')} "
                              f"({final.get('next_stop_reason')})", dict(final))

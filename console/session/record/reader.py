@@ -306,8 +306,9 @@ class SqliteTape:
             return figs, quantile_over_time(0.99, kvs)
         if how[0] == "p":
             rec, _ = self.record(seq)
+            at = float(how[2]) if len(how) > 2 and how[2] is not None else None
             figs_by, kv_by = by_model(*figures_from_answers(rec["prom"], float(how[1]),
-                                                            MODEL_BY))
+                                                            MODEL_BY, at))
             return figs_by.get(model), kv_by.get(model)
         if how[0] == "s":
             k = int(how[1])

@@ -254,7 +254,7 @@ def encode_poll(enc: _Encoder, item: PollItem, seq: int, keyframe: bool,
                     how = ["d"]
             elif (s.source == "prometheus" and s.stale_since is None and read is not None
                   and read.prom_answers is not None):
-                how = ["p", read.window_s]
+                how = ["p", read.window_s, read.prom_at]
             elif (s.stale_since is not None and s.figures is not None
                   and enc.fresh.get(s.slot, (None, 0))[0] == s.stale_since
                   and seq - enc.fresh[s.slot][1] <= STALE_REF_POLLS):

@@ -2,9 +2,10 @@
 
 With one scrape the figures are lifetime values (counters as they stand);
 with two, counters and histogram buckets become increases over the window
-between them (reset-aware) and gauges come from the later scrape. What each figure
-is comes from the catalog (``console/model/catalog.py``); this module evaluates its sources
-on scrapes, ``console/sources/collect/promql.py`` turns the same sources into PromQL.
+between them (a drop is a reset, series by series, as Prometheus reads it) and gauges
+come from the later scrape. What each figure is comes from the catalog
+(``console/model/catalog.py``); this module evaluates its sources on scrapes,
+``console/sources/collect/promql.py`` turns the same sources into PromQL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from console.model.catalog import (
     Quantile,
     Ratio,
     Source,
+    sampled,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
@@ -176,16 +178,6 @@ def _layout_grouping(lay: Layout, name: str, model: str, group: str | None) -> G
     return g
 
 
-def _created_at(lay: Layout, model: str) -> tuple[int, ...]:
-    """Where a layout's ``*_created`` series of ``model`` sit among its values."""
-    ix = lay.created_at.get(model)
-    if ix is None:
-        ix = lay.created_at[model] = tuple(
-            i for (name, mv), (_, at) in lay.by_model.items()
-            if mv == model and name.endswith("_created") for i in at)
-    return ix
-
-
 def _sums(g: Grouping, values: Sequence[float]) -> dict[str, float]:
     """Each group's sum: a group of one series is its value."""
     keys, ixs, singles = g
@@ -194,38 +186,12 @@ def _sums(g: Grouping, values: Sequence[float]) -> dict[str, float]:
     return {k: sum(map(values.__getitem__, ix)) for k, ix in zip(keys, ixs)}  # noqa: B905
 
 
-def _delta_map(a: Mapping[Any, float], b: Mapping[Any, float], reset: bool
-               ) -> dict[Any, float]:
-    if reset:
-        return dict(b)
+def _delta_map(a: Mapping[Any, float], b: Mapping[Any, float]) -> dict[Any, float]:
+    """Each series' increase as Prometheus's ``increase`` reads two samples: a drop is a
+    reset, the later value counted from zero (``counter_delta``), series by series. A
+    restart is told by nothing else: the ``*_created`` stamps Prometheus ignores would
+    count a whole family from zero, where its series that did not drop moved less."""
     return {k: counter_delta(a.get(k, 0.0), v) for k, v in b.items()}
-
-
-def _family_reset(before: Exposition, after: Exposition, family: str, model: str) -> bool:
-    """True when a counter family was re-created (the server restarted) between scrapes.
-
-    Prometheus only sees a reset on series whose value dropped; a bucket that
-    refilled past its old count after a restart would be under-counted. vLLM
-    exports ``*_created`` timestamps, so we can tell a restart for certain.
-    """
-    base = family
-    for suffix in ("_total", "_bucket"):
-        if base.endswith(suffix):
-            base = base[:-len(suffix)]
-    created = base + "_created"
-    a = _created(before, created, model)
-    b = _created(after, created, model)
-    return a != b and any(lab in a and b[lab] != a[lab] for lab in b)
-
-
-def _created(exp: Exposition, created: str, model: str) -> dict[Labels, float]:
-    """``created``'s series of ``model``, kept on the scrape (asked again as the earlier
-    end of later windows)."""
-    hit = exp._created.get((created, model))
-    if hit is None:
-        hit = exp._created[(created, model)] = dict(
-            exp.by_label(created, "model_name").get(model, ()))
-    return hit
 
 
 class _Window:
@@ -245,17 +211,6 @@ class _Window:
         if (earlier is not None and lay is not None and earlier._layout is lay
                 and later._values is not None and earlier._values is not None):
             self._pair = (lay, earlier._values, later._values)
-        self._restarts: bool | None = None
-
-    def _any_created_moved(self) -> bool:
-        """Whether any ``*_created`` value of the model differs between the paired ends:
-        when none does, no family restarted, and none needs ``_family_reset``."""
-        if self._restarts is None:
-            assert self._pair is not None
-            lay, before, now = self._pair
-            ix = _created_at(lay, self.model)
-            self._restarts = [before[i] for i in ix] != [now[i] for i in ix]
-        return self._restarts
 
     def counter(self, name: str, group: str | None = None) -> dict[str, float]:
         """Reset-aware increases of ``name`` by ``group`` (callers never change it);
@@ -269,11 +224,8 @@ class _Window:
             keys, _, singles = _layout_grouping(lay, name, self.model, group)
             if singles is not None:  # each group one series: the sums are the values
                 pairs = zip(keys, singles)  # noqa: B905 (one _grouping made both)
-                if self._any_created_moved() and _family_reset(
-                        self.before.exp, self.now.exp, name, self.model):
-                    b = {key: now[i] for key, i in pairs}
-                else:  # what _delta_map makes of the two ends' sums
-                    b = {key: counter_delta(before[i], now[i]) for key, i in pairs}
+                # what _delta_map makes of the two ends' sums
+                b = {key: counter_delta(before[i], now[i]) for key, i in pairs}
                 self._counters[k] = b
                 return b
         if self.before is None:
@@ -281,9 +233,8 @@ class _Window:
         else:
             # Prometheus' sum(increase()): each series' (each rank's) own increase,
             # summed; a rank that left is no decrease, one that came counts from zero
-            reset = _family_reset(self.before.exp, self.now.exp, name, self.model)
             pa = self.before.parts(name, self.model, group)
-            b = {gv: math.fsum(_delta_map(pa.get(gv, {}), parts, reset).values())
+            b = {gv: math.fsum(_delta_map(pa.get(gv, {}), parts).values())
                  for gv, parts in self.now.parts(name, self.model, group).items()}
         self._counters[k] = b
         return b
@@ -379,14 +330,15 @@ def engine_of(exp: Exposition) -> Engine:
 
 def compute(later: Exposition, earlier: Exposition | None = None,
             window_s: float | None = None, only: str | None = None,
-            engine: Engine | None = None) -> dict[str, ModelFigures]:
+            engine: Engine | None = None, least: bool = True) -> dict[str, ModelFigures]:
     """Figures per ``model_name`` from one scrape (lifetime) or two (window).
 
     ``only`` computes one model's figures (a slot polls its own ``model_name``; the
     other models in the exposition cost nothing beyond being parsed). A NaN or ±Inf
     sample never reaches a figure: it is undefined (None), like a missing one. A figure
     the engine does not export is None too (``engine``: told by the slot's profile, or
-    by the scrape's families)."""
+    by the scrape's families). ``least``: a ratio below its least sample is undefined
+    (``catalog.sampled``); a bench reading its own requests' window turns it off."""
     eng = engine or engine_of(later)
     view = _View(later, eng)
     out: dict[str, ModelFigures] = {}
@@ -407,9 +359,16 @@ def compute(later: Exposition, earlier: Exposition | None = None,
             per_pos = tuple(finite(safe_ratio(finite(per[p]), values["spec_drafts"]))
                             for p in positions)
         finished = w.counter(*eng.finished) if eng.finished else {}
+        if least:
+            values, per_pos = sampled(values, per_pos)
+        slo = {}
+        for kind, hist in eng.slo.items():
+            got = w.buckets(hist) if hist + "_bucket" in later else None
+            if got is not None:
+                slo[kind] = tuple((b, c) for b, c in got)
         out[model] = ModelFigures(
             model_name=model, window_s=window, values=values,
             requests_by_reason={k: v for k, v in finished.items() if finite(v) is not None},
             per_position=per_pos, spec=spec, cache=_cache_config(later, model, eng),
-            engine=eng.name)
+            engine=eng.name, latency_buckets=slo)
     return out

@@ -94,6 +94,9 @@ def stop_plan(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: 
             wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by")}
         elif name == "pod_agent_clock_speed":
             wd["clock_speed"] = value
+        elif name == "pod_agent_watchdog_failing_ticks" and value > 0:
+            wd["failing"] = {"ticks": int(value), "since_iso": labels.get("since") or None,
+                             "last_error": labels.get("error")}
     if armed is None:
         return None, None
     return StopPlan.parse(wd, read_at), armed

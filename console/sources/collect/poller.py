@@ -25,7 +25,13 @@ from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot, Source
 from console.sources.collect.exposition import Exposition
 from console.sources.collect.http import HttpClient
-from console.sources.collect.promql import PromClient, PromError, fetch_figures, fetch_history
+from console.sources.collect.promql import (
+    PromClient,
+    PromError,
+    fetch_figures,
+    fetch_history,
+    poll_instant,
+)
 from console.sources.collect.slot import (
     ScrapeWindow,
     probe_completion,
@@ -68,6 +74,8 @@ class PollRead:
     """Prometheus's answers by query name, when the figures came from them."""
     window_s: float
     generation: int
+    prom_at: float | None = None
+    """The one instant Prometheus evaluated this poll's queries at (``poll_instant``)."""
 
 
 Prefetched = tuple[dict[str, ModelFigures], dict[str, float | None]] | PromError
@@ -206,8 +214,9 @@ class DeploymentPoller:
             return snap
 
     def _read(self, snap: DeploymentSnapshot, reads: dict[str, SlotRead],
-              answers: dict[str, Any] | None, generation: int) -> DeploymentSnapshot:
-        self.last_read = PollRead(snap, reads, answers, self.window_s, generation)
+              answers: dict[str, Any] | None, generation: int,
+              prom_at: float | None = None) -> DeploymentSnapshot:
+        self.last_read = PollRead(snap, reads, answers, self.window_s, generation, prom_at)
         return snap
 
     def _start_completion_probes(self, now: float, targets: list[SlotTarget]) -> None:
@@ -258,12 +267,15 @@ class DeploymentPoller:
             else:
                 prom_figs, kv99 = prefetched
         answers: dict[str, Any] | None = None
+        prom_at: float | None = None
         if use_prom and prefetched is None:
             prom = PromClient(self.prometheus_url or "", self.client, self.timeout_s)
             answers = {}
             try:
+                # one instant for every query of the poll, kept with its answers
+                prom_at = await poll_instant(prom)
                 prom_figs, kv99 = await fetch_figures(prom, self.window_s, self.prom_selector,
-                                                      answers=answers)
+                                                      at=prom_at, answers=answers)
             except PromError as exc:
                 prom_err = str(exc)
                 answers = None
@@ -323,4 +335,4 @@ class DeploymentPoller:
             prometheus_url=self.prometheus_url,
             prometheus_error=None if prom_err is None else printable(prom_err, 300),
             cycle_s=time.perf_counter() - t0), reads,
-            answers if prom_figs is not None else None, generation)
+            answers if prom_figs is not None else None, generation, prom_at)

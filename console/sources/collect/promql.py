@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +27,11 @@ from console.model.catalog import (
     Quantile,
     Ratio,
     Source,
+    sampled,
 )
 from console.model.engines import DEFAULT, ENGINES, Engine
 from console.model.model_figures import CacheConfig, ModelFigures
-from console.model.numbers import safe_ratio
+from console.model.numbers import cumulative_buckets, safe_ratio
 from console.sources.collect.exposition import finite
 from console.sources.collect.http import HttpClient, HttpError
 
@@ -64,6 +66,8 @@ def _match_selector(sel: str, match: tuple[str, str] | None) -> str:
     return "{" + matcher + "}" if not sel else sel[:-1] + "," + matcher + "}"
 
 
+SLO_KINDS = ("ttft", "tpot")
+"""The latencies SLO attainment is counted for (``Engine.slo``)."""
 MODEL_BY = ("model_name",)
 FLEET_BY = ("pod", "slot", "model_name")
 GATEWAY_BY = ("model_id",)
@@ -157,6 +161,12 @@ def figure_queries(window_s: float, sel: str = "", by: tuple[str, ...] = MODEL_B
     out["spec_per_pos"] = (f"sum by ({g}, position) "
                            f"(increase({SPEC_PER_POS}{sel}[{w}]))")
     out["cache_config"] = f"vllm:cache_config_info{sel}"
+    # the per-request latency histograms' bucket increases: SLO attainment's counts
+    for kind in SLO_KINDS:
+        per_engine = [f"sum by ({g}, le) (increase({eng.slo[kind]}_bucket{sel}[{w}]))"
+                      for eng in ENGINES.values() if kind in eng.slo]
+        if per_engine:
+            out[f"slo:{kind}"] = _either(per_engine)
     for eng in ENGINES.values():
         if eng is not DEFAULT:  # which models are this engine's (the rest are vLLM's)
             gauge = next(n for n in eng.families() if n.endswith("running_reqs"))
@@ -190,9 +200,17 @@ class PromClient:
             err = body.get("error") if isinstance(body, dict) else None
             raise PromError(f"HTTP {r.status_code}: {err or 'bad answer'}"[:200])
         data = body.get("data")
-        if not isinstance(data, dict) or "result" not in data:
+        if not isinstance(data, dict) or ("result" not in data and "yaml" not in data):
             raise PromError("answer without data.result")
         return data
+
+    async def config_text(self) -> str:
+        """Prometheus's loaded configuration (``/api/v1/status/config``), as YAML text."""
+        data = await self._get("/api/v1/status/config", {})
+        text = data.get("yaml") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise PromError("answer without data.yaml")
+        return text
 
     async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": expr}
@@ -210,11 +228,69 @@ class PromClient:
         return res if isinstance(res, list) else []
 
 
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
+           "y": 31536000.0}
+
+
+def prom_duration(text: str) -> float | None:
+    """A Prometheus duration (``15s``, ``1m30s``, ``500ms``) in seconds; None when it is
+    not one."""
+    text = text.strip().strip("'\"")
+    if not text or _DURATION.sub("", text):
+        return None
+    return sum(int(n) * _UNIT_S[u] for n, u in _DURATION.findall(text))
+
+
+def scrape_settle_s(config_yaml: str) -> float | None:
+    """How long after a sample's timestamp Prometheus may still be appending it: the
+    global ``scrape_timeout`` (a scrape stamped at t is in the TSDB, or failed, by
+    t + timeout). Read from the ``global:`` block of the loaded config, which Prometheus
+    writes out whole (defaults filled in); None when it does not say."""
+    block = re.search(r"^global:\n((?:[ \t]+.*\n?)*)", config_yaml, re.M)
+    if block is None:
+        return None
+    got = re.search(r"^[ \t]+scrape_timeout:[ \t]*(\S+)", block[1], re.M)
+    return prom_duration(got[1]) if got else None
+
+
+_settle: dict[str, float] = {}
+"""Per Prometheus URL: its ``scrape_settle_s`` (0.0 where it would not say)."""
+
+
+async def poll_instant(prom: PromClient, now: float | None = None) -> float:
+    """The one instant every query of a poll is evaluated at (``time=``, and the end of
+    every range in them): now, less the time a scrape under way may take to land, so a
+    sample stamped at or before it cannot arrive between two queries of the poll (the
+    ratio of two queries then reads one set of samples: never 100.1 %). Whole
+    milliseconds, as Prometheus keeps time. The settle is asked once per Prometheus."""
+    settle = _settle.get(prom.base_url)
+    if settle is None:
+        try:
+            settle = scrape_settle_s(await prom.config_text()) or 0.0
+        except PromError as exc:
+            if str(exc).startswith("HTTP "):  # it answered: it will not say (a proxy, Thanos)
+                _settle[prom.base_url] = 0.0
+            settle = 0.0
+        else:
+            _settle[prom.base_url] = settle
+    t = time.time() if now is None else now
+    return math.floor((t - settle) * 1000) / 1000
+
+
 def _value(item: dict[str, Any]) -> float | None:
     try:
         return finite(float(item["value"][1]))
     except (KeyError, IndexError, TypeError, ValueError):
         return None
+
+
+def _is_bound(le: str) -> bool:
+    try:
+        float(le)
+    except ValueError:
+        return False
+    return True
 
 
 def _grouped(result: list[dict[str, Any]], by: tuple[str, ...], extra: str | None = None
@@ -234,22 +310,24 @@ async def _fetch(prom: PromClient, window_s: float, sel: str, at: float | None,
                  by: tuple[str, ...], answers: dict[str, Any] | None = None
                  ) -> tuple[dict[tuple[str, ...], ModelFigures],
                             dict[tuple[str, ...], float | None]]:
-    """Every figure per group (``by``'s label values) from one query per figure."""
+    """Every figure per group (``by``'s label values) from one query per figure, every
+    query at one instant (``at``, else ``poll_instant``'s)."""
     queries = figure_queries(window_s, sel, by)
     names = list(queries)
-    results = await asyncio.gather(*(prom.query(queries[n], at) for n in names))
+    when = await poll_instant(prom) if at is None else at
+    results = await asyncio.gather(*(prom.query(queries[n], when) for n in names))
     r = dict(zip(names, results, strict=True))
     if answers is not None:
         answers.update(r)
-    return figures_from_answers(r, window_s, by)
+    return figures_from_answers(r, window_s, by, when)
 
 
 def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
-                         by: tuple[str, ...] = MODEL_BY
+                         by: tuple[str, ...] = MODEL_BY, at: float | None = None
                          ) -> tuple[dict[tuple[str, ...], ModelFigures],
                                     dict[tuple[str, ...], float | None]]:
     """Every figure per group from Prometheus's answers to ``figure_queries`` (what a
-    live poll got, or a recording of it)."""
+    live poll got, or a recording of it), evaluated at ``at``."""
     results = list(r.values())
     keys: set[tuple[str, ...]] = set()
     for res in results:
@@ -259,6 +337,8 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
     engine_of = {key: name.split(":", 1)[1] for name in r if name.startswith("engine:")
                  for key in _grouped(r[name], by)}
     per_pos_all = _grouped(r["spec_per_pos"], by, "position")
+    slo_all = {kind: _grouped(r[f"slo:{kind}"], by, "le") for kind in SLO_KINDS
+               if f"slo:{kind}" in r}
     requests = _grouped(r["requests"], by, "finished_reason")
     model_at = by.index("model_name")
 
@@ -277,10 +357,17 @@ def figures_from_answers(r: dict[str, list[dict[str, Any]]], window_s: float,
                 cache = CacheConfig.from_labels(labels)
                 break
         reasons = {k: v for k, v in requests.get(key, {}).items() if v is not None}
+        values, per_pos = sampled(values, per_pos)
+        slo = {}
+        for kind, grouped in slo_all.items():
+            got = cumulative_buckets([(float(le), v) for le, v in grouped.get(key, {}).items()
+                                      if v is not None and _is_bound(le)])
+            if got is not None:
+                slo[kind] = tuple((b, c) for b, c in got)
         figures[key] = ModelFigures(
             model_name=key[model_at], window_s=window_s, values=values,
             requests_by_reason=reasons, per_position=per_pos, spec=spec, cache=cache,
-            engine=engine_of.get(key, DEFAULT.name))
+            engine=engine_of.get(key, DEFAULT.name), at=at, latency_buckets=slo)
     kv_p99 = {k: v.get("") for k, v in _grouped(r["kv_p99"], by).items()}
     return figures, kv_p99
 

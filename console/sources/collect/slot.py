@@ -172,7 +172,7 @@ class ScrapeWindow:
 
 def kv_usage(exp: Exposition, model: str, eng: Engine = DEFAULT) -> float | None:
     """The KV cache usage of ``model`` in one scrape (None: not there, or not finite):
-    summed across vLLM's engines, the fullest of SGLang's ranks."""
+    the fullest of vLLM's engines and of SGLang's ranks (the source's ``across``)."""
     kv_src = eng.sources.get("kv_p99")
     if not isinstance(kv_src, OverTime):
         return None

@@ -38,14 +38,17 @@ def detail_figures() -> list[catalog.Figure]:
 SOURCE_WORDS = {"direct": "the slot's own /metrics", "prometheus": "Prometheus"}
 
 
-def source_words(source: str | None, window_s: float | None) -> str:
+def source_words(source: str | None, window_s: float | None,
+                 at: float | None = None) -> str:
     """Where a slot's figures come from and over what time, in words ("the slot's own
-    /metrics, over the last 58 s"), not ``direct · 58s``."""
+    /metrics, over the last 58 s"), not ``direct · 58s``; through Prometheus, the one
+    instant its queries were evaluated at ("..., to 03:10:05")."""
     where = SOURCE_WORDS.get(source or "", source or fmt.DASH)
     if not window_s:
         return f"{where}, since the server started"
     span = f"{window_s:.0f} s" if window_s < 120 else fmt.duration(window_s, False)
-    return f"{where}, over the last {span}"
+    to = f", to {fmt.clock(at)}" if at is not None else ""
+    return f"{where}, over the last {span}{to}"
 
 
 def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
@@ -63,7 +66,8 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
     c = f.cache if f else None
     cells: list[tuple[str, str]] = [
         ("health", f"{s.health} ({s.health_detail})"),
-        ("figures from", source_words(s.source, f.window_s if f else None)),
+        ("figures from", source_words(s.source, f.window_s if f else None,
+                                      f.at if f else None)),
         ("served", ", ".join(s.served_models) or fmt.DASH),
         ("probe", {True: "ok", False: f"FAILED {s.probe_detail}", None: "not yet"}[s.probe_ok]),
     ]
@@ -71,7 +75,8 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
         cells.append(("engine", eng.title))
     # while it starts, this start's phases and times; and the last start's beside them
     cells += startup.detail_rows(agent)
-    cells += [(fig.label, fig.show(s.figure(fig.key))) for fig in detail_figures()
+    cells += [(fig.label + (f" ({eng.notes[fig.key]})" if fig.key in eng.notes else ""),
+               fig.show(s.figure(fig.key))) for fig in detail_figures()
               if fig.source_for(eng) is not None]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),

@@ -14,7 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.keys import format_key
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, ProgressBar, RichLog, Static
+from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, RichLog, Static
 
 from console.model import fmt
 from console.model.printable import printable
@@ -325,6 +325,7 @@ class WatchdogScreen(ModalScreen[dict | None]):
     BINDINGS = [Binding("1", "pick('extend', '+1h')", "+1 h"),
                 Binding("2", "pick('extend', '+2h')", "+2 h"),
                 Binding("t", "until", "until HH:MM"),
+                Binding("r", "replaces", "its end replaces the evening's stop"),
                 Binding("c", "pick('clear')", "end extension"),
                 Binding("a", "pick('arm')", "arm"), Binding("d", "pick('disarm')", "disarm"),
                 Binding("s", "pick('stop-now')", "stop now"),
@@ -356,6 +357,10 @@ class WatchdogScreen(ModalScreen[dict | None]):
             yield Button(Text("[2] +2 h"), id="plus-2h")
             yield Input(placeholder="until HH:MM (the profile's zone), Enter", id="until",
                         max_length=32)
+            # the agent's --replaces-next-stop: an overnight extension ending in working
+            # hours then stops the pod there, in place of that evening's stop
+            yield Checkbox(Text("[r] its end replaces the next evening's stop"),
+                           id="replaces")
             # only what can be done now: no "end the extension" without one, no "arm"
             # when armed, no "disarm" when disarmed
             if self.extension:
@@ -401,9 +406,15 @@ class WatchdogScreen(ModalScreen[dict | None]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    def action_replaces(self) -> None:
+        self.query_one("#replaces", Checkbox).toggle()
+
     def action_pick(self, what: str, until: str = "") -> None:
         if what == "extend":
-            self.dismiss({"cmd": "extend", "until": until, "reason": self._reason()})
+            args = {"cmd": "extend", "until": until, "reason": self._reason()}
+            if self.query_one("#replaces", Checkbox).value:
+                args["replaces_next_stop"] = True
+            self.dismiss(args)
         elif what == "clear":
             self.dismiss({"cmd": "extend", "clear": True})
         else:

@@ -60,6 +60,12 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
         Text(s.slot, style="bold"), Text(s.served_model_name), str(s.port), gpus,
         fmt.num(util, 2) if util is not None else fmt.DASH,
         health_cell(s, agent_state, gpu_mark, stalled, phase)]
+
+    def value(key: str) -> float | None:
+        if stalled and key in catalog.STALLED_NOW:  # what it serves now, not the
+            return catalog.STALLED_NOW[key]  # window's rate decaying for minutes
+        return s.figure(key)
+
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
             # a slot that is down or starting serves nothing: its last numbers would
@@ -67,8 +73,8 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
             cells.append(Text(fmt.DASH, style="dim"))
             continue
         th = fig.threshold
-        warn = th is not None and th.breached(s.figure(fig.key), thresholds)
-        cells.append(Text(catalog.cell_text(fig, s.figure),
+        warn = th is not None and th.breached(value(fig.key), thresholds)
+        cells.append(Text(catalog.cell_text(fig, value),
                           style="bold yellow" if warn else dim))
     return cells
 

@@ -1,0 +1,157 @@
+"""The console's alert rules as Prometheus rules, and the Alertmanager config that routes
+them (issue 43, item 4): ``pod-console profile render`` writes ``prometheus/rules.yml``
+and ``alertmanager.yml`` next to the scrape config, so the team's Prometheus pages with
+no console open.
+
+The rules use the config's thresholds (per slot), ``for`` and ``keep_firing_for`` (the
+console's ``alerts.down_for_s``/``for_s``/``hold_s``), the same PromQL the console reads
+its figures with (``promql.py``) and the same ``alertname`` and labels the console sends
+Alertmanager (``console/session/alertmanager.py``), so one slot down is one alert there
+whether the console, Prometheus or both say it. Annotations carry no ``$value``: the
+alert's identity and text stay the same from one evaluation to the next.
+
+Here (sources), not in ``config/render.py``: the PromQL comes from the engines' tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from console.model import catalog
+from console.sources.collect.promql import _w, engines_query
+
+if TYPE_CHECKING:
+    from console.config.settings import Settings
+    from pod_agent.profile import Profile
+
+BY = ("pod", "profile", "slot")
+"""The labels ``profile render``'s targets give each slot's series."""
+SLOT_NAMES = {"kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh"}
+"""Threshold rules rendered (their ``alertname`` as the console sends it)."""
+RULES_FILE = "prometheus/rules.yml"
+ALERTMANAGER_FILE = "alertmanager.yml"
+SLACK_URL_FILE = "/etc/alertmanager/slack_api_url"
+"""Where the rendered Alertmanager reads the Slack webhook URL from (a secret: never in
+the config, and Alertmanager 0.25 does not expand environment variables)."""
+
+
+def _dur(seconds: float) -> str:
+    return _w(seconds) if seconds > 0 else "0s"
+
+
+def _rule(name: str, expr: str, severity: str, summary: str, todo: str, for_s: float,
+          hold_s: float, context: str, runbook_url: str | None) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "alert": name, "expr": expr, "for": _dur(for_s),
+        "labels": {"severity": severity, "context": context},
+        "annotations": {"summary": summary, "description": todo}}
+    if hold_s > 0:
+        rule["keep_firing_for"] = _dur(hold_s)
+    if runbook_url:
+        rule["annotations"]["runbook_url"] = runbook_url.replace("{alertname}", name)
+    return rule
+
+
+def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str, Any]:
+    """The rule groups: one for the slots (down, stalled, each threshold per slot), and
+    the always-firing heartbeat."""
+    t = settings.alerts
+    rb = settings.runbook_url
+    job = '{job="vllm"}'
+    slots: list[dict[str, Any]] = [
+        _rule("SlotDown", f"up{job} == 0", "critical", "{{ $labels.slot }} down",
+              "the slot's /metrics does not answer: see its log (l) or restart it (R)",
+              t.down_for_s, t.hold_s, context, rb),
+    ]
+    stall = _w(t.stall_after_s)
+    running = engines_query("running", settings.window_s, "", BY)
+    gen = (f"sum by ({', '.join(BY)}) (increase(vllm:generation_tokens_total[{stall}]))"
+           f" + sum by ({', '.join(BY)}) (increase(vllm:prompt_tokens_total[{stall}]))")
+    if running is not None:
+        slots.append(_rule(
+            "SlotStalled", f"(({running}) > 0) unless on ({', '.join(BY)}) ({gen} > 0)",
+            "critical", "{{ $labels.slot }} STALLED: requests running, no token moving",
+            "/health may still say 200; restart the slot through the agent (R)",
+            # the window is the wait already, as the console's StallWatch counts it
+            0.0, t.hold_s, context, rb))
+    for name in sorted(profile.slots):
+        th = settings.thresholds_for(name)
+        sel = '{slot="' + name + '"}'
+        for fig, rule in catalog.thresholds():
+            alertname = SLOT_NAMES.get(rule.alert)
+            limit = rule.limit(th)
+            if alertname is None or limit is None:
+                continue
+            expr = engines_query(fig.key, settings.window_s, sel, BY)
+            if expr is None:
+                continue
+            op = "<" if rule.below else ">"
+            r = _rule(alertname, f"({expr}) {op} {limit:g}", "warning",
+                      f"{name} {fig.label} {op} {limit:g}", rule.hint or fig.label,
+                      t.for_s, t.hold_s, context, rb)
+            r["labels"]["slot"] = name  # (the series say it too: one rule per slot)
+            slots.append(r)
+    heartbeat = [{"alert": "Watchdog", "expr": "vector(1)",
+                  "labels": {"severity": "none", "context": context, "sender": "prometheus"},
+                  "annotations": {"summary": "the alerting pipeline is alive: this alert "
+                                             "always fires (a dead-man's switch)"}}]
+    return {"groups": [{"name": "pod-console-slots", "rules": slots},
+                       {"name": "pod-console-heartbeat", "rules": heartbeat}]}
+
+
+def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
+                        channel: str = "#oncall") -> dict[str, Any]:
+    """A route by severity and context, the inhibit rules, the heartbeat to a null
+    receiver. The Slack URL is read from ``slack_url_file`` (the team provides it)."""
+    slack = {"api_url_file": slack_url_file, "channel": channel, "send_resolved": True,
+             "title": '[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} '
+                      '({{ .CommonLabels.context }})',
+             "text": '{{ range .Alerts }}{{ .Annotations.summary }}'
+                     '{{ if .Annotations.description }}: {{ .Annotations.description }}'
+                     '{{ end }}\n{{ end }}'}
+    return {
+        "route": {
+            "receiver": "team", "group_by": ["alertname", "context", "pod"],
+            "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
+            "routes": [
+                # the heartbeat: to nobody here. A dead-man's-switch service (one that
+                # pages when it stops hearing this) is wired by giving "heartbeat" a
+                # webhook_configs entry with that service's URL.
+                {"matchers": ['alertname="Watchdog"'], "receiver": "heartbeat",
+                 "group_wait": "0s", "repeat_interval": "1m"},
+                {"matchers": ['severity="critical"'], "receiver": "team",
+                 "group_by": ["alertname", "context", "pod", "slot"],
+                 "group_wait": "10s", "repeat_interval": "1h", "continue": False},
+                {"matchers": ['severity="warning"'], "receiver": "team",
+                 "repeat_interval": "12h"},
+                # info (a planned stop, a slot starting): on screens and in the API, no page
+                {"matchers": ['severity="info"'], "receiver": "null"},
+            ]},
+        "receivers": [{"name": "null"}, {"name": "heartbeat"},
+                      {"name": "team", "slack_configs": [slack]}],
+        "inhibit_rules": [
+            # a planned stop (the pod-run model's PodStopPlanned, or the console's
+            # PodStopped) silences its pod's slot, gateway, GPU and agent alerts
+            {"source_matchers": ['alertname=~"PodStopPlanned|PodStopped"'],
+             "target_matchers": ['alertname=~"Slot.*|Gateway.*|Gpu.*|PodAgentUnreachable"'],
+             "equal": ["context", "pod"]},
+            # a slot down says it all: not its stall or its figures too
+            {"source_matchers": ['alertname="SlotDown"'],
+             "target_matchers": ['alertname=~"SlotStalled|SlotKvCacheHigh|SlotTtftHigh|'
+                                 'SlotCompletionsFailing"'],
+             "equal": ["context", "pod", "slot"]},
+        ],
+    }
+
+
+def render_prometheus_alerting(am_target: str = "127.0.0.1:9093") -> dict[str, Any]:
+    """What ``prometheus.yml`` adds to run the rules and send to Alertmanager."""
+    return {"rule_files": ["rules.yml"],
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [am_target]}]}]}}
+
+
+def dump(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True, width=1000)

@@ -1,0 +1,169 @@
+"""The rules ``profile render`` writes are the console's (issue 43, item 4): ``promtool
+check rules`` passes, the rendered ``alertmanager.yml`` passes ``amtool check-config``,
+and a ``promtool test rules`` file generated from one recording — every evaluation the
+console judged with its own ``evaluate`` and ``AlertBook`` — shows Prometheus firing and
+resolving the slot-down and KV alerts at the same evaluations, with the labels the console
+sends Alertmanager."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from console.config.settings import AlertTiming, Settings
+from console.model.alerts import AlertBook, evaluate
+from console.model.history import quantile_over_time
+from console.model.model_figures import ModelFigures
+from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
+from console.session.alertmanager import Where, labels_of
+from console.sources import alert_rules
+from pod_agent.profiles import load_profile
+from tests.conftest import PROFILES
+
+STEP = 10
+"""Seconds between two recorded polls, and Prometheus's evaluation interval."""
+POD, PROFILE = "p1", "rtx6000-2x"
+
+
+def _need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is not installed; .ci/run must install it")
+        pytest.skip(f"{tool} not installed")
+
+
+def _settings() -> Settings:
+    # a window that is no multiple of the step: no sample on its edge, where the two
+    # may count differently
+    return Settings(profiles_dir=PROFILES, window_s=65,
+                    alerts=AlertTiming(down_for_s=20, for_s=30, hold_s=20))
+
+
+def _recording() -> dict[str, list[tuple[bool, float]]]:
+    """Each slot's (up, KV usage) at every poll: Q27 goes down for a minute, comes back,
+    then its KV fills past the threshold for two minutes and drains; FLASH stays fine."""
+    q27: list[tuple[bool, float]] = [(True, 0.3)] * 4 + [(False, 0.0)] * 7 + [(True, 0.3)] * 8
+    q27 += [(True, 0.85)] * 12 + [(True, 0.2)] * 16
+    return {"Q27": q27, "FLASH": [(True, 0.1)] * len(q27)}
+
+
+def _console(settings: Settings, rec: dict[str, list[tuple[bool, float]]]
+             ) -> list[dict[str, Any]]:
+    """What the console's own rules make of the recording: at every evaluation, the
+    slot-down and KV alerts firing (their keys and the labels it sends)."""
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    book = AlertBook()
+    out = []
+    for i in range(len(rec["Q27"])):
+        now = float(i * STEP)
+        slots = []
+        for name, series in rec.items():
+            up, _ = series[i]
+            # the KV p99 over the window, as quantile_over_time over [now - window, now]
+            kv = [v for j, (u, v) in enumerate(series[: i + 1])
+                  if u and now - settings.window_s <= j * STEP]
+            slot = profile.slots[name]
+            slots.append(SlotSnapshot(
+                slot=name, served_model_name=slot.served_model_name, port=slot.port,
+                url="", health="up" if up else "down", fetched_at=now,
+                figures=ModelFigures(slot.served_model_name, None, {}) if up else None,
+                kv_p99=quantile_over_time(0.99, kv) if up and kv else None))
+        conds = [c for c in evaluate(DeploymentSnapshot(PROFILE, tuple(slots), now), None,
+                                     profile, settings, now)
+                 if c.key.split(":")[0] in ("down", "kv")]
+        book.update(conds, now)
+        out.append({a.key: labels_of(a, Where(PROFILE, POD)) for a in book.firing()})
+    return out
+
+
+def _series(rec: dict[str, list[tuple[bool, float]]]) -> list[dict[str, str]]:
+    out = []
+    for name, series in rec.items():
+        target = f'slot="{name}",pod="{POD}",profile="{PROFILE}"'
+        up = " ".join("1" if u else "0" for u, _ in series)
+        kv = " ".join(f"{v:g}" if u else "_" for u, v in series)  # no scrape: no sample
+        out.append({"series": f'up{{job="vllm",instance="{name}",{target}}}', "values": up})
+        out.append({"series": f'vllm:kv_cache_usage_perc{{job="vllm",instance="{name}",'
+                              f'model_name="m-{name}",{target}}}', "values": kv})
+    return out
+
+
+def _expected(rules: dict[str, Any], key: str, slot: str) -> dict[str, Any]:
+    """The alert Prometheus must show for the console's ``key``: its labels (the
+    series' and the rule's) and annotations."""
+    name = "SlotDown" if key.startswith("down:") else "SlotKvCacheHigh"
+    (rule,) = [r for g in rules["groups"] for r in g["rules"] if r["alert"] == name
+               and r["labels"].get("slot", slot) == slot]
+    labels = {"slot": slot, "pod": POD, "profile": PROFILE, **rule["labels"]}
+    if name == "SlotDown":
+        labels |= {"job": "vllm", "instance": slot}
+    ann = {k: v.replace("{{ $labels.slot }}", slot) for k, v in rule["annotations"].items()}
+    return {"exp_labels": labels, "exp_annotations": ann}
+
+
+def test_prometheus_fires_and_resolves_at_the_consoles_evaluations(tmp_path: Path) -> None:
+    _need("promtool")
+    settings = _settings()
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    rules = alert_rules.render_rules(profile, settings, "default")
+    (tmp_path / "rules.yml").write_text(alert_rules.dump(rules))
+    r = subprocess.run(["promtool", "check", "rules", str(tmp_path / "rules.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = _recording()
+    judged = _console(settings, rec)
+    # the recording makes each alert fire and resolve (else the comparison says little)
+    for key in ("down:Q27", "kv:Q27"):
+        fired = [i for i, f in enumerate(judged) if key in f]
+        assert fired and fired[-1] < len(judged) - 1, (key, fired)
+    tests = []
+    for i, firing in enumerate(judged):
+        for name, prefix in (("SlotDown", "down:"), ("SlotKvCacheHigh", "kv:")):
+            exp = []
+            for key, labels in firing.items():
+                if key.startswith(prefix):
+                    want = _expected(rules, key, key.split(":", 1)[1])
+                    # the console's labels are Prometheus's: one alert in Alertmanager
+                    assert labels.items() <= {**want["exp_labels"], "alertname": name
+                                              }.items(), (labels, want)
+                    exp.append(want)
+            tests.append({"eval_time": f"{i * STEP}s", "alertname": name, "exp_alerts": exp})
+    doc = {"rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
+           "tests": [{"interval": f"{STEP}s", "input_series": _series(rec),
+                      "alert_rule_test": tests}]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yml")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+
+
+def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
+    _need("promtool")
+    out = tmp_path / "out"
+    r = subprocess.run(["python3", "-m", "console.cli", "profile", "render",
+                        str(PROFILES / "10-rtx6000-2x.yaml"), "--out", str(out),
+                        "--pod-id", POD, "--slack-url-file", str(tmp_path / "slack_url")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for args in (["check", "rules", str(out / "prometheus/rules.yml")],
+                 ["check", "config", str(out / "prometheus/prometheus.yml")]):
+        r = subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+    am = yaml.safe_load((out / "alertmanager.yml").read_text())
+    (slack,) = [c for rcv in am["receivers"] for c in rcv.get("slack_configs", [])]
+    assert slack["api_url_file"] == str(tmp_path / "slack_url")  # the URL is never in it
+    assert any(rt["matchers"] == ['alertname="Watchdog"'] and rt["receiver"] == "heartbeat"
+               for rt in am["route"]["routes"])
+    assert [rcv for rcv in am["receivers"] if rcv["name"] == "heartbeat"] == [
+        {"name": "heartbeat"}]  # a null receiver until a dead-man's switch is wired
+    if shutil.which("amtool"):
+        (tmp_path / "slack_url").write_text("https://hooks.slack.invalid/x\n")
+        r = subprocess.run(["amtool", "check-config", str(out / "alertmanager.yml")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
