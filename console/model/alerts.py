@@ -337,7 +337,9 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.provider_error:
             out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
                                  timing.down_for_s))
-        if not stopped:  # heat, throttling, strays: what the GPUs say now
+        # heat, throttling, strays: what the GPUs say now — not while the pod is being
+        # stopped on purpose (its slots' processes go, its exporter's last samples age)
+        if not stopped and not (run is not None and run.planned):
             out += [c for c in gpu_conditions(pod.gpus, set(profile.slots), now,
                                               timing.for_s, timing.hold_s)
                     if not is_hardware(c)]

@@ -362,3 +362,26 @@ async def test_a_new_runs_ack_is_shared_and_the_old_runs_is_not(tmp_path: Path) 
     await console.session.settle()
     await both(10.0)
     assert wall.session.alerts.active["cuda"].acked_by == "bob"
+
+
+async def test_gpus_of_a_pod_being_stopped_on_purpose_raise_nothing(tmp_path: Path) -> None:
+    """The watchdog is stopping the pod (its record says so, the provider still says
+    RUNNING): what its GPUs read meanwhile (a hot GPU as the slots go) is no WARN."""
+    w = world(tmp_path, T0)
+    w.pod.pod = replace(w.pod.pod, started_at=T0 - 3600)
+    agent(w)
+    await poll(w, 0.0)
+    hot = GpuReport(gpus=(Gpu(0, "NVIDIA RTX PRO 6000", "GPU-0", temp_c=91.0,
+                              throttled=("sw_thermal_slowdown",)),),
+                    source="nvml", sampled_at=w.clock())
+    agent(w, busy=False, stop_in_s=0.0, last_stop_reason="idle",
+          last_stop={"reason": "idle", "at": w.clock(), "by": "watchdog", "ok": None})
+    w.pod.pod = replace(w.pod.pod, gpus=hot)
+    st = await poll(w, 1.0)
+    assert st.run is not None and (st.run.state, st.run.cause) == ("stopping", "idle")
+    assert loud(w) == [], loud(w)
+    # the same GPU on a pod nobody stops: a WARN (this test can fail)
+    agent(w)
+    w.pod.pod = replace(w.pod.pod, gpus=hot)
+    await poll(w, 1.0)
+    assert [t for t in loud(w) if "GPU 0" in t], loud(w)
