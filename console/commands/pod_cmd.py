@@ -106,6 +106,12 @@ class LeftBilling(Exception):
         self.lines = lines
 
 
+def _tty() -> bool:
+    with contextlib.suppress(OSError, ValueError):
+        return sys.stdin.isatty()
+    return False
+
+
 def _audit(audit, action: str, args: dict, result: str, **extra) -> bool:
     """Write one audit record; a full disk is said on stderr, never a traceback."""
     from console.operations.audit import AuditError
@@ -342,7 +348,8 @@ async def _down_locked(settings: Settings, client: Provider, force: bool = False
     # asked with --force too: what a forced stop overrides belongs in its record
     held = await _extension_holds(settings)
     args: dict[str, object] = {"pod": settings.pod.runpod_id}
-    extra: dict[str, object] = {}
+    # who stopped it, as the console's pod run tells it: a person, or cron (no terminal)
+    extra: dict[str, object] = {"via": "terminal" if _tty() else "cron"}
     if force:
         args["force"] = True
         if held is not None:

@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="three simulated pods, each a context of the demo's config: F shows "
                         "them all, enter opens the console on another")
     d.add_argument("--clock-speed", type=_speed, default=1.0, metavar="N",
-                   help="the pod agent's clock runs N times as fast, from 90 min before "
+                   help="the pod agent's clock runs N times as fast, from six pod hours before "
                         "the scheduled stop (the stop policy in a minute)")
     d.set_defaults(func=cmd_demo)
 
@@ -322,8 +322,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with exit_on_signals():
         try:
             demo.start()
-            # with --fleet, the demo outlives one console: enter on another pod opens the next
-            ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=not args.fleet)
+            # the demo outlives the console (with --fleet, enter on another pod opens the
+            # next): it stops below, once the terminal is back, saying what it stops
+            ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=False)
             while True:
                 ctx.rotate_s = args.rotate
                 app = make_app(ctx, wall=args.wall)
@@ -337,8 +338,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                    context=result.context)
         finally:
             with signals_held():  # a second signal must not cut the clean-up short
-                demo._stop_all()
+                demo._stop_all(say=_say)
     return code
+
+
+def _say(text: str) -> None:
+    """A line of the demo's teardown, on the terminal the console has just left."""
+    with contextlib.suppress(OSError, ValueError):  # the terminal may be gone (SIGHUP)
+        print(text, file=sys.stderr, flush=True)
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -393,4 +400,4 @@ def demo_web_wall(args: argparse.Namespace) -> int:
         return cmd_web_wall(args, config=demo.workdir / "config.yaml", before_serving=start)
     finally:
         if config:
-            demo._stop_all()
+            demo._stop_all(say=_say)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from console.config.settings import (
     Settings,
     SlotThresholds,
 )
+from console.demo import reaper
 from console.operations.provision import ProvisionConfig
 from console.sources.provider.emulator import EmulatorServer, EmulatorState, HostInfo
 from console.sources.remote import LocalAgentTransport
@@ -103,19 +105,52 @@ schedule's. A lead of 90 pod minutes once let a loaded run reach the scheduled s
 AGENT_START_S = 30.0
 """How long a provisioned pod's agent may take to be up after its bootstrap (a loaded
 machine): a pod stopped before then has its agent stopped once it is."""
+STOP_GRACE_S = 1.5
+"""At the demo's end, how long its processes have between SIGTERM (all at once) and
+SIGKILL: ``q`` and SIGTERM end the demo within 3 s (an agent stops its two simulated
+slots in a fraction of a second; the teardown once waited 30 s for an agent's socket)."""
 WARN_REAL_S = 25.0
-"""On an accelerated pod clock the warning still comes this many real seconds before the
-stop: time for a person to read it and press ``w 1 y`` (issue: the README's story)."""
+"""On an accelerated pod clock the warning is on the console's screen this many real
+seconds before the stop, whatever the stop (schedule, idle, an extension's end): time
+for a person to read it and press ``w 1 y`` (the README's story)."""
+WATCHDOG_INTERVAL_S = 5.0
+"""``serve --watchdog-interval`` of the demo's agents (pod seconds; at ×60 the watchdog
+still looks only every ``MIN_TICK_S``, half a real second)."""
+READ_S = 2.0
+"""How long one reading of the pod by the console may take (the agent's status through a
+process of its own, on a loaded machine)."""
+IDLE_BEFORE_WARN_S = 5 * 60.0
+"""Pod seconds of silence before the idle stop's warning: the idle limit is kept this far
+beyond ``warn_before`` (the profile refuses a limit within it: a warning after every
+request), so "traffic stops" warns within a real minute at ×60."""
 
 
-def demo_warn_before(idle_stop_after: str, clock_speed: float) -> str:
-    """``warn_before`` (whole pod minutes) that leaves ``WARN_REAL_S`` real seconds between
-    the warning and the stop at ``clock_speed``, kept a minute below ``idle_stop_after``:
-    the profile refuses a warning window as long as the idle limit (it would warn after
-    every request)."""
-    want = math.ceil(WARN_REAL_S * clock_speed / 60.0)
-    idle_min = int(duration_s(idle_stop_after) // 60)
-    return f"{max(1, min(max(want, 10), idle_min - 1))}m"
+def warning_lag_s(clock_speed: float) -> float:
+    """Real seconds by which the console may show a warning after the stop policy came
+    within ``warn_before`` of the stop: the agent finds it at its next watchdog tick, the
+    console reads the pod every ``POD_POLL_S`` (and the reading takes ``READ_S``)."""
+    from console.session.session import POD_POLL_S
+    from pod_agent.supervisor import tick_wait_s
+
+    return tick_wait_s(WATCHDOG_INTERVAL_S, clock_speed) + POD_POLL_S + READ_S
+
+
+def demo_warn_before(clock_speed: float) -> str:
+    """``warn_before`` (whole pod minutes, never below the agent's default 10) that
+    leaves ``WARN_REAL_S`` real seconds between the warning on the console's screen and
+    the stop at ``clock_speed``. The pod-time ``WARN_REAL_S`` alone (25 pod minutes at
+    ×60) left 13 real seconds on screen: the console's reading of the pod lags the
+    agent's warning by up to ``warning_lag_s``."""
+    want = math.ceil((WARN_REAL_S + warning_lag_s(clock_speed)) * clock_speed / 60.0)
+    return f"{max(want, 10)}m"
+
+
+def demo_idle_stop_after(idle_stop_after: str, warn_before: str) -> str:
+    """The idle limit, widened to ``warn_before`` + ``IDLE_BEFORE_WARN_S`` when shorter."""
+    floor = duration_s(warn_before) + IDLE_BEFORE_WARN_S
+    if duration_s(idle_stop_after) >= floor:
+        return idle_stop_after
+    return f"{math.ceil(floor / 60)}m"
 
 
 class DemoDeployment:
@@ -136,6 +171,22 @@ class DemoDeployment:
         self.agents: dict[str, subprocess.Popen[bytes]] = {}
         self._late_stops: list[threading.Thread] = []
         """Stops waiting for a provisioned pod's agent to be up (``_stop_agent``)."""
+        self._stopping: set[str] = set()
+        """Pods whose agent is being (or was) stopped since their last start: a second
+        stop of one (the emulator's own at the end) waits on nothing."""
+        self._closing = threading.Event()
+        """Set by the teardown: nothing waits for an agent to come up any more (the
+        teardown ends every process of the demo by its token, up or not)."""
+        self._teardown = threading.Lock()
+        self.token = f"{os.getpid()}-{uuid.uuid4().hex}"
+        """In the environment of every process the demo starts (``reaper.MARK``): how
+        its teardown, and its watcher when it is killed, find them all."""
+        self._watcher: subprocess.Popen[bytes] | None = None
+        self._watch_fd: int | None = None
+        self.run_ids: dict[str, str] = {}
+        """Pod → the run id its agent gets (``POD_AGENT_RUN_ID``): new at each simulated
+        start or resume, as a real pod's container is (its boot id and first process
+        differ), so a stop and a resume are two runs to the agent."""
         self.pod_id: str | None = None
         self.ports: dict[int, int] = {}
         self.torch = "good"
@@ -188,12 +239,18 @@ class DemoDeployment:
                         "DEMO_FAULTS": str(faults)})
             slot["env"] = env
             slot["startup_timeout_s"] = 60
+        if data.get("gpu_metrics_port"):
+            # the agent's own exporter, on a port of this machine's loopback (two demos,
+            # or a real exporter on 9400, must not collide)
+            data["gpu_metrics_port"] = _free_port()
         data.pop("patches", None)  # no vLLM package to patch in the demo
         # the idle stop, shown: the palette's "traffic stops" makes the pod idle
         sched = data.setdefault("schedule", {})
         sched.setdefault("idle_stop_after", "30m")
         if self.clock_speed > 1.0:
-            sched["warn_before"] = demo_warn_before(sched["idle_stop_after"], self.clock_speed)
+            sched["warn_before"] = demo_warn_before(self.clock_speed)
+            sched["idle_stop_after"] = demo_idle_stop_after(sched["idle_stop_after"],
+                                                            sched["warn_before"])
         header = f"# DEMO copy of {src.name}: ports and DEMO_* environment added\n"
         (dest / src.name).write_text(header + yaml.safe_dump(data, sort_keys=False))
 
@@ -220,6 +277,11 @@ class DemoDeployment:
             "POD_AGENT_KMSG": str(self.gpu_faults_dir(pod_id) / "kmsg"),
             **({"POD_AGENT_CLOCK": self.clock_spec} if self.clock_spec else {}),
             "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pod_id,
+            # the simulated pod is this machine: its agent's exporter listens on loopback
+            # only (the agent's default, all interfaces, is a real pod's)
+            "POD_AGENT_EXPORTER_HOST": "127.0.0.1",
+            reaper.MARK: self.token,
+            "POD_AGENT_RUN_ID": self.run_id(pod_id),
             "RUNPOD_API_BASE": self.emulator.base_url, "RUNPOD_API_KEY": DEMO_KEY,
             "FAKE_NVIDIA_SMI_GPUS": "2", "FAKE_NVIDIA_SMI_NAME": gpu_name,
             "FAKE_NVIDIA_SMI_MIB": mib, "FAKE_NVIDIA_SMI_CUDA": "13.0",
@@ -228,6 +290,15 @@ class DemoDeployment:
             "HF_HOME": str(self.hf_home()),
         })
         return env
+
+    def run_id(self, pod_id: str) -> str:
+        """The run id of ``pod_id``'s current start (``started`` makes a new one)."""
+        return self.run_ids.setdefault(pod_id, f"demo-{pod_id}-{uuid.uuid4().hex[:12]}")
+
+    def started(self, pod_id: str) -> None:
+        """The pod was (re)started: a new run, whose agent is not being stopped."""
+        self.run_ids[pod_id] = f"demo-{pod_id}-{uuid.uuid4().hex[:12]}"
+        self._stopping.discard(pod_id)
 
     def gpu_faults_dir(self, pod_id: str | None) -> Path:
         """Where the NVML stand-in of one simulated pod reads its GPU faults."""
@@ -273,13 +344,27 @@ class DemoDeployment:
         return self.pod_home(pid or "none") / "agent-dir" / "pkg" / "profiles" / lp.path.name
 
     def _host_factory(self, pod: dict[str, Any]) -> HostInfo:
-        """An emulated pod's host is this machine; stopping it shuts its agent down."""
+        """An emulated pod's host is this machine; stopping it shuts its agent down.
+        Called at each create and start (resume): each is a new run of the pod."""
         pid = pod["id"]
+        self.started(pid)
+        return self._host(pid)
+
+    def _host(self, pid: str) -> HostInfo:
         return HostInfo("127.0.0.1", 22, "13.0", dict(self.pod_ports.get(pid, self.ports)),
                         stop=lambda: self._stop_agent(pid))
 
     def _stop_agent(self, pod_id: str, late: bool = True) -> None:
-        """``late``: an agent not up yet is stopped once it is (a pod stopped mid-way)."""
+        """``late``: an agent not up yet is stopped once it is (a pod stopped mid-way).
+        Once per run of the pod: a second stop (the emulator's own at the demo's end)
+        neither waits on the agent being stopped nor for an agent to come up; at the
+        teardown nothing waits at all (``_stop_all`` ends every process by its token)."""
+        if self._closing.is_set():
+            return
+        with self.state.lock:
+            if pod_id in self._stopping:
+                return
+            self._stopping.add(pod_id)
         proc = self.agents.pop(pod_id, None)
         home = self.pod_home(pod_id) / "agent"
         if proc is None and not Path(socket_path_for(str(home))).exists():
@@ -309,11 +394,16 @@ class DemoDeployment:
         while not sock.exists():
             if time.monotonic() > deadline:
                 return  # never started
-            time.sleep(0.2)
+            if self._closing.wait(0.2):
+                return  # the teardown ends it by its token, up or not
+        if self._closing.is_set():
+            return
         with self.state.lock:
             pod = self.state.pods.get(pod_id)
             running = pod is not None and pod["status"] == "RUNNING"
         if not running:  # not resumed meanwhile (then this agent is the new run's)
+            with self.state.lock:
+                self._stopping.discard(pod_id)  # this stop is the one left to make
             self._stop_agent(pod_id)
 
     def pod_clock_spec(self, first: LoadedProfile, real_now: float | None = None) -> str | None:
@@ -329,6 +419,8 @@ class DemoDeployment:
         return clock.spec_for(at - SCHEDULE_LEAD_S, self.clock_speed, real_epoch=real)
 
     def start(self) -> None:
+        # first: whatever happens next, what it starts ends with this process
+        self._watcher, self._watch_fd = reaper.start_watcher(self.token)
         self.faults_dir.mkdir(parents=True, exist_ok=True)
         self.profiles_dir.mkdir(parents=True, exist_ok=True)
         for src in sorted((self.profiles_src or shipped_profiles_dir()).glob("*.yaml")):
@@ -358,12 +450,13 @@ class DemoDeployment:
                                          lp.profile.effective_gpu_count)
         pod = self.state.pods[pid]
         self.state.set_status(pod, "RUNNING")
+        self.started(pid)
         pod["startedAt"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00",
                                          time.gmtime(time.time() - UPTIME_S))
         if prepare is not None:
             prepare(pid)
         self._install_and_serve(pid, lp)
-        host = self._host_factory(pod)
+        host = self._host(pid)  # the run started above: its agent has its run id
         self.state.hosts[pid] = host
         pod["ssh"] = {"direct": {"host": "127.0.0.1", "port": 22, "username": "root"}}
         pod["runtime"] = {"uptime": UPTIME_S, "ports": [
@@ -405,7 +498,7 @@ class DemoDeployment:
         self.agents[pid] = subprocess.Popen(
             [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
              "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
-             "--watchdog-interval", "5", "--no-patches"],
+             "--watchdog-interval", f"{WATCHDOG_INTERVAL_S:g}", "--no-patches"],
             # an SGLang slot's server: the same simulation, speaking SGLang
             env={**t.env, "POD_AGENT_SGLANG_PYTHON": str(HERE / "bin" / "sglang-python")},
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -433,6 +526,7 @@ class DemoDeployment:
         env = {k: v for k, v in os.environ.items()
                if k in POD_ENV_ALLOWED or k.startswith("LC_")}
         env["PYTHONPATH"] = str(REPO)
+        env[reaper.MARK] = self.token
         self.gateway = subprocess.Popen(
             [sys.executable, "-m", "console.demo.fake_litellm", "--port",
              str(self.gateway_port), "--routes", json.dumps(routes),
@@ -625,29 +719,51 @@ class DemoDeployment:
     async def stop(self) -> None:
         await asyncio.to_thread(self._stop_all)
 
-    def _stop_all(self) -> None:
-        if self.gateway is not None and self.gateway.poll() is None:
-            self.gateway.terminate()
+    def _stop_all(self, say: Callable[[str], object] | None = None) -> None:
+        """End the demo: every process it started, at once and by its token (agents,
+        slots, exporter, gateway, an agent a bootstrap is still starting), SIGKILL for
+        what is left after ``STOP_GRACE_S``; the RunPod emulator beside them. ``say``:
+        told what is being stopped, then how long it took (``pod-console demo`` prints
+        it where the console was). A second call waits for the first and does nothing."""
+        with self._teardown:
+            if self._closing.is_set():
+                return
+            self._closing.set()
+            t0 = time.monotonic()
+            procs = reaper.marked(self.token)
+            if say is not None:
+                what = reaper.describe(procs)
+                say(f"stopping the demo: {what + ', ' if what else ''}RunPod emulator…")
+            # the emulator's hosts stop nothing now (``_closing``): its server ends beside
+            emulator = threading.Thread(target=self.emulator.stop, name="stop-emulator",
+                                        daemon=True)
+            emulator.start()
+            killed = reaper.end_marked(self.token, STOP_GRACE_S)
+            for proc in [*self.agents.values(), self.gateway, self.exporter]:
+                if proc is not None:  # ended: reaped, not left a zombie
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(1)
+            self.agents.clear()
+            self._close_watcher()
+            emulator.join(5)
+            for t in self._late_stops:
+                t.join(1)  # each ends on ``_closing``
+            if self.own_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            if say is not None:
+                late = f" ({len(killed)} killed after {STOP_GRACE_S:g} s)" if killed else ""
+                say(f"demo stopped in {time.monotonic() - t0:.1f} s{late}")
+
+    def _close_watcher(self) -> None:
+        """The watcher's pipe closed: it looks once more (nothing is left) and exits."""
+        if self._watch_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._watch_fd)
+            self._watch_fd = None
+        if self._watcher is not None:
             try:
-                self.gateway.wait(10)
+                self._watcher.wait(3)
             except subprocess.TimeoutExpired:
-                self.gateway.kill()
-                self.gateway.wait(5)
-        if self.exporter is not None and self.exporter.poll() is None:
-            self.exporter.terminate()
-            try:
-                self.exporter.wait(10)
-            except subprocess.TimeoutExpired:
-                self.exporter.kill()
-                self.exporter.wait(5)
-        for pid in list(self.agents):
-            self._stop_agent(pid)
-        # and every provisioned pod's that is up (a fallback's, started by its bootstrap,
-        # not here); one stopped while its agent was starting is stopped once it is up
-        for home in sorted((self.workdir / "pods").glob("*")):
-            self._stop_agent(home.name, late=False)
-        for t in self._late_stops:
-            t.join(AGENT_START_S + 40)
-        self.emulator.stop()
-        if self.own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+                self._watcher.kill()
+                self._watcher.wait(1)
+            self._watcher = None

@@ -23,7 +23,8 @@ from console.model import catalog, fmt
 from console.model.conditions import SEVERITY_ORDER, Condition, Severity
 from console.model.gpu_faults import FaultBook, is_hardware
 from console.model.gpu_state import conditions as gpu_conditions
-from console.model.pod_stop import STOPPED, PlannedStop, planned_stop
+from console.model.pod_run import PodRun, RunReading, advance
+from console.model.pod_stop import STOPPED, PlannedStop
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot, StopPlan
 
 if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
@@ -31,6 +32,9 @@ if TYPE_CHECKING:  # evaluated only once settings and profiles have loaded
     from pod_agent.profile import Profile
 
 State = Literal["pending", "firing"]
+ACK_SLACK_S = 5.0
+"""Clocks of the sessions on one state dir differ this much at most: an acknowledgement
+older than the pod's run by more was made in an earlier run."""
 EXTENSION_WARN_S = 600.0
 """How long before an extension ends it is said, when the agent does not say."""
 
@@ -87,6 +91,9 @@ class AlertBook:
     history: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=500))
     """Newest last; bounded, for a wall that runs for weeks (the audit log keeps acks)."""
     _conds: dict[str, Condition] = field(default_factory=dict)
+    run_began: float | None = None
+    """When the pod's current run began, once this book saw a run end (``new_run``):
+    acknowledgements made before it belong to an earlier run."""
 
     def update(self, conditions: Iterable[Condition], now: float,
                ended: dict[str, str] | None = None, mono: float | None = None
@@ -156,9 +163,31 @@ class AlertBook:
         a = self.active.get(key)
         if a is None or a.state != "firing" or a.acked_by is not None:
             return None
+        if self.run_began is not None and at < self.run_began - ACK_SLACK_S:
+            return None  # made in an earlier run of the pod: not for this one
         self.active[key] = replace(a, acked_by=who, acked_at=at)
         self.history.append(AlertEvent(at, "acknowledged", a.severity, a.title, f"by {who}"))
         return self.active[key]
+
+    def new_run(self, now: float, why: str) -> list[Alert]:
+        """The pod's run ended and another began (``pod_run``): what belonged to the old
+        run ends with it. Pending alerts are dropped (their ``for:`` counts afresh in the
+        new run), and a firing alert's acknowledgement is withdrawn: an ack was for what
+        the operator saw then, not for the same trouble on a new run. Returns the alerts
+        whose acknowledgement was withdrawn."""
+        self.run_began = now
+        out = []
+        for key, a in list(self.active.items()):
+            if a.state == "pending":
+                del self.active[key]
+            elif a.acked_by is not None:
+                self.active[key] = replace(a, acked_by=None, acked_at=None)
+                out.append(self.active[key])
+        if out:
+            self.history.append(AlertEvent(now, "acknowledged", "info",
+                                           f"acknowledgements withdrawn: {why}",
+                                           ", ".join(a.title for a in out)[:200]))
+        return out
 
     def event(self, ev: AlertEvent) -> None:
         """Record something that happened once (a failed operation)."""
@@ -198,22 +227,40 @@ def observe_pod(book: FaultBook, pod: PodSnapshot | None, profile: Profile,
     return book.observe(pod.pod_id, pod.status, pod.started_at, pod.gpus, now_true, now)
 
 
-def stop_event(stop: PlannedStop) -> Condition:
-    """The one event a planned stop raises (instead of its slots' and agent's outages)."""
+def stop_event(stop: PlannedStop, run: PodRun | None = None) -> Condition:
+    """The one event a planned stop raises (instead of its slots' and agent's outages):
+    its cause and who, "pod stopped (idle) by watchdog at 17:55"."""
+    detail = "its slots and agent stop with it: not an outage; r resumes it"
+    if run is not None:
+        if run.cause in ("provider", "unknown"):
+            detail = ("not by its watchdog or this console (the provider, or someone at "
+                      "its console): " + detail)
+        return Condition("stopped", "info", run.event_title(fmt.clock(run.at)[:5]
+                                                             if run.at is not None else ""),
+                         detail)
     by = f" by {stop.by}" if stop.by else ""
     text = stop.text(fmt.clock(stop.at)[:5])
     return Condition("stopped", "info", f"pod {text}{by}" if stop.made else text + by,
-                     "its slots and agent stop with it: not an outage; r resumes it")
+                     detail)
+
+
+def run_of(pod: PodSnapshot | None, agent_seen: PodSnapshot | None, now: float,
+           run: PodRun | None = None) -> PodRun | None:
+    """The pod's run: the session's (it saw every reading), else this reading's alone."""
+    if run is not None and pod is not None and run.pod_id == pod.pod_id:
+        return run
+    return advance(None, RunReading(now, pod, agent_seen))
 
 
 def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: Profile,
              settings: Settings, now: float, failures: Iterable[Condition] = (),
-             faults: FaultBook | None = None, agent_seen: PodSnapshot | None = None
-             ) -> list[Condition]:
+             faults: FaultBook | None = None, agent_seen: PodSnapshot | None = None,
+             run: PodRun | None = None) -> list[Condition]:
     """The conditions true now. ``faults``: the session's GPU fault book, already told of
     this reading (None: a one-shot reading, judged alone). ``agent_seen``: the last
     reading of this pod in which its agent answered (a stop is known from it after the
-    agent has gone with its pod)."""
+    agent has gone with its pod). ``run``: the pod's run as the session follows it
+    (``pod_run``; None: derived from this reading alone)."""
     from pod_agent.gpuinfo import version_tuple
     from pod_agent.profile import MAX_GPU_UTIL_PER_GPU as max_per_gpu
 
@@ -224,12 +271,13 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         observe_pod(faults, pod, profile, settings, now)
     if agent_seen is None and pod is not None and not pod.agent_error:
         agent_seen = pod
-    stop = planned_stop(pod, agent_seen, now)
+    run = run_of(pod, agent_seen, now, run)
+    stop = run.planned_stop() if run is not None else None
     stopped = pod is not None and pod.status in STOPPED
     if stop is not None:
         # a stop somebody meant takes the slots and the agent with it: one event says
         # so, not a CRIT per slot and an unreachable agent
-        out.append(stop_event(stop))
+        out.append(stop_event(stop, run))
     if snap is not None and not stopped and stop is None:
         for s in snap.slots:
             th = settings.thresholds_for(s.slot)
@@ -272,7 +320,11 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if have and want and have < want:  # an unreadable version is not judged
             out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
                                  f"{profile.min_cuda}"))
-        if pod.status == "RUNNING" and stop is None and not _working_hours(profile, now):
+        # the pod's working hours on the pod's clock (the agent's, which its stops
+        # follow; the demo's runs hours from this machine's), this machine's if unsaid
+        pod_now = pod.stop_plan.pod_clock(now) if pod.stop_plan is not None else None
+        if pod.status == "RUNNING" and stop is None and not _working_hours(
+                profile, now if pod_now is None else pod_now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""
             out.append(Condition("hours", "warn", f"pod running outside working hours{rate}"))
         plan = pod.stop_plan
@@ -309,7 +361,9 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         if pod.provider_error:
             out.append(Condition("provider", "warn", "RunPod API error", pod.provider_error,
                                  timing.down_for_s))
-        if not stopped:  # heat, throttling, strays: what the GPUs say now
+        # heat, throttling, strays: what the GPUs say now — not while the pod is being
+        # stopped on purpose (its slots' processes go, its exporter's last samples age)
+        if not stopped and not (run is not None and run.planned):
             out += [c for c in gpu_conditions(pod.gpus, set(profile.slots), now,
                                               timing.for_s, timing.hold_s)
                     if not is_hardware(c)]

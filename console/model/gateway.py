@@ -259,3 +259,30 @@ def conditions(gw: GatewaySnapshot | None, snap: DeploymentSnapshot | None,
                     "failed (routing or auth between the gateway and the slot)",
                     timing.for_s, timing.hold_s))
     return out
+
+
+def on_the_pod(conds: list[Condition], gw: GatewaySnapshot | None,
+               snap: DeploymentSnapshot | None) -> list[Condition]:
+    """The gateway's conditions that follow from the pod's slots alone (issue 42, item 3):
+    a deployment routed to one of its slots (the api_base's port is a slot's) cooling
+    down or failing its route; a group's rates, or the whole gateway's, when every
+    deployment in it is routed to the pod. While the pod is stopped on purpose these are
+    its stop, not an outage. The gateway's own health (down, not ready) never is."""
+    if gw is None or snap is None:
+        return []
+    ports = {s.port for s in snap.slots}
+    routed = {d.model_id for d in gw.deployments if port_of(d.api_base) in ports}
+    groups = {d.group for d in gw.deployments}
+    whole = {g for g in groups
+             if all(d.model_id in routed for d in gw.deployments if d.group == g)}
+    everything = bool(gw.deployments) and len(routed) == len(gw.deployments)
+    out = []
+    for c in conds:
+        kind, _, scope = c.key.partition(":")
+        if kind in ("gw-down", "gw-ready", "gw-metrics"):
+            continue
+        if (kind in ("gw-cooldown", "gw-route") and scope in routed) or (
+                scope in whole) or (everything and (kind == "gw-fallbacks"
+                                                    or scope == "the gateway")):
+            out.append(c)
+    return out

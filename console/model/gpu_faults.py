@@ -112,6 +112,17 @@ class FaultBook:
                 del self.faults[k]
         return ended
 
+    def end_run(self, pod_id: str | None, began: float, why: str) -> dict[str, str]:
+        """A new run of the pod began at ``began`` (a resume: the machine, maybe its
+        GPUs, are new; issue 42): the faults seen before end with the run that had them
+        (alert key → ``why``). A fault the new run has is seen again, as its own."""
+        ended: dict[str, str] = {}
+        for k, f in list(self.faults.items()):
+            if f.pod_id == pod_id and f.last_seen < began:
+                ended[f.alert_key] = why
+                del self.faults[k]
+        return ended
+
     def conditions(self, pod_id: str | None) -> list[Condition]:
         """The alerts of the faults of this pod, whether or not its GPUs report now."""
         return [replace(f.condition, key=f.alert_key) for f in self.faults.values()

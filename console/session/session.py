@@ -44,17 +44,17 @@ from console.config import defaults
 from console.model import fmt, startup
 from console.model.alerts import Alert, AlertBook
 from console.model.conditions import Condition
-from console.model.gateway import GatewaySnapshot
+from console.model.gateway import GatewaySnapshot, on_the_pod
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
 from console.model.inhibit import InhibitBook, Intent
+from console.model.pod_run import Operation, PodRun, RunReading, advance
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
     PROBE_WAITS_FOR_TRAFFIC,
     PlannedStop,
-    planned_stop,
     probe_hold,
     probe_hold_unplanned,
 )
@@ -62,6 +62,7 @@ from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
 from console.session import gpu_line
+from console.session.audit_tail import AuditTail
 from console.session.clock import Clock, WallSteps, clock_of
 from console.session.gpu_line import GpuLine
 from console.session.spend import SpendBook
@@ -97,6 +98,10 @@ FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
 """On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
+RUN_ALERTS = ("xid:", "ecc:", "remapfail:", "remap:", "throttle:", "heat:", "stray:")
+"""Alert keys of what belongs to one run of the pod, its GPUs' state: they end with it
+(``Session._advance_run``). Its stop event has no hold: it clears at the first reading
+of the next run."""
 AM_RESEND_FLOOR_S = 15.0
 """A firing alert sent to Alertmanager ends 4 x max(refresh, this) ahead: a console that
 stops sending lets it resolve there within a minute, a slow poll does not."""
@@ -148,13 +153,14 @@ class Judged:
 def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: SpendBook,
           profile: Profile, settings: Settings, now: float,
           failures: Iterable[Condition] = (), faults: FaultBook | None = None,
-          agent_seen: PodSnapshot | None = None) -> Judged:
+          agent_seen: PodSnapshot | None = None, run: PodRun | None = None) -> Judged:
     """Spend book + earlier spend + alert rules: the one place they meet (the console,
     the fleet and ``pod-console status`` all judge a reading here). The day and the month
     start at midnight in the profile's zone. ``faults``: the session's GPU fault book
     (None: this reading alone); ``agent_seen``: the last reading of the pod in which its
-    agent answered."""
-    from console.model.alerts import evaluate, observe_pod
+    agent answered; ``run``: the pod's run as the session follows it (None: this
+    reading's alone)."""
+    from console.model.alerts import evaluate, observe_pod, run_of
 
     zone = day_zone(profile)
     month = None
@@ -166,8 +172,11 @@ def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: Sp
     ended = observe_pod(faults, pod, profile, settings, now)
     if agent_seen is None and pod is not None and not pod.agent_error:
         agent_seen = pod
-    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen)
-    return Judged(pod, tuple(conds), month, ended, planned_stop(pod, agent_seen, now))
+    run = run_of(pod, agent_seen, now, run)
+    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen,
+                     run)
+    return Judged(pod, tuple(conds), month, ended,
+                  run.planned_stop() if run is not None else None)
 
 
 async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None,
@@ -296,6 +305,12 @@ class Session:
         """Operations that take slots down on purpose (``R``, ``b``, a resume, a fallback)
         hold those slots' alerts until they are up again (``model/inhibit.py``)."""
         self._intent_of: dict[str, Intent] = {}
+        self.run: PodRun | None = None
+        """The pod's run (``pod_run``): advanced at every poll; what belongs to a run
+        (acknowledgements, pending timers, GPU faults) ends with it."""
+        self._audit_tail: AuditTail | None = None
+        self._ops: tuple[Operation, ...] = ()
+        """The console's recent machine operations (the audit log), for the run."""
         self.stalls = StallWatch()
         """Slots with requests running and no token for ``alerts.stall_after_s``: only
         polls a while apart tell it, so the session (which sees every poll) owns it."""
@@ -600,6 +615,7 @@ class Session:
             await self._observe_spend(raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
+            await self._read_operations(now)
         if gpus_read and pod_now is not None:
             record_gpus(self.history, pod_now.gpus, now)
         # from here to the end nothing awaits: the reading, the alerts and the counters
@@ -611,15 +627,28 @@ class Session:
         else:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s,
                                 mono, slack=self.refresh_s / 2)
+            ended_run = self._advance_run(snapshot, pod_now, now)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
+            stalls = self.stalls.conditions()
+            run = self.run
+            planned = run is not None and run.planned
+            if planned or self._gateway_counts_the_stop(now, ctx.settings.window_s):
+                # a stop somebody meant: the slots' requests and the gateway's routes to
+                # them stop with the pod; its one event says so
+                ours = {c.key for c in on_the_pod(gw_conds, self.gateway, snapshot)}
+                gw_conds = [c for c in gw_conds if c.key not in ours]
+            if planned:
+                stalls = []
             judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
                            ctx.settings, now,
-                           [*self.failures.values(), *self.stalls.conditions(), *gw_conds],
-                           self.faults, self._agent_seen)
+                           [*self.failures.values(), *stalls, *gw_conds],
+                           self.faults, self._agent_seen, self.run)
             # what an operation takes down on purpose is not an outage (``inhibit``)
             judged = replace(judged, conditions=tuple(self.inhibits.apply(
                 judged.conditions, snapshot, self.gateway, mono)))
+            if ended_run:
+                judged = replace(judged, ended={**ended_run, **judged.ended})
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended,
                                                  mono=mono)
         if read_pod:
@@ -675,6 +704,53 @@ class Session:
         for slot, st in after.agent_slots.items():
             for line in startup.phase_lines(slot, was.get(slot) if was else None, st):
                 self._note(line, "dim")
+
+    # -- the pod's run -------------------------------------------------------------------
+    async def _read_operations(self, now: float) -> None:
+        """The console's recent machine operations from the audit log (off the loop)."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        if self._audit_tail is None:
+            self._audit_tail = AuditTail(getattr(ctx.registry.audit, "path", None))
+        # an unreadable log explains nothing (``AuditTail.read``): the run goes on
+        self._ops = await self._run_blocking(self._audit_tail.read, now)
+
+    def _gateway_counts_the_stop(self, now: float, window_s: float) -> bool:
+        """Whether the gateway's figures still count the planned stop that ended the
+        last run: its rates are over a window (``window_s``), and the calls that failed
+        while the pod was stopped on purpose stay in it for that long after the resume.
+        They are the stop's, not the new run's."""
+        run, gw = self.run, self.gateway
+        prior = run.previous if run is not None else None
+        if run is None or gw is None or prior is None or not prior.planned:
+            return False
+        began = run.began if run.began is not None else now
+        return 0.0 <= now - began < (gw.window_s or window_s)
+
+    def _advance_run(self, snapshot: DeploymentSnapshot, pod: PodSnapshot | None,
+                     now: float) -> dict[str, str]:
+        """The pod's run after this poll. When a run ended and another began, what
+        belonged to the old one ends (issue 42): its GPU faults (alert key → why, for
+        the alert book), its pending timers and its acknowledgements."""
+        up = sum(1 for s in snapshot.slots if s.health == "up")
+        prev = self.run
+        self.run = run = advance(prev, RunReading(now, pod, self._agent_seen, self._ops, up))
+        if prev is None or run is None or run.number == prev.number:
+            return {}
+        old = run.previous or prev
+        why = (f"ended with run {old.number} of pod {old.pod_id}" if old.pod_id == run.pod_id
+               else f"ended with pod {old.pod_id}")
+        self.alerts.new_run(now, why)
+        self._note(f"pod {run.pod_id}: a new run"
+                   + (f" (the last {old.stop_text(fmt.clock(old.at)[:5] if old.at else '')})"
+                      if old.ended else ""), "dim")
+        # the old run's GPUs are over: said so at once, not held; the new run's own
+        # readings raise what is true of it
+        ended = {k: why for k in self.alerts.active if k.startswith(RUN_ALERTS)}
+        if old.pod_id == run.pod_id:
+            ended.update(self.faults.end_run(old.pod_id, now, why))
+        return ended
 
     # -- the recording ------------------------------------------------------------------
     def _record(self, pod_read: PodSnapshot | None) -> None:
@@ -1054,7 +1130,8 @@ class Session:
                             gpus=gpus, utils=utils, states=states, thresholds=thresholds,
                             alert_history=tuple(self.alerts.history), fleet=self.fleet,
                             polled_at=r.at, ages=self.ages(now), spend_month=r.spend_month,
-                            stop=r.stop, gpu_marks=marks, stalled=dict(self.stalls.stalls),
+                            stop=r.stop, run=self.run, gpu_marks=marks,
+                            stalled=dict(self.stalls.stalls),
                             phases=startup.phase_cells(
                                 r.pod.agent_slots if r.pod is not None else None,
                                 self.mono() - r.pod_read_m if r.pod_read_m is not None

@@ -198,7 +198,11 @@ class SharedAlerts:
                     e["seen_at"] = now
             for a in acked:
                 e = entries.get(a.key)
-                if e is not None and "acked_by" not in e and a.acked_by is not None:
+                # a newer acknowledgement replaces one of an earlier run (withdrawn
+                # there: ``AlertBook.new_run``), never the other way round
+                if e is not None and a.acked_by is not None and (
+                        "acked_by" not in e
+                        or float(e.get("acked_at") or 0.0) < (a.acked_at or now)):
                     e["acked_by"] = a.acked_by
                     e["acked_at"] = a.acked_at if a.acked_at is not None else now
             # a clear is posted by the one session that finds its alert still in the book,

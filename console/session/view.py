@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
     from console.model.gateway import GatewaySnapshot
+    from console.model.pod_run import PodRun
     from console.model.pod_stop import PlannedStop
     from console.model.snapshot import DeploymentSnapshot, PodSnapshot
     from console.model.stall import Stall
@@ -179,6 +180,9 @@ class ConsoleState:
     phases: dict[str, str] | None = None
     """Slot → its start-up phase cell now (``startup.phase_cells``, counted on from the
     agent's reading); None: derive it from ``pod`` as read (a replay)."""
+    run: PodRun | None = None
+    """The pod's run (``console.model.pod_run``): its state, cause and who; None before
+    the first pod reading, and in a recording."""
     gpu_marks: dict[int, str] = field(default_factory=dict)
     """GPU index → what is wrong with it (``XID 79``, ``ECC``, ``REMAP``, ``HOT``)."""
     stalled: dict[str, Stall] = field(default_factory=dict)

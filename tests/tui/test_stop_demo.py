@@ -16,7 +16,7 @@ from console.ui.screens.modals import ConfirmScreen, WatchdogScreen
 from console.ui.widgets.header import stop_text
 from tests.tui.conftest import PATIENCE, live, wait_for, why_not_live
 
-SPEED = 60.0  # the idle limit (30 min) is half a minute here, the warning 25 real s ahead
+SPEED = 60.0  # the idle limit (43 min) is 43 s here, the warning 38 s ahead
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ async def test_warning_extend_then_idle_stop(fast_demo) -> None:
             return app.pod.stop_plan if app.pod is not None else None
 
         assert await poll_until(lambda: plan() is not None, 30)
-        assert plan().clock_speed == SPEED and plan().idle_after_s == 30 * 60
+        assert plan().clock_speed == SPEED and plan().idle_after_s == 43 * 60
         assert f"pod clock ×{SPEED:g}" in stop_text(app.pod, time.time()).plain
         fn = next(f for t, _, f in demo.faults() if t == "traffic stops")
         app._demo_fault(fn, "traffic stops")
@@ -60,14 +60,16 @@ async def test_warning_extend_then_idle_stop(fast_demo) -> None:
 
         assert await poll_until(warned, 90), [a.title for a in app.alerts.firing()]
         assert "(idle)" in stop_text(app.pod, time.time()).plain
-        # w → "until" field → +10m (pod minutes) → confirm
+        # w → "until" field → +1h (pod time: a real minute) → confirm. Longer than the
+        # warning's window: an idle pod extended by less is warned again at once (it
+        # passed at +10m only because the pod then stopped inside this test's wait)
         await pilot.press("w")
         assert await wait_for(pilot, lambda: isinstance(app.screen, WatchdogScreen))
         await pilot.press("t")
-        await pilot.press(*"+10m")
+        await pilot.press(*"+1h")
         await pilot.press("enter")
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "Keep pod" in str(app.screen.question) and "+10m" in app.screen.question
+        assert "Keep pod" in str(app.screen.question) and "+1h" in app.screen.question
         await pilot.press("y")
         assert await poll_until(lambda: plan() is not None and plan().extension_until, 30)
         assert not warned() or await poll_until(lambda: not warned(), 10)

@@ -135,3 +135,8 @@ async def test_down_force_is_audited_as_such_naming_what_it_overrode(agent, tmp_
     assert rec["arguments"] == {"pod": pid, "force": True}  # not a plain down's record
     assert rec["overrode"] == "extended until 20:00 by alice: eval run"
     assert "down --force" in capsys.readouterr().err
+    # the console's pod run reads it back: who stopped the pod (no terminal: cron)
+    from console.model.pod_run import operation_of
+
+    op = operation_of(rec)
+    assert op is not None and (op.kind, op.by, op.pod_id) == ("down --force", "cron down", pid)

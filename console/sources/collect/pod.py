@@ -20,7 +20,10 @@ from console.sources.collect.gpu_metrics import GpuMetrics
 from console.sources.provider.base import Provider, ProviderError
 from console.sources.remote import AgentError
 
-__all__ = ["PodCollector", "PodSnapshot"]
+__all__ = ["POD_STOPPED", "PodCollector", "PodSnapshot"]
+
+STOPPED_STATUSES = ("EXITED", "STOPPED", "TERMINATED")
+POD_STOPPED = "the pod is stopped: no GPUs to read"
 
 
 def _iso_ts(s: str | None) -> float | None:
@@ -79,7 +82,10 @@ class PodCollector:
                     fields["agent_error"] = r.message
             except AgentError as exc:
                 fields["agent_error"] = str(exc)
-        if fields.get("gpus") is None and self.gpu_metrics is not None \
+        if fields.get("status") in STOPPED_STATUSES and fields.get("gpus") is None:
+            # nothing runs on a stopped pod: "Prometheus has no GPU readings" is no news
+            fields["gpus"] = gpu_state.GpuReport(error=POD_STOPPED)
+        elif fields.get("gpus") is None and self.gpu_metrics is not None \
                 and self.gpu_metrics.configured:
             try:
                 gpus, plan, armed = await asyncio.wait_for(self.gpu_metrics.fetch_pod(),

@@ -397,12 +397,21 @@ class EmulatorServer:
         while not self._server.started and time.time() < deadline:
             time.sleep(0.02)
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float | None = None) -> None:
+        """The server, then every host still up, all at once (a pod's host stop may
+        wait on its agent: pods one after another added those waits up); ``wait_s``
+        bounds the wait for them (None: until each is done, as before)."""
         if self._server is not None:
             self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(5)
+        stops = []
         for pid in list(self.state.hosts):
             host = self.state.hosts.pop(pid)
             if host.stop:
-                host.stop()
+                t = threading.Thread(target=host.stop, name=f"stop-host-{pid}", daemon=True)
+                t.start()
+                stops.append(t)
+        if self._thread is not None:
+            self._thread.join(5)
+        deadline = None if wait_s is None else time.monotonic() + wait_s
+        for t in stops:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))

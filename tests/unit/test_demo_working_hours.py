@@ -1,0 +1,77 @@
+"""Issue 42: "pod running outside working hours" is judged on the pod's clock.
+
+Every healthy demo started with that WARN: the rule read this machine's wall clock (a
+laptop's evening) while the pod's clock — the agent's, which its stops follow — said
+noon on a working day. The clocks are injected here: this machine's instant is chosen,
+and the pod's is the demo's own (``pod_clock_spec``: six pod hours before the profile's
+next scheduled stop) or one set by hand, as the agent reports it (``now`` in its
+status)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from console.config.settings import Settings
+from console.demo.deployment import DemoDeployment, shipped_profiles_dir
+from console.model.alerts import evaluate
+from console.model.snapshot import PodSnapshot, StopPlan
+from pod_agent import clock
+from pod_agent.profiles import load_profiles
+from tests.conftest import PROFILES
+
+SEOUL = ZoneInfo("Asia/Seoul")  # the shipped profiles' zone; hours 08:30-18:00 mon-fri
+
+
+def _at(text: str) -> float:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=SEOUL).timestamp()
+
+
+def _hours(pod_now: float | None, ours: float, speed: float = 1.0) -> bool:
+    """Whether the alert says the pod runs outside working hours, at ``ours`` (this
+    machine's clock), the agent having said ``pod_now`` at that instant."""
+    lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
+    plan = None if pod_now is None else StopPlan.parse(
+        {"now": pod_now, "clock_speed": speed, "clock_simulated": speed != 1.0}, ours)
+    pod = PodSnapshot(status="RUNNING", cost_per_hr=4.18, stop_plan=plan)
+    conds = evaluate(None, pod, lp.profile, Settings(profiles_dir=PROFILES), ours)
+    return any(c.key == "hours" for c in conds)
+
+
+def test_the_pods_clock_decides_not_this_machines() -> None:
+    friday_night, friday_noon = _at("2026-12-04T23:00"), _at("2026-12-04T12:00")
+    assert not _hours(friday_noon, friday_night)  # the pod's noon: inside its hours
+    assert _hours(friday_night, friday_noon)  # the pod's night: outside, whatever ours
+    assert _hours(None, friday_night)  # no agent to say its time: this machine's
+
+
+def test_an_accelerated_pod_clock_is_read_where_it_is_now() -> None:
+    """At ×60 ten of our seconds are ten pod minutes: 17:55 on the pod at the report,
+    18:05 ten seconds later (outside), though our clock barely moved."""
+    ours = _at("2026-12-04T12:00")
+    assert not _hours(_at("2026-12-04T17:55"), ours, 60.0)
+    lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
+    plan = StopPlan.parse({"now": _at("2026-12-04T17:55"), "clock_speed": 60.0,
+                           "clock_simulated": True}, ours)
+    pod = PodSnapshot(status="RUNNING", stop_plan=plan)
+    later = evaluate(None, pod, lp.profile, Settings(profiles_dir=PROFILES), ours + 10)
+    assert any(c.key == "hours" for c in later)
+
+
+def test_a_demo_started_on_a_friday_night_is_in_its_pods_working_hours(tmp_path: Path
+                                                                      ) -> None:
+    """The demo's pod clock at its start, on a laptop at 23:00 on a Friday: the pod's
+    Monday noon (six hours before its 18:00 stop). No "outside working hours"."""
+    demo = DemoDeployment(workdir=tmp_path / "d", clock_speed=60.0)
+    demo.profiles_dir.mkdir(parents=True)
+    for src in sorted(shipped_profiles_dir().glob("*.yaml")):
+        demo._profile_copy(src)
+    ours = _at("2026-12-04T23:00")
+    spec = demo.pod_clock_spec(demo.profiles()[0], ours)
+    assert spec is not None
+    anchor = clock._parse(spec)
+    assert anchor is not None and anchor[0] == round(ours, 3)
+    pod_now = anchor[1]  # the pod's clock at our ``ours``
+    assert dt.datetime.fromtimestamp(pod_now, SEOUL).strftime("%a %H:%M") == "Mon 12:00"
+    assert not _hours(pod_now, ours, 60.0)
