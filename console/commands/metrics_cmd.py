@@ -11,6 +11,7 @@ from console.commands import aligned, examples
 from console.commands.argtypes import seconds
 from console.model import fmt
 from console.model.engines import ENGINES
+from console.model.printable import printable_lines
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 
@@ -160,7 +161,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snap.as_json(), indent=2, sort_keys=True, allow_nan=False))
         return 0
-    print(gateway_table(snap))
+    print(printable_lines(gateway_table(snap)))  # label values: outside text
     return 0
 
 
@@ -208,7 +209,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 1
     figures = compute(later, earlier, window)
     if not args.json:
-        print(figures_table(figures, window))
+        print(printable_lines(figures_table(figures, window)))
         return 0
     out = {m: dict(f.values) if args.all else f.contract_dict() for m, f in figures.items()}
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))

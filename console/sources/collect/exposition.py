@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from console.model.printable import has_controls, printable
+
 Labels = tuple[tuple[str, str], ...]
 Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
 """A family's series of one model grouped by a label (``figures._grouping``): the
@@ -138,6 +140,11 @@ def _parse_labels(body: str) -> Labels | None:
     if hit is not None:
         return hit
     out = _parse_labels_new(body)
+    if out is not None and (has_controls(body) or "\\" in body):
+        # a label value is someone else's text (a LiteLLM team alias, an api_base, a
+        # model id): its escapes and controls end here, where every collector reading an
+        # exposition reads its labels, so nothing after holds one (issue 44)
+        out = tuple((printable(k), printable(v)) for k, v in out)
     if out is not None:
         if len(_label_cache) >= LABEL_CACHE_MAX:
             _label_cache.clear()

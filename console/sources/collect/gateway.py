@@ -42,6 +42,7 @@ from console.model.catalog import (
 from console.model.gateway import DeploymentRow, GatewaySnapshot, UserRow, deployment_status
 from console.model.numbers import bucket_quantile, counter_delta, cumulative_buckets, safe_ratio
 from console.model.printable import printable
+from console.model.redact import redact_url
 from console.sources.collect.exposition import Exposition, Labels, finite, parse
 from console.sources.collect.http import HttpClient, HttpError, Response
 from console.sources.collect.promql import PromClient, PromError
@@ -260,7 +261,9 @@ def exposition_of(result: list[dict[str, object]]) -> Exposition:
             continue
         if not isinstance(name, str):
             continue
-        labels = tuple(sorted((str(k), str(x)) for k, x in metric.items()
+        # Prometheus's JSON holds the proxy's label values as the proxy wrote them:
+        # outside text, cleaned here as the exposition parser cleans its own
+        labels = tuple(sorted((printable(k), printable(x)) for k, x in metric.items()
                               if k not in DROP_LABELS))
         samples.setdefault(name, {})[labels] = v
     return Exposition(_samples=samples)
@@ -268,8 +271,8 @@ def exposition_of(result: list[dict[str, object]]) -> Exposition:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HttpError):
-        return printable(exc.describe(), 200)
-    return printable(f"{type(exc).__name__}: {exc}", 200)
+        return printable(redact_url(exc.describe()), 200)
+    return printable(redact_url(f"{type(exc).__name__}: {exc}"), 200)
 
 
 class GatewayCollector:
@@ -281,6 +284,9 @@ class GatewayCollector:
                  zone: dt.tzinfo | None = None, prom: PromClient | None = None,
                  prom_selector: str = "") -> None:
         self.url = url.rstrip("/")
+        self.shown_url = redact_url(printable(self.url))
+        """The URL as a snapshot, a screen or a recording holds it: no password, no key
+        (``self.url``, which holds them, is only ever connected to)."""
         self.settings = settings
         self.window_s = window_s
         self.timeout_s = timeout_s
@@ -437,7 +443,7 @@ class GatewayCollector:
         else:
             exp, err = scraped  # type: ignore[misc]
         if exp is None:
-            return GatewaySnapshot(url=self.url, t=now, live=live, ready=ready,
+            return GatewaySnapshot(url=self.shown_url, t=now, live=live, ready=ready,
                                    ready_detail=detail, metrics_error=err)
         earlier, self._prom_earlier = self._prom_earlier, None
         if self._big:  # 20k user series of a 2 MB exposition: ~0.1 s, not on the loop
@@ -475,7 +481,8 @@ class GatewayCollector:
         for labels in exp.series(GW_STATE):
             mid = deployment_key(labels)
             if mid:
-                bases[mid] = _label(labels, "api_base")
+                base = _label(labels, "api_base")
+                bases[mid] = None if base is None else redact_url(base)
         ids = sorted(set(per_dep) | set(bases))
         deps = []
         for mid in ids:
@@ -489,7 +496,7 @@ class GatewayCollector:
             deps.append(DeploymentRow(mid, groups.get(mid, "?"), bases.get(mid), vals, status,
                                       cooled[1] if cooled and cooled[1] > -math.inf else None))
         return GatewaySnapshot(
-            url=self.url, t=now, live=live, ready=ready, ready_detail=ready_detail,
+            url=self.shown_url, t=now, live=live, ready=ready, ready_detail=ready_detail,
             metrics_error=error, window_s=window, total=total, groups=per_group,
             deployments=tuple(deps), users=self._read_users(exp, now),
             workers_note=(
