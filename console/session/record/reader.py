@@ -110,7 +110,7 @@ def open_recording(path: Path) -> tuple[sqlite3.Connection, dict[str, Any]]:
                              "(no meta table)")
     try:
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
-    except (sqlite3.DatabaseError, ValueError) as exc:
+    except (sqlite3.DatabaseError, ValueError, RecursionError) as exc:  # deep JSON
         db.close()
         raise RecordingError(f"{path}: corrupt or truncated ({exc})") from None
     if meta.get("format") != FORMAT:
@@ -127,6 +127,14 @@ def open_recording(path: Path) -> tuple[sqlite3.Connection, dict[str, Any]]:
         db.close()
         raise RecordingError(f"{path}: corrupt (missing {', '.join(sorted(missing))})")
     return db, meta
+
+
+def _span(v: Any) -> float:
+    """A window or history span from the meta: seconds, a week at most."""
+    x = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+    if not 0.0 < x <= 7 * 86400.0:
+        raise ValueError(f"a span of {str(v)[:40]}")
+    return x
 
 
 @dataclass(frozen=True)
@@ -157,8 +165,12 @@ class SqliteTape:
         self._times: list[float] = []
         self._chunks: list[_Chunk] = []
         self._chunk_starts: list[int] = []
-        self.window_s = float(self.meta.get("window_s", 300.0))
-        self.history_s = float(self.meta.get("history_s", 3600.0))
+        try:
+            self.window_s = _span(self.meta.get("window_s", 300.0))
+            self.history_s = _span(self.meta.get("history_s", 3600.0))
+        except (TypeError, ValueError) as exc:
+            self._db.close()
+            raise RecordingError(f"{path.name}: corrupt (its meta: {exc})") from None
         self.refresh()
 
     def _guard(self, what: str, exc: BaseException) -> RecordingError:
