@@ -14,6 +14,10 @@ what a wall on a network needs and textual-serve leaves to its user:
 * **Same origin only.** A websocket whose ``Origin`` is not the page's own (the served
   host, or ``--public-url``) is refused with 403, token or not: a page of another site
   must not read the wall or use up its sessions through a visitor's browser.
+* **Its own names only** (DNS rebinding). The tokenless wall answers 403 to a ``Host``
+  that is not one of its names (loopback names, the bound host, ``--public-url``'s)
+  and to an ``Origin`` not among them: a page whose name was made to resolve to
+  127.0.0.1 is its own origin, and an Origin-equals-Host check let it in.
 * **Bounded input.** A resize asks for at most 400×200 cells; a message that is not
   textual-serve's envelope is dropped.
 * **A cap on sessions** (each is a process): past it the page says so (503) and no
