@@ -275,3 +275,34 @@ def test_hostile_gateways_are_bounded(tmp_path: Path, monkeypatch) -> None:  # t
         server.close()
 
     asyncio.run(run())
+
+
+def test_a_readiness_body_over_the_cap_is_read_by_its_status() -> None:
+    """A big proxy's /health/readiness lists every callback and model: over 64 KB it
+    still says ready by its 200 (issue 44: it read as NOT READY), and a 503 says not."""
+    big = b'{"status":"healthy","callbacks":["' + b"x" * 100_000 + b'"]}'
+
+    async def run(status: str) -> tuple[bool | None, str]:
+        async def handler(reader, writer) -> None:  # type: ignore[no-untyped-def]
+            line = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b""):
+                pass
+            path = line.split()[1].decode()
+            body = big if path == "/health/readiness" else b"ok"
+            writer.write(_reply(status if path == "/health/readiness" else "200 OK", body))
+            await writer.drain()
+            writer.close()
+
+        server, url = await _serve(handler)
+        col = GatewayCollector(url, GatewaySettings(), 300.0, 5.0)
+        try:
+            snap = await col.poll(time.time())
+        finally:
+            server.close()
+            await col.aclose()
+        return snap.ready, snap.ready_detail
+
+    ready, detail = asyncio.run(run("200 OK"))
+    assert ready is True, detail
+    ready, detail = asyncio.run(run("503 Service Unavailable"))
+    assert ready is False and "503" in detail, detail

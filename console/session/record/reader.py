@@ -19,7 +19,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import quote
 
 import zstandard
@@ -41,7 +41,7 @@ from console.session.record.store import (
     is_live,
     unpack_chunk,
 )
-from console.session.record.tape import Marker
+from console.session.record.tape import Marker, MarkerKind
 from console.session.view import ConsoleState, slot_columns
 from console.sources.collect.exposition import Exposition, Layout
 from console.sources.collect.figures import engine_of
@@ -63,6 +63,7 @@ MAX_KV_POLLS = 4096
 """Polls a KV p99 may span (its window at the fastest refresh)."""
 MAX_DICT_BYTES = 1024 * 1024
 """A compression dictionary's size at most (the recorder trains 16 KB ones)."""
+MARKER_KINDS = frozenset(get_args(MarkerKind))
 MAX_TIME = 1e11
 """A poll time past this (year 5138) is no time a console wrote."""
 
@@ -216,8 +217,9 @@ class SqliteTape:
             raise self._guard("the markers", exc) from None
         try:
             # a marker's text is an alert's title: outside text, cleaned where it is read
-            return [Marker(float(t), printable(k, 40), printable(x, 500), printable(key, 200))
-                    for t, k, x, key in rows if 0.0 <= float(t) <= MAX_TIME]
+            return [Marker(float(t), k, printable(x, 500), printable(key, 200))
+                    for t, k, x, key in rows
+                    if 0.0 <= float(t) <= MAX_TIME and k in MARKER_KINDS]
         except _READ_ERRORS as exc:
             raise self._guard("the markers", exc) from None
 

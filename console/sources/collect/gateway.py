@@ -269,6 +269,15 @@ def exposition_of(result: list[dict[str, object]]) -> Exposition:
     return Exposition(_samples=samples)
 
 
+def _status_only(r: Response | BaseException) -> Response | BaseException:
+    """A health answer whose body was over the cap, as its status alone: LiteLLM's
+    readiness lists every callback and model (a big proxy's is over 64 KB), and its
+    status, not its size, says whether the proxy is ready."""
+    if isinstance(r, HttpError) and r.kind == "too_large" and r.status_code:
+        return Response(r.status_code, {}, b"")
+    return r
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HttpError):
         return printable(redact_url(exc.describe()), 200)
@@ -419,6 +428,7 @@ class GatewayCollector:
             live_r, ready_r, scraped = await asyncio.gather(
                 self._get("/health/liveliness"), self._get("/health/readiness"),
                 self.scrape(), return_exceptions=True)
+        live_r, ready_r = _status_only(live_r), _status_only(ready_r)
         live = isinstance(live_r, Response) and live_r.status_code == 200
         ready: bool | None
         detail = ""
