@@ -43,7 +43,7 @@ from console.model.gateway import DeploymentRow, GatewaySnapshot, UserRow, deplo
 from console.model.numbers import bucket_quantile, counter_delta, cumulative_buckets, safe_ratio
 from console.model.printable import printable
 from console.model.redact import redact_url
-from console.sources.collect.exposition import Exposition, Labels, finite, parse
+from console.sources.collect.exposition import Exposition, LabelMemo, Labels, finite, parse
 from console.sources.collect.http import HttpClient, HttpError, Response
 from console.sources.collect.promql import PromClient, PromError
 
@@ -59,6 +59,8 @@ USER_FAMILIES = tuple(f.source.names[0] for f in GATEWAY_USAGE
                       if isinstance(f.source, Increase))
 NONE = ("", "None", "none", "null")
 KEEP_SCRAPES = 64
+KEEP_SPACING = 8
+"""Scrapes kept per window, about (``GatewayCollector.read``)."""
 
 ScopeKey = Callable[[Labels], str | None]
 
@@ -314,6 +316,8 @@ class GatewayCollector:
         self._prom_earlier: tuple[float, Exposition] | None = None
         self._big = False
         """The last exposition was large: it is read off the event loop too."""
+        self._labels = LabelMemo()
+        """The last scrape's label sets: the next one shares them (``LabelMemo``)."""
 
     @property
     def client(self) -> HttpClient:
@@ -384,9 +388,9 @@ class GatewayCollector:
         text = r.text
         self._big = len(text) > INLINE_PARSE_CHARS
         if len(text) <= INLINE_PARSE_CHARS:
-            exp = parse(text, FAMILIES)
+            exp = parse(text, FAMILIES, label_memo=self._labels)
         else:
-            exp = await asyncio.to_thread(parse, text, FAMILIES)
+            exp = await asyncio.to_thread(parse, text, FAMILIES, label_memo=self._labels)
         if not any(n.startswith("litellm_") for n in exp.names()) and "# HELP litellm" not in \
                 text[:200_000]:
             return exp, ("/metrics has no litellm_ families: is `callbacks: [\"prometheus\"]` "
@@ -480,6 +484,11 @@ class GatewayCollector:
         self.scrapes.append((now, exp))
         while self.scrapes and now - self.scrapes[0][0] > self.window_s * 2:
             self.scrapes.popleft()
+        # kept scrapes a spacing apart (the newest always): a window's far end needs one
+        # scrape near it, not every one in between (64 of a 6 MB exposition held 1 GB)
+        if len(self.scrapes) >= 3 and \
+                self.scrapes[-2][0] - self.scrapes[-3][0] < self.window_s / KEEP_SPACING:
+            del self.scrapes[-2]
         before = earlier[1] if earlier else None
         window = now - earlier[0] if earlier else None
         groups = group_map(exp)
@@ -585,7 +594,7 @@ class GatewayCollector:
                 if st.last_seen is not None:
                     seen[who] = max(seen.get(who, -math.inf), st.last_seen)
                 since[who] = min(since.get(who, math.inf), st.since)
-        rows = [UserRow(name=printable(who, 80), requests=v.get("requests"),
+        rows = [UserRow(name=who[:80], requests=v.get("requests"),  # cleaned when parsed
                         tokens=v.get("tokens"), spend=v.get("spend"), last_seen=seen.get(who),
                         since=since.get(who), team=teams.get(who))
                 for who, v in sums.items()]
