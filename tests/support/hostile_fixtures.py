@@ -60,7 +60,11 @@ SHAPES: dict[str, str] = {
     "deep-state.podrec": "a state field nests 100,000 deep in the chunk's header",
     "alert-escapes.podrec": "a GOOD recording whose alert marker's text holds terminal "
                             "escapes (replay --list must print them cleaned)",
+    "state-escapes.podrec": "a GOOD recording whose state's words (the stale reason, a "
+                            "slot's health detail) hold terminal escapes",
 }
+READABLE = frozenset({"alert-escapes.podrec", "state-escapes.podrec"})
+"""The shapes that are recordings still (their words are what is hostile)."""
 
 
 def hostile_exposition() -> str:
@@ -189,6 +193,14 @@ def _deep_state(db: sqlite3.Connection) -> None:
     db.execute("UPDATE chunks SET body = ? WHERE id = ?", (blob, cid))
 
 
+def _state_words(polls: list[dict[str, Any]], arrays: Any) -> None:
+    for p in polls:
+        if "stale" in p["st"] or p is polls[0]:
+            p["st"]["stale"] = "refused\x1b]0;PWNED\x07\x1b]52;c;UFdORUQ=\x07\x1b[2J"
+        for s in p["snap"]["v"]["slots"]["$t"]:
+            s["v"]["health_detail"] = "200\x1b]0;SLOT\x07\u009b2J"
+
+
 def _import(polls: list[dict[str, Any]], arrays: Any) -> None:
     polls[0]["st"]["stop"] = {"$p": "pod_agent.__main__:main", "v": {}}
 
@@ -218,6 +230,7 @@ def write_all(out: Path = HERE) -> None:
             "wrong-kv-range.podrec": _kv_range,
             "deep-state.podrec": _deep_state,
             "alert-escapes.podrec": _alert,
+            "state-escapes.podrec": lambda db: _rewrite_first_chunk(db, _state_words),
         }
         assert set(shaped) == set(SHAPES)
         for name, make in shaped.items():

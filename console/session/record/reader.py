@@ -26,7 +26,7 @@ import zstandard
 
 from console.model.history import History, quantile_over_time
 from console.model.model_figures import ModelFigures
-from console.model.printable import printable
+from console.model.printable import clean, printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.session.record import codec
 from console.session.record.files import recording_files
@@ -480,7 +480,10 @@ class SqliteTape:
     def _state(self, seq: int) -> ConsoleState:
         f = self._fields(seq)
         codec.check_fields(ConsoleState, f)  # a wrong class where the view goes: refused
-        snap = self.snapshot(seq)
+        # a file is outside text like any source: its words cleaned as they are read
+        # (what a console recorded was clean already: then nothing is copied)
+        f = clean(f)
+        snap = clean(self.snapshot(seq))
         view = f["view"]
         pod = f["pod"]
         gpus, utils, states = slot_columns(view, pod)
