@@ -209,7 +209,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 1
     figures = compute(later, earlier, window)
     if not args.json:
-        print(printable_lines(figures_table(figures, window)))
+        print(figures_table(figures, window))
         return 0
     out = {m: dict(f.values) if args.all else f.contract_dict() for m, f in figures.items()}
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
