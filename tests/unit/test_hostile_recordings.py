@@ -120,3 +120,43 @@ def test_the_words_of_a_recorded_state_are_cleaned_when_read() -> None:
     words = [st.stale, *(s.health_detail for s in st.snapshot.slots)]
     assert all(w.startswith(("refused", "200")) for w in words), words
     assert not any(c in w for w in words for c in CONTROLS), words
+
+
+def test_every_type_the_state_can_hold_is_in_the_allow_list() -> None:
+    """The allow-list is the state's types, field by field: a type added to the state
+    (or to anything it holds) fails here, not in a recorder that refuses to write it."""
+    import dataclasses
+    import importlib
+    import pkgutil
+    import re
+
+    from pydantic import BaseModel
+
+    import console
+    from console.session.record.codec import RECORDED_TYPES
+    from console.session.view import ConsoleState
+
+    by_name: dict[str, set[type]] = {}
+    for m in pkgutil.walk_packages(console.__path__, "console."):
+        if any(part in m.name for part in (".ui", ".commands", ".demo", "cli")):
+            continue  # not the state's: screens and commands only read it
+        mod = importlib.import_module(m.name)
+        for k, v in vars(mod).items():
+            if isinstance(v, type) and v.__module__ == mod.__name__ and (
+                    dataclasses.is_dataclass(v) or (issubclass(v, BaseModel)
+                                                    and v is not BaseModel)):
+                by_name.setdefault(k, set()).add(v)
+    seen: set[type] = set()
+    todo: list[type] = [ConsoleState]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        annotations = ([str(f.type) for f in dataclasses.fields(cls)]
+                       if dataclasses.is_dataclass(cls)
+                       else [str(f.annotation) for f in cls.model_fields.values()])
+        for word in {w for a in annotations for w in re.findall(r"[A-Za-z_]\w*", a)}:
+            todo.extend(by_name.get(word, ()))
+    names = {f"{c.__module__}:{c.__qualname__}" for c in seen}
+    assert names <= set(RECORDED_TYPES), sorted(names - set(RECORDED_TYPES))
