@@ -58,6 +58,8 @@ SHAPES: dict[str, str] = {
     "deep-points.podrec": "the plots' points of the first chunk nest 100,000 deep",
     "wrong-kv-range.podrec": "a slot's KV p99 spans from poll -10^12 to this one",
     "deep-state.podrec": "a state field nests 100,000 deep in the chunk's header",
+    "wide-header.podrec": "a chunk's JSON header is 30 MB of [0,0,0,...] (under the frame "
+                          "cap: 250 MB once parsed)",
     "alert-escapes.podrec": "a GOOD recording whose alert marker's text holds terminal "
                             "escapes (replay --list must print them cleaned)",
     "state-escapes.podrec": "a GOOD recording whose state's words (the stale reason, a "
@@ -201,6 +203,16 @@ def _state_words(polls: list[dict[str, Any]], arrays: Any) -> None:
             s["v"]["health_detail"] = "200\x1b]0;SLOT\x07\u009b2J"
 
 
+def _wide_header(db: sqlite3.Connection) -> None:
+    from console.session.record import codec
+
+    cid, dict_id = db.execute("SELECT id, dict FROM chunks ORDER BY seq0 LIMIT 1").fetchone()
+    c = _codec(db, dict_id)
+    head = b"[" + b"0," * (15 * 1024 * 1024) + b"0]"
+    db.execute("UPDATE chunks SET body = ? WHERE id = ?",
+               (c._c.compress(codec.HEADER.pack(len(head)) + head), cid))
+
+
 def _import(polls: list[dict[str, Any]], arrays: Any) -> None:
     polls[0]["st"]["stop"] = {"$p": "pod_agent.__main__:main", "v": {}}
 
@@ -229,6 +241,7 @@ def write_all(out: Path = HERE) -> None:
             "deep-points.podrec": lambda db: _deep_points(db),
             "wrong-kv-range.podrec": _kv_range,
             "deep-state.podrec": _deep_state,
+            "wide-header.podrec": _wide_header,
             "alert-escapes.podrec": _alert,
             "state-escapes.podrec": lambda db: _rewrite_first_chunk(db, _state_words),
         }

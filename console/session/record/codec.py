@@ -365,6 +365,11 @@ under 2 MB). A 64 KB file once claimed 1.5 GB and replay took it (issue 44): a f
 larger than this, or one that does not say its size and runs past it, is refused."""
 
 
+MAX_JSON_BYTES = 8 * 1024 * 1024
+"""What a stored JSON text may be (a chunk's header, its plot points, a layout's keys):
+a real one is under 2 MB; 30 MB of ``[0,0,…]`` parsed to 250 MB of Python objects."""
+
+
 def decompress(d: zstandard.ZstdDecompressor, blob: bytes,
                cap: int = MAX_CHUNK_BYTES) -> bytes:
     """``blob`` decompressed, never more than ``cap`` bytes of it held: a frame that

@@ -307,7 +307,7 @@ class SqliteTape:
             if row is None:
                 raise RecordingError(f"{self.path.name}: corrupt (layout {lay_id} missing)")
             keys = codec.keys_from_blob(codec.decompress(zstandard.ZstdDecompressor(),
-                                                         bytes(row[0])))
+                                                         bytes(row[0]), codec.MAX_JSON_BYTES))
             got = self._layouts[lay_id] = (keys, codec.layout_of(keys))
         return got
 
