@@ -221,7 +221,10 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
             own name."""
             if self.token is not None:
                 return True
-            return _host_port(request.host) in self.own_names(request)
+            name, port = _host_port(request.host)
+            if port is None:  # no port: the scheme's (a reverse proxy's public name)
+                port = 443 if self.secure else 80
+            return (name, port) in self.own_names(request)
 
         def same_origin(self, request: web.Request) -> bool:
             origin = request.headers.get("Origin")

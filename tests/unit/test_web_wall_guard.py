@@ -181,3 +181,17 @@ async def test_a_rebound_name_is_refused_for_the_page_and_the_websocket() -> Non
             assert r.status == 200, name
     finally:
         await client.close()
+
+
+async def test_behind_a_proxy_the_public_name_opens_the_wall() -> None:
+    """--public-url's name (a reverse proxy's Host, without a port) is one of the wall's
+    names; another name still is not."""
+    client, _server = await _client(None, public_url="https://wall.example/prefix")
+    try:
+        r = await client.get("/", headers={"Host": "wall.example",
+                                           "Origin": "https://wall.example"})
+        assert r.status == 200
+        r = await client.get("/", headers={"Host": "evil.example"})
+        assert r.status == 403
+    finally:
+        await client.close()
