@@ -11,6 +11,7 @@ from console.commands import aligned, examples
 from console.commands.argtypes import seconds
 from console.model import fmt
 from console.model.engines import ENGINES
+from console.model.printable import printable_lines
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 
@@ -165,7 +166,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(snap.as_json(), indent=2, sort_keys=True, allow_nan=False))
         return 0
-    print(gateway_table(snap))
+    print(printable_lines(gateway_table(snap)))  # label values: outside text
     return 0
 
 

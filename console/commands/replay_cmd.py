@@ -17,6 +17,7 @@ from console.commands import examples
 
 if TYPE_CHECKING:
     from console.session.record.cursor import ReplayCursor
+    from console.session.record.tape import Tape
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,6 +70,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         if not tape.times():
             raise files.NotARecording(f"{path}: a recording with no polls in it")
+        check_readable(tape, path)
         replay = Replay(tape, state_dir=state_dir)
         if args.at:
             start_at(replay.cursor, args.at)
@@ -80,6 +82,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from console.ui.app import make_app
 
     return run_console(make_app(replay, wall=args.wall))
+
+
+def check_readable(tape: Tape, path: Path) -> None:
+    """Read the first and the last poll and the markers before any screen opens: a file
+    that is corrupt or crafted (its state of the wrong shape, a self-reference, a bomb)
+    ends here with one sentence (:class:`NotARecording`), not on a screen or in a
+    traceback."""
+    from console.session.record import files
+
+    n = len(tape.times())
+    try:
+        tape.markers()
+        for i in sorted({0, n - 1}):
+            tape.state_at(i)
+    except files.NotARecording:
+        raise
+    except Exception as exc:  # the reader's own sentence, or what a crafted file raised
+        from console.session.record.store import RecordingError
+
+        if isinstance(exc, RecordingError):
+            raise files.NotARecording(str(exc)) from None
+        raise files.NotARecording(f"{path}: corrupt, or not written by a pod-console "
+                                  f"({type(exc).__name__})") from None
 
 
 def start_at(cursor: ReplayCursor, text: str) -> None:
@@ -105,6 +130,7 @@ def start_at(cursor: ReplayCursor, text: str) -> None:
 def list_recordings(state_dir: Path, file: Path | None) -> int:
     import time
 
+    from console.model.printable import printable
     from console.session.record import files
 
     try:
@@ -125,11 +151,11 @@ def list_recordings(state_dir: Path, file: Path | None) -> int:
         size = f"{s.size / 1e6:.1f} MB" if s.size >= 1e5 else f"{s.size / 1e3:.0f} KB"
         if s.problem is not None:
             bad += 1
-            print(f"{p}  {size}  cannot be read: {s.problem}")
+            print(printable(f"{p}  {size}  cannot be read: {s.problem}"))
             continue
         span = f"{when(s.first)} → {when(s.last)[11:]}"
         print(f"{p}  {size}  {span}  {s.polls} polls  "
               f"{len(s.incidents)} incident{'s' if len(s.incidents) != 1 else ''}")
         for line in s.incidents:
-            print(f"    {line}")
+            print(f"    {printable(line)}")  # an alert's title: outside text
     return 1 if file is not None and bad else 0

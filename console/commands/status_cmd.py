@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.commands import aligned, examples
 from console.commands.argtypes import seconds
+from console.model.printable import printable_lines
 
 if TYPE_CHECKING:
     from console.model.snapshot import PodSnapshot
@@ -158,10 +159,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"pod-console status: {exc}", file=sys.stderr)
         return 1
     if not args.json:
-        print(slots_table(out))
+        print(printable_lines(slots_table(out)))  # words from pods, slots, gateway
         gw = out.get("gateway")
         if isinstance(gw, dict):
-            print(gw.get("headline", ""))
+            print(printable_lines(str(gw.get("headline", ""))))
         return 0
     print(json.dumps(out, indent=2, sort_keys=True, allow_nan=False))
     return 0

@@ -90,3 +90,9 @@ def _clean(value: Any, depth: int) -> Any:
                 changes[f.name] = new
         return dataclasses.replace(value, **changes) if changes else value
     return value
+
+
+def printable_lines(text: str) -> str:
+    """``text`` for a terminal, line by line: each line :func:`printable`, the line breaks
+    kept (what a command prints: a table of words from outside)."""
+    return "\n".join(printable(line) for line in text.split("\n"))

@@ -61,6 +61,9 @@ class ErrorBoundary:
 
         if self.ctx is not None:
             return self.ctx.settings.state_dir
+        replay = getattr(self, "replay", None)  # a replay: POD_CONSOLE_STATE_DIR's too
+        if replay is not None and getattr(replay, "state_dir", None) is not None:
+            return replay.state_dir
         return default_state_dir()
 
     def _survivable(self: PodConsoleApp, error: Exception

@@ -51,7 +51,14 @@ class PaletteCommands:
         return run
 
     def _system_commands(self: PodConsoleApp, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        for cmd in super().get_system_commands(screen):
+            # Textual's "Screenshot" saves where the app runs: in a browser (the web
+            # wall, demo --web) that is the server's disk, and the driver holds each
+            # SVG in the session process until a download the page never asks for
+            # (memory grew with every one). Offered where it saves for the viewer only.
+            if cmd.title == "Screenshot" and (self.wall or self.is_web):
+                continue
+            yield cmd
         if self.ctx is None:
             return  # operations appear once the console has loaded
         reg = self.ctx.registry

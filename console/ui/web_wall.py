@@ -14,6 +14,10 @@ what a wall on a network needs and textual-serve leaves to its user:
 * **Same origin only.** A websocket whose ``Origin`` is not the page's own (the served
   host, or ``--public-url``) is refused with 403, token or not: a page of another site
   must not read the wall or use up its sessions through a visitor's browser.
+* **Its own names only** (DNS rebinding). The tokenless wall answers 403 to a ``Host``
+  that is not one of its names (loopback names, the bound host, ``--public-url``'s)
+  and to an ``Origin`` not among them: a page whose name was made to resolve to
+  127.0.0.1 is its own origin, and an Origin-equals-Host check let it in.
 * **Bounded input.** A resize asks for at most 400×200 cells; a message that is not
   textual-serve's envelope is dropped.
 * **A cap on sessions** (each is a process): past it the page says so (503) and no
@@ -41,6 +45,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 COOKIE = "pod_console_wall"
@@ -83,6 +88,22 @@ def origin_of(url: str) -> str:
 
     u = urlsplit(url)
     return f"{u.scheme}://{u.netloc}".lower()
+
+
+def _host_port(host: str) -> tuple[str, int | None]:
+    """A ``Host`` header as (name, port): ``[::1]:8080``, ``name:8080``, ``name``."""
+    h = host.strip().lower()
+    if h.startswith("["):
+        name, _, rest = h[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif h.count(":") == 1:
+        name, _, port = h.partition(":")
+    else:
+        name, port = h, ""
+    try:
+        return name, int(port) if port else None
+    except ValueError:
+        return name, -1
 
 
 class WebWallError(Exception):
@@ -176,13 +197,48 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
                 self.cookies.popitem(last=False)
             return value
 
+        def own_names(self, request: web.Request) -> set[tuple[str, int | None]]:
+            """(host name, port) the wall answers to: the loopback names and the bound
+            host at the port it listens on, and ``--public-url``'s."""
+            port = self.port or None
+            sock = request.transport.get_extra_info("sockname") if request.transport else None
+            if isinstance(sock, tuple) and len(sock) >= 2:
+                port = int(sock[1])  # the port this connection came in on (port 0: chosen)
+            out = {(name, port) for name in (*LOOPBACK, self.host.lower().strip("[]"))}
+            u = urlsplit(self.public_url)
+            if u.hostname:
+                out.add((u.hostname.lower(), u.port or (443 if u.scheme == "https" else 80)))
+                out.add((u.hostname.lower(), port))
+            return out
+
+        def own_host(self, request: web.Request) -> bool:
+            """Whether the request's ``Host`` is one of the wall's names. DNS rebinding:
+            a page of ``evil.example`` whose name then resolves to 127.0.0.1 talks to
+            the wall as its own origin (Host and Origin both evil.example), so the
+            tokenless wall on loopback checks Host against the names it serves under.
+            With a token (a wall on a network) the token is the guard: a rebound page
+            holds neither it nor the cookie, which the browser keeps for the wall's
+            own name."""
+            if self.token is not None:
+                return True
+            name, port = _host_port(request.host)
+            if port is None:  # no port: the scheme's (a reverse proxy's public name)
+                port = 443 if self.secure else 80
+            return (name, port) in self.own_names(request)
+
         def same_origin(self, request: web.Request) -> bool:
             origin = request.headers.get("Origin")
             if origin is None:
                 return True  # not a browser: no visitor's cookies to ride on
-            allowed = {origin_of(self.public_url),
-                       f"{'https' if self.secure else 'http'}://{request.host}".lower()}
-            return origin.lower() in allowed
+            u = urlsplit(origin.lower())
+            port = u.port or (443 if u.scheme == "https" else 80)
+            if u.hostname is not None and (u.hostname, port) in self.own_names(request):
+                return origin.lower() == origin_of(origin) and (
+                    self.token is not None or self.own_host(request))
+            # a wall on a network: its page is the one it was asked for (the token
+            # guards who asked); the tokenless one only knows its own names
+            return self.token is not None and origin.lower() == (
+                f"{'https' if self.secure else 'http'}://{request.host}".lower())
 
         def serve(self, debug: bool = False) -> None:
             # textual-serve's own serve() with aiohttp's default access log, which writes
@@ -245,6 +301,9 @@ def make_server(command: str, host: str, port: int, token: str | None, max_sessi
                 return response
 
             async def checked(request: web.Request, handler: Handler) -> web.StreamResponse:
+                if not self.own_host(request):
+                    return web.Response(status=403,
+                                        text="pod-console wall: not a name of this wall\n")
                 if request.path.startswith("/static/"):
                     return await handler(request)  # the page's scripts: public code
                 if not self.same_origin(request):

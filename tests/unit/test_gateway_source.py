@@ -275,3 +275,55 @@ def test_hostile_gateways_are_bounded(tmp_path: Path, monkeypatch) -> None:  # t
         server.close()
 
     asyncio.run(run())
+
+
+def test_a_readiness_body_over_the_cap_is_read_by_its_status() -> None:
+    """A big proxy's /health/readiness lists every callback and model: over 64 KB it
+    still says ready by its 200 (issue 44: it read as NOT READY), and a 503 says not."""
+    big = b'{"status":"healthy","callbacks":["' + b"x" * 100_000 + b'"]}'
+
+    async def run(status: str) -> tuple[bool | None, str]:
+        async def handler(reader, writer) -> None:  # type: ignore[no-untyped-def]
+            line = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b""):
+                pass
+            path = line.split()[1].decode()
+            body = big if path == "/health/readiness" else b"ok"
+            writer.write(_reply(status if path == "/health/readiness" else "200 OK", body))
+            await writer.drain()
+            writer.close()
+
+        server, url = await _serve(handler)
+        col = GatewayCollector(url, GatewaySettings(), 300.0, 5.0)
+        try:
+            snap = await col.poll(time.time())
+        finally:
+            server.close()
+            await col.aclose()
+        return snap.ready, snap.ready_detail
+
+    ready, detail = asyncio.run(run("200 OK"))
+    assert ready is True, detail
+    ready, detail = asyncio.run(run("503 Service Unavailable"))
+    assert ready is False and "503" in detail, detail
+
+
+def test_a_large_exposition_is_kept_a_few_times_with_its_labels_shared() -> None:
+    """A 6 MB exposition (under the 8 MB cap: 47k user series) polled every 2 s: the
+    collector keeps a few scrapes across its window, not every one, and a series' label
+    set is one tuple in all of them (issue 44: 20 polls held 1.1 GB, each scrape its own
+    labels, and each poll parsed every label set again)."""
+    from console.sources.collect.gateway import KEEP_SPACING
+
+    big = _big_exposition(6 * 1024 * 1024).decode()
+    assert 6 * 1024 * 1024 <= len(big) < 8 * 1024 * 1024
+    col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0, zone=dt.UTC)
+    exps = []
+    for k in range(6):
+        text = big.replace("0.001\n", f"0.00{k + 2}\n")  # the values move, not the series
+        exps.append(parse(text, FAMILIES, label_memo=col._labels))
+        col.read(exps[-1], 1000.0 + 2 * k)
+    assert len(col.scrapes) <= 2 + 2 * KEEP_SPACING and len(col.scrapes) < 6
+    first, last = (list(e.series("litellm_spend_metric_total")) for e in (exps[0], exps[-1]))
+    assert len(first) > 40_000 and first == last
+    assert all(a is b for a, b in zip(first, last, strict=True))  # one tuple per series

@@ -157,3 +157,19 @@ def test_a_recording_with_no_polls_says_so(home: Path, tmp_path: Path,
     monkeypatch.setattr(files, "open_tape", lambda path: MemoryTape([]))
     code, _, err = run(["replay", str(f)], capsys)
     assert code == 1 and "no polls" in err and "Traceback" not in err
+
+
+def test_replay_keeps_its_crash_reports_and_errors_under_the_state_dir(
+        home: Path, tmp_path: Path, readable: list[Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44: replay wrote crash reports and errors.log to the XDG default, not to
+    POD_CONSOLE_STATE_DIR."""
+    state = tmp_path / "elsewhere"
+    monkeypatch.setenv("POD_CONSOLE_STATE_DIR", str(state))
+    f = sqlite_file(tmp_path / "r.podrec")
+    apps: list[Any] = []
+    monkeypatch.setattr(tui_cmd, "run_console", lambda app: apps.append(app) or 0)
+    code, _, err = run(["replay", str(f)], capsys)
+    assert code == 0, err
+    (app,) = apps
+    assert app.ctx is None and app._state_dir() == state

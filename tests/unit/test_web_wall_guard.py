@@ -152,3 +152,46 @@ async def test_a_browsers_messages_are_bounded_and_garbage_is_dropped() -> None:
     await server._process_messages(ws, svc)
     assert svc.sizes == [(MAX_COLUMNS, MAX_ROWS), (80, 24), (100, 30)]
     assert svc.stdin == [b"q"] and ws.sent == [["pong", "t1"]]
+
+
+async def test_a_rebound_name_is_refused_for_the_page_and_the_websocket() -> None:
+    """DNS rebinding (issue 44): a page of evil.example whose name now resolves to
+    127.0.0.1 sends Host and Origin evil.example:PORT, one origin with itself; the
+    tokenless wall answers only to its own names."""
+    client, server = await _client(None)
+    try:
+        port = client.server.port
+        evil = f"evil.example:{port}"
+        r = await client.get("/", headers={"Host": evil})
+        assert r.status == 403
+        r = await client.get("/", headers={"Host": evil, "Origin": f"http://{evil}"})
+        assert r.status == 403
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect("/ws?width=80&height=24",
+                                    headers={"Host": evil, "Origin": f"http://{evil}"})
+        assert refused.value.status == 403
+        assert server.sessions == 0
+        # an Origin of evil.example on the wall's own Host: refused too
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await client.ws_connect("/ws", headers={"Origin": f"http://{evil}"})
+        assert refused.value.status == 403
+        # the wall's own names still open it
+        for name in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            r = await client.get("/", headers={"Host": name, "Origin": f"http://{name}"})
+            assert r.status == 200, name
+    finally:
+        await client.close()
+
+
+async def test_behind_a_proxy_the_public_name_opens_the_wall() -> None:
+    """--public-url's name (a reverse proxy's Host, without a port) is one of the wall's
+    names; another name still is not."""
+    client, _server = await _client(None, public_url="https://wall.example/prefix")
+    try:
+        r = await client.get("/", headers={"Host": "wall.example",
+                                           "Origin": "https://wall.example"})
+        assert r.status == 200
+        r = await client.get("/", headers={"Host": "evil.example"})
+        assert r.status == 403
+    finally:
+        await client.close()

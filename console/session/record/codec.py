@@ -3,8 +3,8 @@ frozen dataclasses, by name, read back only from its own modules) and packed flo
 values for the slots' samples, in the order of their exposition's layout.
 
 Nothing here is pickle: a recording handed over in a ticket is data, never code. A class
-named in a file is rebuilt only when it is one of the console's dataclasses or pydantic
-models (``console.*`` or ``pod_agent.*``).
+named in a file is rebuilt only when it is in ``RECORDED_TYPES`` (the state's own
+types, listed by name); nothing named in a file is ever imported.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import importlib
 import json
 import math
+import re
 import struct
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import zstandard
 from pydantic import BaseModel
 
 from console.sources.collect.exposition import Exposition, Labels, Layout, label
@@ -30,26 +31,75 @@ class CodecError(ValueError):
     """A stored value this console cannot read back (named in the message)."""
 
 
-_ALLOWED_ROOTS = ("console.", "pod_agent.")
+RECORDED_TYPES = (
+    "console.config.settings:SlotThresholds",
+    "console.model.alerts:Alert",
+    "console.model.alerts:AlertEvent",
+    "console.model.fleet:FleetRow",
+    "console.model.fleet:FleetSnapshot",
+    "console.model.gateway:DeploymentRow",
+    "console.model.gateway:GatewaySnapshot",
+    "console.model.gateway:UserRow",
+    "console.model.gpu_state:Gpu",
+    "console.model.gpu_state:GpuProcess",
+    "console.model.gpu_state:GpuReport",
+    "console.model.gpu_state:XidRecord",
+    "console.model.model_figures:CacheConfig",
+    "console.model.model_figures:ModelFigures",
+    "console.model.pod_stop:PlannedStop",
+    "console.model.snapshot:DeploymentSnapshot",
+    "console.model.snapshot:PodSnapshot",
+    "console.model.snapshot:SlotSnapshot",
+    "console.model.snapshot:StopPlan",
+    "console.model.stall:Stall",
+    "console.session.view:ConsoleState",
+    "console.session.view:ConsoleView",
+    "console.session.view:ReplayMark",
+    "console.sources.collect.targets:SlotTarget",
+)
+"""Every class a recording may name: the console state's own types, field by field
+(``ConsoleState`` down). A name in a file is looked up in this table, never imported:
+a recording once made replay import ``pod_agent.__main__`` (issue 44), which ran the
+agent's command line. A class not listed here is refused when written as when read, so
+a new type in the state fails the recorder's tests instead of a replay."""
+
+MAX_DEPTH = 64
+"""How deep a stored value may nest (the state nests ~8 deep): a file nesting
+thousands deep was a RecursionError, not a sentence."""
+
 _classes: dict[str, type] = {}
 
 
+def _table() -> dict[str, type]:
+    if not _classes:
+        # the modules that define the state's types, by name here (not from a file)
+        from console.config import settings
+        from console.model import (
+            alerts,
+            fleet,
+            gateway,
+            gpu_state,
+            model_figures,
+            pod_stop,
+            snapshot,
+            stall,
+        )
+        from console.session import view
+        from console.sources.collect import targets
+        mods = {m.__name__: m for m in (settings, alerts, fleet, gateway, gpu_state,
+                                        model_figures, pod_stop, snapshot, stall, view,
+                                        targets)}
+        for name in RECORDED_TYPES:
+            module, _, qual = name.partition(":")
+            _classes[name] = getattr(mods[module], qual)
+    return _classes
+
+
 def _class(name: str) -> type:
-    got = _classes.get(name)
-    if got is not None:
-        return got
-    module, _, qual = name.partition(":")
-    if not module.startswith(_ALLOWED_ROOTS) or not qual or "." in qual:
-        raise CodecError(f"a class this console does not own: {name!r}")
-    try:
-        cls = getattr(importlib.import_module(module), qual)
-    except (ImportError, AttributeError) as exc:
-        raise CodecError(f"unknown class {name!r} (a newer console wrote it?)") from exc
-    if not isinstance(cls, type) or not (
-            dataclasses.is_dataclass(cls) or issubclass(cls, BaseModel)):
-        raise CodecError(f"not a data class: {name!r}")
-    _classes[name] = cls
-    return cls
+    got = _table().get(name)
+    if got is None:
+        raise CodecError(f"a class a recording may not hold: {name[:120]!r}")
+    return got
 
 
 def encode(obj: Any) -> Any:
@@ -66,11 +116,13 @@ def encode(obj: Any) -> Any:
         return {"$s": sorted((encode(x) for x in obj), key=repr)}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         cls = type(obj)
+        _class(f"{cls.__module__}:{cls.__qualname__}")  # only what a replay may read back
         return {"$c": f"{cls.__module__}:{cls.__qualname__}",
                 "v": {f.name: encode(getattr(obj, f.name))
                       for f in dataclasses.fields(obj) if f.init}}
     if isinstance(obj, BaseModel):
         model = type(obj)
+        _class(f"{model.__module__}:{model.__qualname__}")
         return {"$p": f"{model.__module__}:{model.__qualname__}",
                 "v": obj.model_dump(mode="json")}
     if isinstance(obj, Mapping):
@@ -85,37 +137,110 @@ def encode(obj: Any) -> Any:
     raise CodecError(f"cannot record a {type(obj).__name__}")
 
 
-def decode(v: Any) -> Any:
+def decode(v: Any, depth: int = 0) -> Any:
+    """A stored value back, its classes looked up in ``RECORDED_TYPES`` only; anything
+    malformed (a wrong shape, a nesting past ``MAX_DEPTH``, a class's wrong fields) is a
+    :class:`CodecError`."""
+    if depth > MAX_DEPTH:
+        raise CodecError(f"a value nested deeper than {MAX_DEPTH}")
+    d = depth + 1
     if isinstance(v, list):
-        return [decode(x) for x in v]
+        return [decode(x, d) for x in v]
     if not isinstance(v, dict):
         return v
-    if "$t" in v:
-        return tuple(decode(x) for x in v["$t"])
-    if "$f" in v:
-        return float(v["$f"])
-    if "$s" in v:
-        return frozenset(decode(x) for x in v["$s"])
-    if "$m" in v:
-        return {_hashable(decode(k)): decode(x) for k, x in v["$m"]}
-    if "$c" in v:
-        cls = _class(str(v["$c"]))
-        try:
-            return cls(**{k: decode(x) for k, x in v["v"].items()})
-        except TypeError as exc:
-            raise CodecError(f"{v['$c']}: {exc}") from exc
-    if "$p" in v:
-        model = _class(str(v["$p"]))
-        assert issubclass(model, BaseModel)
-        return model.model_validate(v["v"])
+    try:
+        if "$t" in v:
+            return tuple(decode(x, d) for x in _list(v["$t"]))
+        if "$f" in v:
+            return float(str(v["$f"]))
+        if "$s" in v:
+            return frozenset(decode(x, d) for x in _list(v["$s"]))
+        if "$m" in v:
+            return {_hashable(decode(k, d)): decode(x, d) for k, x in _list(v["$m"])}
+        if "$c" in v:
+            cls = _class(str(v["$c"]))
+            fields = v["v"]
+            if not isinstance(fields, dict):
+                raise CodecError(f"{str(v['$c'])[:120]}: fields are not a mapping")
+            values = {str(k): decode(x, d) for k, x in fields.items()}
+            check_fields(cls, values)
+            return cls(**values)
+        if "$p" in v:
+            model = _class(str(v["$p"]))
+            if not issubclass(model, BaseModel):
+                raise CodecError(f"not a model: {str(v['$p'])[:120]!r}")
+            return model.model_validate(v["v"])
+    except CodecError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise CodecError(f"a stored value of the wrong shape ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
     if "$z" in v:
         try:
             return ZoneInfo(str(v["$z"]))
         except (ZoneInfoNotFoundError, ValueError):
             return dt.UTC
     if "$tz" in v:
-        return dt.timezone(dt.timedelta(seconds=float(v["$tz"])))
-    return {k: decode(x) for k, x in v.items()}
+        try:
+            return dt.timezone(dt.timedelta(seconds=float(v["$tz"])))
+        except (TypeError, ValueError, OverflowError):
+            return dt.UTC
+    return {k: decode(x, d) for k, x in v.items()}
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_expected: dict[tuple[type, str], tuple[frozenset[str], bool, bool]] = {}
+
+
+def _expects(cls: type, name: str, annotation: str) -> tuple[frozenset[str], bool, bool]:
+    """The recorded classes a field's annotation names, whether it allows None, and
+    whether they are the field itself (not a container's items)."""
+    key = (cls, name)
+    got = _expected.get(key)
+    if got is None:
+        known = {n.partition(":")[2] for n in RECORDED_TYPES}
+        words = set(_WORD.findall(annotation))
+        got = _expected[key] = (frozenset(words & known), "None" in words,
+                                "[" not in annotation)
+    return got
+
+
+def check_fields(cls: type, values: dict[str, Any]) -> None:
+    """Each value that a field declares as one of the recorded classes is one of them
+    (or None where allowed): a file holding, say, a slot target where the view goes is
+    refused here, not an AttributeError on a screen. Containers' items are checked one
+    level deep (``tuple[Alert, ...]``, ``dict[str, Stall]``)."""
+    if not dataclasses.is_dataclass(cls):
+        return
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        want, none_ok, bare = _expects(cls, f.name, str(f.type))
+        if not want:
+            continue
+        v = values[f.name]
+        if bare:
+            items = [v]
+        elif isinstance(v, dict):
+            items = list(v.values())
+        elif isinstance(v, list | tuple | frozenset):
+            items = list(v)
+        else:
+            raise CodecError(f"{cls.__name__}.{f.name}: a {type(v).__name__}, not a "
+                             "collection")
+        for x in items:
+            if x is None and none_ok:
+                continue
+            if type(x).__name__ not in want or not (dataclasses.is_dataclass(x)
+                                                    or isinstance(x, BaseModel)):
+                raise CodecError(f"{cls.__name__}.{f.name}: a {type(x).__name__[:60]} "
+                                 f"where {' or '.join(sorted(want))} goes")
+
+
+def _list(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise CodecError("a stored collection that is not a list")
+    return v
 
 
 def _hashable(k: Any) -> Any:
@@ -232,3 +357,38 @@ def unshuffle(buf: bytes, width: int = 8) -> bytes:
 
 
 HEADER = struct.Struct("<I")
+
+
+MAX_CHUNK_BYTES = 32 * 1024 * 1024
+"""What one stored frame may decompress to (a chunk of 60 polls of a busy deployment is
+under 2 MB). A 64 KB file once claimed 1.5 GB and replay took it (issue 44): a frame
+larger than this, or one that does not say its size and runs past it, is refused."""
+
+
+MAX_JSON_BYTES = 8 * 1024 * 1024
+"""What a stored JSON text may be (a chunk's header, its plot points, a layout's keys):
+a real one is under 2 MB; 30 MB of ``[0,0,…]`` parsed to 250 MB of Python objects."""
+
+
+def decompress(d: zstandard.ZstdDecompressor, blob: bytes,
+               cap: int = MAX_CHUNK_BYTES) -> bytes:
+    """``blob`` decompressed, never more than ``cap`` bytes of it held: a frame that
+    says it is larger is refused before any is read, one that does not say is read in
+    pieces and refused as soon as it runs past the cap."""
+    try:
+        size = zstandard.frame_content_size(blob)
+    except zstandard.ZstdError as exc:
+        raise CodecError(f"not a compressed frame ({exc})") from None
+    if size > cap:
+        raise CodecError(f"a compressed frame of {size >> 20} MB (at most {cap >> 20} MB "
+                         "is read)")
+    out = bytearray()
+    with d.stream_reader(blob, read_across_frames=False) as r:
+        while True:
+            piece = r.read(1 << 20)
+            if not piece:
+                break
+            out += piece
+            if len(out) > cap:
+                raise CodecError(f"a compressed frame past {cap >> 20} MB (refused)")
+    return bytes(out)

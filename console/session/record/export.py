@@ -22,6 +22,8 @@ from typing import Any
 
 import zstandard
 
+from console.model.redact import redact_url
+from console.session.record import codec
 from console.session.record.reader import SqliteTape
 from console.session.record.store import (
     CHUNK_POLLS,
@@ -60,7 +62,8 @@ def secrets_of(settings: Any = None, env: dict[str, str] | None = None) -> list[
 def scrub(value: Any, secrets: Iterable[str]) -> Any:
     secrets = list(secrets)
     if isinstance(value, str):
-        s = _USERINFO.sub(r"\1", value)
+        # credentials in a URL: its userinfo dropped, a token in its query masked
+        s = redact_url(_USERINFO.sub(r"\1", value))
         for secret in secrets:
             s = s.replace(secret, REDACTED)
         return s
@@ -99,7 +102,7 @@ def export(src: Path, dest: Path, t_from: float, t_to: float,
                               for r in tape.record(s)[0]["raw"].values()}:
                 body = tape._db.execute("SELECT digest, body FROM layouts WHERE id = ?",
                                         (lay_id,)).fetchone()
-                keys = zstandard.ZstdDecompressor().decompress(bytes(body[1]))
+                keys = codec.decompress(zstandard.ZstdDecompressor(), bytes(body[1]))
                 clean = json.dumps(scrub(json.loads(keys), secrets)).encode()
                 db.execute("INSERT INTO layouts (id, digest, body) VALUES (?, ?, ?)",
                            (lay_id, body[0], zstandard.ZstdCompressor().compress(clean)))

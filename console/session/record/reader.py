@@ -19,17 +19,21 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+from urllib.parse import quote
 
 import zstandard
 
 from console.model.history import History, quantile_over_time
 from console.model.model_figures import ModelFigures
+from console.model.printable import clean, printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.session.record import codec
 from console.session.record.files import recording_files
 from console.session.record.store import (
+    CHUNK_POLLS,
     FORMAT,
+    STALE_REF_POLLS,
     VERSION,
     ChunkCodec,
     RecordingError,
@@ -37,7 +41,7 @@ from console.session.record.store import (
     is_live,
     unpack_chunk,
 )
-from console.session.record.tape import Marker
+from console.session.record.tape import Marker, MarkerKind
 from console.session.view import ConsoleState, slot_columns
 from console.sources.collect.exposition import Exposition, Layout
 from console.sources.collect.figures import engine_of
@@ -47,7 +51,21 @@ from console.sources.collect.slot import kv_usage, window_figures
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _READ_ERRORS = (sqlite3.DatabaseError, zstandard.ZstdError, ValueError, KeyError,
-                IndexError, TypeError, struct.error, codec.CodecError)
+                IndexError, TypeError, struct.error, codec.CodecError, AttributeError,
+                OverflowError, RecursionError, MemoryError)
+"""What a corrupt or crafted file makes the reading raise: each said as one sentence
+(a self-reference was a RecursionError, a huge time an OverflowError: tracebacks)."""
+MAX_BACK_POLLS = 4 * CHUNK_POLLS
+"""How far back a poll's record may send a seek (its keyframe, its window's far end):
+a keyframe starts every chunk, and a window is a few chunks; a record pointing further
+(or forward, or at itself) is corrupt, not a reason to read the whole file."""
+MAX_KV_POLLS = 4096
+"""Polls a KV p99 may span (its window at the fastest refresh)."""
+MAX_DICT_BYTES = 1024 * 1024
+"""A compression dictionary's size at most (the recorder trains 16 KB ones)."""
+MARKER_KINDS = frozenset(get_args(MarkerKind))
+MAX_TIME = 1e11
+"""A poll time past this (year 5138) is no time a console wrote."""
 
 
 def check_file(path: Path) -> None:
@@ -70,10 +88,18 @@ def open_recording(path: Path) -> tuple[sqlite3.Connection, dict[str, Any]]:
     """The file's connection (read only) and its meta, or a clear RecordingError."""
     check_file(path)
     try:
+        uri = "file:" + quote(str(path.absolute()))
         if Path(f"{path}-wal").exists():  # being written (or a writer was killed)
-            db = sqlite3.connect(str(path), timeout=2.0, check_same_thread=False)
+            try:
+                db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=2.0,
+                                     check_same_thread=False)
+                db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            except sqlite3.OperationalError:  # a killed writer's WAL wants recovering
+                db = sqlite3.connect(str(path), timeout=2.0, check_same_thread=False)
         else:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0,
+            # a finished recording (one attached to a ticket) is read as it is: immutable,
+            # so SQLite writes nothing beside it (mode=ro alone made -wal and -shm)
+            db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=2.0,
                                  check_same_thread=False)
         db.execute("PRAGMA query_only=1")
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -85,7 +111,7 @@ def open_recording(path: Path) -> tuple[sqlite3.Connection, dict[str, Any]]:
                              "(no meta table)")
     try:
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
-    except (sqlite3.DatabaseError, ValueError) as exc:
+    except (sqlite3.DatabaseError, ValueError, RecursionError) as exc:  # deep JSON
         db.close()
         raise RecordingError(f"{path}: corrupt or truncated ({exc})") from None
     if meta.get("format") != FORMAT:
@@ -102,6 +128,14 @@ def open_recording(path: Path) -> tuple[sqlite3.Connection, dict[str, Any]]:
         db.close()
         raise RecordingError(f"{path}: corrupt (missing {', '.join(sorted(missing))})")
     return db, meta
+
+
+def _span(v: Any) -> float:
+    """A window or history span from the meta: seconds, a week at most."""
+    x = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+    if not 0.0 < x <= 7 * 86400.0:
+        raise ValueError(f"a span of {str(v)[:40]}")
+    return x
 
 
 @dataclass(frozen=True)
@@ -132,8 +166,12 @@ class SqliteTape:
         self._times: list[float] = []
         self._chunks: list[_Chunk] = []
         self._chunk_starts: list[int] = []
-        self.window_s = float(self.meta.get("window_s", 300.0))
-        self.history_s = float(self.meta.get("history_s", 3600.0))
+        try:
+            self.window_s = _span(self.meta.get("window_s", 300.0))
+            self.history_s = _span(self.meta.get("history_s", 3600.0))
+        except (TypeError, ValueError) as exc:
+            self._db.close()
+            raise RecordingError(f"{path.name}: corrupt (its meta: {exc})") from None
         self.refresh()
 
     def _guard(self, what: str, exc: BaseException) -> RecordingError:
@@ -157,6 +195,8 @@ class SqliteTape:
             raise self._guard("the index", exc) from None
         self._seqs = [int(s) for s, _ in rows]
         self._times = [float(t) for _, t in rows]
+        if any(not (0.0 <= t <= MAX_TIME) for t in self._times):  # also NaN
+            raise RecordingError(f"{self.path.name}: corrupt (a poll time that is no time)")
         out: list[_Chunk] = []
         for cid, s0, s1, d in chunks:
             if out and s0 <= out[-1].seq1:
@@ -176,7 +216,10 @@ class SqliteTape:
         except sqlite3.DatabaseError as exc:
             raise self._guard("the markers", exc) from None
         try:
-            return [Marker(float(t), k, str(x), str(key)) for t, k, x, key in rows]
+            # a marker's text is an alert's title: outside text, cleaned where it is read
+            return [Marker(float(t), k, printable(x, 500), printable(key, 200))
+                    for t, k, x, key in rows
+                    if 0.0 <= float(t) <= MAX_TIME and k in MARKER_KINDS]
         except _READ_ERRORS as exc:
             raise self._guard("the markers", exc) from None
 
@@ -204,6 +247,9 @@ class SqliteTape:
                     raise RecordingError(f"{self.path.name}: corrupt (dictionary "
                                          f"{dict_id} missing)")
                 body = bytes(row[0])
+                if len(body) > MAX_DICT_BYTES:
+                    raise RecordingError(f"{self.path.name}: corrupt (a dictionary of "
+                                         f"{len(body) >> 10} KB)")
             got = self._codecs[dict_id] = ChunkCodec(body)
         return got
 
@@ -260,7 +306,8 @@ class SqliteTape:
                                    (lay_id,)).fetchone()
             if row is None:
                 raise RecordingError(f"{self.path.name}: corrupt (layout {lay_id} missing)")
-            keys = codec.keys_from_blob(zstandard.ZstdDecompressor().decompress(bytes(row[0])))
+            keys = codec.keys_from_blob(codec.decompress(zstandard.ZstdDecompressor(),
+                                                         bytes(row[0]), codec.MAX_JSON_BYTES))
             got = self._layouts[lay_id] = (keys, codec.layout_of(keys))
         return got
 
@@ -287,12 +334,14 @@ class SqliteTape:
             rec, _ = self.record(seq)
             raw = rec["raw"][slot.slot]
             t, exp = self._exposition(seq, slot.slot)
-            earlier = None if raw[5] is None else self._exposition(int(raw[5]), slot.slot)
+            earlier = None if raw[5] is None else self._exposition(
+                self._back(seq, raw[5], MAX_BACK_POLLS, "a window's far end"), slot.slot)
             eng = engine_of(exp)  # the scrape's own families tell its engine
             figs = window_figures(t, exp, earlier, model, eng)
             kvs: list[float] = []
             if raw[6] is not None:
-                for k in range(int(raw[6]), seq + 1):
+                kv_from = self._back(seq, raw[6], MAX_KV_POLLS, "a KV range", same=True)
+                for k in range(kv_from, seq + 1):
                     key = (k, slot.slot)
                     if key not in self._kv:
                         r, _ = self.record(k)
@@ -311,7 +360,7 @@ class SqliteTape:
                                                             MODEL_BY, at))
             return figs_by.get(model), kv_by.get(model)
         if how[0] == "s":
-            k = int(how[1])
+            k = self._back(seq, how[1], STALE_REF_POLLS, "a stale slot's figures")
             rec, _ = self.record(k)
             snap = codec.decode(rec["snap"])
             for s in snap.slots:
@@ -319,6 +368,16 @@ class SqliteTape:
                     h = rec["fig"].get(s.slot)
                     return (s.figures, s.kv_p99) if h is None else self._figures(k, s, h)
         raise RecordingError(f"{self.path.name}: unknown figure source {how[0]!r}")
+
+    def _back(self, seq: int, ref: Any, most: int, what: str, same: bool = False) -> int:
+        """The poll a record at ``seq`` refers back to, checked: an integer before
+        ``seq`` (or ``seq`` itself with ``same``) and at most ``most`` polls back. A
+        reference to itself recursed; one a billion polls back looped for minutes."""
+        k = ref if isinstance(ref, int) and not isinstance(ref, bool) else None
+        if k is None or not (seq - most <= k <= seq) or (k == seq and not same):
+            raise RecordingError(f"{self.path.name}: corrupt ({what} of poll {seq} "
+                                 f"refers to {str(ref)[:40]})")
+        return k
 
     def snapshot(self, seq: int) -> DeploymentSnapshot | None:
         rec, _ = self.record(seq)
@@ -344,6 +403,9 @@ class SqliteTape:
             back.append(rec["st"])
             if is_keyframe(rec) or k == self._chunks[0].seq0:
                 break
+            if len(back) > MAX_BACK_POLLS:
+                raise RecordingError(f"{self.path.name}: corrupt (poll {seq} has no full "
+                                     "record before it)")
             k -= 1
         out: dict[str, Any] = {}
         for st in reversed(back):
@@ -418,7 +480,11 @@ class SqliteTape:
 
     def _state(self, seq: int) -> ConsoleState:
         f = self._fields(seq)
-        snap = self.snapshot(seq)
+        codec.check_fields(ConsoleState, f)  # a wrong class where the view goes: refused
+        # a file is outside text like any source: its words cleaned as they are read
+        # (what a console recorded was clean already: then nothing is copied)
+        f = clean(f)
+        snap = clean(self.snapshot(seq))
         view = f["view"]
         pod = f["pod"]
         gpus, utils, states = slot_columns(view, pod)

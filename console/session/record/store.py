@@ -176,8 +176,11 @@ class ChunkCodec:
         return self._c.compress(codec.HEADER.pack(len(head)) + head + body)
 
     def unpack(self, blob: bytes) -> tuple[dict[str, Any], bytes]:
-        raw = self._d.decompress(blob, max_output_size=256 * 1024 * 1024)
+        raw = codec.decompress(self._d, blob)
         (n,) = codec.HEADER.unpack_from(raw)
+        if n > codec.MAX_JSON_BYTES:
+            raise codec.CodecError(f"a chunk header of {n >> 20} MB (at most "
+                                   f"{codec.MAX_JSON_BYTES >> 20} MB is read)")
         head = json.loads(raw[codec.HEADER.size:codec.HEADER.size + n])
         return head, codec.unshuffle(raw[codec.HEADER.size + n:])
 
@@ -195,7 +198,7 @@ class ChunkCodec:
                                            separators=(",", ":"), allow_nan=False).encode())
 
     def unpack_points_flat(self, blob: bytes) -> tuple[list[tuple[str, str]], list[list[Any]]]:
-        got = json.loads(self._d.decompress(blob, max_output_size=64 * 1024 * 1024))
+        got = json.loads(codec.decompress(self._d, blob, codec.MAX_JSON_BYTES))
         return [(str(a), str(b)) for a, b in got["k"]], list(got["p"])
 
     def unpack_points(self, blob: bytes) -> list[list[list[Any]]]:

@@ -13,6 +13,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from console.model.printable import has_controls, printable
+
 Labels = tuple[tuple[str, str], ...]
 Grouping = tuple[tuple[str, ...], tuple[tuple[int, ...], ...], tuple[int, ...] | None]
 """A family's series of one model grouped by a label (``figures._grouping``): the
@@ -138,6 +140,11 @@ def _parse_labels(body: str) -> Labels | None:
     if hit is not None:
         return hit
     out = _parse_labels_new(body)
+    if out is not None and (has_controls(body) or "\\" in body):
+        # a label value is someone else's text (a LiteLLM team alias, an api_base, a
+        # model id): its escapes and controls end here, where every collector reading an
+        # exposition reads its labels, so nothing after holds one (issue 44)
+        out = tuple((printable(k), printable(v)) for k, v in out)
     if out is not None:
         if len(_label_cache) >= LABEL_CACHE_MAX:
             _label_cache.clear()
@@ -379,8 +386,39 @@ _Meant = tuple[str, Labels, str | None]
 _MISS: _Meant = ("", (), None)
 
 
+class LabelMemo:
+    """The label sets of a target's last scrape, for its next one: a gateway's 40k user
+    series outgrow the shared cache (``LABEL_CACHE_MAX``), which then emptied itself
+    twice a scrape: every label set was parsed again, and every kept scrape held label
+    tuples of its own (a 6 MB LiteLLM exposition: a second of CPU a poll, and 1 GB after
+    20 polls, issue 44). With this, a series seen in the scrape before costs a lookup and
+    its tuple is shared by every scrape that holds it. Bounded: it holds what the last
+    scrape held, no more."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, Labels] = {}
+        self.now: dict[str, Labels] = {}
+
+    def get(self, body: str) -> Labels | None:
+        hit = self.now.get(body)
+        if hit is None:
+            hit = self.last.get(body)
+            if hit is None:
+                hit = _parse_labels_new(body)
+                if hit is not None and (has_controls(body) or "\\" in body):
+                    hit = tuple((printable(k), printable(v)) for k, v in hit)
+            if hit is not None:
+                self.now[body] = hit
+        return hit
+
+    def done(self) -> None:
+        """One scrape read: what it held is what the next one is read against."""
+        self.last, self.now = self.now, {}
+
+
 def parse(text: str, families: frozenset[str] | None = None,
-          model: str | None = None, memo: ParseMemo | None = None) -> Exposition:
+          model: str | None = None, memo: ParseMemo | None = None,
+          label_memo: LabelMemo | None = None) -> Exposition:
     """Parse exposition text; never raises.
 
     ``families`` keeps only those sample names (a slot's poll needs the catalog's, not
@@ -501,7 +539,9 @@ def parse(text: str, families: frozenset[str] | None = None,
                     bad(lineno, "unclosed label set")
                     continue
                 name = line[:brace].strip()
-                labels = _parse_labels(line[brace + 1:close])
+                body = line[brace + 1:close]
+                labels = (label_memo.get(body) if label_memo is not None
+                          else _parse_labels(body))
                 if labels is None:
                     bad(lineno, "malformed labels")
                     continue
@@ -536,6 +576,8 @@ def parse(text: str, families: frozenset[str] | None = None,
         if memo.layout is not None:  # this scrape is read by it too (a window's far end)
             return Exposition(_samples=samples, types=types, _layout=memo.layout,
                               _values=memo.layout.values_of(samples))
+    if label_memo is not None:
+        label_memo.done()
     return Exposition(_samples=samples, types=types, errors=tuple(errors),
                       error_count=error_count)
 

@@ -42,7 +42,8 @@ from console.model.catalog import (
 from console.model.gateway import DeploymentRow, GatewaySnapshot, UserRow, deployment_status
 from console.model.numbers import bucket_quantile, counter_delta, cumulative_buckets, safe_ratio
 from console.model.printable import printable
-from console.sources.collect.exposition import Exposition, Labels, finite, parse
+from console.model.redact import redact_url
+from console.sources.collect.exposition import Exposition, LabelMemo, Labels, finite, parse
 from console.sources.collect.http import HttpClient, HttpError, Response
 from console.sources.collect.promql import PromClient, PromError
 
@@ -58,6 +59,8 @@ USER_FAMILIES = tuple(f.source.names[0] for f in GATEWAY_USAGE
                       if isinstance(f.source, Increase))
 NONE = ("", "None", "none", "null")
 KEEP_SCRAPES = 64
+KEEP_SPACING = 8
+"""Scrapes kept per window, about (``GatewayCollector.read``)."""
 
 ScopeKey = Callable[[Labels], str | None]
 
@@ -260,16 +263,27 @@ def exposition_of(result: list[dict[str, object]]) -> Exposition:
             continue
         if not isinstance(name, str):
             continue
-        labels = tuple(sorted((str(k), str(x)) for k, x in metric.items()
+        # Prometheus's JSON holds the proxy's label values as the proxy wrote them:
+        # outside text, cleaned here as the exposition parser cleans its own
+        labels = tuple(sorted((printable(k), printable(x)) for k, x in metric.items()
                               if k not in DROP_LABELS))
         samples.setdefault(name, {})[labels] = v
     return Exposition(_samples=samples)
 
 
+def _status_only(r: Response | BaseException) -> Response | BaseException:
+    """A health answer whose body was over the cap, as its status alone: LiteLLM's
+    readiness lists every callback and model (a big proxy's is over 64 KB), and its
+    status, not its size, says whether the proxy is ready."""
+    if isinstance(r, HttpError) and r.kind == "too_large" and r.status_code:
+        return Response(r.status_code, {}, b"")
+    return r
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HttpError):
-        return printable(exc.describe(), 200)
-    return printable(f"{type(exc).__name__}: {exc}", 200)
+        return printable(redact_url(exc.describe()), 200)
+    return printable(redact_url(f"{type(exc).__name__}: {exc}"), 200)
 
 
 class GatewayCollector:
@@ -281,6 +295,9 @@ class GatewayCollector:
                  zone: dt.tzinfo | None = None, prom: PromClient | None = None,
                  prom_selector: str = "") -> None:
         self.url = url.rstrip("/")
+        self.shown_url = redact_url(printable(self.url))
+        """The URL as a snapshot, a screen or a recording holds it: no password, no key
+        (``self.url``, which holds them, is only ever connected to)."""
         self.settings = settings
         self.window_s = window_s
         self.timeout_s = timeout_s
@@ -299,6 +316,8 @@ class GatewayCollector:
         self._prom_earlier: tuple[float, Exposition] | None = None
         self._big = False
         """The last exposition was large: it is read off the event loop too."""
+        self._labels = LabelMemo()
+        """The last scrape's label sets: the next one shares them (``LabelMemo``)."""
 
     @property
     def client(self) -> HttpClient:
@@ -369,9 +388,9 @@ class GatewayCollector:
         text = r.text
         self._big = len(text) > INLINE_PARSE_CHARS
         if len(text) <= INLINE_PARSE_CHARS:
-            exp = parse(text, FAMILIES)
+            exp = parse(text, FAMILIES, label_memo=self._labels)
         else:
-            exp = await asyncio.to_thread(parse, text, FAMILIES)
+            exp = await asyncio.to_thread(parse, text, FAMILIES, label_memo=self._labels)
         if not any(n.startswith("litellm_") for n in exp.names()) and "# HELP litellm" not in \
                 text[:200_000]:
             return exp, ("/metrics has no litellm_ families: is `callbacks: [\"prometheus\"]` "
@@ -413,6 +432,7 @@ class GatewayCollector:
             live_r, ready_r, scraped = await asyncio.gather(
                 self._get("/health/liveliness"), self._get("/health/readiness"),
                 self.scrape(), return_exceptions=True)
+        live_r, ready_r = _status_only(live_r), _status_only(ready_r)
         live = isinstance(live_r, Response) and live_r.status_code == 200
         ready: bool | None
         detail = ""
@@ -437,7 +457,7 @@ class GatewayCollector:
         else:
             exp, err = scraped  # type: ignore[misc]
         if exp is None:
-            return GatewaySnapshot(url=self.url, t=now, live=live, ready=ready,
+            return GatewaySnapshot(url=self.shown_url, t=now, live=live, ready=ready,
                                    ready_detail=detail, metrics_error=err)
         earlier, self._prom_earlier = self._prom_earlier, None
         if self._big:  # 20k user series of a 2 MB exposition: ~0.1 s, not on the loop
@@ -467,6 +487,11 @@ class GatewayCollector:
             self.scrapes.append((now, exp))
         while self.scrapes and now - self.scrapes[0][0] > self.window_s * 2:
             self.scrapes.popleft()
+        # kept scrapes a spacing apart (the newest always): a window's far end needs one
+        # scrape near it, not every one in between (64 of a 6 MB exposition held 1 GB)
+        if len(self.scrapes) >= 3 and \
+                self.scrapes[-2][0] - self.scrapes[-3][0] < self.window_s / KEEP_SPACING:
+            del self.scrapes[-2]
         before = earlier[1] if earlier else None
         window = now - earlier[0] if earlier else None
         groups = group_map(exp)
@@ -478,7 +503,8 @@ class GatewayCollector:
         for labels in exp.series(GW_STATE):
             mid = deployment_key(labels)
             if mid:
-                bases[mid] = _label(labels, "api_base")
+                base = _label(labels, "api_base")
+                bases[mid] = None if base is None else redact_url(base)
         ids = sorted(set(per_dep) | set(bases))
         deps = []
         for mid in ids:
@@ -492,7 +518,7 @@ class GatewayCollector:
             deps.append(DeploymentRow(mid, groups.get(mid, "?"), bases.get(mid), vals, status,
                                       cooled[1] if cooled and cooled[1] > -math.inf else None))
         return GatewaySnapshot(
-            url=self.url, t=now, live=live, ready=ready, ready_detail=ready_detail,
+            url=self.shown_url, t=now, live=live, ready=ready, ready_detail=ready_detail,
             metrics_error=error, window_s=window, total=total, groups=per_group,
             deployments=tuple(deps), users=self._read_users(exp, now),
             workers_note=(
@@ -585,7 +611,7 @@ class GatewayCollector:
                 if st.last_seen is not None:
                     seen[who] = max(seen.get(who, -math.inf), st.last_seen)
                 since[who] = min(since.get(who, math.inf), st.since)
-        rows = [UserRow(name=printable(who, 80), requests=v.get("requests"),
+        rows = [UserRow(name=who[:80], requests=v.get("requests"),  # cleaned when parsed
                         tokens=v.get("tokens"), spend=v.get("spend"), last_seen=seen.get(who),
                         since=since.get(who), team=teams.get(who))
                 for who, v in sums.items()]

@@ -53,9 +53,12 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 class HttpError(Exception):
     """A request that produced no usable response. ``kind`` says why, for display."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind  # connect | timeout | protocol | too_large
+        self.status_code = status_code
+        """With ``too_large``: the answer's status, which came before the body refused
+        (a health check is decided by it, not by its size)."""
 
     def describe(self) -> str:
         if self.kind == "connect":
@@ -336,11 +339,12 @@ class HttpClient:
                     headers[key] = f"{headers[key]}, {value}" if key in headers else value
                 length = headers.get("content-length", "")
                 if length.isdigit() and int(length) > max_bytes:
-                    raise HttpError("too_large", f"body of {length} bytes is over {max_bytes}")
+                    raise HttpError("too_large", f"body of {length} bytes is over {max_bytes}",
+                                    status)
             elif isinstance(ev, h11.Data):
                 data += ev.data
                 if len(data) > max_bytes:
-                    raise HttpError("too_large", f"body over {max_bytes} bytes")
+                    raise HttpError("too_large", f"body over {max_bytes} bytes", status)
                 if on_data is not None and 200 <= status < 300:
                     on_data(bytes(ev.data))
             elif isinstance(ev, h11.EndOfMessage):

@@ -16,6 +16,8 @@ from textual.widgets import Static
 
 from console.model import catalog, fmt
 from console.model.gateway import STATUS_TEXT, GatewaySnapshot, port_of
+from console.model.printable import printable
+from console.model.redact import redact_url
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
@@ -33,8 +35,8 @@ def reaches(api_base: str | None) -> str:
     nothing here, and a full URL would take the figures' room)."""
     if not api_base:
         return fmt.DASH
-    rest = api_base.split("://", 1)[-1]
-    return rest.split("/", 1)[0]
+    rest = redact_url(printable(api_base)).split("://", 1)[-1]
+    return rest.split("/", 1)[0].rpartition("@")[2]
 
 
 def fitting_columns(width: int, fixed: int) -> list[tuple[catalog.Figure, catalog.Column]]:
@@ -77,7 +79,9 @@ def groups_table(gw: GatewaySnapshot, state: ConsoleState, width: int = 1000) ->
     t.add_column("→ slot", no_wrap=True, max_width=where_w, overflow="ellipsis")
     for group in sorted(set(gw.groups) | set(by_group)):
         values = gw.groups.get(group, {})
-        t.add_row(Text(group, "bold"), Text(""),
+        # every word drawn here came from the proxy's labels: cleaned when read, and
+        # again here, where it is drawn (a recording from an older console)
+        t.add_row(Text(printable(group), "bold"), Text(""),
                   *[Text(f.show(values.get(f.key))) for f, _ in columns], Text(""))
         for d in by_group.get(group, []):
             slot = slots.get(port_of(d.api_base) or -1)
@@ -86,7 +90,7 @@ def groups_table(gw: GatewaySnapshot, state: ConsoleState, width: int = 1000) ->
                 where = Text.assemble((slot.slot, "bold"), " ",
                                       (slot.health, "green" if slot.health == "up"
                                        else "bold red"))
-            t.add_row(Text("  " + d.model_id), Text(STATUS_TEXT[d.status],
+            t.add_row(Text("  " + printable(d.model_id)), Text(STATUS_TEXT[d.status],
                                                     STATUS_STYLE[d.status]),
                       *[Text(f.show(d.figure(f.key))) for f, _ in columns], where)
     return t
@@ -102,7 +106,8 @@ def users_table(gw: GatewaySnapshot, now: float, active_s: float) -> Table:
         recent = u.last_seen is not None and now - u.last_seen <= active_s
         seen = fmt.DASH if u.last_seen is None else (
             f"{fmt.duration(max(0.0, now - u.last_seen), False)} ago")
-        t.add_row(Text(u.name, "bold" if recent else ""), Text(u.team or fmt.DASH, "dim"),
+        t.add_row(Text(printable(u.name), "bold" if recent else ""),
+                  Text(printable(u.team or fmt.DASH), "dim"),
                   fmt.num(u.requests),
                   fmt.num(u.tokens), fmt.money(u.spend, 4), Text(seen, "" if recent
                                                                    else "dim"))
@@ -146,7 +151,7 @@ class GatewayScreen(ConsoleScreen):
             users.update("")
             return
         head = Text.assemble((gw.headline(), "bold" if gw.live else "bold red"),
-                             ("  " + gw.url, "dim"))
+                             ("  " + redact_url(gw.url), "dim"))
         window = (f"window {fmt.duration(gw.window_s)}" if gw.window_s
                   else "lifetime (one scrape so far)")
         head.append(f"  ·  {window} · via {gw.via}", "dim")
