@@ -46,6 +46,7 @@ RECORDED_TYPES = (
     "console.model.gpu_state:XidRecord",
     "console.model.model_figures:CacheConfig",
     "console.model.model_figures:ModelFigures",
+    "console.model.pod_run:PodRun",
     "console.model.pod_stop:PlannedStop",
     "console.model.snapshot:DeploymentSnapshot",
     "console.model.snapshot:PodSnapshot",
@@ -80,6 +81,7 @@ def _table() -> dict[str, type]:
             gateway,
             gpu_state,
             model_figures,
+            pod_run,
             pod_stop,
             snapshot,
             stall,
@@ -87,7 +89,8 @@ def _table() -> dict[str, type]:
         from console.session import view
         from console.sources.collect import targets
         mods = {m.__name__: m for m in (settings, alerts, fleet, gateway, gpu_state,
-                                        model_figures, pod_stop, snapshot, stall, view,
+                                        model_figures, pod_run, pod_stop, snapshot, stall,
+                                        view,
                                         targets)}
         for name in RECORDED_TYPES:
             module, _, qual = name.partition(":")
