@@ -19,7 +19,6 @@ from console.operations.operation import (
     relay_events,
 )
 from console.operations.registry import OperationSpec, Outcome, Progress
-from pod_agent.stoppolicy import END_GRACE_S
 
 SPEC = OperationSpec(
     "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
@@ -59,6 +58,10 @@ def question(facts: OperationFacts, args: Args) -> str:
     f = facts.fields()
     cmd = args.get("cmd")
     if cmd == "extend" and args.get("clear"):
+        # here, not at import: the stop policy brings pydantic (the agent's profile), and
+        # this module is on the path to the console's first frame (tests/unit/test_boot.py)
+        from pod_agent.stoppolicy import END_GRACE_S
+
         grace = f"{END_GRACE_S / 60:g} min"
         return (f"End the extension on pod {f['pod']}? The plan resumes: a stop whose time "
                 f"has passed (or comes within the warning) is warned now and made {grace} "
