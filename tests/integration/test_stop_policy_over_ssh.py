@@ -63,9 +63,9 @@ LOOK_S = TRAFFIC_TIMEOUT_S + MIN_TICK_S
 IDLE_S, GRACE_S, WARN_S = 120, 60, 40
 """On the pod's clock: 12, 6 and 4 real seconds. Idleness reaches its warning only after
 (IDLE_S - WARN_S) / SPEED = 8 real seconds unseen: more than one tick whose read timed out
-(``LOOK_S``) and the next one's read, so a loaded slot answering late is never idleness
+(``LOOK_S``) and well into the next one, so a loaded slot answering late is never idleness
 here, at any speed of the machine (at 60 s, one such read was 55 of the 60)."""
-assert (IDLE_S - WARN_S) / SPEED > LOOK_S + TRAFFIC_TIMEOUT_S / 2
+assert (IDLE_S - WARN_S) / SPEED > LOOK_S + 2 * MIN_TICK_S
 LATE_S = 2 * LOOK_S * SPEED
 """How late (pod seconds) a stop may come after its instant: the tick that warns and the
 one that stops, each at most ``LOOK_S`` late (a warning given late holds the stop back as
