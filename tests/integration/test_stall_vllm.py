@@ -7,7 +7,9 @@ refresh, then clears once the engine runs again (SIGCONT, always, in a ``finally
 And its other half (issue 33: "a long prefill on the same server must not raise it"): a
 second real server whose one long prompt takes about three times ``stall_after`` to
 prefill, in chunks, while neither token counter moves; the sessions polling it through
-both paths never say STALLED, and the request then completes."""
+both paths never say STALLED while they saw its KV usage (or a counter) move within
+``stall_after`` — the premise measured during the run, as one chunk's length depends on
+the machine's load — and the request then completes."""
 
 from __future__ import annotations
 
@@ -259,20 +261,14 @@ KV blocks, and the KV usage moving is what tells a prefill from a hang — far u
 ``stall_after`` (the last ones about 0.5 s), even on a machine that something else keeps
 busy."""
 LONG_MAX_TOKENS = 4
-CAL_TOKENS = 16000
-"""The calibration prompt: how long this machine takes to prefill it sets the long test's
-``stall_after``. Machines differ: the 32000-token prefill took 16.3 s on the machine the
-figures above come from, 8.2 s alone on a faster one, 33 s in a loaded CI run."""
-
-
-def _long_stall_after(cal_s: float) -> float:
-    """``stall_after`` for the long-prefill test from the calibration prefill's seconds:
-    the long prompt, twice as long, takes at least three times as long (measured 3.8: its
-    attention is quadratic), and the premise needs that prefill to outlast ``stall_after``
-    plus a refresh and the slack. Never above the other tests' 5 s, never below a refresh
-    (a shorter one would judge a slot between two polls); a machine so fast that even this
-    misses the premise fails it, loudly, below."""
-    return max(REFRESH_S, min(STALL_AFTER_S, 3 * cal_s - REFRESH_S - SLACK_S))
+LONG_STALL_AFTERS = (REFRESH_S, 3.5, STALL_AFTER_S)
+"""The ``stall_after`` of the long test's sessions: each path is judged at all three at
+once, on the same prefill. Machines differ (the 32000-token prefill took 16.3 s on the
+machine the figures above come from, 8.2 s alone on a faster one, 33 s in a loaded CI
+run, 63 s beside seven other agents), so which of them the premise holds for is measured
+during the run, not calibrated before it on another moment's speed (issue 48: a 16000-token
+calibration prefill was 17-35 s of the test). Never below a refresh (a shorter one would
+judge a slot between two polls), never above the other tests' 5 s."""
 
 
 @pytest.fixture(scope="module")
@@ -346,10 +342,45 @@ def _still_span(seen: list[Seen]) -> float:
     return best
 
 
-def _never_stalled(seen: dict[str, list[Seen]], said: Callable[[], str]) -> None:
+JITTER_S = REFRESH_S / 2
+"""How much sooner than ``stall_after`` after the last progress a detector may say STALLED:
+polls come a refresh apart give or take the timer's and the poll's own time."""
+
+
+def _quiet(ss: list[Seen]) -> list[tuple[Seen, float, float]]:
+    """Each poll with, as that session read the slot by then, the seconds since it last
+    saw progress (either token counter or the KV usage moved since the fresh poll
+    before, or the slot idle: where a detector's clock starts again) and the seconds
+    since either token counter last moved (what a detector blind to the KV usage would
+    count). Polls that are not fresh are not judged; the clocks go on through them."""
+    out: list[tuple[Seen, float, float]] = []
+    prev: Seen | None = None
+    moved = counted = None
+    for s in ss:
+        if s.fresh:
+            if prev is None or s.running < 1 or (s.gen, s.prompt, s.kv) != (
+                    prev.gen, prev.prompt, prev.kv):
+                moved = s.at
+            if prev is None or s.running < 1 or (s.gen, s.prompt) != (prev.gen, prev.prompt):
+                counted = s.at
+            prev = s
+        if moved is not None and counted is not None:
+            out.append((s, s.at - moved, s.at - counted))
+    return out
+
+
+def _never_stalled(seen: dict[str, list[Seen]], said: Callable[[], str],
+                   stall_after: dict[str, float]) -> None:
+    """No STALLED while the slot made progress within ``stall_after``, as that session
+    saw it (measured during the run: how long one prefill chunk takes, and whether a
+    scrape caught its KV step, depend on the machine's load; a chunk that takes longer
+    than ``stall_after`` on a loaded machine is the detector's business to call, not this
+    test's)."""
     for name, ss in seen.items():
-        stalled = [s for s in ss if s.stall]
-        assert not stalled, f"{name} said STALLED at {stalled[0].at:.1f}\n{said()}"
+        early = [(s, q) for s, q, _ in _quiet(ss)
+                 if s.stall and q < stall_after[name] - JITTER_S]
+        assert not early, (f"{name} said STALLED at {early[0][0].at:.1f}, "
+                           f"{early[0][1]:.1f} s after progress\n{said()}")
 
 
 @dataclass
@@ -397,31 +428,35 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
     warm = Streamed()
     await _stream_one(srv.url, srv.name, [rng.randrange(3, vocab) for _ in range(64)], warm)
     assert warm.finish == "length", warm
-    cal = Streamed()
-    await _stream_one(srv.url, srv.name, [rng.randrange(3, vocab) for _ in range(CAL_TOKENS)],
-                      cal)
-    assert cal.first_at is not None, cal
-    stall_after = _long_stall_after(cal.first_at - cal.sent_at)
     prom = PrometheusServer(tmp_path / "prom", [f"127.0.0.1:{srv.port}"])
-    (tmp_path / "direct").mkdir()
-    direct = _session(tmp_path / "direct", srv, None, stall_after)
-    via_prom: Session | None = None
-    seen: dict[str, list[Seen]] = {"direct": [], "prometheus": []}
+    # one session per path and stall_after: "direct 2s", "prometheus 3.5s", ...
+    sessions: dict[str, Session] = {}
+    stall_after: dict[str, float] = {}
+    path_of: dict[str, str] = {}
+
+    def add(path: str, url: str | None) -> None:
+        for sa in LONG_STALL_AFTERS:
+            name = f"{path} {sa:g}s"
+            (tmp_path / name).mkdir()
+            sessions[name] = _session(tmp_path / name, srv, url, sa)
+            stall_after[name], path_of[name] = sa, path
+
+    seen: dict[str, list[Seen]] = {}
     try:
+        add("direct", None)
         if not prometheus_server.available() and os.environ.get("CI"):
             pytest.fail("prometheus (Debian package) is not installed; .ci/run must install it")
         if prometheus_server.available():  # locally without it: the direct path alone
             prom.start()
             await asyncio.to_thread(prom.wait_scrapes, 2)
-            (tmp_path / "prometheus").mkdir()
-            via_prom = _session(tmp_path / "prometheus", srv, prom.url, stall_after)
-        sessions = {"direct": direct, "prometheus": via_prom}
+            add("prometheus", prom.url)
+        seen.update({n: [] for n in sessions})
+        first_direct = next(iter(sessions))
 
         async def poll_all() -> None:
-            await asyncio.gather(*(s.poll() for s in sessions.values() if s is not None))
+            await asyncio.gather(*(s.poll() for s in sessions.values()))
             for name, s in sessions.items():
-                if s is not None:
-                    seen[name].append(_seen(s.state()))
+                seen[name].append(_seen(s.state()))
 
         def said() -> str:
             return "\n".join(f"{n}: {s}" for n, ss in seen.items() for s in ss) + \
@@ -433,14 +468,15 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
         # it; once both are in, an idle reading is the prompt counter's baseline: from here
         # only the long request adds to it
         for s in sessions.values():
-            if s is not None and s.ctx is not None:
+            if s.ctx is not None:
                 await s.ctx.poller.probes_done()
         await poll_all()
         settle = time.time() + 30  # and the counter has stopped moving (no lag in its scrape)
-        while seen["direct"][-1].prompt != seen["direct"][-2].prompt and time.time() < settle:
+        while seen[first_direct][-1].prompt != seen[first_direct][-2].prompt and \
+                time.time() < settle:
             await asyncio.sleep(REFRESH_S)
             await poll_all()
-        baseline = seen["direct"][-1]
+        baseline = seen[first_direct][-1]
         assert baseline.fresh and baseline.running == 0, said()
         job = asyncio.ensure_future(_stream_one(srv.url, srv.name, prompt, streamed))
         try:
@@ -461,24 +497,37 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
         print(f"\nlong prefill: {LONG_PROMPT_TOKENS} tokens in {CHUNK_TOKENS}-token chunks, "
               f"first token after {prefill_s:.1f} s; running with both counters still for "
               + ", ".join(f"{n} {v:.1f} s" for n, v in spans.items())
-              + f" (stall_after {stall_after:.1f} s from a {CAL_TOKENS}-token prefill in "
-              f"{cal.first_at - cal.sent_at:.1f} s, refresh {REFRESH_S:g} s)")
+              + f" (refresh {REFRESH_S:g} s)")
         # (a) the premise, without which this test proves nothing: the request was in its
         # prefill for more than stall_after + one refresh (its first token, seen by the
-        # client), and each session saw it running with neither token counter moving for
-        # longer than that too, through the path under test
-        assert prefill_s > stall_after + REFRESH_S + SLACK_S, said()
-        for name, span in spans.items():
-            assert span > stall_after + REFRESH_S, f"{name}: {span:.1f} s\n{said()}"
-        if via_prom is not None:
-            busy = [s for s in seen["prometheus"] if s.fresh and s.running >= 1]
+        # client), and a session saw it running with neither token counter moving for
+        # longer than that too: on each path, for at least the shortest stall_after (the
+        # sessions it holds for are measured here, on this run's speed)
+        judged = [n for n, span in spans.items() if span > stall_after[n] + REFRESH_S]
+        assert prefill_s > min(LONG_STALL_AFTERS) + REFRESH_S + SLACK_S, said()
+        assert {path_of[n] for n in judged} == set(path_of.values()), (spans, said())
+        # and the KV usage is what told the prefill from a hang: at polls where a
+        # detector counting tokens alone was past stall_after, each judged session had
+        # seen the KV usage move within it (measured, not assumed: a loaded machine takes
+        # longer per chunk, so fewer polls qualify, but some do while a chunk takes less
+        # than stall_after)
+        saved = {n: [s for s, q, c in _quiet(seen[n]) if s.fresh and s.running >= 1
+                     and c >= stall_after[n] and q < stall_after[n] - JITTER_S]
+                 for n in judged}
+        print("polls the KV usage kept from STALLED: "
+              + ", ".join(f"{n} {len(v)}" for n, v in saved.items()))
+        for name, v in saved.items():
+            assert v, f"{name}: no poll where the KV usage was the progress\n{said()}"
+        for name in (n for n in sessions if path_of[n] == "prometheus"):
+            busy = [s for s in seen[name] if s.fresh and s.running >= 1]
             from_prom = [s for s in busy if s.source == "prometheus"]
             # most polls read Prometheus (one that outruns its timeout on a loaded machine
             # falls back to the slot's /metrics, rightly): both paths were judged
-            assert len(from_prom) * 2 >= len(busy), said()
-        # (b) no poll of either session said STALLED (the slot in state.stalled, or a
-        # stall alert)
-        _never_stalled(seen, said)
+            assert len(from_prom) * 2 >= len(busy), f"{name}\n{said()}"
+        # (b) no poll of any session said STALLED (the slot in state.stalled, or a stall
+        # alert) while that session had seen progress within its stall_after (whether
+        # its premise held or not: the relation holds at any speed)
+        _never_stalled(seen, said, stall_after)
         # (c) the request completed, its prompt whole and its few tokens out
         assert streamed.finish == "length", said()
         usage = streamed.usage or {}
@@ -494,18 +543,17 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
         deadline = time.time() + 30
         while time.time() < deadline:
             await poll_all()
-            last = seen["direct"][-1]
+            last = seen[first_direct][-1]
             if last.fresh and last.running == 0 and first.prompt is not None and \
                     (last.prompt or 0) - first.prompt >= LONG_PROMPT_TOKENS:
                 break
             await asyncio.sleep(REFRESH_S)
-        _never_stalled(seen, said)
-        last = seen["direct"][-1]
+        _never_stalled(seen, said, stall_after)
+        last = seen[first_direct][-1]
         assert last.fresh and last.running == 0, said()
         assert first.prompt is not None and last.prompt is not None, said()
         assert last.prompt - first.prompt == LONG_PROMPT_TOKENS, said()
     finally:
-        for s in (direct, via_prom):
-            if s is not None:
-                await s.aclose()
+        for s in sessions.values():
+            await s.aclose()
         prom.stop()

@@ -41,6 +41,7 @@ from console.sources.collect.pod import PodCollector
 from console.sources.provider.emulator import EmulatorServer, EmulatorState
 from console.sources.remote import AgentEndpoint, AgentError, AgentTransport
 from pod_agent import clock
+from pod_agent.supervisor import MIN_TICK_S, TRAFFIC_TIMEOUT_S
 from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
@@ -52,14 +53,23 @@ TEST_BIN = REPO / "tests" / "support" / "bin"
 KEY = "rp-test-key"
 SPEED = 10.0
 """The pod's clock runs this many times as fast as the test's."""
-IDLE_S, GRACE_S, WARN_S = 60, 60, 40
-"""On the pod's clock: 6, 6 and 4 real seconds."""
 TICK_S = 1.0
 """``serve --watchdog-interval`` (pod seconds; the agent waits at least half a real second
 between ticks)."""
-LATE_S = 5.0 * SPEED
-"""How late (pod seconds) a decision may come after its instant: ticks half a real second
-apart, each reading the slot's /metrics on two cores the slot keeps busy."""
+LOOK_S = TRAFFIC_TIMEOUT_S + MIN_TICK_S
+"""Real seconds one tick may take, however busy the machine: its read of the slot's
+/metrics gives up after ``TRAFFIC_TIMEOUT_S`` (and counts as no traffic), then it waits
+``MIN_TICK_S``. The agent stamps what it saw with the tick's start, before that read."""
+IDLE_S, GRACE_S, WARN_S = 120, 60, 40
+"""On the pod's clock: 12, 6 and 4 real seconds. Idleness reaches its warning only after
+(IDLE_S - WARN_S) / SPEED = 8 real seconds unseen: more than one tick whose read timed out
+(``LOOK_S``) and well into the next one, so a loaded slot answering late is never idleness
+here, at any speed of the machine (at 60 s, one such read was 55 of the 60)."""
+assert (IDLE_S - WARN_S) / SPEED > LOOK_S + 2 * MIN_TICK_S
+LATE_S = 2 * LOOK_S * SPEED
+"""How late (pod seconds) a stop may come after its instant: the tick that warns and the
+one that stops, each at most ``LOOK_S`` late (a warning given late holds the stop back as
+much: its lead is kept)."""
 UTC = dt.UTC
 
 
@@ -315,8 +325,13 @@ async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
     await _until(lambda: _stops(pod), "the idle stop", 60 + IDLE_S / SPEED)
     stopped_at = time.time()
     assert _stops(pod)[0] == f"stop pod {pod['pid']}"
-    # never before the limit of silence (the pod's clock runs SPEED times the test's)
-    assert stopped_at - silent_from >= IDLE_S / SPEED - 0.5, stopped_at - silent_from
+    # never before the limit of silence (the pod's clock runs SPEED times the test's),
+    # counted from the look that saw the last request: the agent stamps a tick's sight
+    # with the tick's start, and on a loaded machine its read of /metrics (what saw the
+    # last request end) may come up to TRAFFIC_TIMEOUT_S later. Exactly: the agent's own
+    # idle_s at the stop, below
+    assert stopped_at - silent_from >= IDLE_S / SPEED - TRAFFIC_TIMEOUT_S - 0.5, \
+        stopped_at - silent_from
     # the record follows runpodctl's answer
     await _until(lambda: any(a["op"] == "watchdog-stop" for a in _audit(pod)),
                  "the stop's record", 30)

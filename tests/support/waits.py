@@ -41,3 +41,13 @@ async def steps_until(cond: Callable[[], bool], limit: int = 1000) -> bool:
             return True
         await asyncio.sleep(0)
     return cond()
+
+
+async def until_true(cond: Callable[[], bool], what: str, limit_s: float = LIMIT_S) -> None:
+    """As ``until``, without an app: the loop (and threads it waits on) run until
+    ``cond`` holds; fail naming ``what`` after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s} s: {what}")
+        await asyncio.sleep(0.02)

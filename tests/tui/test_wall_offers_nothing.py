@@ -8,6 +8,7 @@ refused at the sender."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +99,17 @@ async def test_the_wall_offers_no_operation(tmp_path: Path) -> None:
         # ctrl+r held down: a poll, never an operation, and no pod read per keystroke
         assert await wait_for(pilot, lambda: not app.session.polling)
         pod_reads, polls = pods.calls, app.polls
+        pressed_at = time.monotonic()
         for _ in range(20):
             await pilot.press("ctrl+r")
         await pilot.pause()
         assert await wait_for(pilot, lambda: not app.session.polling)
         assert pods.calls == pod_reads  # (before: one RunPod request per keystroke)
-        assert app.polls - polls <= 2  # at most one a second (and a tick)
+        # at most one a second on the console's clock (held still here), and the refresh
+        # timer's, which runs on real time: as many as the presses took refreshes (a
+        # loaded machine takes longer over twenty keys), not a count fixed in advance
+        timer_ticks = (time.monotonic() - pressed_at) // ctx.settings.refresh_s + 1
+        assert app.polls - polls <= 1 + timer_ticks, (app.polls - polls, timer_ticks)
         clock.t += 1.5  # a second later a poll is done again when asked
         polls = app.polls
         await pilot.press("ctrl+r")

@@ -135,7 +135,15 @@ def test_four_web_wall_tabs_cost_each_slot_one_scrape_per_refresh(tmp_path: Path
                 readers = [asyncio.create_task(drain(ws)) for ws in tabs]
                 before = (slots.scrapes("FLASH"), slots.scrapes("Q27"))
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < WINDOW_S:  # a rate needs a span of time
+                # a rate needs a span of time, and enough scrapes in it: the window ends on
+                # both, so a loaded machine (polls slower than the refresh) lengthens it
+                # instead of failing it; what is asserted is the relation of scrapes to
+                # the window's length, not a count in a fixed one
+                least = WINDOW_S / REFRESH_S / 3
+                while time.monotonic() - t0 < WINDOW_S or min(
+                        slots.scrapes("FLASH") - before[0],
+                        slots.scrapes("Q27") - before[1]) < least:
+                    assert time.monotonic() - t0 < 20 * WINDOW_S, "the slots stopped being read"
                     await asyncio.sleep(0.2)
                 after = (slots.scrapes("FLASH"), slots.scrapes("Q27"))
                 elapsed = time.monotonic() - t0
@@ -159,4 +167,4 @@ def test_four_web_wall_tabs_cost_each_slot_one_scrape_per_refresh(tmp_path: Path
     print(f"{TABS} tabs, {elapsed:.1f} s: FLASH {flash}, Q27 {q27} scrapes "
           f"({refreshes:.1f} refreshes; {TABS * refreshes:.0f} without the relay)")
     for name, n in (("FLASH", flash), ("Q27", q27)):
-        assert refreshes / 3 <= n <= most, (name, n, refreshes)
+        assert n <= most, (name, n, refreshes)  # one poll for every tab, not one per tab

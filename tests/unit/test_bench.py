@@ -33,6 +33,7 @@ from console.operations.benchmark.runner import BenchError, baseline_of, bench_a
 from console.sources.collect.exposition import parse
 from console.sources.collect.figures import compute
 from console.sources.collect.http import HttpClient
+from tests.support.waits import until_true
 
 MODEL = "m"
 
@@ -336,7 +337,9 @@ async def test_cancelled_keeps_nothing(server, tmp_path: Path) -> None:
     client = HttpClient()
     task = asyncio.ensure_future(bench_and_record(
         _plan(url), client, PodFacts(), tmp_path, {}, 10.0))
-    await asyncio.sleep(0.3)
+    # cancelled mid-run: once a request is at the server (its first token 1 s away),
+    # however long getting there takes on a loaded machine
+    await until_true(lambda: bool(s.bodies), "a request reached the server")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -27,6 +27,7 @@ from console.sources.remote import agent_command
 from pod_agent.actions import read_recorded, valid_action_id
 from tests.conftest import PROFILES, REPO
 from tests.support.rawtcp import RawServer
+from tests.support.waits import until_true
 
 FIX = REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu" / "plain" / "metrics-after-load.txt"
 
@@ -241,7 +242,9 @@ async def test_a_cancelled_action_still_gets_its_end_record(tmp_path: Path) -> N
 
     reg.register(OperationSpec("fallback", "f", "Fallback", "new pod", dangerous=True), forever)
     task = asyncio.create_task(reg.invoke("fallback"))
-    await asyncio.sleep(0.2)
+    # cancelled once it runs (its start is on record), however long that takes
+    await until_true(lambda: [r["result"] for r in reg.audit.records()] == ["started"],
+                     "the operation started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -30,6 +30,7 @@ from console.sources.collect.targets import targets_for
 from console.ui.operation_flow import run_operation
 from pod_agent.profiles import load_profile
 from tests.conftest import PROFILES
+from tests.support.waits import steps_until
 
 NOW = 1_795_000_000.0
 
@@ -300,7 +301,7 @@ async def test_the_flow_runs_preflight_ask_confirm_progress_in_order(tmp_path) -
     host = FakeHost(reg, _facts(tmp_path, PodSnapshot(pod_id="emu0042", cost_per_hr=4.18)))
     # not loaded yet: said, then it waits for the console instead of dropping the request
     task = asyncio.create_task(run_operation(host, "split", {"cake": "lemon"}, operations))
-    await asyncio.sleep(0.05)
+    assert await steps_until(lambda: bool(host.notes)), "nothing said while loading"
     assert host.notes == ["console still loading: the operation starts once it has"]
     host.ready.set()
     out = await task
