@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
+from .gpm import GpmReader
+
 # NVML's clock-event (throttle) reason bits, as nvml.h numbers them
 THROTTLE_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap",
@@ -88,6 +90,13 @@ class GpuReading:
     remapped_uncorrectable: int | None = None
     remap_pending: bool | None = None
     remap_failed: bool | None = None
+    gpm_supported: bool | None = None
+    """Whether the GPU has NVML's GPM metrics (Hopper on); None: not asked (nvidia-smi)."""
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    """GPM figures over the last sampling interval (``pod_agent.gpm``); None without GPM."""
     processes: Tuple[GpuProcess, ...] = ()
 
     @property
@@ -188,6 +197,7 @@ class NvmlSource:
         # what does not change while the agent runs: read once
         self.static = [self._static(i, h) for i, h in enumerate(self.handles)]
         self.driver = self._get(nvml.nvmlSystemGetDriverVersion)
+        self.gpm = GpmReader(nvml, self.handles)
 
     def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
         """The answer, or None when the GPU does not support (or fails) the query.
@@ -280,6 +290,7 @@ class NvmlSource:
             remap_pending=bool(remap[2]) if remap else None,
             remap_failed=bool(remap[3]) if remap else None,
             processes=tuple(GpuProcess(int(p.pid), _used(p)) for p in procs),
+            **self.gpm.read(i).fields(),
         )
 
     def _memory(self, i: int) -> Any:
@@ -408,6 +419,10 @@ def smi_sample(timeout_s: float = 5.0) -> GpuTelemetry:
     return GpuTelemetry(parse_smi_csv(r.stdout), "nvidia-smi", driver=driver, t=time.time())
 
 
+GPM_WINDOW_S = 1.0
+"""The interval a one-shot reading's GPM figures cover: ``nvidia-smi dmon``'s second."""
+
+
 class Telemetry:
     """NVML when it loads, else nvidia-smi; the choice is made once and said."""
 
@@ -424,6 +439,19 @@ class Telemetry:
     def sample(self) -> GpuTelemetry:
         if self.source is not None:
             return self.source.sample()
+        return self._smi()
+
+    def sample_once(self, window_s: float = GPM_WINDOW_S) -> GpuTelemetry:
+        """One sample for a one-shot caller (``pod-agent gpus``): GPM figures need an
+        interval, so the first GPM samples are taken ``window_s`` before the reading."""
+        if self.source is None:
+            return self._smi()
+        if any(self.source.gpm.supported):
+            self.source.gpm.prime()
+            time.sleep(window_s)
+        return self.source.sample()
+
+    def _smi(self) -> GpuTelemetry:
         tel = smi_sample()
         if tel.error and self.nvml_error:
             tel.error = f"{self.nvml_error}; {tel.error}"

@@ -18,6 +18,11 @@ and by the tests. Settings, from the environment:
   ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved),
   ``nvml-proc-<pid>`` (the demo's simulated vLLM: ``{"gpus": [..], "fraction": f}``;
   with ``FAKE_NVML_ENGINES`` set, the GPU's programs and memory are those engines');
+* ``FAKE_NVML_GPM``: the GPM capture (``tools/gpm_capture.py``; default the shipped H200
+  one), or ``none``: no GPM, as on a GPU before Hopper (Not Supported);
+* ``FAKE_NVML_GPM_PHASE``: which captured phase each GPU replays (``idle``, ``tensor``,
+  ``memory``; comma-separated, GPU by GPU in turn; default ``tensor,memory``), interval
+  after interval;
 * ``FAKE_NVML_GPU_FAULTS``: where the GPU faults (``xid-``, ``dbe-``, ``hot-``) are read
   instead, when set: the demo gives each simulated pod its own, so a fault stays with
   the pod whose GPU had it (a fallback's new pod starts healthy).
@@ -56,6 +61,9 @@ nvmlEventTypeXidCriticalError = 0x8
 THERMAL = 0x20 | 0x40
 
 DEFAULT_CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "nvml-h200-load.json"
+DEFAULT_GPM = DEFAULT_CAPTURE.with_name("gpm-h200.json")
+NVML_GPM_METRICS_GET_VERSION = 1
+NVML_GPM_METRIC_MAX = 98
 
 
 class NVMLError(Exception):
@@ -140,6 +148,7 @@ def _wobble(h: _Handle, scale: float) -> float:
 def nvmlInit() -> None:
     global _init
     _load()
+    _gpm_next.clear()  # each start replays the GPM capture from its first interval
     _init = True
 
 
@@ -409,3 +418,98 @@ nvmlEventSetWait = nvmlEventSetWait_v2
 
 def nvmlEventSetFree(es: _EventSet) -> None:
     es.handles.clear()
+
+
+# -- GPM (GPU performance metrics): the captured intervals replayed --------------------------
+
+_gpm_doc: dict[str, Any] | None = None
+_gpm_path: str | None = None
+_gpm_next: dict[tuple[int, str], int] = {}
+
+
+def _gpm() -> dict[str, Any] | None:
+    """The GPM capture (cached per path), or None: no GPM on these GPUs."""
+    global _gpm_doc, _gpm_path
+    where = os.environ.get("FAKE_NVML_GPM") or str(DEFAULT_GPM)
+    if where == "none":
+        return None
+    if where != _gpm_path:
+        _gpm_doc, _gpm_path = json.loads(Path(where).read_text()), where
+    return _gpm_doc
+
+
+def _phase(h: _Handle) -> str:
+    phases = [p.strip() for p in (os.environ.get("FAKE_NVML_GPM_PHASE")
+                                  or "tensor,memory").split(",") if p.strip()]
+    return phases[h.index % len(phases)]
+
+
+def nvmlGpmQueryDeviceSupport(h: _Handle) -> _Obj:
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    doc = _gpm()
+    if doc is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    host = doc["host"]["gpus"]
+    return _Obj(version=1, isSupportedDevice=int(bool(host[h.index % len(host)]
+                                                       ["gpm_supported"])))
+
+
+class _GpmSample:
+    def __init__(self) -> None:
+        self.handle: _Handle | None = None
+        self.freed = False
+
+
+def nvmlGpmSampleAlloc() -> _GpmSample:
+    return _GpmSample()
+
+
+def nvmlGpmSampleFree(s: _GpmSample) -> None:
+    if s.freed:  # the real library would free it twice: a bug the tests must see
+        raise RuntimeError("GPM sample freed twice")
+    s.freed = True
+
+
+def nvmlGpmSampleGet(h: _Handle, s: _GpmSample) -> None:
+    if _gpm() is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    s.handle = h
+
+
+class _GpmMetric:
+    def __init__(self) -> None:
+        self.metricId = 0
+        self.nvmlReturn = 0
+        self.value = 0.0
+
+
+class c_nvmlGpmMetricsGet_t:
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: _GpmSample | None = None
+        self.sample2: _GpmSample | None = None
+        self.metrics = [_GpmMetric() for _ in range(NVML_GPM_METRIC_MAX)]
+
+
+def nvmlGpmMetricsGet(mg: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
+    """The next captured interval of the GPU's phase, metric by metric as answered."""
+    doc = _gpm()
+    s1, s2 = mg.sample1, mg.sample2
+    if doc is None or s1 is None or s2 is None or s1.handle is None or s2.handle is None \
+            or s1.freed or s2.freed or mg.version != NVML_GPM_METRICS_GET_VERSION:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    h = s2.handle
+    phase = _phase(h)
+    ivs = [iv for iv in doc["phases"][phase]["nvml"]
+           if iv.get("gpu") == h.index % len(doc["host"]["gpus"]) and "metrics" in iv]
+    k = _gpm_next.get((h.index, phase), 0)
+    _gpm_next[(h.index, phase)] = k + 1
+    by_id = {m["id"]: m for m in ivs[k % len(ivs)]["metrics"].values()}
+    for j in range(mg.numMetrics):
+        m = mg.metrics[j]
+        rec = by_id.get(m.metricId)
+        m.nvmlReturn, m.value = ((NVML_ERROR_NOT_SUPPORTED, 0.0) if rec is None
+                                 else (int(rec["nvmlReturn"]), float(rec["value"])))
+    return mg
