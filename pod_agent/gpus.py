@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
+from . import topology as topo
 from .gpm import GpmReader
 
 # NVML's clock-event (throttle) reason bits, as nvml.h numbers them
@@ -160,16 +161,20 @@ class GpuTelemetry:
     error: str | None = None
     driver: str | None = None
     t: float = 0.0
+    topology: Dict[str, Any] | None = None
+    """How the GPUs connect (``pod_agent.topology``), NVML only."""
 
     def to_json(self) -> Dict[str, Any]:
         return {"source": self.source, "error": self.error, "driver": self.driver,
-                "t": self.t, "gpus": [r.to_json() for r in self.readings]}
+                "t": self.t, "gpus": [r.to_json() for r in self.readings],
+                "topology": self.topology}
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> GpuTelemetry:
+        top = doc.get("topology")
         return cls([GpuReading.from_json(g) for g in doc.get("gpus") or ()],
                    str(doc.get("source") or "none"), doc.get("error"), doc.get("driver"),
-                   float(doc.get("t") or 0.0))
+                   float(doc.get("t") or 0.0), top if isinstance(top, dict) else None)
 
 
 # -- NVML --------------------------------------------------------------------------------
@@ -192,6 +197,7 @@ class NvmlSource:
         self._slow_read = -1e18
         self._slow: dict[int, tuple[int | None, int | None, int | None]] = {}
         self._no_mem_v2: set[int] = set()  # GPUs whose driver has no v2 memory call
+        self._topology: Dict[str, Any] | None = None
         self.count = nvml.nvmlDeviceGetCount()
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
         # what does not change while the agent runs: read once
@@ -318,8 +324,14 @@ class NvmlSource:
         if now - self._slow_read >= SLOW_EVERY_S:
             self._slow.clear()
             self._slow_read = now
+            # the wiring does not change, but a link can go down: read with the slow ones
+            self._topology = self.topology().to_json()
         return GpuTelemetry([self.read(i) for i in range(self.count)], "nvml",
-                            driver=self.driver, t=time.time())
+                            driver=self.driver, t=time.time(), topology=self._topology)
+
+    def topology(self) -> topo.Topology:
+        return topo.read(self.nvml, self.handles, [s["pci_bus_id"] for s in self.static],
+                         [s["nvlink_links"] for s in self.static])
 
     def _slow_counters(self, i: int) -> tuple[int | None, int | None, int | None]:
         """(NVLink links up, energy in mJ, PCIe replays), read every ``SLOW_EVERY_S``."""

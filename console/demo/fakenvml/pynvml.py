@@ -23,6 +23,12 @@ and by the tests. Settings, from the environment:
 * ``FAKE_NVML_GPM_PHASE``: which captured phase each GPU replays (``idle``, ``tensor``,
   ``memory``; comma-separated, GPU by GPU in turn; default ``tensor,memory``), interval
   after interval;
+* topology (``nvmlDeviceGetTopologyCommonAncestor``, ``nvmlDeviceGetP2PStatus``, the
+  NVLinks' far ends): the capture's answers where it has them; else what the captured
+  two-H200 host shows (``nvidia-smi topo -m``: NV18 between them): every link up goes to
+  an NVSwitch, P2P is ok, and the PCIe relation, which nvidia-smi hides behind NV18 there,
+  is NODE (both GPUs are on NUMA node 0). A fault file ``nvlink-down-<gpu>`` takes that
+  GPU's links down;
 * ``FAKE_NVML_GPU_FAULTS``: where the GPU faults (``xid-``, ``dbe-``, ``hot-``) are read
   instead, when set: the demo gives each simulated pod its own, so a fault stays with
   the pod whose GPU had it (a fallback's new pod starts healthy).
@@ -329,7 +335,44 @@ def nvmlDeviceGetPcieReplayCounter(h: _Handle) -> int:
 
 
 def nvmlDeviceGetNvLinkState(h: _Handle, link: int) -> int:
-    return int(_answer("nvmlDeviceGetNvLinkState", h, link))
+    state = int(_answer("nvmlDeviceGetNvLinkState", h, link))
+    return 0 if state == 1 and _has("nvlink-down", h.index) else state
+
+
+NVML_TOPOLOGY_NODE = 40
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+
+
+def _recorded_or(name: str, default: Any, *args: Any) -> Any:
+    """The capture's answer (or its error) where it has this call, else ``default``."""
+    parts = [f"h{a.index % _recorded}" if isinstance(a, _Handle) else str(a) for a in args]
+    if f"{name}({','.join(parts)})" in _calls:
+        return _answer(name, *args)
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    return default
+
+
+def nvmlDeviceGetTopologyCommonAncestor(a: _Handle, b: _Handle) -> int:
+    return int(_recorded_or("nvmlDeviceGetTopologyCommonAncestor", NVML_TOPOLOGY_NODE, a, b))
+
+
+def nvmlDeviceGetP2PStatus(a: _Handle, b: _Handle, index: int) -> int:
+    if index == 2 and (_has("nvlink-down", a.index) or _has("nvlink-down", b.index)):
+        return 5  # NVLink P2P: not supported while the links are down
+    return int(_recorded_or("nvmlDeviceGetP2PStatus", 0, a, b, index))
+
+
+def nvmlDeviceGetNvLinkRemoteDeviceType(h: _Handle, link: int) -> int:
+    return int(_recorded_or("nvmlDeviceGetNvLinkRemoteDeviceType",
+                            NVML_NVLINK_DEVICE_TYPE_SWITCH, h, link))
+
+
+def nvmlDeviceGetNvLinkRemotePciInfo(h: _Handle, link: int) -> _Obj:
+    d = _recorded_or("nvmlDeviceGetNvLinkRemotePciInfo", None, h, link)
+    if d is None:  # one of the board's NVSwitches
+        d = {"busId": f"00000000:{0x80 + link % 4:02x}:00.0"}
+    return _Obj(**d)
 
 
 def nvmlDeviceGetEccMode(h: _Handle) -> list[int]:
