@@ -126,6 +126,9 @@ FIELDS: List[Tuple[str, str, str, Callable[[GpuReading], float | None]]] = [
     ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
      "Ratio of cycles the device memory interface is active sending or receiving data.",
      lambda r: _ratio(r.dram_active_pct)),
+    ("pod_agent_gpm_supported", "gauge",
+     "1 when the GPU has NVML's GPM metrics (Hopper on), 0 when not (not a DCGM field).",
+     lambda r: None if r.gpm_supported is None else float(r.gpm_supported)),
 ]
 
 
