@@ -53,7 +53,7 @@ def parse_topology(doc: Any) -> GpuTopology | None:
                          for c in row) for row in doc["matrix"] if isinstance(row, list))
     links = tuple((_int(x.get("up")), _int(x.get("links"))) for x in doc.get("nvlinks") or ()
                   if isinstance(x, dict))
-    p2p = []
+    p2p: list[tuple[str, str, str]] = []
     raw = doc.get("p2p")
     for pair, caps in (raw.items() if isinstance(raw, dict) else ()):
         if isinstance(caps, dict):
