@@ -85,8 +85,12 @@ class GpmReader:
         s = n.nvmlGpmSampleAlloc()
         try:
             n.nvmlGpmSampleGet(self.handles[i], s)
-        except n.NVMLError:
+        except n.NVMLError as exc:
             n.nvmlGpmSampleFree(s)
+            if getattr(exc, "value", None) == getattr(n, "NVML_ERROR_NOT_SUPPORTED", 3):
+                # the device said yes but its samples say no (a MIG-enabled parent, say):
+                # no GPM on this GPU, rather than "one sample so far" for ever
+                self.supported[i] = False
             return None
         return s
 

@@ -213,3 +213,16 @@ def test_metric_ids_are_nvmls() -> None:
     ids = {m["id"]: name for name, m in DOC["phases"]["idle"]["nvml"][0]["metrics"].items()}
     assert {mid: ids[mid] for mid in gpm.METRICS} == {
         2: "SM_UTIL", 3: "SM_OCCUPANCY", 5: "ANY_TENSOR_UTIL", 10: "DRAM_BW_UTIL"}
+
+
+def test_samples_that_say_not_supported_mean_no_gpm(fake, monkeypatch) -> None:
+    """A GPU whose support query says yes but whose samples are refused (MIG mode, say)
+    reads as no GPM, not as "one sample so far" for ever."""
+    def refused(h: Any, s: Any) -> None:
+        raise fake.NVMLError(fake.NVML_ERROR_NOT_SUPPORTED)
+
+    monkeypatch.setattr(fake, "nvmlGpmSampleGet", refused)
+    src = gpus.NvmlSource(fake)
+    for _ in range(2):
+        r = src.sample().readings[0]
+    assert r.gpm_supported is False and r.sm_active_pct is None
