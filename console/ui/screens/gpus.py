@@ -176,6 +176,9 @@ class GpuScreen(ConsoleScreen):
     GpuScreen #gactivity { width: auto; height: auto; border: round $primary; padding: 0 1; }
     GpuScreen #gtopo { width: 1fr; height: auto; border: round $primary; padding: 0 1; }
     GpuScreen #gplots { grid-size: 4 2; height: 1fr; min-height: 12; }
+    GpuScreen.narrow #gmid { layout: vertical; }
+    GpuScreen.narrow #gactivity { width: 1fr; }
+    GpuScreen.narrow #gplots { grid-size: 2 4; }
     """
 
     def compose(self) -> ComposeResult:
@@ -196,7 +199,12 @@ class GpuScreen(ConsoleScreen):
                     title, metric, scale=scale, unit=unit, every_s=view.plot_refresh_s)
         yield KeyBar()
 
+    def on_resize(self, event: object = None) -> None:
+        # under 100 columns the activity and topology panels stack, the plots go 2 a row
+        self.set_class(self.app.size.width < 100, "narrow")
+
     def on_mount(self) -> None:
+        self.on_resize()
         self.query_one("#gtable", Static).border_title = "GPUs"
         self.query_one("#gprocs", Static).border_title = "programs on the GPUs · Xid errors"
         self.query_one("#gactivity", Static).border_title = "what the SMs do (GPM)"
