@@ -87,6 +87,11 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                   f"{r.temp_c or 0:3.0f}C  "
                   f"{r.power_w or 0:5.0f}/{r.power_limit_w or 0:.0f} W  "
                   f"{','.join(r.throttled) or 'not throttled'}  {_gpm_line(r)}")
+        top = tel.topology
+        if top and len(top.get("gpus") or ()) > 1:  # nvidia-smi topo -m's GPU columns
+            from .topology import render
+
+            print(render(top["gpus"], top["matrix"]))
     return 1 if tel.error and not tel.readings else 0
 
 

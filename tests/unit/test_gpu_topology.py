@@ -154,3 +154,22 @@ def test_check_host_keeps_the_probes_evidence(tmp_path) -> None:
     saved = json.loads((tmp_path / "home" / "p2p-probe.json").read_text())
     assert saved["verdict"] == "hung" and saved["fallback"]["transports"] == [
         "SHM/direct/direct"]
+
+
+def test_pod_agent_gpus_prints_the_matrix_as_nvidia_smi(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=f"{FAKE_DIR}:{REPO}", FAKE_NVML_STEADY="1",
+               FAKE_NVML_CAPTURE=str(NVML))
+    env.pop("FAKE_NVIDIA_SMI_GPUS", None)
+    r = subprocess.run([sys.executable, "-m", "pod_agent", "gpus"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    smi = (FIXTURES / "nccl-h200x2" / "nvidia-smi-topo-m.txt").read_text()
+    assert r.stdout.splitlines()[-3:] == gpu_lines(smi, 2)
+    doc = json.loads(subprocess.run([sys.executable, "-m", "pod_agent", "gpus", "--json"],
+                                    env=env, cwd=tmp_path, capture_output=True, text=True,
+                                    timeout=60, check=True).stdout)
+    assert doc["topology"]["matrix"] == [["X", "NV18"], ["NV18", "X"]]
