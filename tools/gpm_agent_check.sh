@@ -6,8 +6,8 @@
 #
 # What it does: `pod-agent gpus --json` (the agent's one-shot reading, GPM over one second)
 # idle, then three times during a bf16 matmul loop (tensor-bound) and three times during a
-# 4 GiB device copy loop (memory-bound) — the loops of tools/gpm_capture.py — with
-# `nvidia-smi dmon --gpm-metrics 2,3,5,10` beside each loop as the reference; the
+# 4 GiB device copy loop (memory-bound) — the loops of tools/gpm_capture.py — then
+# `nvidia-smi dmon --gpm-metrics 2,3,5,10` in the same loop as the reference; the
 # exporter's DCGM_FI_PROF_* lines during the matmul loop; the agent's topology matrix
 # against `nvidia-smi topo -m`. It ends with PASS/FAIL lines: the tensor loop's tensor
 # activity above the copy loop's, the copy loop's DRAM activity above the matmul loop's,
@@ -16,6 +16,9 @@
 # Needs only what the device image has (python3, torch, nvidia-ml-py, prometheus_client):
 # `pod_agent gpus` and `pod_agent exporter` import neither pydantic nor PyYAML (the
 # supervisor does; see tools/device_gpu_run.sh's note on build/devdeps). No network.
+# (Dry-run without a GPU: PYTHONPATH=console/demo/fakenvml and a stub nvidia-smi run it
+# end to end; the two ordering checks FAIL there, rightly: the stand-in replays one
+# captured phase per GPU whatever loop runs.)
 set -u -o pipefail
 OUT=${OUT:-/tmp/gpm-agent-check}
 mkdir -p "$OUT"
@@ -55,9 +58,6 @@ for phase in tensor memory; do
     python3 "$WORK/$phase.py" 60 &
     LOAD=$!
     sleep 10  # CUDA context and the first kernels: the steady part is read
-    echo "== $phase" >> "$OUT/dmon.txt"
-    nvidia-smi dmon --gpm-metrics 2,3,5,10 -c 5 >> "$OUT/dmon.txt" 2>&1 &
-    DMON=$!
     for _ in 1 2 3; do reading "$phase"; done
     if [ "$phase" = tensor ]; then
         python3 -m pod_agent exporter --listen 127.0.0.1:9499 --interval 1 \
@@ -80,7 +80,10 @@ PY
         kill "$EXP"; wait "$EXP" 2>/dev/null
         EXP=""
     fi
-    wait "$DMON"
+    # the reference after the agent's readings, not beside them: one GPM reader at a
+    # time, as tools/gpm_capture.py recorded the fixtures
+    echo "== $phase" >> "$OUT/dmon.txt"
+    nvidia-smi dmon --gpm-metrics 2,3,5,10 -c 5 >> "$OUT/dmon.txt" 2>&1
     kill "$LOAD" 2>/dev/null; wait "$LOAD" 2>/dev/null
     LOAD=""
 done
