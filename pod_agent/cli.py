@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import uuid
+from typing import Any
 
 from . import __version__, paths
 from .client import relay
@@ -71,7 +72,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     """One telemetry sample of every GPU (NVML, else nvidia-smi)."""
     from .gpus import Telemetry
 
-    tel = Telemetry().sample()
+    tel = Telemetry().sample_once()  # GPM figures over a second, as nvidia-smi dmon
     if args.json:
         print(json.dumps(tel.to_json(), sort_keys=True))
     else:
@@ -85,8 +86,23 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                   f"mem {mib['used'] or 0}/{mib['total'] or 0} MiB{reserved}  "
                   f"{r.temp_c or 0:3.0f}C  "
                   f"{r.power_w or 0:5.0f}/{r.power_limit_w or 0:.0f} W  "
-                  f"{','.join(r.throttled) or 'not throttled'}")
+                  f"{','.join(r.throttled) or 'not throttled'}  {_gpm_line(r)}")
+        top = tel.topology
+        if top and len(top.get("gpus") or ()) > 1:  # nvidia-smi topo -m's GPU columns
+            from .topology import render
+
+            print(render(top["gpus"], top["matrix"]))
     return 1 if tel.error and not tel.readings else 0
+
+
+def _gpm_line(r: Any) -> str:
+    """The GPM figures in a few words, or that this GPU has none."""
+    if not r.gpm_supported:
+        return "GPM: not on this GPU"
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f}%"
+    return (f"SM active {pct(r.sm_active_pct)} occupancy {pct(r.sm_occupancy_pct)} "
+            f"tensor {pct(r.tensor_active_pct)} DRAM {pct(r.dram_active_pct)}")
 
 
 def cmd_exporter(args: argparse.Namespace) -> int:

@@ -51,6 +51,10 @@ def _mib(n: int | None) -> int | None:
     field is left out, as DCGM says "not supported")."""
     return None if n is None else n // MIB
 
+
+def _ratio(pct: float | None) -> float | None:
+    return None if pct is None else round(pct / 100, 6)
+
 # (name, type, help, value from a reading); None values are left out (not supported)
 FIELDS: List[Tuple[str, str, str, Callable[[GpuReading], float | None]]] = [
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda r: r.util_gpu_pct),
@@ -110,6 +114,21 @@ FIELDS: List[Tuple[str, str, str, Callable[[GpuReading], float | None]]] = [
      lambda r: None if r.remap_failed is None else float(r.remap_failed)),
     ("DCGM_FI_DEV_NVLINK_LINKS_UP", "gauge", "NVLink links up (not a DCGM field).",
      lambda r: r.nvlink_up),
+    # NVML's GPM figures (percent) as dcgm-exporter serves its profiling fields: ratios
+    # 0..1; a GPU without GPM has none (left out, as DCGM leaves out what it cannot read)
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge",
+     "The ratio of cycles an SM has at least 1 warp assigned.",
+     lambda r: _ratio(r.sm_active_pct)),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge",
+     "The ratio of number of warps resident on an SM.", lambda r: _ratio(r.sm_occupancy_pct)),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge",
+     "Ratio of cycles any tensor pipe is active.", lambda r: _ratio(r.tensor_active_pct)),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge",
+     "Ratio of cycles the device memory interface is active sending or receiving data.",
+     lambda r: _ratio(r.dram_active_pct)),
+    ("pod_agent_gpm_supported", "gauge",
+     "1 when the GPU has NVML's GPM metrics (Hopper on), 0 when not (not a DCGM field).",
+     lambda r: None if r.gpm_supported is None else float(r.gpm_supported)),
 ]
 
 

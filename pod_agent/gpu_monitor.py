@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, List
 
+from . import p2p, paths
 from .gpus import KmsgXids, Sampler, Telemetry, XidEvent, XidWatcher, pci_key, xid_meaning
 
 SAMPLE_EVERY_S = 5.0
@@ -86,6 +87,8 @@ class GpuMonitor:
             self.telemetry.nvml_error and "no Xid events without NVML")
         doc["kmsg_error"] = self.kmsg.status_error
         doc["kmsg_skipped"] = {"count": self.kmsg.skipped, "last": self.kmsg.last_skipped}
+        # the last P2P probe (check-host), beside the topology that explains it
+        doc["p2p_probe"] = p2p.load_result(os.path.join(paths.home(), p2p.RESULT_FILE))
         return doc
 
 

@@ -22,6 +22,9 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Deque, Dict, List, Tuple
 
+from . import topology as topo
+from .gpm import GpmReader
+
 # NVML's clock-event (throttle) reason bits, as nvml.h numbers them
 THROTTLE_REASONS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap",
@@ -88,6 +91,13 @@ class GpuReading:
     remapped_uncorrectable: int | None = None
     remap_pending: bool | None = None
     remap_failed: bool | None = None
+    gpm_supported: bool | None = None
+    """Whether the GPU has NVML's GPM metrics (Hopper on); None: not asked (nvidia-smi)."""
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
+    """GPM figures over the last sampling interval (``pod_agent.gpm``); None without GPM."""
     processes: Tuple[GpuProcess, ...] = ()
 
     @property
@@ -151,16 +161,20 @@ class GpuTelemetry:
     error: str | None = None
     driver: str | None = None
     t: float = 0.0
+    topology: Dict[str, Any] | None = None
+    """How the GPUs connect (``pod_agent.topology``), NVML only."""
 
     def to_json(self) -> Dict[str, Any]:
         return {"source": self.source, "error": self.error, "driver": self.driver,
-                "t": self.t, "gpus": [r.to_json() for r in self.readings]}
+                "t": self.t, "gpus": [r.to_json() for r in self.readings],
+                "topology": self.topology}
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> GpuTelemetry:
+        top = doc.get("topology")
         return cls([GpuReading.from_json(g) for g in doc.get("gpus") or ()],
                    str(doc.get("source") or "none"), doc.get("error"), doc.get("driver"),
-                   float(doc.get("t") or 0.0))
+                   float(doc.get("t") or 0.0), top if isinstance(top, dict) else None)
 
 
 # -- NVML --------------------------------------------------------------------------------
@@ -183,11 +197,13 @@ class NvmlSource:
         self._slow_read = -1e18
         self._slow: dict[int, tuple[int | None, int | None, int | None]] = {}
         self._no_mem_v2: set[int] = set()  # GPUs whose driver has no v2 memory call
+        self._topology: Dict[str, Any] | None = None
         self.count = nvml.nvmlDeviceGetCount()
         self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
         # what does not change while the agent runs: read once
         self.static = [self._static(i, h) for i, h in enumerate(self.handles)]
         self.driver = self._get(nvml.nvmlSystemGetDriverVersion)
+        self.gpm = GpmReader(nvml, self.handles)
 
     def _get(self, fn: Callable[..., Any], *args: Any) -> Any:
         """The answer, or None when the GPU does not support (or fails) the query.
@@ -280,6 +296,7 @@ class NvmlSource:
             remap_pending=bool(remap[2]) if remap else None,
             remap_failed=bool(remap[3]) if remap else None,
             processes=tuple(GpuProcess(int(p.pid), _used(p)) for p in procs),
+            **self.gpm.read(i).fields(),
         )
 
     def _memory(self, i: int) -> Any:
@@ -307,8 +324,14 @@ class NvmlSource:
         if now - self._slow_read >= SLOW_EVERY_S:
             self._slow.clear()
             self._slow_read = now
+            # the wiring does not change, but a link can go down: read with the slow ones
+            self._topology = self.topology().to_json()
         return GpuTelemetry([self.read(i) for i in range(self.count)], "nvml",
-                            driver=self.driver, t=time.time())
+                            driver=self.driver, t=time.time(), topology=self._topology)
+
+    def topology(self) -> topo.Topology:
+        return topo.read(self.nvml, self.handles, [s["pci_bus_id"] for s in self.static],
+                         [s["nvlink_links"] for s in self.static])
 
     def _slow_counters(self, i: int) -> tuple[int | None, int | None, int | None]:
         """(NVLink links up, energy in mJ, PCIe replays), read every ``SLOW_EVERY_S``."""
@@ -408,6 +431,10 @@ def smi_sample(timeout_s: float = 5.0) -> GpuTelemetry:
     return GpuTelemetry(parse_smi_csv(r.stdout), "nvidia-smi", driver=driver, t=time.time())
 
 
+GPM_WINDOW_S = 1.0
+"""The interval a one-shot reading's GPM figures cover: ``nvidia-smi dmon``'s second."""
+
+
 class Telemetry:
     """NVML when it loads, else nvidia-smi; the choice is made once and said."""
 
@@ -424,6 +451,19 @@ class Telemetry:
     def sample(self) -> GpuTelemetry:
         if self.source is not None:
             return self.source.sample()
+        return self._smi()
+
+    def sample_once(self, window_s: float = GPM_WINDOW_S) -> GpuTelemetry:
+        """One sample for a one-shot caller (``pod-agent gpus``): GPM figures need an
+        interval, so the first GPM samples are taken ``window_s`` before the reading."""
+        if self.source is None:
+            return self._smi()
+        if any(self.source.gpm.supported):
+            self.source.gpm.prime()
+            time.sleep(window_s)
+        return self.source.sample()
+
+    def _smi(self) -> GpuTelemetry:
         tel = smi_sample()
         if tel.error and self.nvml_error:
             tel.error = f"{self.nvml_error}; {tel.error}"

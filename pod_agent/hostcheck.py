@@ -91,6 +91,7 @@ def check_p2p(info: gpuinfo.GpuInfo, timeout_s: float, env_path: str | None) -> 
     disable = res.verdict != "ok"
     if env_path:
         update_env(env_path, {"NCCL_P2P_DISABLE": "1" if disable else "0"})
+        p2p.save_result(res, os.path.join(os.path.dirname(env_path), p2p.RESULT_FILE))
     value = res.as_dict()
     value["nccl_p2p_disable"] = 1 if disable else 0
     value["fallback_proven"] = (res.fallback.verdict in ("ok", "unused")

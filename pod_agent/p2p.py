@@ -192,6 +192,36 @@ def _read(path: str) -> str:
         return ""
 
 
+RESULT_FILE = "p2p-probe.json"
+"""The last probe's result, in the agent's home beside ``.env`` (whose NCCL_P2P_DISABLE
+it decided): the GPU screen shows it next to the topology, so a verdict keeps its
+evidence after ``check-host`` has ended."""
+
+
+def save_result(res: ProbeResult, path: str) -> None:
+    """Write the result (and when) atomically; a full disk loses only this record."""
+    import json
+
+    doc = dict(res.as_dict(), t=round(time.time(), 3))
+    tmp = f"{path}.tmp"
+    with contextlib.suppress(OSError):
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, sort_keys=True)
+        os.replace(tmp, path)
+
+
+def load_result(path: str) -> Dict[str, Any] | None:
+    """The saved result, or None (never probed, or unreadable)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def main(argv: List[str] | None = None) -> int:
     """``python -m pod_agent.p2p [--timeout S] [--no-fallback]``: the probe alone, as JSON."""
     import argparse

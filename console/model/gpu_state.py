@@ -11,12 +11,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.model.conditions import Condition, Severity
+from console.model.gpu_topology import GpuTopology, P2pProbe, parse_probe, parse_topology
 
 THERMAL = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_slowdown",
            "hw_power_brake_slowdown")
 """Throttle reasons that are trouble (power capping under load is the GPU working)."""
 UNOWNED_MIN_BYTES = 1 << 30
 """GPU memory a program outside every slot must hold before it is an alert."""
+IDLE_SM_PCT = 5.0
+"""SM activity under this (percent) reads as an idle GPU."""
+BUSY_PCT = 50.0
+"""A tensor pipe or the DRAM interface busy at least this (percent) is what bounds the
+work: the H200 capture's matmul loop read 93 % tensor / 16 % DRAM, its copy loop 0 % /
+88 % (``tests/fixtures/gpm-h200``)."""
 XID_RECENT_S = 15 * 60
 """An Xid stays an alert this long after it arrived (NVML reports it once)."""
 
@@ -51,6 +58,13 @@ class Gpu:
     retired_pending: bool | None = None
     nvlink_up: int | None = None
     nvlink_links: int | None = None
+    gpm_supported: bool | None = None
+    """NVML's GPM metrics on this GPU (Hopper on): False says "not on this GPU"; None:
+    not said (an older agent, nvidia-smi)."""
+    sm_active_pct: float | None = None
+    sm_occupancy_pct: float | None = None
+    tensor_active_pct: float | None = None
+    dram_active_pct: float | None = None
     processes: tuple[GpuProcess, ...] = ()
 
     @property
@@ -80,6 +94,23 @@ class Gpu:
             return "power cap"
         return ""
 
+    @property
+    def activity(self) -> str:
+        """What the GPM figures say the SMs are doing, in a word: ``idle``,
+        ``tensor-bound`` (tensor pipes busy, DRAM not), ``memory-bound`` (DRAM busy,
+        tensor pipes not), ``mixed``; "" without the figures. A decode step that waits on
+        memory reads 100 % util as much as a matmul does; this tells them apart."""
+        sm, tensor, dram = self.sm_active_pct, self.tensor_active_pct, self.dram_active_pct
+        if sm is None or tensor is None or dram is None:
+            return ""
+        if sm < IDLE_SM_PCT:
+            return "idle"
+        if tensor >= BUSY_PCT and dram < BUSY_PCT:
+            return "tensor-bound"
+        if dram >= BUSY_PCT and tensor < BUSY_PCT:
+            return "memory-bound"
+        return "mixed"
+
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "uuid": self.uuid,
                 "util_pct": self.util_pct, "mem_used": self.mem_used,
@@ -89,6 +120,10 @@ class Gpu:
                 "ecc_dbe_volatile": self.ecc_dbe_volatile,
                 "ecc_sbe_volatile": self.ecc_sbe_volatile,
                 "remap_pending": self.remap_pending, "remap_failed": self.remap_failed,
+                "gpm_supported": self.gpm_supported, "sm_active_pct": self.sm_active_pct,
+                "sm_occupancy_pct": self.sm_occupancy_pct,
+                "tensor_active_pct": self.tensor_active_pct,
+                "dram_active_pct": self.dram_active_pct,
                 "processes": [{"pid": p.pid, "slot": p.slot, "used_bytes": p.used_bytes}
                               for p in self.processes]}
 
@@ -112,11 +147,20 @@ class GpuReport:
     error: str | None = None
     sampled_at: float | None = None
     xids: tuple[XidRecord, ...] = ()
+    topology: GpuTopology | None = None
+    p2p_probe: P2pProbe | None = None
+    """The last ``check-host`` P2P probe the agent keeps (None: never probed)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "error": self.error, "sampled_at": self.sampled_at,
                 "gpus": [g.to_json() for g in self.gpus],
-                "xid_events": [x.__dict__ for x in self.xids]}
+                "xid_events": [x.__dict__ for x in self.xids],
+                "topology": None if self.topology is None else {
+                    "gpus": list(self.topology.gpus),
+                    "matrix": [list(r) for r in self.topology.matrix]},
+                "p2p_probe": None if self.p2p_probe is None else {
+                    "verdict": self.p2p_probe.verdict,
+                    "transports": list(self.p2p_probe.transports)}}
 
 
 def _num(v: Any) -> float | None:
@@ -163,6 +207,11 @@ def parse(doc: Any) -> GpuReport | None:
             remap_failed=_bool(g.get("remap_failed")),
             retired_pending=_bool(g.get("retired_pending")),
             nvlink_up=_int(g.get("nvlink_up")), nvlink_links=_int(g.get("nvlink_links")),
+            gpm_supported=_bool(g.get("gpm_supported")),
+            sm_active_pct=_num(g.get("sm_active_pct")),
+            sm_occupancy_pct=_num(g.get("sm_occupancy_pct")),
+            tensor_active_pct=_num(g.get("tensor_active_pct")),
+            dram_active_pct=_num(g.get("dram_active_pct")),
             processes=procs))
     xids = []
     for x in doc.get("xid_events") or ():
@@ -171,7 +220,8 @@ def parse(doc: Any) -> GpuReport | None:
                                   _str(x.get("severity")) or "warning",
                                   _str(x.get("meaning")), _str(x.get("advice"))))
     return GpuReport(tuple(sorted(gpus, key=lambda g: g.index)), _str(doc.get("source")) or None,
-                     _str(doc.get("error")) or None, _num(doc.get("t")), tuple(xids))
+                     _str(doc.get("error")) or None, _num(doc.get("t")), tuple(xids),
+                     parse_topology(doc.get("topology")), parse_probe(doc.get("p2p_probe")))
 
 
 def conditions(report: GpuReport | None, slots: set[str], now: float, for_s: float,

@@ -208,6 +208,11 @@ def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
         history.add(name, "gpu_mem", t, g.mem_frac)
         history.add(name, "gpu_temp", t, g.temp_c)
         history.add(name, "gpu_power", t, g.power_w)
+        # GPM (Hopper on): what the SMs did, beside util; None where the GPU has none
+        history.add(name, "gpu_sm_active", t, g.sm_active_pct)
+        history.add(name, "gpu_tensor", t, g.tensor_active_pct)
+        history.add(name, "gpu_dram", t, g.dram_active_pct)
+        history.add(name, "gpu_sm_occ", t, g.sm_occupancy_pct)
 
 
 def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:

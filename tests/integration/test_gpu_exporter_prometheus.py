@@ -129,6 +129,13 @@ def test_the_console_reads_the_same_gpus_directly_and_through_prometheus(tmp_pat
                     want = want // 2**20 * 2**20
                 assert want == getattr(d, f) == getattr(v, f), \
                     (f, getattr(a, f), getattr(d, f), getattr(v, f))
+            # GPM (the stand-in replays the H200's captured intervals, one per sample:
+            # the three reads may hold different seconds, which differ by < 1 point)
+            assert a.gpm_supported is d.gpm_supported is v.gpm_supported is True
+            for f in ("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
+                      "dram_active_pct"):
+                got = (getattr(a, f), getattr(d, f), getattr(v, f))
+                assert None not in got and max(got) - min(got) < 1.0, (f, got)  # type: ignore[type-var, operator]
     finally:
         prom.stop()
         procs.stop(exporter)

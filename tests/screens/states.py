@@ -107,8 +107,44 @@ def _gpu_doc() -> dict[str, Any]:
         g["mem_total_bytes"] = 97887 << 20
         g["mem_used_bytes"] = int(0.76 * g["mem_total_bytes"])
         g["processes"] = [{"pid": pid, "slot": slot, "used_bytes": g["mem_used_bytes"]}]
+    # GPM as the H200 answered it: GPU 0 a matmul loop's interval, GPU 1 a copy loop's
+    phases = json.loads((FIXTURES / "gpm-h200" / "gpm.json").read_text())["phases"]
+    for g, phase in zip(doc["gpus"], ("tensor", "memory"), strict=True):
+        m = phases[phase]["nvml"][0]["metrics"]
+        g.update(gpm_supported=True, sm_active_pct=m["SM_UTIL"]["value"],
+                 sm_occupancy_pct=m["SM_OCCUPANCY"]["value"],
+                 tensor_active_pct=m["ANY_TENSOR_UTIL"]["value"],
+                 dram_active_pct=m["DRAM_BW_UTIL"]["value"])
+    # the captured H200 pair's wiring (NV18, its 18 links up) and the probe it passed
+    doc["topology"] = {"gpus": ["GPU0", "GPU1"], "matrix": [["X", "NV18"], ["NV18", "X"]],
+                       "nvlinks": [{"up": 18, "links": 18}] * 2,
+                       "p2p": {"0-1": dict.fromkeys(("read", "write", "nvlink", "atomics",
+                                                     "pci"), "ok")}}
+    probe = FIXTURES / "nccl-h200x2" / "probe-2026-11-29" / "probe-plain.json"
+    doc["p2p_probe"] = {**json.loads(probe.read_text()), "t": NOW - 3 * 3600}
     doc["t"] = NOW
     return doc
+
+
+def no_gpm_broken_p2p_gpus() -> GpuReport:
+    """GPUs before Hopper (no GPM: "not on this GPU") across the CPUs' interconnect,
+    where the P2P probe hung and the fallback over SHM was proven."""
+    doc = _gpu_doc()
+    gone = dict.fromkeys(("sm_active_pct", "sm_occupancy_pct", "tensor_active_pct",
+                          "dram_active_pct"))
+    return gpus(gpus=[{**g, **gone, "gpm_supported": False} for g in doc["gpus"]],
+                topology={**doc["topology"], "matrix": [["X", "SYS"], ["SYS", "X"]],
+                          "nvlinks": [{"up": None, "links": None}] * 2,
+                          "p2p": {"0-1": {"read": "chipset not supported",
+                                          "write": "chipset not supported",
+                                          "nvlink": "not supported", "atomics": "not supported",
+                                          "pci": "ok"}}},
+                p2p_probe={"verdict": "hung", "transports": [],
+                           "detail": "all_reduce not finished after 90 s; fallback without P2P "
+                                     "proven (SHM/direct/direct)",
+                           "fallback": {"verdict": "unused",
+                                        "transports": ["SHM/direct/direct"]},
+                           "t": NOW - 3 * 3600})
 
 
 XID_79 = {"t": NOW - 60, "gpu": 0, "xid": 79, "severity": "critical",

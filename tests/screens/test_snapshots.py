@@ -138,6 +138,9 @@ SCREENS: dict[str, tuple[list[Callable[[], Screen]], list[Step]]] = {
         gpus=states.faulty_gpus())), states.log_lines())], []),
     "gpus-faults": ([lambda: GpuScreen(states.state(pod_=states.pod(
         gpus=states.faulty_gpus())))], []),
+    # GPUs without GPM, and a P2P probe that hung, with the topology that explains it
+    "gpus-no-gpm-p2p-hung": ([lambda: GpuScreen(states.state(pod_=states.pod(
+        gpus=states.no_gpm_broken_p2p_gpus(), p2p_disabled=True)))], []),
     "main-planned-stop": ([lambda: MainScreen(states.planned_stop_state(),
                                               states.log_lines())], []),
     "main-six-alerts": ([lambda: MainScreen(states.six_alerts(), states.log_lines())], []),

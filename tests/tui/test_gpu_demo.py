@@ -15,6 +15,16 @@ from console.ui.widgets.gpu_strip import GpuStrip
 from tests.tui.conftest import PATIENCE, live, wait_for
 
 
+def _text(renderable) -> str:
+    """What a widget's rich content reads as, in plain text."""
+    from rich.console import Console
+
+    console = Console(width=160, color_system=None)
+    with console.capture() as cap:
+        console.print(renderable)
+    return cap.get()
+
+
 def _fault(app, demo, title: str) -> None:
     fn = next(f for t, _, f in demo.faults() if t == title)
     app._demo_fault(fn, title)  # the palette's path: audited as a demo fault
@@ -42,6 +52,14 @@ async def test_gpu_faults_reach_every_screen(demo) -> None:
             "xid", "ecc", "throttle", "stray", "heat", "remap", "remapfail")]
         strip = app.screen.query_one(GpuStrip)
         assert strip.display and "GPU0" in strip.text and "GPU1" in strip.text
+        # GPM as the H200 answered it (a matmul loop on GPU 0, a copy loop on GPU 1), and
+        # the captured pair's NV18 wiring, from the agent's own NVML reading
+        assert await wait_for(pilot, lambda: all(g.tensor_active_pct is not None
+                                                 for g in gpus().gpus), 30), gpus()
+        g0, g1 = gpus().gpus
+        assert g0.activity == "tensor-bound" and g1.activity == "memory-bound"
+        assert gpus().topology is not None
+        assert gpus().topology.matrix == (("X", "NV18"), ("NV18", "X"))
 
         _fault(app, demo, "GPU 0 Xid 79")
         _fault(app, demo, "GPU 1 double-bit ECC error")
@@ -82,6 +100,9 @@ async def test_gpu_faults_reach_every_screen(demo) -> None:
         # wait is for all of it, asking for the pod state again meanwhile
         assert await poll_until(lambda: all(w in gpu_text() for w in (
             "Xid 79", "FLASH", "Q27")), 30), gpu_text()
+        activity = _text(app.screen.query_one("#gactivity").content)
+        assert "tensor-bound" in activity and "memory-bound" in activity, activity
+        assert "NV18" in _text(app.screen.query_one("#gtopo").content)
         await pilot.press("escape")
 
         _fault(app, demo, "GPUs healthy again")

@@ -18,6 +18,17 @@ and by the tests. Settings, from the environment:
   ``hot-<gpu>`` (thermal slowdown: 91 °C, thermal throttle bits, SM clock halved),
   ``nvml-proc-<pid>`` (the demo's simulated vLLM: ``{"gpus": [..], "fraction": f}``;
   with ``FAKE_NVML_ENGINES`` set, the GPU's programs and memory are those engines');
+* ``FAKE_NVML_GPM``: the GPM capture (``tools/gpm_capture.py``; default the shipped H200
+  one), or ``none``: no GPM, as on a GPU before Hopper (Not Supported);
+* ``FAKE_NVML_GPM_PHASE``: which captured phase each GPU replays (``idle``, ``tensor``,
+  ``memory``; comma-separated, GPU by GPU in turn; default ``tensor,memory``), interval
+  after interval;
+* topology (``nvmlDeviceGetTopologyCommonAncestor``, ``nvmlDeviceGetP2PStatus``, the
+  NVLinks' far ends): the capture's answers where it has them; else what the captured
+  two-H200 host shows (``nvidia-smi topo -m``: NV18 between them): every link up goes to
+  an NVSwitch, P2P is ok, and the PCIe relation, which nvidia-smi hides behind NV18 there,
+  is NODE (both GPUs are on NUMA node 0). A fault file ``nvlink-down-<gpu>`` takes that
+  GPU's links down;
 * ``FAKE_NVML_GPU_FAULTS``: where the GPU faults (``xid-``, ``dbe-``, ``hot-``) are read
   instead, when set: the demo gives each simulated pod its own, so a fault stays with
   the pod whose GPU had it (a fallback's new pod starts healthy).
@@ -56,6 +67,9 @@ nvmlEventTypeXidCriticalError = 0x8
 THERMAL = 0x20 | 0x40
 
 DEFAULT_CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "nvml-h200-load.json"
+DEFAULT_GPM = DEFAULT_CAPTURE.with_name("gpm-h200.json")
+NVML_GPM_METRICS_GET_VERSION = 1
+NVML_GPM_METRIC_MAX = 98
 
 
 class NVMLError(Exception):
@@ -140,6 +154,7 @@ def _wobble(h: _Handle, scale: float) -> float:
 def nvmlInit() -> None:
     global _init
     _load()
+    _gpm_next.clear()  # each start replays the GPM capture from its first interval
     _init = True
 
 
@@ -320,7 +335,44 @@ def nvmlDeviceGetPcieReplayCounter(h: _Handle) -> int:
 
 
 def nvmlDeviceGetNvLinkState(h: _Handle, link: int) -> int:
-    return int(_answer("nvmlDeviceGetNvLinkState", h, link))
+    state = int(_answer("nvmlDeviceGetNvLinkState", h, link))
+    return 0 if state == 1 and _has("nvlink-down", h.index) else state
+
+
+NVML_TOPOLOGY_NODE = 40
+NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+
+
+def _recorded_or(name: str, default: Any, *args: Any) -> Any:
+    """The capture's answer (or its error) where it has this call, else ``default``."""
+    parts = [f"h{a.index % _recorded}" if isinstance(a, _Handle) else str(a) for a in args]
+    if f"{name}({','.join(parts)})" in _calls:
+        return _answer(name, *args)
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    return default
+
+
+def nvmlDeviceGetTopologyCommonAncestor(a: _Handle, b: _Handle) -> int:
+    return int(_recorded_or("nvmlDeviceGetTopologyCommonAncestor", NVML_TOPOLOGY_NODE, a, b))
+
+
+def nvmlDeviceGetP2PStatus(a: _Handle, b: _Handle, index: int) -> int:
+    if index == 2 and (_has("nvlink-down", a.index) or _has("nvlink-down", b.index)):
+        return 5  # NVLink P2P: not supported while the links are down
+    return int(_recorded_or("nvmlDeviceGetP2PStatus", 0, a, b, index))
+
+
+def nvmlDeviceGetNvLinkRemoteDeviceType(h: _Handle, link: int) -> int:
+    return int(_recorded_or("nvmlDeviceGetNvLinkRemoteDeviceType",
+                            NVML_NVLINK_DEVICE_TYPE_SWITCH, h, link))
+
+
+def nvmlDeviceGetNvLinkRemotePciInfo(h: _Handle, link: int) -> _Obj:
+    d = _recorded_or("nvmlDeviceGetNvLinkRemotePciInfo", None, h, link)
+    if d is None:  # one of the board's NVSwitches
+        d = {"busId": f"00000000:{0x80 + link % 4:02x}:00.0"}
+    return _Obj(**d)
 
 
 def nvmlDeviceGetEccMode(h: _Handle) -> list[int]:
@@ -409,3 +461,98 @@ nvmlEventSetWait = nvmlEventSetWait_v2
 
 def nvmlEventSetFree(es: _EventSet) -> None:
     es.handles.clear()
+
+
+# -- GPM (GPU performance metrics): the captured intervals replayed --------------------------
+
+_gpm_doc: dict[str, Any] | None = None
+_gpm_path: str | None = None
+_gpm_next: dict[tuple[int, str], int] = {}
+
+
+def _gpm() -> dict[str, Any] | None:
+    """The GPM capture (cached per path), or None: no GPM on these GPUs."""
+    global _gpm_doc, _gpm_path
+    where = os.environ.get("FAKE_NVML_GPM") or str(DEFAULT_GPM)
+    if where == "none":
+        return None
+    if where != _gpm_path:
+        _gpm_doc, _gpm_path = json.loads(Path(where).read_text()), where
+    return _gpm_doc
+
+
+def _phase(h: _Handle) -> str:
+    phases = [p.strip() for p in (os.environ.get("FAKE_NVML_GPM_PHASE")
+                                  or "tensor,memory").split(",") if p.strip()]
+    return phases[h.index % len(phases)]
+
+
+def nvmlGpmQueryDeviceSupport(h: _Handle) -> _Obj:
+    if not _init:
+        raise NVMLError(NVML_ERROR_UNINITIALIZED)
+    doc = _gpm()
+    if doc is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    host = doc["host"]["gpus"]
+    return _Obj(version=1, isSupportedDevice=int(bool(host[h.index % len(host)]
+                                                       ["gpm_supported"])))
+
+
+class _GpmSample:
+    def __init__(self) -> None:
+        self.handle: _Handle | None = None
+        self.freed = False
+
+
+def nvmlGpmSampleAlloc() -> _GpmSample:
+    return _GpmSample()
+
+
+def nvmlGpmSampleFree(s: _GpmSample) -> None:
+    if s.freed:  # the real library would free it twice: a bug the tests must see
+        raise RuntimeError("GPM sample freed twice")
+    s.freed = True
+
+
+def nvmlGpmSampleGet(h: _Handle, s: _GpmSample) -> None:
+    if _gpm() is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    s.handle = h
+
+
+class _GpmMetric:
+    def __init__(self) -> None:
+        self.metricId = 0
+        self.nvmlReturn = 0
+        self.value = 0.0
+
+
+class c_nvmlGpmMetricsGet_t:
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: _GpmSample | None = None
+        self.sample2: _GpmSample | None = None
+        self.metrics = [_GpmMetric() for _ in range(NVML_GPM_METRIC_MAX)]
+
+
+def nvmlGpmMetricsGet(mg: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:
+    """The next captured interval of the GPU's phase, metric by metric as answered."""
+    doc = _gpm()
+    s1, s2 = mg.sample1, mg.sample2
+    if doc is None or s1 is None or s2 is None or s1.handle is None or s2.handle is None \
+            or s1.freed or s2.freed or mg.version != NVML_GPM_METRICS_GET_VERSION:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    h = s2.handle
+    phase = _phase(h)
+    ivs = [iv for iv in doc["phases"][phase]["nvml"]
+           if iv.get("gpu") == h.index % len(doc["host"]["gpus"]) and "metrics" in iv]
+    k = _gpm_next.get((h.index, phase), 0)
+    _gpm_next[(h.index, phase)] = k + 1
+    by_id = {m["id"]: m for m in ivs[k % len(ivs)]["metrics"].values()}
+    for j in range(mg.numMetrics):
+        m = mg.metrics[j]
+        rec = by_id.get(m.metricId)
+        m.nvmlReturn, m.value = ((NVML_ERROR_NOT_SUPPORTED, 0.0) if rec is None
+                                 else (int(rec["nvmlReturn"]), float(rec["value"])))
+    return mg

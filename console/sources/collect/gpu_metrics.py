@@ -38,6 +38,12 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remap_failed", bool),
     "DCGM_FI_DEV_RETIRED_PENDING": ("retired_pending", bool),
     "DCGM_FI_DEV_NVLINK_LINKS_UP": ("nvlink_up", int),
+    # GPM figures: dcgm-exporter's ratios back to the agent's percent
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active_pct", lambda v: round(v * 100, 3)),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy_pct", lambda v: round(v * 100, 3)),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active_pct", lambda v: round(v * 100, 3)),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active_pct", lambda v: round(v * 100, 3)),
+    "pod_agent_gpm_supported": ("gpm_supported", bool),
 }
 
 
@@ -151,7 +157,8 @@ class GpuMetrics:
         assert self.prometheus_url
         prom = PromClient(self.prometheus_url, self.client, self.timeout_s)
         sel = self.selector.strip("{}")
-        expr = '{__name__=~"DCGM_FI_DEV_.*|pod_agent_.*"' + (f",{sel}" if sel else "") + "}"
+        expr = ('{__name__=~"DCGM_FI_DEV_.*|DCGM_FI_PROF_.*|pod_agent_.*"'
+                + (f",{sel}" if sel else "") + "}")
         try:
             res = await prom.query(expr)
         except PromError as exc:

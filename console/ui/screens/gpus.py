@@ -1,5 +1,8 @@
-"""The GPUs (``g``): every GPU's readings, the programs on each (and which slot owns
-them), recent Xid errors, and plots of utilisation, memory, temperature and power.
+"""The GPUs (``g``): every GPU's readings, what the SMs are doing (NVML's GPM on Hopper:
+SM activity, occupancy, tensor pipe, DRAM — "not on this GPU" elsewhere), how the GPUs
+connect (the topology matrix beside the P2P verdict and NCCL's transport), the programs
+on each (and which slot owns them), recent Xid errors, and plots of utilisation, the GPM
+figures, memory, temperature and power.
 
 Renders the state it is handed after every poll, like every other screen; the GPU
 series are recorded by the session from each pod poll
@@ -14,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid
+from textual.containers import Grid, Horizontal
 from textual.widgets import Static
 
 from console.model import fmt
@@ -25,9 +28,14 @@ from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 
-GPU_PLOTS = (("gpu_util", "GPU utilisation", 1.0, "%"), ("gpu_mem", "GPU memory", 100.0, "%"),
+GPU_PLOTS = (("gpu_util", "GPU utilisation", 1.0, "%"), ("gpu_sm_active", "SM active", 1.0, "%"),
+             ("gpu_tensor", "tensor pipe", 1.0, "%"), ("gpu_dram", "DRAM bandwidth", 1.0, "%"),
+             ("gpu_mem", "GPU memory", 100.0, "%"), ("gpu_sm_occ", "SM occupancy", 1.0, "%"),
              ("gpu_temp", "GPU temperature", 1.0, "°C"), ("gpu_power", "GPU power", 1.0, "W"))
 """(history metric, title, scale, unit); each GPU is a series named ``GPU<i>``."""
+GPM_PLOTS = {"gpu_sm_active", "gpu_tensor", "gpu_dram", "gpu_sm_occ"}
+"""The plots of GPM figures: they say "not on this GPU" where no GPU has GPM."""
+NOT_ON_THIS_GPU = "not on this GPU"
 
 
 def _gib(b: int | None) -> str:
@@ -88,6 +96,59 @@ def _row(g: Gpu) -> list[Text]:
     ]
 
 
+def _gpm_pct(g: Gpu, v: float | None) -> Text:
+    if v is None:
+        # supported but one sample so far (an interval needs two), or not said at all
+        return Text("…" if g.gpm_supported else fmt.DASH, "dim")
+    return Text(f"{v:.0f}%")
+
+
+def activity_table(report: GpuReport) -> Table:
+    """Per GPU: util beside what GPM says the SMs did over the same interval."""
+    t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
+    for col in ("GPU", "util", "SM active", "SM occ", "tensor", "DRAM", "reads"):
+        t.add_column(col, justify="left" if col in ("GPU", "reads") else "right",
+                     no_wrap=True)
+    for g in report.gpus:
+        util = Text(fmt.DASH if g.util_pct is None else f"{g.util_pct:.0f}%")
+        if g.gpm_supported is False:
+            t.add_row(Text(str(g.index), "bold"), util, Text(NOT_ON_THIS_GPU, "dim"),
+                      "", "", "", "")
+            continue
+        word = g.activity
+        t.add_row(Text(str(g.index), "bold"), util, _gpm_pct(g, g.sm_active_pct),
+                  _gpm_pct(g, g.sm_occupancy_pct), _gpm_pct(g, g.tensor_active_pct),
+                  _gpm_pct(g, g.dram_active_pct),
+                  Text(word or fmt.DASH, "bold" if word.endswith("bound") else "dim"))
+    return t
+
+
+CELL_STYLE = {"X": "dim", "SYS": "yellow", "?": "dim"}
+
+
+def topology_text(report: GpuReport, p2p_disabled: bool | None) -> Text:
+    """The matrix as ``nvidia-smi topo -m`` prints it, then the P2P verdict, NCCL's
+    transport and what explains them."""
+    from console.model.gpu_topology import p2p_story
+
+    top = report.topology
+    lines: list[Text] = []
+    if top is None or not top.matrix:
+        lines.append(Text("topology not reported (an agent before it, or no NVML)", "dim"))
+    else:
+        lines.append(Text("      " + "".join(f"{name:<6}" for name in top.gpus), "dim"))
+        for name, row in zip(top.gpus, top.matrix, strict=False):
+            line = Text(f"{name:<6}", "dim")
+            for cell in row:
+                line.append(f"{cell:<6}", "green" if cell.startswith("NV")
+                            else CELL_STYLE.get(cell, ""))
+            lines.append(line)
+    style = {"ok": "green", "warn": "bold yellow", "info": ""}
+    for sev, sentence in p2p_story(top, report.p2p_probe, p2p_disabled):
+        lines.append(Text(sentence, style.get(sev, "")))
+    return Text("\n").join(lines)
+
+
 def process_lines(report: GpuReport, now: float) -> Text:
     lines = []
     for g in report.gpus:
@@ -111,29 +172,47 @@ class GpuScreen(ConsoleScreen):
     GpuScreen #gtable { height: auto; border: round $primary; padding: 0 1; }
     GpuScreen #gprocs { height: auto; max-height: 12; border: round $secondary;
                         padding: 0 1; }
-    GpuScreen #gplots { grid-size: 2 2; height: 1fr; min-height: 12; }
+    GpuScreen #gmid { height: auto; }
+    GpuScreen #gactivity { width: auto; height: auto; border: round $primary; padding: 0 1; }
+    GpuScreen #gtopo { width: 1fr; height: auto; border: round $primary; padding: 0 1; }
+    GpuScreen #gplots { grid-size: 4 2; height: 1fr; min-height: 12; }
+    GpuScreen.narrow #gmid { layout: vertical; }
+    GpuScreen.narrow #gactivity { width: 1fr; }
+    GpuScreen.narrow #gplots { grid-size: 2 4; }
     """
 
     def compose(self) -> ComposeResult:
+        from console.ui.widgets.gpm_plot import GpmPlot
         from console.ui.widgets.plot_widgets import SeriesPlot
 
         view = self.state.view
         yield PodHeader(view.title, view.demo, view.read_only)
         yield GpuStrip()
         yield Static(id="gtable")
+        with Horizontal(id="gmid"):
+            yield Static(id="gactivity")
+            yield Static(id="gtopo")
         yield Static(id="gprocs")
         with Grid(id="gplots"):
             for metric, title, scale, unit in GPU_PLOTS:
-                yield SeriesPlot(title, metric, scale=scale, unit=unit,
-                                 every_s=view.plot_refresh_s)
+                yield (GpmPlot if metric in GPM_PLOTS else SeriesPlot)(
+                    title, metric, scale=scale, unit=unit, every_s=view.plot_refresh_s)
         yield KeyBar()
 
+    def on_resize(self, event: object = None) -> None:
+        # under 100 columns the activity and topology panels stack, the plots go 2 a row
+        self.set_class(self.app.size.width < 100, "narrow")
+
     def on_mount(self) -> None:
+        self.on_resize()
         self.query_one("#gtable", Static).border_title = "GPUs"
         self.query_one("#gprocs", Static).border_title = "programs on the GPUs · Xid errors"
+        self.query_one("#gactivity", Static).border_title = "what the SMs do (GPM)"
+        self.query_one("#gtopo", Static).border_title = "topology · P2P"
         self.render_state(self.state)
 
     def render_state(self, state: ConsoleState) -> None:
+        from console.ui.widgets.gpm_plot import GpmPlot
         from console.ui.widgets.plot_widgets import SeriesPlot
 
         now = state.now
@@ -148,14 +227,23 @@ class GpuScreen(ConsoleScreen):
                 "telemetry, or no agent connection)")
             table.update(Text(why, "dim"))
             procs.update(Text(""))
+            self.query_one("#gactivity", Static).update(Text(""))
+            self.query_one("#gtopo", Static).update(Text(""))
             return
         src = f"{report.source}" + (f", sampled {fmt.clock(report.sampled_at)}"
                                     if report.sampled_at else "")
         table.border_subtitle = src
         table.update(gpu_table(report, state.gpu_marks))
         procs.update(process_lines(report, now))
+        self.query_one("#gactivity", Static).update(activity_table(report))
+        self.query_one("#gtopo", Static).update(
+            topology_text(report, state.pod.p2p_disabled if state.pod else None))
         names = [f"GPU{g.index}" for g in report.gpus]
+        no_gpm = all(g.gpm_supported is False for g in report.gpus)
         for plot in self.query(SeriesPlot):
+            if isinstance(plot, GpmPlot) and plot.absent(NOT_ON_THIS_GPU if no_gpm else None):
+                continue
             ahead = state.replay.ahead if state.replay else None
             plot.show(ahead if ahead is not None else state.history, names, now,
                       exact=state.replay is not None, around=ahead is not None)
+
