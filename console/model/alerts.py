@@ -232,11 +232,17 @@ def stop_event(stop: PlannedStop, run: PodRun | None = None) -> Condition:
     its cause and who, "pod stopped (idle) by watchdog at 17:55"."""
     detail = "its slots and agent stop with it: not an outage; r resumes it"
     if run is not None:
+        severity = "info"
         if run.cause in ("provider", "unknown"):
+            # nobody here meant it (the provider, or someone at its console): the slots
+            # are down for their users. One WARN says so (not a CRIT per slot and the
+            # agent): a teammate's stop in the provider's console reads the same
+            severity = "warn"
             detail = ("not by its watchdog or this console (the provider, or someone at "
-                      "its console): " + detail)
-        return Condition("stopped", "info", run.event_title(fmt.clock(run.at)[:5]
-                                                             if run.at is not None else ""),
+                      "its console): its slots stopped with it; r resumes it, "
+                      "f falls back to another GPU kind")
+        return Condition("stopped", severity, run.event_title(fmt.clock(run.at)[:5]
+                                                              if run.at is not None else ""),
                          detail)
     by = f" by {stop.by}" if stop.by else ""
     text = stop.text(fmt.clock(stop.at)[:5])

@@ -441,6 +441,7 @@ class Recorder:
         self._next_try = 0.0
         self._held: list[Marker] = []
         self._packed: collections.deque[tuple[int, float]] = collections.deque()
+        self._poll_clocks: tuple[float, float] | None = None
         """This file's packed chunks: (last seq, monotonic time written), oldest first:
         its own chunks age on the monotonic clock, never on their wall times."""
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
@@ -449,7 +450,10 @@ class Recorder:
     # -- the loop's side: never blocks ---------------------------------------------
     def poll(self, item: PollItem) -> bool:
         try:
-            self._queue.put_nowait(("poll", item))
+            # the poll's two clocks, read here together: the writer may run later, and
+            # ages (this file's chunks', retention's) are the polls', not the writer's;
+            # read apart, the two clocks would look stepped by the writer's delay
+            self._queue.put_nowait(("poll", (item, (self.clock(), self.mono()))))
             return True
         except queue.Full:
             self.dropped += 1
@@ -518,12 +522,18 @@ class Recorder:
                 continue
             try:
                 if kind == "poll":
-                    self._write_poll(arg)
+                    item, self._poll_clocks = arg
+                    self._write_poll(item)
                 else:
                     self._write_markers([arg])
             except Exception as exc:
                 self._failed(exc)
             self.cpu_s += time.thread_time() - c0
+
+    def _clocks(self) -> tuple[float, float]:
+        """The wall and monotonic times of the poll being written (the clocks' now,
+        before any)."""
+        return self._poll_clocks or (self.clock(), self.mono())
 
     def _finish(self) -> None:
         with contextlib.suppress(Exception):
@@ -653,7 +663,7 @@ class Recorder:
                          (seq0, seq1, recs[0]["t"], recs[-1]["t"],
                           self._dict_id or None, body, pblob))
         self.db.execute("COMMIT")
-        self._packed.append((seq1, self.mono()))
+        self._packed.append((seq1, self._clocks()[1]))
         self._pending = []
         self._retain()
 
@@ -664,7 +674,7 @@ class Recorder:
         dangling link or one that cannot be removed is passed over, never a pause.
         Ages are the monotonic clock's where this process knows one; a file's time is
         trusted only while the wall clock has not stepped (``Retention``)."""
-        now, mono = self.clock(), self.mono()
+        now, mono = self._clocks()
         keep = self.retention
         keep.observe(now, mono)
         files = listing(self.directory)
