@@ -107,9 +107,21 @@ class SlotDetailScreen(ConsoleScreen):
                 Binding("q", "app.quit", "quit", id="quit"),
                 *URGENT_BINDINGS]
 
+    HELP_TITLE = "slot detail"
+
     def __init__(self, state: ConsoleState, slot: str) -> None:
         super().__init__(state)
         self.slot = slot
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from console.ui.help_text import DETAIL_WORDS, SLOT_STATES, thresholds
+
+        th = {self.slot: self.state.thresholds[self.slot]} \
+            if self.slot in self.state.thresholds else {}
+        return [("Rows", DETAIL_WORDS), ("States", SLOT_STATES),
+                ("Thresholds in force", thresholds(th, self.state.stall_after_s)),
+                ("Scrolling", [("↑ ↓ PgUp PgDn", "scroll the page; Home: its top, End: "
+                                                "the log's end; the wheel too")])]
 
     def compose(self) -> ComposeResult:
         view = self.state.view

@@ -60,6 +60,14 @@ class MainScreen(ConsoleScreen):
         """Lines noted before the log is drawn (on_mount adds them); None after."""
         """What happened before this screen opened."""
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from console.ui.help_text import slot_sections, watchdog_keys
+
+        return [*slot_sections(self.state.thresholds, self.state.stall_after_s),
+                ("Other keys", [("esc", "closes a dialog or a prompt; on another screen: "
+                                        "back here")]),
+                watchdog_keys()]
+
     def compose(self) -> ComposeResult:
         view = self.state.view
         yield PodHeader(view.title, view.demo, view.read_only)

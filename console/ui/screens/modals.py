@@ -265,18 +265,24 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
     def __init__(self, rows: list[tuple[str, str, bool, bool]],
-                 legend: list[tuple[str, str]] | None = None) -> None:
-        """rows: (key, description, dangerous, available); legend: (column, meaning)."""
+                 legend: list[tuple[str, str]] | None = None,
+                 sections: list[tuple[str, list[tuple[str, str]]]] | None = None,
+                 title: str = "Keys") -> None:
+        """rows: (key, description, dangerous, available); legend: (column, meaning);
+        sections: the screen's own words (states, columns, thresholds), each titled."""
         super().__init__()
         self.rows = rows
         self.legend = legend or []
+        self.sections = sections or []
+        self.title = title
 
     def compose(self) -> ComposeResult:
-        t = Text("Keys\n\n", style="bold")
+        t = Text(f"{self.title}\n\n", style="bold")
         for key, desc, dangerous, available in self.rows:
             style = "" if available else "dim strike"
             # binding names as a keyboard shows them: "question_mark" is "?"
             shown = " / ".join(_key_name(k.strip()) for k in key.split(","))
+            shown += " " if len(shown) >= 12 else ""  # "esc / backspace / g" then a gap
             t.append(f"  {shown:<12}", "bold" if available else "dim")
             t.append(desc, style)
             if dangerous:
@@ -287,6 +293,12 @@ class HelpScreen(ModalScreen[None]):
             t.append("\nColumns (pod-console catalog prints their PromQL)\n\n", "bold")
             for header, meaning in self.legend:
                 t.append(f"  {header:<10}", "bold")
+                t.append(meaning + "\n", "")
+        for title, pairs in self.sections:
+            t.append(f"\n{title}\n\n", "bold")
+            width = min(14, max((len(w) for w, _ in pairs), default=0) + 1)
+            for word, meaning in pairs:
+                t.append(f"  {word:<{width}}", "bold")
                 t.append(meaning + "\n", "")
         t.append("\nctrl+p opens the command palette with the same actions.", "dim")
         with VerticalScroll():  # at 80×24 the legend runs past the screen
