@@ -160,7 +160,8 @@ class SlotDetailScreen(ConsoleScreen):
         self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
                                       exact=state.replay is not None,
-                                          ahead=state.replay.ahead if state.replay else None)
+                                      ahead=state.replay.ahead if state.replay else None,
+                                      thresholds=state.thresholds)
 
     def action_reload_logs(self) -> None:
         self.post_message(self.WantLogs(self.slot, self._show_logs))

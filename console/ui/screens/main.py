@@ -111,7 +111,8 @@ class MainScreen(ConsoleScreen):
                 startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now, exact=state.replay is not None,
-                                          ahead=state.replay.ahead if state.replay else None)
+                                          ahead=state.replay.ahead if state.replay else None,
+                                          thresholds=state.thresholds)
         self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
