@@ -125,6 +125,11 @@ def gpu_sections() -> list[Section]:
     return [("GPU columns", GPU_COLUMNS_HELP), ("GPU states", GPU_STATES)]
 
 
+def only_bindings(bindings: Iterable[object]) -> list[Binding]:
+    """A ``BINDINGS`` list's ``Binding`` objects (Textual also allows tuples there)."""
+    return [b for b in bindings if isinstance(b, Binding)]
+
+
 def binding_rows(bindings: Iterable[Binding]) -> list[tuple[str, str, bool, bool]]:
     """A screen's own keys as help rows, each once, in its order."""
     rows: list[tuple[str, str, bool, bool]] = []
@@ -143,7 +148,7 @@ def watchdog_keys() -> Section:
 
     return ("w opens the watchdog's menu; its keys", [
         (b.key if b.key != "escape" else "esc", b.description)
-        for b in WatchdogScreen.BINDINGS])
+        for b in only_bindings(WatchdogScreen.BINDINGS)])
 
 
 def help_for(screen: Any, specs: Mapping[str, Any], allowed: Any, wall: bool = False,
@@ -161,7 +166,7 @@ def help_for(screen: Any, specs: Mapping[str, Any], allowed: Any, wall: bool = F
         rows = help_rows(wall, specs, allowed, replay=replay, live=live)
         per_slot = screen.state.thresholds if isinstance(screen, ConsoleScreen) else {}
         return HelpScreen(rows, [] if wall else column_legend(per_slot), sections)
-    rows = binding_rows(type(screen).BINDINGS)
+    rows = binding_rows(only_bindings(type(screen).BINDINGS))
     if replay:
         rows = binding_rows(REPLAY_BINDINGS) + rows
     rows = [(k, d, dang, allowed(b.action[4:-2]) if b.action.startswith("op(") else avail)
@@ -175,6 +180,6 @@ def _bindings_of(rows: list[tuple[str, str, bool, bool]], screen: Any, replay: b
                  ) -> list[Binding]:
     from console.ui.keys import REPLAY_BINDINGS
 
-    by_key = {b.key: b for b in [*type(screen).BINDINGS,
+    by_key = {b.key: b for b in [*only_bindings(type(screen).BINDINGS),
                                  *(REPLAY_BINDINGS if replay else [])]}
     return [by_key[k] for k, *_ in rows]
