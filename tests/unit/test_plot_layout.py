@@ -70,9 +70,15 @@ def test_thin_keeps_each_columns_lowest_and_highest_in_order() -> None:
 
 def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() -> None:
     lay = series_layout(_history(1000, 1120, 5), ["A"], "kv_cache_usage", 100, "%", 1120)
-    # two minutes across most of the width: the axis starts at the oldest point and is
-    # at most half as long again as the data
-    assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH and lay.end - lay.span_s == 1000
+    # two minutes across most of the width, at most half as long again as the data; it
+    # ends near now (issue 47: not a third of the axis in the future), the room left on
+    # its left, before the data began
+    assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH
+    assert lay.end - lay.span_s <= 1000
+    for last in range(1010, 1900, 5):  # at every age of a young plot
+        lay = series_layout(_history(1000, last, 5), ["A"], "kv_cache_usage", 100, "%", last)
+        assert lay is not None and last <= lay.end <= last + lay.span_s / 8, (last, lay.end)
+        assert lay.end - lay.span_s <= 1000  # every point on it
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S
     lay = series_layout(_history(0, 3000, 5), ["A"], "kv_cache_usage", 100, "%", 3000)

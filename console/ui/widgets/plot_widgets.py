@@ -45,6 +45,8 @@ GROWTH = 1.5
 spans ``MIN_AXIS_S`` times a power of this: when the data reaches its right end the axis
 grows by this factor (one full drawing, ~8 KB of terminal output for the three plots:
 seven in the first quarter hour), and at most a third of a young plot is empty."""
+YOUNG_STEPS = 8
+"""A young plot's axis ends at most 1/this of its span after the newest point."""
 DRAW_EVERY_S = 5.0
 """New points are drawn at most this often (and at once when the slots shown change or
 a backfill comes): a drawing costs ~10-15 ms of CPU for each of the four plots, which
@@ -309,8 +311,13 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     newest = max(pts[-1][0] for _, pts in kept)
     oldest = min(pts[0][0] for _, pts in kept)
     if newest - oldest < SPAN_S:
+        # the axis ends near now (at most an eighth of it after the newest point, not
+        # a third): what room a young plot has is on its left, before the data began.
+        # Its end moves by that eighth (a full drawing each time, a few a minute while
+        # the plot is young); its span still grows by GROWTH
         span = young_span(newest - oldest)
-        end = oldest + span
+        step = max(1.0, min(step_s, span / YOUNG_STEPS))
+        end = min(math.ceil(newest / step) * step, oldest + span)
     else:
         span = SPAN_S
         step = max(1.0, min(step_s, SPAN_S / 4))
