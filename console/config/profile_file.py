@@ -7,7 +7,6 @@ rename), and the old file is kept as a timestamped backup.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shutil
@@ -33,7 +32,7 @@ def replace_utils(text: str, lines_of: dict[str, int], values: dict[str, float])
 
 
 def write_split(path: Path, values: dict[str, float], backup_dir: Path) -> str:
-    """Apply ``values`` to ``path``; return a one-line summary with the diff size."""
+    """Apply ``values`` to ``path``; return what changed, in one line of words."""
     doc = load_file(path)
     lines_of = {s: doc.key_lines[("slots", s, "gpu_util")] for s in values}
     old = path.read_text()
@@ -54,6 +53,6 @@ def write_split(path: Path, values: dict[str, float], backup_dir: Path) -> str:
     shutil.copy2(path, backup)
     os.chmod(tmp, os.stat(path).st_mode & 0o777)
     os.replace(tmp, path)
-    diff = [d for d in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="")
-            if d.startswith(("+", "-")) and not d.startswith(("+++", "---"))]
-    return f"{path.name} updated ({'; '.join(diff)}); backup {backup}"
+    # in words, as the console's log shows it: no diff lines
+    saved = ", ".join(f"{slot} at {float(v):.2f}" for slot, v in values.items())
+    return f"{path.name} saved with {saved} (the old one kept as {backup})"

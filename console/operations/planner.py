@@ -16,6 +16,7 @@ from typing import Any
 from console.model import fmt
 from console.model.snapshot import DeploymentSnapshot
 from console.operations.capacity import CapacityModel, PointStore, model_for, need_for_one_request
+from console.operations.split import plan_words
 from pod_agent.profile import MAX_GPU_UTIL_PER_GPU, Profile
 
 HEADROOM = 2.0
@@ -52,19 +53,22 @@ def _floor(x: float) -> float:
 def need(s: SlotInput, profile: Profile) -> tuple[float, str]:
     """The least util this slot may get, and why."""
     slot = profile.slots[s.name]
-    reasons = [(s.min_util, f"min {s.min_util:.2f}")]
+    reasons = [(s.min_util, f"its minimum in the profile is {s.min_util:.2f}")]
     one = s.model.util_for(need_for_one_request(slot))
     if one is not None:
-        reasons.append((one, f"one {slot.max_model_len // 1024}K request needs "
+        reasons.append((one, f"one {slot.max_model_len // 1024}K-token request needs "
                              f"{one:.3f}"))
     tokens_now = s.model.tokens_at(s.current)
     if s.kv_p99 is not None and tokens_now is not None:
         demand = s.kv_p99 * tokens_now * HEADROOM
         u = s.model.util_for(demand)
         if u is not None:
-            reasons.append((u, f"p99 {s.kv_p99:.1%} ×{HEADROOM:g} = {demand:,.0f} tokens"))
+            reasons.append((u, f"its KV cache peaks at {s.kv_p99:.1%} (p99); with "
+                               f"{HEADROOM:g}× headroom that is {demand:,.0f} tokens"))
     if s.model.slope is None:
-        reasons.append((s.current, "no capacity model: keeps its current util"))
+        # a model needs KV readings at two gpu_util values: with one, keep what runs
+        reasons.append((s.current, "its KV size was read at one gpu_util only, so it "
+                                   "stays as it is"))
     best = max(reasons, key=lambda r: r[0])
     return _ceil(max(0.01, best[0])), best[1]
 
@@ -84,8 +88,8 @@ def plan(profile: Profile, inputs: list[SlotInput]) -> Plan:
         total = sum(n for n, _ in needs.values())
         if total > MAX_GPU_UTIL_PER_GPU + 1e-9:
             feasible = False
-            lines.append(f"✖ {' + '.join(needs)} need {total:.2f} > 0.95: no split fits; "
-                         "keeping the current values")
+            lines.append(f"✖ {' + '.join(needs)} need {total:.2f} of a GPU together, more "
+                         "than 0.95: no split fits; the current values stay")
             for s in group:
                 split[s.name] = s.current
             continue
@@ -104,9 +108,12 @@ def plan(profile: Profile, inputs: list[SlotInput]) -> Plan:
             u = round(needs[s.name][0] + extra[s.name], 2)
             split[s.name] = u
             tok = s.model.tokens_at(u)
-            lines.append(f"{s.name}: {s.current:.2f} → {u:.2f}  (floor {needs[s.name][0]:.2f}: "
-                         f"{needs[s.name][1]}; +{extra[s.name]:.2f} by priority "
-                         f"{s.priority}; KV {fmt.num(tok)} tokens)")
+            spare_words = (f", plus {extra[s.name]:.2f} of the spare memory for priority "
+                           f"{s.priority}" if extra[s.name] > 1e-9 else
+                           f"; no spare memory left for priority {s.priority}")
+            lines.append(f"{s.name}: {s.current:.2f} → {u:.2f} — at least "
+                         f"{needs[s.name][0]:.2f} ({needs[s.name][1]}){spare_words}; "
+                         f"KV {fmt.num(tok)} tokens")
     return Plan(split, lines, feasible)
 
 
@@ -159,8 +166,7 @@ class Planner:
             down = f"down ~{fmt.duration(st)}" if st else "down: unknown"
             return f"KV {fmt.num(tok)} tok · {conc} · {down} · {m.how if m else ''}"
 
-        order = sorted(p.split, key=lambda n: p.split[n] - current.get(n, 0))
-        lines = [*p.lines, "restart order: " + " → ".join(
-            f"{n} ({'shrinks' if p.split[n] < current.get(n, 0) else 'grows'})"
-            for n in order if abs(p.split[n] - current.get(n, 0)) > 1e-9) or "no change"]
+        # "proposed: …" says the whole move (or "no change"); the dialog redraws it as
+        # its values are edited
+        lines = [*p.lines, "proposed: " + plan_words(current, p.split)]
         return p.split, lines, predict

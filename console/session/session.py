@@ -1145,7 +1145,9 @@ class Session:
                                 ctx.settings.gateway.idle_source if ctx is not None
                                 else "slots"),
                             active_window_s=(ctx.settings.gateway.active_window_s
-                                             if ctx is not None else 3600.0))
+                                             if ctx is not None else 3600.0),
+                            stall_after_s=(ctx.settings.alerts.stall_after_s
+                                           if ctx is not None else 30.0))
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

@@ -197,6 +197,9 @@ class ConsoleState:
     """``gateway.idle_source``: what the idle countdown counts as activity."""
     active_window_s: float = 3600.0
     """``gateway.active_window_s``: "who is using it" looks this far back."""
+    stall_after_s: float = 30.0
+    """``alerts.stall_after_s``: how long with no token a slot is STALLED (the help says
+    the value)."""
 
     @property
     def slot_marks(self) -> dict[str, str]:

@@ -71,8 +71,16 @@ def help_rows(wall: bool, specs: Mapping[str, Any], allowed: Callable[[str], boo
     return rows
 
 
-def column_legend() -> list[tuple[str, str]]:
-    """(column header, what its figure is) for every column of the slots table."""
+def column_legend(per_slot: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(column header, what its figure is) for every column of the slots table; its
+    threshold as the values in force (``per_slot``: slot → its thresholds), not the
+    config key that sets it."""
     from console.model import catalog
+    from console.ui.help_text import limit_words
 
-    return [(c.header, catalog.describe(f)) for f, c in catalog.columns()]
+    out = []
+    for f, c in catalog.columns():
+        text = catalog.describe(f).split("; yellow ")[0]
+        limit = limit_words(f, per_slot or {})
+        out.append((c.header, text + (f"; yellow {limit}" if limit else "")))
+    return out

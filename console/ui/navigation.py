@@ -84,14 +84,12 @@ class Navigation:
             self.push_screen(AlertHistoryScreen(self.console_state()))
 
     def action_help(self: PodConsoleApp) -> None:
-        from console.ui.keys import column_legend, help_rows
-        from console.ui.screens.modals import HelpScreen
+        from console.ui.help_text import help_for
 
         specs = self.ctx.registry.specs if self.ctx is not None else {}
-        self.push_screen(HelpScreen(help_rows(self.wall, specs, self.allowed,
-                                              replay=self.replay is not None,
-                                              live=not self.replaying),
-                                    column_legend()))
+        # the help of the screen shown: its keys, its state words and columns
+        self.push_screen(help_for(self.screen, specs, self.allowed, wall=self.wall,
+                                  replay=self.replay is not None, live=not self.replaying))
 
     def load_slot_logs(self: PodConsoleApp, slot: str, done: Callable[[list[str]], None]) -> None:
         async def fetch() -> None:

@@ -398,7 +398,7 @@ async def test_rebalance_asks_for_a_split_then_names_it_in_the_question(tmp_path
     assert kind == "split" and [r["slot"] for r in rows] == ["FLASH", "Q27"]
     assert rows[0]["current"] == 0.7  # the agent's figure beats the profile's
     assert rows[1]["current"] == facts.profile.slots["Q27"].gpu_util
-    assert any(line.startswith("restart order") for line in lines)  # the planner's
+    assert any(line.startswith("proposed: ") for line in lines)  # the planner's
     assert predict("FLASH", 0.6).startswith("KV ")  # and its forecast beside each row
     assert host.notes == ["Rebalance gpu_util: cancelled"] and not host.questions
     host.dialogs.split = {"FLASH": 0.6, "Q27": 0.3}

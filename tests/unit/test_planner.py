@@ -75,7 +75,8 @@ def test_every_number_is_explained() -> None:
     p = plan(FIELD, _inputs((0.05, 0.02), (0.74, 0.17), (10, 5)))
     assert p.feasible and len(p.lines) == 2
     for line in p.lines:
-        assert "→" in line and "floor" in line and "priority" in line and "KV" in line
+        assert "→" in line and "at least" in line and "priority" in line and "KV" in line
+        assert "floor" not in line and "capacity model" not in line  # no jargon
 
 
 def test_profile_file_rewrite_keeps_comments_and_backs_up(tmp_path: Path) -> None:
@@ -85,7 +86,7 @@ def test_profile_file_rewrite_keeps_comments_and_backs_up(tmp_path: Path) -> Non
     text = prof.read_text()
     assert "gpu_util: 0.75" in text and "gpu_util: 0.2\n" in text
     assert "# 0.15 failed" in text  # comments kept
-    assert "-    gpu_util: 0.76" in msg and "+    gpu_util: 0.75" in msg
+    assert "saved with FLASH at 0.75, Q27 at 0.20" in msg and "gpu_util:" not in msg
     (backup,) = (tmp_path / "bk").iterdir()
     assert "gpu_util: 0.76" in backup.read_text()
     import pytest

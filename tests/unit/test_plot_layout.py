@@ -70,9 +70,15 @@ def test_thin_keeps_each_columns_lowest_and_highest_in_order() -> None:
 
 def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() -> None:
     lay = series_layout(_history(1000, 1120, 5), ["A"], "kv_cache_usage", 100, "%", 1120)
-    # two minutes across most of the width: the axis starts at the oldest point and is
-    # at most half as long again as the data
-    assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH and lay.end - lay.span_s == 1000
+    # two minutes across most of the width, at most half as long again as the data; it
+    # ends near now (issue 47: not a third of the axis in the future), the room left on
+    # its left, before the data began
+    assert lay is not None and 120 <= lay.span_s <= 120 * GROWTH
+    assert lay.end - lay.span_s <= 1000
+    for last in range(1010, 1900, 5):  # at every age of a young plot
+        lay = series_layout(_history(1000, last, 5), ["A"], "kv_cache_usage", 100, "%", last)
+        assert lay is not None and last <= lay.end <= last + lay.span_s / 8, (last, lay.end)
+        assert lay.end - lay.span_s <= 1000  # every point on it
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S
     lay = series_layout(_history(0, 3000, 5), ["A"], "kv_cache_usage", 100, "%", 3000)
@@ -96,3 +102,29 @@ def test_percentages_start_at_zero_and_the_kv_plot_agrees_with_the_table() -> No
         t.add("A", "ttft_p95_s", 1000 + i, 2.0 + 0.01 * i)
     lay = series_layout(t, ["A"], "ttft_p95_s", 1.0, "s", 1019)
     assert lay is not None and lay.y_ticks[0] > 1.0
+
+
+def test_the_ttft_and_kv_plots_draw_their_thresholds_in_force() -> None:
+    """Issue 47: a line at each threshold in force (TTFT p95's, KV p99's on the KV
+    plot), the Y axis reaching it."""
+    from console.config.settings import SlotThresholds
+    from console.ui.widgets.plots import plot_limits
+
+    th = {"A": SlotThresholds(ttft_p95_s=2.0, kv_p99=0.6),
+          "B": SlotThresholds(ttft_p95_s=3.0, kv_p99=0.6)}
+    assert plot_limits("ttft_p95_s", ["A", "B"], th) == (2.0, 3.0)
+    assert plot_limits("kv_cache_usage", ["A", "B"], th) == (0.6,)
+    assert plot_limits("acceptance_rate", ["A"], th) == ()  # no baseline set: none
+    lay = series_layout(_history(1000, 1300, 5), ["A"], "kv_cache_usage", 100, "%", 1300,
+                        limits=(0.6,))
+    assert lay is not None and lay.limits == (60.0,) and lay.y_ticks[-1] >= 60
+    drawn: list[float] = []
+
+    class Plt:
+        def __getattr__(self, name: str):
+            return lambda *a, **k: drawn.append(a[0]) if name == "hline" else None
+
+    plot = SeriesPlot("KV", "kv_cache_usage", scale=100, unit="%")
+    plot.paint = lambda draw: draw(Plt(), 10)  # type: ignore[method-assign]
+    plot.show(_history(1000, 1300, 5), ["A"], 1300.0, limits=(0.6,))
+    assert drawn == [60.0]

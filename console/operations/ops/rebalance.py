@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from console.operations.operation import (
     NO_AGENT,
@@ -19,6 +19,7 @@ from console.operations.operation import (
     relay_events,
 )
 from console.operations.registry import OperationSpec, Outcome, Progress
+from console.operations.split import result_words
 
 SPEC = OperationSpec(
     "rebalance", "b", "Rebalance gpu_util", "apply a new gpu_util split; the shrinking "
@@ -27,7 +28,6 @@ SPEC = OperationSpec(
     "its start-up time.", label="rebalance", takes_down="split")
 
 preflight = agent_preflight
-
 
 async def ask(facts: OperationFacts, args: Args, dialogs: Dialogs) -> Args | None:
     """The split, from the editor that starts at the planner's proposal."""
@@ -70,11 +70,14 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     if not res.ok:
         return Outcome(False, str(final.get("message", "rebalance refused")), state="failed")
     if final.get("state") == "rolled_back":
+        restored = final.get("restored") or {}
+        back = ", ".join(f"{n} back at {float(u):.2f}" for n, u in restored.items()) \
+            if isinstance(restored, Mapping) else ""
         return Outcome(False, f"{final.get('failed_slot')} failed to start "
-                              f"({final.get('reason', '')[:120]}); restored "
-                              f"{final.get('restored')}", dict(final), "rolled_back")
+                              f"({str(final.get('reason', ''))[:120]}); rolled back"
+                              + (f": {back}" if back else ""), dict(final), "rolled_back")
     note = ""
     if deps.on_rebalanced is not None and final.get("changed"):
         note = await deps.on_rebalanced(values)
-    return Outcome(True, f"applied {final.get('changed') or 'nothing to do'}"
-                         + (f"; {note}" if note else ""), dict(final), "ok")
+    return Outcome(True, result_words(final) + (f"; {note}" if note else ""), dict(final),
+                   "ok")

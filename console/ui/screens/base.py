@@ -67,6 +67,11 @@ class ConsoleScreen(Screen):
         """A new action-log line (screens that show the log add it); ``replace``: it
         takes the last line's place."""
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """What this screen's help teaches beyond its keys: (title, [(word, meaning)])
+        for its state words, columns and thresholds (``console.ui.help_text``)."""
+        return []
+
     async def when_ready(self) -> None:
         """The full context has loaded: mount what waited for it (the plots)."""
 

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import RichLog, Static
 
 from console.model import catalog, fmt, startup
@@ -111,22 +112,41 @@ class SlotDetailScreen(ConsoleScreen):
                 Binding("q", "app.quit", "quit", id="quit"),
                 *URGENT_BINDINGS]
 
+    HELP_TITLE = "slot detail"
+
     def __init__(self, state: ConsoleState, slot: str) -> None:
         super().__init__(state)
         self.slot = slot
 
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from console.ui.help_text import DETAIL_WORDS, SLOT_STATES, thresholds
+
+        th = {self.slot: self.state.thresholds[self.slot]} \
+            if self.slot in self.state.thresholds else {}
+        return [("Rows", DETAIL_WORDS), ("States", SLOT_STATES),
+                ("Thresholds in force", thresholds(th, self.state.stall_after_s)),
+                ("Scrolling", [("↑ ↓ PgUp PgDn", "scroll the page; Home: its top, End: "
+                                                "the log's end; the wheel too")])]
+
     def compose(self) -> ComposeResult:
         view = self.state.view
         yield PodHeader(view.title, view.demo, view.read_only)
-        yield Static(id="dfig")
-        yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
-        yield RichLog(max_lines=400, wrap=False, id="dlog")
+        # one scroll for the whole page, focused: PageUp, Home, ↑ and the wheel move it
+        # from its top (title, health) to the log's end. The log grows to its lines and
+        # takes no focus, so no inner scroll takes the keys and leaves the top unreachable
+        with VerticalScroll(id="dbody"):
+            yield Static(id="dfig")
+            yield PlotGrid(self.state.ready, view.plot_refresh_s, id="dplots")
+            log = RichLog(max_lines=400, wrap=True, id="dlog")
+            log.can_focus = False
+            yield log
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#dfig", Static).border_title = f"slot {self.slot}"
         self.query_one("#dlog", RichLog).border_title = "recent log lines (agent)"
         self.set_class(self.app.size.height < 34, "short")
+        self.query_one("#dbody", VerticalScroll).focus(scroll_visible=False)
         self.render_state(self.state)
         self.action_reload_logs()
 
@@ -145,7 +165,8 @@ class SlotDetailScreen(ConsoleScreen):
         self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
                                       exact=state.replay is not None,
-                                          ahead=state.replay.ahead if state.replay else None)
+                                      ahead=state.replay.ahead if state.replay else None,
+                                      thresholds=state.thresholds)
 
     def action_reload_logs(self) -> None:
         self.post_message(self.WantLogs(self.slot, self._show_logs))

@@ -14,12 +14,85 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.model import fmt
+from console.model.fleet import FleetSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 
 HEALTH_STYLE = {"up": "green", "down": "bold red", "starting": "yellow"}
+
+
+GPU_NOISE = ("NVIDIA ", "GeForce ", " Blackwell", " Server Edition", " Workstation Edition",
+             " Max-Q", " SXM5", " SXM4", " SXM", " PCIe", " NVL", " 80GB", " 141GB", " 94GB")
+"""Words a GPU's marketing name carries that tell one pod from another nothing: cut, so
+"2× RTX PRO 6000 Blackwell Server Edition" reads "2× RTX PRO 6000"."""
+
+
+def short_gpu(count: int | None, name: str | None) -> str:
+    if not name:
+        return fmt.DASH
+    for word in GPU_NOISE:
+        name = name.replace(word, "")
+    return f"{count}× {name.strip()}" if count else name.strip()
+
+
+Column = tuple[str, int | None, int, list[Text]]
+"""(header, widest it may be (longer text ends in …), priority: 0 never goes, then
+the lowest first, its cells)."""
+
+
+def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
+    """The fleet's columns, numbers first (state, $/h, today, alerts before the text),
+    each with what it holds per pod."""
+    rows = fleet.rows
+    ctx, state, hourly, today, alerts, slots, worst = [], [], [], [], [], [], []
+    ttft, kv, stop, gpus, month, pod = [], [], [], [], [], []
+    for r in rows:
+        crit = sum(1 for s, _ in r.alerts if s == "crit")
+        warn = len(r.alerts) - crit
+        a = Text(f"{crit} crit" if crit else "", style="bold red")
+        if warn:
+            a.append((" " if crit else "") + f"{warn} warn", style="yellow")
+        ctx.append(Text(("● " if r.context == fleet.current else "  ") + r.context))
+        state.append(Text(r.status or ("ERROR" if r.error else "?"),
+                          style="green" if r.status == "RUNNING" else "yellow"))
+        hourly.append(Text(fmt.money(r.cost_per_hr)))
+        today.append(Text(fmt.money(r.spend_today)))
+        alerts.append(a if a.plain else Text("none", "dim"))
+        slots.append(Text(f"{r.slots_up}/{r.slots}"))
+        worst.append(Text("–") if r.worst_health is None else
+                     Text(f"{r.worst_slot} {r.worst_health.upper()}",
+                          style=HEALTH_STYLE.get(r.worst_health, "")))
+        ttft.append(Text(fmt.secs(r.ttft_p95_s)))
+        kv.append(Text(fmt.pct(r.kv_p99)))
+        stop.append(Text(fmt.DASH if r.stop_in_s is None else
+                         fmt.duration(r.stop_in_s, False)))
+        gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
+        month.append(Text(fmt.money(r.spend_month)))
+        pod.append(Text(r.pod_id or fmt.DASH))
+    return [("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
+            ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
+            ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
+            ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus), ("MONTH", None, 6, month),
+            ("POD", 14, 7, pod)]
+
+
+def fit(cols: list[Column], width: int) -> list[Column]:
+    """The columns that fit ``width`` (each as wide as its widest cell, up to its cap, and
+    a column of padding), the most important first, shown in their order."""
+    def need(c: Column) -> int:
+        head, cap, _, cells = c
+        w = max([len(head), *(x.cell_len for x in cells)])
+        return (min(w, cap) if cap else w) + 2
+
+    chosen: set[str] = set()
+    used = 0
+    for c in sorted(cols, key=lambda c: c[2]):
+        if c[2] == 0 or used + need(c) <= width:
+            chosen.add(c[0])
+            used += need(c)
+    return [c for c in cols if c[0] in chosen]
 
 
 class FleetScreen(ConsoleScreen):
@@ -66,6 +139,10 @@ class FleetScreen(ConsoleScreen):
         if rows:
             self.post_message(self.SwitchContext(rows[min(self.cursor, len(rows) - 1)]))
 
+    def on_resize(self) -> None:
+        if self.is_mounted and self.query("#fleet"):
+            self.render_state(self.state)  # the columns that fit the new width
+
     def render_state(self, state: ConsoleState) -> None:
         self.state = state
         self.query_one(PodHeader).show_state(state)
@@ -74,32 +151,15 @@ class FleetScreen(ConsoleScreen):
         if fleet is None:
             out.update(Text("reading every context's pod…", style="dim"))
             return
-        t = Table(box=None, pad_edge=False, expand=True)
-        for col in ("CONTEXT", "POD", "STATE", "GPUs", "$/h", "TODAY", "MONTH", "STOP",
-                    "SLOTS", "WORST", "TTFT p95", "KV p99", "ALERTS"):
-            t.add_column(col, no_wrap=True)
-        for i, r in enumerate(fleet.rows):
-            crit = sum(1 for s, _ in r.alerts if s == "crit")
-            warn = len(r.alerts) - crit
-            alerts = Text(f"{crit} crit" if crit else "", style="bold red")
-            if warn:
-                alerts.append((" " if crit else "") + f"{warn} warn", style="yellow")
-            style = "reverse" if i == self.cursor else ""
-            mark = "● " if r.context == fleet.current else "  "
-            worst = (Text("–") if r.worst_health is None else
-                     Text(f"{r.worst_slot} {r.worst_health.upper()}",
-                          style=HEALTH_STYLE.get(r.worst_health, "")))
-            t.add_row(mark + r.context, r.pod_id or fmt.DASH,
-                      Text(r.status or ("ERROR" if r.error else "?"),
-                           style="green" if r.status == "RUNNING" else "yellow"),
-                      f"{r.gpu_count}× {r.gpu_name}" if r.gpu_count and r.gpu_name
-                      else (r.gpu_name or fmt.DASH),
-                      fmt.money(r.cost_per_hr), fmt.money(r.spend_today),
-                      fmt.money(r.spend_month),
-                      fmt.DASH if r.stop_in_s is None else fmt.duration(r.stop_in_s, False),
-                      f"{r.slots_up}/{r.slots}", worst, fmt.secs(r.ttft_p95_s),
-                      fmt.pct(r.kv_p99), alerts if alerts.plain else Text("none", "dim"),
-                      style=style)
+        cols = fleet_columns(fleet)
+        width = max(20, (out.size.width or self.app.size.width) - 1)
+        t = Table(box=None, pad_edge=False, expand=False, padding=(0, 1))
+        shown = fit(cols, width)
+        for head, cap, _, _ in shown:
+            t.add_column(head, no_wrap=True, overflow="ellipsis", max_width=cap)
+        for i in range(len(fleet.rows)):
+            t.add_row(*(cells[i] for _, _, _, cells in shown),
+                      style="reverse" if i == self.cursor else "")
         out.update(t)
         lines = [f"fleet: {fmt.money(fleet.cost_per_hr)}/h running · today "
                  f"{fmt.money(fleet.spend_today)} · this month {fmt.money(fleet.spend_month)}"]

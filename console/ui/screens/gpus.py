@@ -168,6 +168,13 @@ class GpuScreen(ConsoleScreen):
                 Binding("question_mark", "app.help", "help", id="help"),
                 Binding("q", "app.quit", "quit", id="quit"),
                 *URGENT_BINDINGS]
+    HELP_TITLE = "GPU"
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from console.ui.help_text import gpu_sections
+
+        return gpu_sections()
+
     DEFAULT_CSS = """
     GpuScreen #gtable { height: auto; border: round $primary; padding: 0 1; }
     GpuScreen #gprocs { height: auto; max-height: 12; border: round $secondary;

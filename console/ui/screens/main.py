@@ -51,7 +51,9 @@ COMMON_BINDINGS = [
 class MainScreen(ConsoleScreen):
     BINDINGS = [*FIRST_BINDINGS, *OPERATION_BINDINGS,
                 Binding("enter", "detail", "detail", id="detail"), *COMMON_BINDINGS[2:],
-                Binding("slash", "filter", "filter slots", id="filter", show=False)]
+                Binding("slash", "filter", "filter slots", id="filter", show=False),
+                Binding("escape", "clear_filter", "clear the filter", id="clear_filter",
+                        show=False)]
 
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:
@@ -59,6 +61,16 @@ class MainScreen(ConsoleScreen):
         self._earlier_log: list[tuple[float, str, str]] | None = list(log)
         """Lines noted before the log is drawn (on_mount adds them); None after."""
         """What happened before this screen opened."""
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        from console.ui.help_text import slot_sections, watchdog_keys
+
+        return [*slot_sections(self.state.thresholds, self.state.stall_after_s),
+                ("Other keys", [("esc", "clears a kept filter; closes a dialog or a "
+                                        "prompt; on another screen: back here"),
+                                ("click", "a column's header sorts by it (again: the "
+                                          "other way); numbers sort worst first")]),
+                watchdog_keys()]
 
     def compose(self) -> ComposeResult:
         view = self.state.view
@@ -100,7 +112,8 @@ class MainScreen(ConsoleScreen):
                 startup.phase_cells(state.pod.agent_slots if state.pod else None))
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now, exact=state.replay is not None,
-                                          ahead=state.replay.ahead if state.replay else None)
+                                          ahead=state.replay.ahead if state.replay else None,
+                                          thresholds=state.thresholds)
         self._alert_room()
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
@@ -150,6 +163,12 @@ class MainScreen(ConsoleScreen):
         self.query_one("#filter-hint").display = True
         prompt.focus()
         self._alert_room()
+
+    def action_clear_filter(self) -> None:
+        """Esc on the main screen: the kept filter goes (its crumb says esc clears)."""
+        table = self.query_one(SlotsTable)
+        if table.filter:
+            table.set_order(filter="")
 
     def on_filter_prompt_typed(self, event: FilterPrompt.Typed) -> None:
         self.query_one(SlotsTable).set_order(filter=event.value)

@@ -18,6 +18,8 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, RichLog
 
 from console.model import fmt
 from console.model.printable import printable
+from console.operations.split import changes, plan_words
+from console.ui.widgets.ordered_input import OrderedInput
 from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
 
 
@@ -263,18 +265,24 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
     def __init__(self, rows: list[tuple[str, str, bool, bool]],
-                 legend: list[tuple[str, str]] | None = None) -> None:
-        """rows: (key, description, dangerous, available); legend: (column, meaning)."""
+                 legend: list[tuple[str, str]] | None = None,
+                 sections: list[tuple[str, list[tuple[str, str]]]] | None = None,
+                 title: str = "Keys") -> None:
+        """rows: (key, description, dangerous, available); legend: (column, meaning);
+        sections: the screen's own words (states, columns, thresholds), each titled."""
         super().__init__()
         self.rows = rows
         self.legend = legend or []
+        self.sections = sections or []
+        self.title = title
 
     def compose(self) -> ComposeResult:
-        t = Text("Keys\n\n", style="bold")
+        t = Text(f"{self.title}\n\n", style="bold")
         for key, desc, dangerous, available in self.rows:
             style = "" if available else "dim strike"
             # binding names as a keyboard shows them: "question_mark" is "?"
             shown = " / ".join(_key_name(k.strip()) for k in key.split(","))
+            shown += " " if len(shown) >= 12 else ""  # "esc / backspace / g" then a gap
             t.append(f"  {shown:<12}", "bold" if available else "dim")
             t.append(desc, style)
             if dangerous:
@@ -285,6 +293,12 @@ class HelpScreen(ModalScreen[None]):
             t.append("\nColumns (pod-console catalog prints their PromQL)\n\n", "bold")
             for header, meaning in self.legend:
                 t.append(f"  {header:<10}", "bold")
+                t.append(meaning + "\n", "")
+        for title, pairs in self.sections:
+            t.append(f"\n{title}\n\n", "bold")
+            width = min(14, max((len(w) for w, _ in pairs), default=0) + 1)
+            for word, meaning in pairs:
+                t.append(f"  {word:<{width}}", "bold")
                 t.append(meaning + "\n", "")
         t.append("\nctrl+p opens the command palette with the same actions.", "dim")
         with VerticalScroll():  # at 80×24 the legend runs past the screen
@@ -424,7 +438,13 @@ class WatchdogScreen(ModalScreen[dict | None]):
 class RebalanceScreen(ModalScreen[dict[str, float] | None]):
     """Current vs proposed gpu_util per slot, validated as typed."""
 
-    BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "apply", "apply")]
+    BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "apply", "apply"),
+                # Tab moves the focus in the app's own key loop (priority), before the keys
+                # typed after it are handed on: not so, a burst's "\t0.21" sent its "0" to
+                # the field being left (one read of the terminal holds the whole burst)
+                Binding("tab", "app.focus_next", "next field", show=False, priority=True),
+                Binding("shift+tab", "app.focus_previous", "previous field", show=False,
+                        priority=True)]
 
     def __init__(self, rows: list[dict], plan_lines: list[str], predict) -> None:
         """rows: {slot, current, proposed, gpus, min}; predict(slot, util) -> str"""
@@ -442,9 +462,10 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
                 with Horizontal():
                     yield Label(Text(r["slot"]), classes="name")
                     yield Label(f"now {r['current']:.2f} →", classes="name")
-                    yield Input(value=f"{r['proposed']:.2f}", id=f"u-{r['slot']}")
+                    yield OrderedInput(value=f"{r['proposed']:.2f}", id=f"u-{r['slot']}")
                     yield Label(self.predict(r["slot"], r["proposed"]), classes="info",
                                 id=f"i-{r['slot']}")
+            yield Label("", id="summary")
             yield Label("", id="verdict")
             with Horizontal():
                 yield Button("Apply [ctrl+s]", id="apply", variant="warning")
@@ -490,12 +511,27 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
             v = vals[r["slot"]]
             self.query_one(f"#i-{r['slot']}", Label).update(
                 self.predict(r["slot"], v) if v is not None else "–")
+        # what applying the values typed does, redrawn at every key ("no change" when
+        # they are the running split: then there is nothing to apply, nothing restarts)
+        current = {r["slot"]: float(r["current"]) for r in self.rows}
+        typed = {k: v for k, v in vals.items() if v is not None}
+        self.query_one("#summary", Label).update(Text(
+            "if applied: " + (plan_words(current, typed) if not probs else "–"), style="bold"))
         verdict = self.query_one("#verdict", Label)
         if probs:
             verdict.update(Text("✖ " + "; ".join(probs), style="bold red"))
+        elif self.unchanged():
+            verdict.update(Text("nothing to apply", style="yellow"))
         else:
             verdict.update(Text("✓ valid split", style="green"))
-        self.query_one("#apply", Button).disabled = bool(probs)
+        self.query_one("#apply", Button).disabled = bool(probs) or self.unchanged()
+
+    def unchanged(self) -> bool:
+        """Every value typed is the one running now: applying would restart nothing."""
+        current = {r["slot"]: float(r["current"]) for r in self.rows}
+        vals = self.values()
+        return all(v is not None for v in vals.values()) and not changes(
+            current, {k: v for k, v in vals.items() if v is not None})
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._validate()
@@ -507,7 +543,7 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
             self.dismiss(None)
 
     def action_apply(self) -> None:
-        if self.problems():
+        if self.problems() or self.unchanged():
             return
         self.dismiss({k: v for k, v in self.values().items() if v is not None})
 

@@ -117,7 +117,8 @@ class WallScreen(ConsoleScreen):
             # of every plot per view, four times a minute, on a screen nobody touches
             self.query_one(PlotGrid).show(state.history, snap, [s.slot for s in snap.slots],
                                           now, exact=state.replay is not None,
-                                          ahead=state.replay.ahead if state.replay else None)
+                                          ahead=state.replay.ahead if state.replay else None,
+                                          thresholds=state.thresholds)
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],

@@ -165,7 +165,8 @@ class AlertsPanel(LinesView):
 
 
 class ActionLog(LinesView):
-    """The newest lines that fit, one line each, newest last; bounded for a wall display
+    """The newest lines that fit, a long one wrapped onto the rows under it (indented
+    under its time), newest last; bounded for a wall display
     that runs for weeks. Line-drawn rather than a RichLog: this panel is in the first
     frame, and RichLog costs ~15 ms of imports there. The whole history is in the log
     screen (L) and the audit log."""
@@ -198,5 +199,29 @@ class ActionLog(LinesView):
         # before its first layout (no height yet), the lines its height of 6 holds: a
         # count that changes at the first layout costs the screen a layout pass more
         rows = max(1, self.content_size.height) if self.content_size.height else 4
-        shown = list(self.lines)[-rows:]
+        width = self.content_size.width
+        shown: list[Text] = []
+        for line in reversed(self.lines):  # newest first, until the panel is full
+            shown[:0] = self._wrapped(line, width)
+            if len(shown) >= rows:
+                break
+        shown = shown[-rows:]
         self.show_lines(shown + [Text()] * (rows - len(shown)))
+
+    INDENT = 9
+    """A continuation row starts under the line's text, past ``HH:MM:SS ``."""
+
+    def _wrapped(self, line: Text, width: int) -> list[Text]:
+        """``line`` as the rows it takes at ``width`` (all of it: the log is read, not
+        cut), continuation rows indented under the time."""
+        if width <= self.INDENT + 10 or line.cell_len <= width:
+            return [line]
+        whole = line.copy()
+        whole.no_wrap, whole.overflow = False, "fold"
+        head = whole.wrap(self.app.console, width)[0]  # at a word's end where one is
+        rest = line[len(head.plain):]
+        while rest.plain.startswith(" "):
+            rest = rest[1:]
+        rest.no_wrap, rest.overflow = False, "fold"
+        body = rest.wrap(self.app.console, width - self.INDENT)
+        return [head, *(Text(" " * self.INDENT, no_wrap=True) + part for part in body)]

@@ -45,6 +45,8 @@ GROWTH = 1.5
 spans ``MIN_AXIS_S`` times a power of this: when the data reaches its right end the axis
 grows by this factor (one full drawing, ~8 KB of terminal output for the three plots:
 seven in the first quarter hour), and at most a third of a young plot is empty."""
+YOUNG_STEPS = 8
+"""A young plot's axis ends at most 1/this of its span after the newest point."""
 DRAW_EVERY_S = 5.0
 """New points are drawn at most this often (and at once when the slots shown change or
 a backfill comes): a drawing costs ~10-15 ms of CPU for each of the four plots, which
@@ -246,6 +248,9 @@ class SeriesLayout:
     newest at or before its cursor)."""
     cursor: float | None = None
     """A replay's cursor (its time), drawn as a line in the middle of the axis."""
+    limits: tuple[float, ...] = ()
+    """The figure's thresholds in force (scaled), each a line across the plot; the Y
+    axis reaches them, so how far the data is from one is read at a glance."""
 
 
 def young_span(data_s: float) -> float:
@@ -281,7 +286,8 @@ def thin(pts: list[tuple[float, float]], start: float, bucket_s: float
 
 def series_layout(history: History, slots: list[str], metric: str, scale: float, unit: str,
                   now: float, step_s: float = PLOT_EVERY_S, columns: int = 0,
-                  cursor: float | None = None) -> SeriesLayout | None:
+                  cursor: float | None = None, limits: tuple[float, ...] = ()
+                  ) -> SeriesLayout | None:
     """The plot of ``metric`` for ``slots``: every point up to the newest one (the last
     poll), on an axis that moves in steps so that most polls only add a point:
 
@@ -294,7 +300,7 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     each series keeps two points per column of dots (``thin``). None: nothing to plot (no
     series with two points)."""
     if cursor is not None:  # a replay: the recorded hour around its cursor
-        return _around(history, slots, metric, scale, unit, cursor, columns)
+        return _around(history, slots, metric, scale, unit, cursor, columns, limits)
     kept = []
     for slot in slots:
         pts = [(t, v) for t, v in history.series(slot, metric).points if t <= now]
@@ -305,8 +311,13 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     newest = max(pts[-1][0] for _, pts in kept)
     oldest = min(pts[0][0] for _, pts in kept)
     if newest - oldest < SPAN_S:
+        # the axis ends near now (at most an eighth of it after the newest point, not
+        # a third): what room a young plot has is on its left, before the data began.
+        # Its end moves by that eighth (a full drawing each time, a few a minute while
+        # the plot is young); its span still grows by GROWTH
         span = young_span(newest - oldest)
-        end = oldest + span
+        step = max(1.0, min(step_s, span / YOUNG_STEPS))
+        end = min(math.ceil(newest / step) * step, oldest + span)
     else:
         span = SPAN_S
         step = max(1.0, min(step_s, SPAN_S / 4))
@@ -316,12 +327,12 @@ def series_layout(history: History, slots: list[str], metric: str, scale: float,
     kept = [(slot, thin([(t, v) for t, v in pts if t >= start], start, bucket))
             for slot, pts in kept]
     kept = [(slot, pts) for slot, pts in kept if len(pts) >= 2]
-    return _laid_out(kept, end, span, scale, unit, newest)
+    return _laid_out(kept, end, span, scale, unit, newest, limits=limits)
 
 
 def _laid_out(kept: list[tuple[str, list[tuple[float, float]]]], end: float, span: float,
-              scale: float, unit: str, newest: float, cursor: float | None = None
-              ) -> SeriesLayout | None:
+              scale: float, unit: str, newest: float, cursor: float | None = None,
+              limits: tuple[float, ...] = ()) -> SeriesLayout | None:
     """The kept points as seconds before ``end``, scaled, with the Y ticks (from 0 for
     a percentage): the one ending of ``series_layout`` live and replayed."""
     if not kept:
@@ -329,13 +340,17 @@ def _laid_out(kept: list[tuple[str, list[tuple[float, float]]]], end: float, spa
     series = tuple((slot, tuple((t - end, v * scale) for t, v in pts)) for slot, pts in kept)
     ys = [v for _, pts in series for _, v in pts]
     lo, hi = min(ys), max(ys)
+    limits = tuple(sorted({v * scale for v in limits}))
+    if limits:  # the thresholds are on the axis: the distance to one is what is read
+        lo, hi = min(lo, *limits), max(hi, *limits)
     if unit in PERCENT_UNITS or (lo >= 0 and hi > 0 and lo < hi * 0.2):
         lo = min(lo, 0.0)
-    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest, cursor)
+    return SeriesLayout(series, end, span, tuple(nice_ticks(lo, hi)), newest, cursor, limits)
 
 
 def _around(history: History, slots: list[str], metric: str, scale: float, unit: str,
-            cursor: float, columns: int) -> SeriesLayout | None:
+            cursor: float, columns: int, limits: tuple[float, ...] = ()
+            ) -> SeriesLayout | None:
     """``series_layout`` for a replay: the points recorded up to half an hour either
     side of the cursor (``ReplayMark.ahead``), on an axis that spans them (a recording
     of two minutes is not a sliver of an hour), the cursor always on it."""
@@ -361,7 +376,7 @@ def _around(history: History, slots: list[str], metric: str, scale: float, unit:
         pts = thin(pts, start, bucket)
         if len(pts) >= 2:
             kept.append((slot, pts))
-    return _laid_out(kept, end, span, scale, unit, newest, cursor)
+    return _laid_out(kept, end, span, scale, unit, newest, cursor, limits)
 
 
 def newest_at(points: Any, now: float) -> float:
@@ -400,14 +415,15 @@ class SeriesPlot(FreshPlot):
         self.unit = unit
 
     def show(self, history: History, slots: list[str], now: float, force: bool = False,
-             exact: bool = False, around: bool = False) -> None:
+             exact: bool = False, around: bool = False, limits: tuple[float, ...] = ()
+             ) -> None:
         """``exact``: a recording is shown: drawn whenever the newest point at or before
         ``now`` is another than the one drawn (a replay moves at its user's pace; live,
         new points are drawn every ``DRAW_EVERY_S`` at most). ``around``: the axis is
         the recorded hour around ``now`` (a replay's cursor), ``history`` holding the
         points after it too."""
         counts = tuple(len(history.series(s, self.metric)) >= 2 for s in slots)
-        key = (tuple(slots), counts, history.backfills, now if around else None)
+        key = (tuple(slots), counts, history.backfills, now if around else None, limits)
         newest = max((newest_at(history.series(s, self.metric).points, now) for s in slots),
                      default=-1e18)
         due = newest != self._drawn_end and not 0 <= now - self._drawn_at < DRAW_EVERY_S
@@ -418,12 +434,13 @@ class SeriesPlot(FreshPlot):
         self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
         layout = self.layout = series_layout(history, slots, self.metric, self.scale,
                                              self.unit, now, self.every_s, self.size.width,
-                                             cursor=now if around else None)
+                                             cursor=now if around else None,
+                                             limits=limits)
         # the figure is a function of what the layout draws, the size and the theme: a
         # new point that changes no column's lowest or highest dot (``thin``) draws the
         # same picture, and plotext is not asked to build it again
-        drawn = (layout.series, layout.end, layout.span_s, layout.y_ticks, layout.cursor) \
-            if layout is not None else None
+        drawn = (layout.series, layout.end, layout.span_s, layout.y_ticks, layout.cursor,
+                 layout.limits) if layout is not None else None
         if not force and drawn == self._drawn_figure and self._lines is not None \
                 and self._built_for == self._build_key():
             return
@@ -440,6 +457,8 @@ class SeriesPlot(FreshPlot):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
                 plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker)
             plt.xlim(-layout.span_s, 0)
+            for limit in layout.limits:  # the threshold: yellow cells, then an alert
+                plt.hline(limit, "red" if not no_color else None)
             if layout.cursor is not None:  # where the replay is: the tables' moment
                 plt.vline(layout.cursor - layout.end, "gray" if not no_color else None)
             xs = time_ticks(self.size.width, layout.span_s)

@@ -7,6 +7,7 @@ module stays light so the first frame with live numbers does not wait for them. 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from textual.containers import Grid
@@ -18,6 +19,21 @@ from console.model.history import History
 PLOT_MIN_ROWS = 8
 """A plot shorter than this has no room for its data under its title, frame and axis
 (and its legend covers what data there is)."""
+
+
+LIMIT_OF = {"kv_cache_usage": "kv_p99"}
+"""A plotted figure whose threshold is another figure's: KV now is read against the KV
+p99 limit (its p99 is what the alert compares; the plot shows the usage under it)."""
+
+
+def plot_limits(metric: str, slots: list[str], thresholds: Mapping[str, Any]
+                ) -> tuple[float, ...]:
+    """The thresholds of ``metric`` in force for ``slots`` (each value once), unscaled."""
+    fig = catalog.BY_KEY.get(LIMIT_OF.get(metric, metric))
+    if fig is None or fig.threshold is None or fig.threshold.below:
+        return ()
+    out = {fig.threshold.limit(thresholds.get(s)) for s in slots if s in thresholds}
+    return tuple(sorted(v for v in out if v is not None))
 
 
 class PlotGrid(Grid):
@@ -91,7 +107,8 @@ class PlotGrid(Grid):
             await self.mount_all(self._plots())
 
     def show(self, history: History, snap, slots: list[str], now: float,
-             exact: bool = False, ahead: History | None = None) -> None:
+             exact: bool = False, ahead: History | None = None,
+             thresholds: Mapping[str, Any] | None = None) -> None:
         """``exact``: a recording is shown (replay, the live pause): drawn as of ``now``
         whenever that changes what is plotted, not once a ``plot_refresh_s``.
         ``ahead``: a replay's history reaching past ``now`` (``ReplayMark.ahead``): the
@@ -103,7 +120,8 @@ class PlotGrid(Grid):
 
         for plot in self.query(SeriesPlot):
             plot.show(ahead if ahead is not None else history, slots, now, exact=exact,
-                      around=ahead is not None)
+                      around=ahead is not None,
+                      limits=plot_limits(plot.metric, slots, thresholds or {}))
         self.query_one(PositionBars).show({
             s.slot: (s.figures.spec_decode.per_position
                      if s.figures and s.figures.spec_decode else ())

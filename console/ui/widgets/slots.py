@@ -103,6 +103,17 @@ def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str |
 STATE_ORDER = {"DOWN": 0, "STALLED": 1, "PROBE✗": 1, "START": 2, "UP": 3}
 """Health sorts worst first."""
 
+ASCENDING_FIRST = frozenset({"slot", "model", "port", "gpus", "health"} | {
+    f.key for f, _ in FIGURE_COLUMNS if f.threshold is not None and f.threshold.below})
+"""Columns whose first sort is smallest first: names, the port, the health (its order is
+worst first) and a figure that is bad when low (acceptance). Every other number starts
+largest first, the worst slot on top (htop's, k9s's): KV, TTFT, preemptions, queue."""
+
+
+def worst_first_reverse(key: str | None) -> bool:
+    """The direction a column's first sort takes: largest first but for those above."""
+    return key is not None and key not in ASCENDING_FIRST
+
 NARROW_BELOW = 100
 """Under this many terminal columns, columns use their narrow header where they have one."""
 CELL_PADDING = 2
@@ -210,8 +221,6 @@ class SlotsTable(Widget, can_focus=True):
             self._widths[key] = width_
             self._header.append(" " + label[:width_].ljust(width_) + " ",
                                 "reverse" if key == self.sort_key else "")
-        if self.filter:
-            self._header.append(f"  /{self.filter}", "bold cyan")
         self._lines.clear()  # rebuilt at the next show
         self._spans.clear()
         for slot, cells in self._last_rows.items():
@@ -295,8 +304,9 @@ class SlotsTable(Widget, can_focus=True):
             self.sort_key = sort_key or None
         if reverse is not None:
             self.sort_reverse = reverse
-        if filter is not None:
+        if filter is not None and filter.strip() != self.filter:
             self.filter = filter.strip()
+            self.refresh(layout=True)  # the crumb line comes or goes
         self._layout = None  # the header shows the sort and the filter
         self.fit(self.app.size.width)
         if self._last is not None:
@@ -304,11 +314,32 @@ class SlotsTable(Widget, can_focus=True):
             self.show(*self._last)
 
     def action_sort(self, step: int) -> None:
-        """``<``/``>``: sort by the column left/right of the sorted one (none: profile order)."""
+        """``<``/``>``: sort by the column left/right of the sorted one (none: profile
+        order), worst first (``worst_first_reverse``)."""
         keys = [None, *self._keys]
         i = keys.index(self.sort_key) if self.sort_key in keys else 0
         nxt = keys[(i + step) % len(keys)]
-        self.set_order(sort_key=nxt or "")
+        self.set_order(sort_key=nxt or "", reverse=worst_first_reverse(nxt))
+
+    def column_at(self, x: int) -> str | None:
+        """The column whose header cell spans ``x`` (each cell: a space, its width, a
+        space), None past the last."""
+        at = 0
+        for key in self._keys:
+            at += self._widths[key] + 2
+            if x < at:
+                return key
+        return None
+
+    def sort_by_click(self, x: int) -> None:
+        """A click on a header: sort by it, worst first; on the sorted one: the other way."""
+        key = self.column_at(x)
+        if key is None:
+            return
+        if key == self.sort_key:
+            self.action_invert()
+        else:
+            self.set_order(sort_key=key, reverse=worst_first_reverse(key))
 
     def action_invert(self) -> None:
         self.set_order(reverse=not self.sort_reverse)
@@ -321,11 +352,24 @@ class SlotsTable(Widget, can_focus=True):
 
     # -- drawing -----------------------------------------------------------------
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return 1 + len(self.slots)
+        return 1 + len(self.slots) + (1 if self.filter else 0)
+
+    def crumb(self) -> Text:
+        """The filter kept, under the rows, whole: what it matches, or that nothing does,
+        and how to clear it (the header's right end is cut first on a narrow terminal)."""
+        total = len(self._last_rows)
+        if not self.slots:
+            return Text.assemble(("no slot matches ", "bold yellow"), (f"/{self.filter}",
+                                                                       "bold cyan"),
+                                 (f" (of {total}) · esc clears", "dim"))
+        return Text.assemble(("filter ", "dim"), (f"/{self.filter}", "bold cyan"),
+                             (f": {len(self.slots)} of {total} slots · esc clears", "dim"))
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if y == 0:
+        if self.filter and y == len(self.slots) + 1:
+            text, style = self.crumb(), self.rich_style
+        elif y == 0:
             text, style = self._header, self.get_component_rich_style("slots--header")
         elif 0 < y <= len(self.slots):
             slot = self.slots[y - 1]
@@ -360,7 +404,9 @@ class SlotsTable(Widget, can_focus=True):
             self.post_message(self.Selected(slot))
 
     def on_click(self, event: events.Click) -> None:
-        if 1 <= event.y <= len(self.slots):
+        if event.y == 0:
+            self.sort_by_click(event.x)
+        elif 1 <= event.y <= len(self.slots):
             self.move_cursor(event.y - 1)
             if event.chain >= 2:
                 self.action_select()
