@@ -353,17 +353,23 @@ async def agent_socket(d: Doctor, timeout_s: float) -> Verdict:
         return why
     t = d.transport
     assert t is not None
-    try:
-        version, _ = await _agent_version(d, timeout_s)
-    except AgentError as exc:
-        return skip(f"not checked: the agent could not be run ({_said(exc, 120)})")
-    if version is None:
+    # both asked at once: two runs of the agent one after the other would take two
+    # interpreter start-ups of the pod's Python out of one time limit
+    got = await asyncio.gather(_agent_version(d, timeout_s), d.agent_status(timeout_s),
+                               return_exceptions=True)
+    ver, r = got[0], got[1]
+    if isinstance(ver, AgentError):
+        return skip(f"not checked: the agent could not be run ({_said(ver, 120)})")
+    if isinstance(ver, BaseException):
+        raise ver
+    if ver[0] is None:
         return skip("not checked: no agent on the pod (see agent.version)")
-    try:
-        r = await d.agent_status(timeout_s)
-    except AgentError as exc:
+    if isinstance(r, AgentError):
+        exc = r
         return fail(f"the agent's status did not come back: {_said(exc, 160)}",
                     "see the supervisor's log on the pod (serve.log in the agent's home)")
+    if isinstance(r, BaseException):
+        raise r
     final = r.final or {}
     if r.ok:
         slots = final.get("slots") if isinstance(final.get("slots"), dict) else {}
@@ -565,7 +571,7 @@ async def alertmanager_reach(d: Doctor, timeout_s: float) -> Verdict:
 
 
 async def exporter_reach(d: Doctor, timeout_s: float) -> Verdict:
-    from console.sources.collect.gpu_metrics import GpuMetrics
+    from console.sources.collect.gpu_metrics import NO_GPU_READINGS, GpuMetrics
 
     s = d.s
     url = s.gpu_metrics_url
@@ -573,6 +579,10 @@ async def exporter_reach(d: Doctor, timeout_s: float) -> Verdict:
         return skip("no gpu_metrics_url: the GPUs are read from the agent")
     token = s.gpu_metrics_token.get_secret_value() if s.gpu_metrics_token else None
     rep = await GpuMetrics(d.client, timeout_s - 0.2, url=url, token=token).fetch()
+    if rep.error == NO_GPU_READINGS:
+        return warn(f"the GPU exporter at {url} answers but serves no GPU readings",
+                    "see the exporter's log on the pod: it reads NVML (or the agent, "
+                    "with --from-agent) and says why it has none")
     if rep.error:
         step = ("set GPU_METRICS_TOKEN to the exporter's token" if "401" in rep.error
                 or "403" in rep.error else
@@ -589,8 +599,13 @@ def _probe_dir(path: Path, sqlite: bool = False) -> None:
     path.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=".doctor-", dir=path)
     try:
-        if sqlite:
+        try:
+            if not sqlite:
+                os.write(fd, b"\0" * 65536)
+                os.fsync(fd)
+        finally:
             os.close(fd)
+        if sqlite:
             db = sqlite3.connect(name)
             try:
                 db.execute("CREATE TABLE t (x BLOB)")
@@ -598,10 +613,6 @@ def _probe_dir(path: Path, sqlite: bool = False) -> None:
                 db.commit()
             finally:
                 db.close()
-        else:
-            os.write(fd, b"\0" * 65536)
-            os.fsync(fd)
-            os.close(fd)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
@@ -612,7 +623,9 @@ def _disk_verdict(label: str, path: Path, sqlite: bool, fix: str) -> Verdict:
         _probe_dir(path, sqlite)
     except (OSError, sqlite3.Error) as exc:
         code = getattr(exc, "errno", None)
-        full = code == errno.ENOSPC or "full" in str(exc).lower()
+        # sqlite says a full disk in words ("database or disk is full"), the OS by errno
+        full = code == errno.ENOSPC or (isinstance(exc, sqlite3.Error)
+                                        and "full" in str(exc).lower())
         what = "full" if full else "not writable"
         return fail(f"{label} {path} is {what} ({_said(getattr(exc, 'strerror', None) or exc, 80)})",
                     (f"free space on its filesystem, or {fix}" if full else

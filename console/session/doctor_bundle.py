@@ -17,6 +17,7 @@ import contextlib
 import io
 import json
 import platform
+import re
 import sys
 import tarfile
 import time
@@ -61,11 +62,42 @@ class Bundle:
                                       default=str).encode()
 
 
-def bundle_secrets(settings: Settings | None, deployment: Deployment | None) -> list[str]:
+SECRET_LINE = re.compile(
+    r"^(\s*-?\s*[\"']?[A-Za-z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|WEBHOOK)"
+    r"[A-Za-z0-9_.-]*[\"']?\s*[:=]\s*)(\S.*?)\s*$", re.I | re.M)
+"""A YAML line whose key names a secret (``HF_TOKEN: hf_…``, ``webhook_url: https://…``):
+its value is one, whatever the settings know (a profile is refused for holding one, and a
+refused profile is just what a bundle is for)."""
+
+
+NOT_A_SECRET = re.compile(r"(_env|_file|_path|_dir)[\"']?\s*[:=]\s*$", re.I)
+"""Keys that name where a secret is, not the secret (``key_env: LITELLM_MASTER_KEY``)."""
+
+
+def _secret_lines(text: str) -> list[re.Match[str]]:
+    return [m for m in SECRET_LINE.finditer(text) if not NOT_A_SECRET.search(m.group(1))]
+
+
+def secrets_in_text(text: str) -> set[str]:
+    """The values of the secret-named keys of a YAML text (quotes taken off)."""
+    out = set()
+    for m in _secret_lines(text):
+        value = m.group(2).split(" #")[0].strip().strip("\"'")
+        if value and value not in ("null", "~", "''", '""') and not value.startswith(
+                ("os.environ/", "${", "[redacted]", "*")):
+            out.add(value)
+    return out
+
+
+def bundle_secrets(settings: Settings | None, deployment: Deployment | None,
+                   texts: Iterable[str] = ()) -> list[str]:
     """Every secret the bundle must not hold: ``record export``'s (the settings' and the
-    environment's), the gateway's key file, and the profiles' secret-named environment
-    values (``HF_TOKEN: ...`` in a slot's ``env``)."""
+    environment's), the gateway's key file, the profiles' secret-named environment values
+    (``HF_TOKEN: ...`` in a slot's ``env``), and those of ``texts`` (the config file and
+    the profile files as written, loaded or not)."""
     out = set(secrets_of(settings))
+    for text in texts:
+        out |= secrets_in_text(text)
     if settings is not None and settings.gateway.key_file is not None:
         with contextlib.suppress(OSError):
             text = Path(settings.gateway.key_file).expanduser().read_text(errors="replace")
@@ -115,16 +147,28 @@ def _settings_json(settings: Settings) -> dict[str, Any]:
     return settings.model_dump(mode="json")
 
 
-def _profiles(b: Bundle, deployment: Deployment | None, settings: Settings,
-              secrets: list[str]) -> None:
-    d = settings.profiles_dir
-    paths = ([lp.path for lp in deployment.profiles] if deployment is not None
-             else sorted(d.glob("*.yaml")) if d.is_dir() else [])
-    for p in paths:
+def _read_texts(settings: Settings | None, config: Path) -> tuple[dict[str, str],
+                                                                 dict[str, str]]:
+    """The config file and the profile files as written (name in the bundle → text), and
+    what could not be read (name → why)."""
+    texts: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    paths = [(f"config/{config.name}", config)]
+    if settings is not None and settings.profiles_dir.is_dir():
+        paths += [(f"profiles/{p.name}", p) for p in sorted(settings.profiles_dir.glob("*.yaml"))]
+    for name, p in paths:
         try:
-            b.text(f"profiles/{p.name}", p.read_text(errors="replace"), secrets)
+            texts[name] = p.read_text(errors="replace")
         except OSError as exc:
-            b.missing[f"profiles/{p.name}"] = exc.strerror or str(exc)
+            missing[name] = exc.strerror or str(exc)
+    return texts, missing
+
+
+def redact_text(text: str, secrets: list[str]) -> str:
+    """A YAML text with each secret-named key's value, and every known secret, out."""
+    for m in reversed(_secret_lines(text)):
+        text = text[:m.start(2)] + "[redacted]" + text[m.end(2):]
+    return scrub(text, secrets)
 
 
 def _best_recording(settings: Settings, t_from: float, t_to: float) -> Path | None:
@@ -247,20 +291,18 @@ async def write_bundle(dest: Path, report: DoctorReport, settings: Settings | No
 
     if dest.exists():
         raise BundleError(f"{dest}: exists already (not overwritten)")
-    secrets = bundle_secrets(settings, deployment)
-    b = Bundle()
+    cfg, _ = resolve_config(config_path)
+    texts, missing = await asyncio.to_thread(_read_texts, settings, cfg)
+    secrets = bundle_secrets(settings, deployment, texts.values())
+    b = Bundle(missing=missing)
+    for name, text in texts.items():
+        b.files[name] = redact_text(text, secrets).encode()
     b.json("doctor.json", report.to_json(), secrets)
     b.json("versions.json", _versions(report), secrets)
-    cfg, _ = resolve_config(config_path)
-    try:
-        b.text(f"config/{cfg.name}", cfg.read_text(errors="replace"), secrets)
-    except OSError as exc:
-        b.missing[f"config/{cfg.name}"] = exc.strerror or str(exc)
     if settings is None:
         b.missing["settings.json"] = "the config did not load (see doctor.json)"
     else:
         b.json("settings.json", _settings_json(settings), secrets)
-        _profiles(b, deployment, settings, secrets)
         for name, path in (("audit.jsonl", settings.state_dir / "audit.jsonl"),
                            ("errors.log", settings.state_dir / "errors.log")):
             text = await asyncio.to_thread(_tail, path, tail_lines)
