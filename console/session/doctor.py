@@ -627,7 +627,8 @@ def _disk_verdict(label: str, path: Path, sqlite: bool, fix: str) -> Verdict:
         full = code == errno.ENOSPC or (isinstance(exc, sqlite3.Error)
                                         and "full" in str(exc).lower())
         what = "full" if full else "not writable"
-        return fail(f"{label} {path} is {what} ({_said(getattr(exc, 'strerror', None) or exc, 80)})",
+        why = _said(getattr(exc, "strerror", None) or exc, 80)
+        return fail(f"{label} {path} is {what} ({why})",
                     (f"free space on its filesystem, or {fix}" if full else
                      f"make it writable by this user, or {fix}"))
     free = shutil.disk_usage(path).free
@@ -741,7 +742,7 @@ def open_for(settings: Settings) -> tuple[Deployment | None, str | None]:
 
 async def run_doctor(settings: Settings | None, config_error: str | None = None, *,
                      deployment: Deployment | None = None,
-                     transport: Transport | None | Literal["ssh"] = "ssh",
+                     transport: Transport | Literal["ssh"] | None = "ssh",
                      client: HttpClient | None = None,
                      only: tuple[str, ...] | None = None) -> DoctorReport:
     """Every check (``only``: these ids), concurrently. ``transport``: the agent's (the
