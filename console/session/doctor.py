@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from console.sources.agent_client import Transport
     from console.sources.collect.http import HttpClient
     from console.sources.collect.slot import SlotProbe
+    from console.sources.remote import AgentResult
 
 Status = Literal["ok", "warn", "fail", "skip"]
 RANK: dict[str, int] = {"skip": 0, "ok": 0, "warn": 1, "fail": 2}
@@ -182,11 +183,6 @@ class Doctor:
         assert t is not None
         return self.shared(name, lambda: t.run_raw(command, timeout_s=timeout_s))
 
-    def agent_status(self, timeout_s: float) -> Awaitable[Any]:
-        from console.sources.agent_client import AgentClient
-
-        return self.shared("status", lambda: AgentClient(self.transport).status(timeout_s))
-
     def slot_probes(self, timeout_s: float) -> Awaitable[list[SlotProbe]]:
         from console.sources.collect.slot import probe_slot
 
@@ -313,16 +309,35 @@ def _agent_missing_next(d: Doctor) -> str:
             f"a pod made by hand copy pod_agent/ to {d.s.pod.agent_dir}/pkg/ (pod.agent_dir)")
 
 
-async def _agent_version(d: Doctor, timeout_s: float) -> tuple[str | None, str]:
-    """The version the pod's agent says, or None and the last thing it printed."""
+@dataclass(frozen=True)
+class AgentAnswer:
+    version: str | None
+    """What ``pod-agent --version`` said (None: no agent answered)."""
+    said: str
+    """The last line it printed when it did not answer (an ImportError…)."""
+    status: AgentResult
+    """``status --json``: its final event is the supervisor's answer or error."""
+
+
+async def _agent(d: Doctor, timeout_s: float) -> AgentAnswer:
+    """The agent's version and its ``status --json``, from one command on the pod: one
+    login shell and one channel where two would each pay a shell's start-up (a login
+    shell that sets up pyenv costs a second of its own)."""
+    from console.sources.remote import AgentResult
+
     t = d.transport
     assert t is not None
-    res = await d.agent_run("version", f"{t.ep.agent_cmd} --version", timeout_s)
+    cmd = t.ep.agent_cmd
+    res = await d.agent_run("agent", f"{cmd} --version; {cmd} status --json", timeout_s)
     text = [str(ev.get("line") or ev.get("message") or "") for ev in res.events]
-    m = re.search(r"pod-agent (\S+)", "\n".join(text))
-    if res.exit_status == 0 and m:
-        return m.group(1), ""
-    return None, next((ln for ln in reversed(text) if ln.strip()), f"exit {res.exit_status}")
+    m = next((re.match(r"pod-agent (\S+)$", ln.strip()) for ln in text
+              if re.match(r"pod-agent \S+$", ln.strip())), None)
+    said = next((ln for ln in text if ln.strip() and not ln.startswith("{")),
+                f"exit {res.exit_status}")
+    if "Error" in "\n".join(text):  # a traceback's last line says what was missing
+        said = next(ln for ln in reversed(text) if "Error" in ln)
+    status = AgentResult(res.exit_status, res.final, res.events)
+    return AgentAnswer(m.group(1) if m else None, said, status)
 
 
 async def agent_version(d: Doctor, timeout_s: float) -> Verdict:
@@ -332,7 +347,8 @@ async def agent_version(d: Doctor, timeout_s: float) -> Verdict:
     if (why := _no_agent(d)) is not None:
         return why
     try:
-        version, said = await _agent_version(d, timeout_s)
+        answer = await _agent(d, timeout_s)
+        version, said = answer.version, answer.said
     except AgentError as exc:
         if d.over_ssh:
             return skip(f"not checked: no SSH login ({_said(exc, 120)})")
@@ -353,24 +369,17 @@ async def agent_socket(d: Doctor, timeout_s: float) -> Verdict:
         return why
     t = d.transport
     assert t is not None
-    # both asked at once: two runs of the agent one after the other would take two
-    # interpreter start-ups of the pod's Python out of one time limit
-    got = await asyncio.gather(_agent_version(d, timeout_s), d.agent_status(timeout_s),
-                               return_exceptions=True)
-    ver, r = got[0], got[1]
-    if isinstance(ver, AgentError):
-        return skip(f"not checked: the agent could not be run ({_said(ver, 120)})")
-    if isinstance(ver, BaseException):
-        raise ver
-    if ver[0] is None:
+    try:
+        answer = await _agent(d, timeout_s)
+    except AgentError as exc:
+        return skip(f"not checked: the agent could not be run ({_said(exc, 120)})")
+    if answer.version is None:
         return skip("not checked: no agent on the pod (see agent.version)")
-    if isinstance(r, AgentError):
-        exc = r
-        return fail(f"the agent's status did not come back: {_said(exc, 160)}",
-                    "see the supervisor's log on the pod (serve.log in the agent's home)")
-    if isinstance(r, BaseException):
-        raise r
+    r = answer.status
     final = r.final or {}
+    if r.final is None:
+        return fail(f"the agent's status did not come back (exit {r.exit_status})",
+                    "see the supervisor's log on the pod (serve.log in the agent's home)")
     if r.ok:
         slots = final.get("slots") if isinstance(final.get("slots"), dict) else {}
         return ok(f"the supervisor answers on its socket (profile "
