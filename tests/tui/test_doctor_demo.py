@@ -382,3 +382,39 @@ def test_doctor_cli_on_the_demo_config(demo, tmp_path) -> None:
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2, r.stdout
     assert "FAIL  alertmanager.reach" in r.stdout and "start Alertmanager" in r.stdout
+
+
+async def test_the_palette_runs_the_doctor_in_the_console(demo) -> None:
+    """"Doctor" in the palette: the checks run in a worker on the console's own
+    deployment and agent, and the action log says the outcome; a broken part (the
+    Alertmanager planted down) is a red line with its id and next step."""
+    from console.commands.tui_cmd import demo_context
+    from console.ui.app import make_app
+    from tests.tui.conftest import live, wait_for
+
+    ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
+    app = make_app(ctx)
+    async with app.run_test(size=(160, 48)) as pilot:
+        assert await wait_for(pilot, lambda: live(app), 40)
+        _wait_exporter(demo)
+
+        def said() -> list[str]:
+            return [text for _, text, _ in app.log_lines if text.startswith("doctor")]
+
+        offered = {c.title: c.callback for c in app.get_system_commands(app.screen)}
+        await offered["Doctor"]()
+        assert await wait_for(pilot, lambda: any(" ok, " in t for t in said()), 30), said()
+        summary = next(t for t in said() if " ok, " in t)
+        assert "0 warning(s), 0 failure(s)" in summary, said()
+        ctx.settings.alertmanager_url = f"http://127.0.0.1:{_closed_port()}"
+        try:
+            n = len(said())
+            await offered["Doctor"]()
+            assert await wait_for(pilot, lambda: any(" ok, " in t for t in said()[n:]), 30)
+        finally:
+            ctx.settings.alertmanager_url = None
+        new = said()[n:]
+        assert any(t.startswith("doctor FAIL alertmanager.reach:") and "start Alertmanager"
+                   in t for t in new), new
+        assert "1 failure(s)" in new[-1], new
+        assert app.is_running and app.screen is not None
