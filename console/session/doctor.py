@@ -768,7 +768,7 @@ async def run_doctor(settings: Settings | None, config_error: str | None = None,
     if transport == "ssh":
         transport = ssh_transport(settings) if settings is not None else None
         if transport is not None:
-            transport.connect_timeout_s = MAX_TIMEOUT_S - 0.5  # type: ignore[attr-defined]
+            transport.connect_timeout_s = MAX_TIMEOUT_S - 0.5
     own_client = client is None
     http = client or HttpClient(relay=None)
     d = Doctor(settings, deployment, transport if transport != "ssh" else None, http,

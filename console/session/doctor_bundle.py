@@ -129,7 +129,7 @@ def _versions(report: DoctorReport) -> dict[str, Any]:
     from console import __version__ as console_version
     from pod_agent import __version__ as agent_version
 
-    libs = {}
+    libs: dict[str, str | None] = {}
     for name in ("textual", "pydantic", "pydantic-settings", "asyncssh", "h11",
                  "zstandard", "PyYAML"):
         try:
@@ -261,8 +261,8 @@ def _pack(b: Bundle, report: DoctorReport) -> bytes:
 def check_clean(path: Path, secrets: Iterable[str]) -> None:
     """No secret in the file, nor in any member once decompressed (the export inside it
     was searched frame by frame by ``record export`` itself); else the file is deleted."""
-    secrets = [s.encode() for s in secrets]
-    if not secrets:
+    needles = [s.encode() for s in secrets]
+    if not needles:
         return
     import gzip
 
@@ -273,7 +273,7 @@ def check_clean(path: Path, secrets: Iterable[str]) -> None:
             f = tar.extractfile(m)
             if f is not None:
                 blobs.append(f.read())
-    if any(s in blob for s in secrets for blob in blobs):
+    if any(n in blob for n in needles for blob in blobs):
         path.unlink()
         raise BundleError("the bundle still held a secret: not written")
 
@@ -305,11 +305,11 @@ async def write_bundle(dest: Path, report: DoctorReport, settings: Settings | No
         b.json("settings.json", _settings_json(settings), secrets)
         for name, path in (("audit.jsonl", settings.state_dir / "audit.jsonl"),
                            ("errors.log", settings.state_dir / "errors.log")):
-            text = await asyncio.to_thread(_tail, path, tail_lines)
-            if text is None:
+            tail = await asyncio.to_thread(_tail, path, tail_lines)
+            if tail is None:
                 b.missing[name] = f"{path}: none"
             else:
-                b.text(name, text, secrets)
+                b.text(name, tail, secrets)
         own = client is None
         http = client or HttpClient(relay=None)
         try:
