@@ -543,7 +543,12 @@ async def gateway_key(d: Doctor, timeout_s: float) -> Verdict:
                                headers=headers)
     except HttpError as exc:
         return skip(f"not checked: the gateway did not answer ({_said(exc.describe(), 80)})")
-    if r.status_code in (401, 403):
+    # LiteLLM answers a key that is not its master key with 401, or, without a database
+    # of virtual keys to look it up in, 400 "No connected db." (1.100)
+    body = r.text[:2000].lower()
+    refused = r.status_code in (401, 403) or (
+        r.status_code == 400 and ("auth" in body or "no_db_connection" in body))
+    if refused:
         if s.gateway_key is None:
             return fail(f"the gateway asks for a key (HTTP {r.status_code}) and "
                         "LITELLM_MASTER_KEY is not set",
@@ -552,8 +557,15 @@ async def gateway_key(d: Doctor, timeout_s: float) -> Verdict:
         return fail(f"the gateway refused the key in LITELLM_MASTER_KEY (HTTP {r.status_code})",
                     "set LITELLM_MASTER_KEY to the proxy's master_key (its litellm.yaml's "
                     "general_settings)")
+    if r.status_code != 200 and s.gateway_key is None:
+        # LiteLLM 1.100 without a database answers a request with no key 500
+        return fail(f"the gateway's /v1/models answered HTTP {r.status_code} without a key "
+                    f"({_said(r.text, 100)}), and LITELLM_MASTER_KEY is not set",
+                    "export LITELLM_MASTER_KEY with the proxy's master key (never in the "
+                    "config file)")
     if r.status_code != 200:
-        return warn(f"the gateway's /v1/models answered HTTP {r.status_code}",
+        return warn(f"the gateway's /v1/models answered HTTP {r.status_code}: "
+                    f"{_said(r.text, 120)}",
                     "see the proxy's own log")
     if s.gateway.watch and s.gateway.via == "direct":
         col = GatewayCollector(url, s.gateway, s.window_s, timeout_s - 0.2, client=d.client)
