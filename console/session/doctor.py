@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from console.model.printable import printable
+from console.session.record.export import scrub, secrets_of
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
@@ -141,6 +142,8 @@ class Doctor:
     client: HttpClient
     config_error: str | None = None
     profile_error: str | None = None
+    secrets: list[str] = field(default_factory=list)
+    """What no finding may say (``record export``'s list)."""
     _shared: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
 
     def shared(self, name: str, make: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
@@ -735,8 +738,10 @@ async def _one(d: Doctor, check: Check) -> Finding:
         except Exception as exc:  # a check's own bug is a finding, never a crash
             v = fail(f"the check itself failed: {_said(f'{type(exc).__name__}: {exc}', 200)}",
                      "report this with `pod-console doctor --bundle FILE.tar.gz`")
-    return Finding(check.id, v.status, v.sentence, v.next_step, time.monotonic() - t0,
-                   check.timeout_s)
+    # what a check says is printed and bundled: never a URL's password, never a secret
+    # the settings or the environment hold (a server or an exception may repeat one)
+    return Finding(check.id, v.status, scrub(v.sentence, d.secrets),
+                   scrub(v.next_step, d.secrets), time.monotonic() - t0, check.timeout_s)
 
 
 def load(config: Path | None) -> tuple[Settings | None, str | None]:
@@ -784,7 +789,7 @@ async def run_doctor(settings: Settings | None, config_error: str | None = None,
     own_client = client is None
     http = client or HttpClient(relay=None)
     d = Doctor(settings, deployment, transport if transport != "ssh" else None, http,
-               config_error, profile_error)
+               config_error, profile_error, secrets_of(settings))
     checks = [c for c in CHECKS if only is None or c.id in only]
     try:
         findings = await asyncio.gather(*(_one(d, c) for c in checks))

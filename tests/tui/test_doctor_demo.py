@@ -418,3 +418,41 @@ async def test_the_palette_runs_the_doctor_in_the_console(demo) -> None:
                    in t for t in new), new
         assert "1 failure(s)" in new[-1], new
         assert app.is_running and app.screen is not None
+
+
+def test_the_cli_bundle_holds_a_recording_and_no_secret(demo, tmp_path) -> None:
+    """The command end to end: the headless recorder records the demo for a few polls
+    (the real recorder, with the canaries in its environment), then `doctor --bundle`
+    writes the bundle with a `record export` of the last 15 minutes in it."""
+    import gzip
+    import sqlite3
+
+    wait_slots_up(demo)
+    cfg = _planted(demo, tmp_path)
+    env = {**os.environ, **demo.session_env(), **CANARIES, "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "console.cli", "record", "--for", "4",
+                        "--config", str(cfg)], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "support.tar.gz"
+    r = subprocess.run([sys.executable, "-m", "console.cli", "doctor", "--config", str(cfg),
+                        "--bundle", str(out)], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 2, (r.stdout, r.stderr)  # the planted Alertmanager is down
+    assert "FAIL  alertmanager.reach" in r.stdout and "bundle written" in r.stderr
+    with tarfile.open(out, "r:gz") as tar:
+        members = {m.name.split("/", 1)[1]: tar.extractfile(m).read()  # type: ignore[union-attr]
+                   for m in tar.getmembers() if m.isfile()}
+    assert "recording.podrec" in members, members.get("MANIFEST.json")
+    rec = tmp_path / "x.podrec"
+    rec.write_bytes(members["recording.podrec"])
+    db = sqlite3.connect(rec)
+    try:
+        assert db.execute("SELECT count(*) FROM polls").fetchone()[0] >= 1
+    finally:
+        db.close()
+    raw = out.read_bytes()
+    for secret in [*CANARIES.values(), *CONFIG_CANARIES]:
+        for blob in (raw, gzip.decompress(raw), *members.values(), r.stdout.encode(),
+                     r.stderr.encode()):
+            assert secret.encode() not in blob, secret
