@@ -1,6 +1,6 @@
 """``pod-console doctor``: every check of the set-up, each with its result, one sentence
-and the next step (``console/session/doctor.py``); ``--bundle`` writes a support bundle
-with no secret in it (``console/session/doctor_bundle.py``).
+and the next step (``console/session/doctor/``); ``--bundle`` writes a support bundle
+with no secret in it (``console/session/doctor/bundle.py``).
 
 exit: 0 all ok (checks that do not apply are skipped), 1 a warning, 2 a failure; 3 the
 bundle could not be written safely."""
@@ -49,7 +49,7 @@ async def _doctor(args: argparse.Namespace) -> int:
     if args.bundle is not None:
         from console.session.deployment import ssh_transport
         from console.session.doctor import open_for
-        from console.session.doctor_bundle import BundleError, write_bundle
+        from console.session.doctor.bundle import BundleError, write_bundle
 
         dep = (await asyncio.to_thread(open_for, settings))[0] if settings else None
         transport = ssh_transport(settings) if settings is not None else None

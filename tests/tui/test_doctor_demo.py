@@ -157,7 +157,7 @@ def test_agent_missing(demo, tmp_path) -> None:
     t = LocalAgentTransport([sys.executable, "-I", "-S", "-m", "pod_agent"],
                             {"PATH": os.environ["PATH"], "PYTHONPATH": str(empty)})
     report = _doctor(demo, transport=t)
-    _failed(report, "agent.version", "No module named pod_agent", "install the agent",
+    _failed(report, "agent.version", "No module named", "pod_agent", "install the agent",
             "pod-console up")
     assert report.by_id()["agent.socket"].status == "skip"
 
@@ -181,8 +181,8 @@ def test_pod_clock_five_minutes_off(demo, tmp_path) -> None:
     good = demo.transport_for(demo.pod_id)
     t = LocalAgentTransport(good.argv_prefix,
                             {**good.env, "PATH": f"{fake}:{good.env['PATH']}"})
-    f = _failed(_doctor(demo, transport=t), "clock.skew", "+300", "NTP")
-    assert "+30" in f.sentence
+    f = _failed(_doctor(demo, transport=t), "clock.skew", "off this machine's", "NTP")
+    assert 290 < float(f.sentence.split("is ")[1].split(" s")[0]) < 310, f.sentence
 
 
 def test_config_and_profiles_broken(demo, tmp_path) -> None:
@@ -284,7 +284,7 @@ def _planted(demo, tmp_path: Path, token_in_profile: bool = False) -> Path:
 
 def _bundle(demo, cfg: Path, out: Path) -> DoctorReport:
     from console.session.doctor import load, open_for
-    from console.session.doctor_bundle import write_bundle
+    from console.session.doctor.bundle import write_bundle
 
     settings, error = load(cfg)
     assert settings is not None, error
@@ -347,8 +347,8 @@ def test_a_profile_refused_for_its_token_is_bundled_without_it(demo, tmp_path) -
 def test_a_bundle_that_would_hold_a_secret_is_not_kept(demo, tmp_path, monkeypatch) -> None:
     """The last guard: were a secret to slip past the redaction, the file is searched
     before it is kept, and deleted."""
-    from console.session import doctor_bundle
-    from console.session.doctor_bundle import BundleError
+    from console.session.doctor import bundle as doctor_bundle
+    from console.session.doctor.bundle import BundleError
 
     cfg = _planted(demo, tmp_path)
     for k, v in CANARIES.items():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.session.doctor import DoctorReport
+from console.session.doctor.report import DoctorReport
 from console.session.record.export import SECRET_ENV, scrub, secrets_of
 
 if TYPE_CHECKING:
