@@ -69,9 +69,10 @@ class PaletteCommands:
                 yield SystemCommand(f"Context: {name}", f"reopen the console on {name}'s pod",
                                     lambda n=name: self.switch_context(n))
         yield SystemCommand("Help: keys", "show every key", self.action_help)
-        yield SystemCommand("Doctor", "check the whole set-up (SSH, agent, slots, "
-                            "Prometheus, gateway, clock, disk): results in the action log",
-                            self.run_doctor)
+        if not self.wall:  # a wall's viewers are told the deployment, not its set-up
+            yield SystemCommand("Doctor", "check the whole set-up (SSH, agent, slots, "
+                                "Prometheus, gateway, clock, disk): results in the action "
+                                "log", self.run_doctor)
         if self.ctx.demo is not None and not self.wall:
             # faults change the deployment: never from a read-only screen
             pod = self.ctx.deployment.machine_id if self.ctx.deployment is not None else None
@@ -131,4 +132,3 @@ class PaletteCommands:
             self.note(f"doctor: {n['ok']} ok, {n['warn']} warning(s), {n['fail']} "
                       f"failure(s) (`pod-console doctor` for every check)", style)
         self.run_worker(run(), group="doctor", exclusive=True, exit_on_error=False)
-
