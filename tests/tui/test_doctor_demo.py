@@ -171,18 +171,33 @@ def test_supervisor_not_running(demo, tmp_path) -> None:
     _failed(report, "agent.socket", "not running", "serve --profile")
 
 
-def test_pod_clock_five_minutes_off(demo, tmp_path) -> None:
+def _clock_off(demo, tmp_path: Path, by_s: float) -> LocalAgentTransport:
+    """The demo's agent on a pod whose clock is ``by_s`` fast (a pod's `date` is its
+    host's clock)."""
     fake = tmp_path / "bin"
-    fake.mkdir()
-    # the pod's clock, five minutes fast (a pod's `date` is its host's clock)
+    fake.mkdir(exist_ok=True)
     (fake / "date").write_text(f"#!/bin/sh\nexec {sys.executable} -c "
-                               "'import time; print(f\"{time.time() + 300:.6f}\")'\n")
+                               f"'import time; print(f\"{{time.time() + {by_s}:.6f}}\")'\n")
     (fake / "date").chmod(0o755)
     good = demo.transport_for(demo.pod_id)
-    t = LocalAgentTransport(good.argv_prefix,
-                            {**good.env, "PATH": f"{fake}:{good.env['PATH']}"})
+    return LocalAgentTransport(good.argv_prefix,
+                               {**good.env, "PATH": f"{fake}:{good.env['PATH']}"})
+
+
+def test_pod_clock_five_minutes_off(demo, tmp_path) -> None:
+    t = _clock_off(demo, tmp_path, 300)
     f = _failed(_doctor(demo, transport=t), "clock.skew", "off this machine's", "NTP")
     assert 290 < float(f.sentence.split("is ")[1].split(" s")[0]) < 310, f.sentence
+
+
+def test_a_warning_is_exit_status_one(demo, tmp_path) -> None:
+    """Half a minute off: a warning (the console alerts past two minutes), exit 1."""
+    wait_slots_up(demo)
+    _wait_exporter(demo)
+    report = _doctor(demo, transport=_clock_off(demo, tmp_path, 30))
+    f = report.by_id()["clock.skew"]
+    assert f.status == "warn" and "NTP" in f.next_step, f
+    assert report.exit_code == 1, "\n".join(report.lines())
 
 
 def test_config_and_profiles_broken(demo, tmp_path) -> None:
