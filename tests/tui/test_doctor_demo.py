@@ -471,3 +471,21 @@ def test_the_cli_bundle_holds_a_recording_and_no_secret(demo, tmp_path) -> None:
         for blob in (raw, gzip.decompress(raw), *members.values(), r.stdout.encode(),
                      r.stderr.encode()):
             assert secret.encode() not in blob, secret
+
+
+def test_an_agent_of_another_version_is_a_warning(demo, tmp_path) -> None:
+    """The pod runs an older agent than this console ships: a warning saying both."""
+    pkg = tmp_path / "agent-dir" / "pkg"
+    shutil.copytree(REPO / "pod_agent", pkg / "pod_agent",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    init = pkg / "pod_agent" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "0.0.1-old+'))
+    good = demo.transport_for(demo.pod_id)
+    # -P: the agent directory first, not the current directory (the repository's root)
+    t = LocalAgentTransport([sys.executable, "-P", "-m", "pod_agent"],
+                            {**good.env, "PYTHONPATH": f"{pkg}:{good.env['PYTHONPATH']}"})
+    report = _doctor(demo, transport=t)
+    f = report.by_id()["agent.version"]
+    assert f.status == "warn", "\n".join(report.lines())
+    assert "0.0.1-old+" in f.sentence and "install this console's agent" in f.next_step
+    assert report.by_id()["agent.socket"].status == "ok"  # the supervisor still answers
