@@ -12,6 +12,7 @@ from pathlib import Path
 from console import __version__
 from console.commands import (
     catalog_cmd,
+    doctor_cmd,
     fleet_cmd,
     metrics_cmd,
     pod_cmd,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify_cmd.register(sub)
     record_cmd.register(sub)
     replay_cmd.register(sub)
+    doctor_cmd.register(sub)
     _context_everywhere(parser)
     _config_before_or_after(parser)
     return parser

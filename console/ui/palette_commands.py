@@ -76,6 +76,10 @@ class PaletteCommands:
                 yield SystemCommand(f"Context: {name}", f"reopen the console on {name}'s pod",
                                     lambda n=name: self.switch_context(n))
         yield SystemCommand("Help: keys", "show every key", self.action_help)
+        if not self.wall:  # a wall's viewers are told the deployment, not its set-up
+            yield SystemCommand("Doctor", "check the whole set-up (SSH, agent, slots, "
+                                "Prometheus, gateway, clock, disk): results in the action "
+                                "log", self.run_doctor)
         if self.ctx.demo is not None and not self.wall:
             # faults change the deployment: never from a read-only screen
             pod = self.ctx.deployment.machine_id if self.ctx.deployment is not None else None
@@ -106,3 +110,32 @@ class PaletteCommands:
             self.note(f"DEMO fault injected: {title}", "magenta")
             self.session.refresh_now()
         self.run_worker(run(), group="demo", exit_on_error=False)
+
+    def run_doctor(self: PodConsoleApp) -> None:
+        """``pod-console doctor``'s checks on this console's deployment, in a worker; each
+        warning and failure, with its next step, then the count, in the action log."""
+        assert self.ctx is not None
+        if self._exit:
+            return
+        ctx = self.ctx
+        self.note("doctor: checking…", "dim")
+
+        async def run() -> None:
+            from console.session.doctor import run_doctor
+
+            try:
+                report = await run_doctor(ctx.settings, deployment=ctx.deployment,
+                                          transport=ctx.transport)
+            except Exception as exc:  # the doctor's own failure is said, never fatal
+                self.failed("doctor", exc)
+                return
+            for f in report.findings:
+                if f.status in ("warn", "fail"):
+                    self.note(f"doctor {f.status.upper()} {f.id}: {f.sentence} → "
+                              f"{f.next_step}", "red" if f.status == "fail" else "yellow")
+            n = {s: sum(f.status == s for f in report.findings) for s in ("ok", "warn",
+                                                                          "fail")}
+            style = "red" if n["fail"] else "yellow" if n["warn"] else "green"
+            self.note(f"doctor: {n['ok']} ok, {n['warn']} warning(s), {n['fail']} "
+                      f"failure(s) (`pod-console doctor` for every check)", style)
+        self.run_worker(run(), group="doctor", exclusive=True, exit_on_error=False)

@@ -45,7 +45,8 @@ def _run(args: list[str], env: dict[str, str]) -> dict:
     return json.loads(line[-1][len("LOADED "):])
 
 
-@pytest.mark.parametrize("cmd", ["status", "metrics", "catalog", "rebalance", "up", "down"])
+@pytest.mark.parametrize("cmd", ["status", "metrics", "catalog", "rebalance", "up", "down",
+                                 "doctor"])
 def test_headless_commands_load_no_textual(cmd: str, tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"profiles_dir: {PROFILES}\nstate_dir: {tmp_path / 'state'}\n"
@@ -63,6 +64,7 @@ def test_headless_commands_load_no_textual(cmd: str, tmp_path: Path) -> None:
         "rebalance": ["rebalance", "--plan", "--json", "--config", str(cfg)],
         "up": ["up", "--config", str(cfg), "--rounds", "1", "--no-resume"],
         "down": ["down", "--config", str(cfg)],
+        "doctor": ["doctor", "--json", "--config", str(cfg)],
     }[cmd]
     out = _run(args, env)
     assert out["heavy"] == [], out
