@@ -311,7 +311,8 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             per_gpu[g] = per_gpu.get(g, 0.0) + util
     for g, total in sorted(per_gpu.items()):
         if total > max_per_gpu + 1e-9:
-            out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util {total:.2f} > 0.95"))
+            out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util "
+                                 f"{catalog.Beyond(total, max_per_gpu):.2f} > {max_per_gpu:g}"))
     if pod is not None:
         if pod.p2p_disabled:
             out.append(Condition("p2p", "info", "P2P disabled on this host",
