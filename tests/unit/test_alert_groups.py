@@ -84,7 +84,7 @@ def test_one_cooldown_fires_one_alert_with_its_consequences_in_its_description()
     assert "fallbacks rising" in ann["description"]
     # the history (what the webhook is told) has one FIRED
     assert [e.title for e in book.history if e.kind == "firing"] == [parent.title]
-    assert "with: " in [e for e in book.history if e.kind == "firing"][0].detail
+    assert "with: " in next(e for e in book.history if e.kind == "firing").detail
 
 
 def test_the_group_clears_as_one_and_what_outlives_the_cooldown_alerts_alone() -> None:
