@@ -158,12 +158,12 @@ class AlertBook:
         self._link(seen)
         raised, cleared = [], []
         for key in [*fired, *(k for k in self.active if k not in fired)]:
-            a = self.active.get(key)
-            if a is None or a.state != "firing" or a.told or a.parent is not None:
+            was = self.active.get(key)
+            if was is None or was.state != "firing" or was.told or was.parent is not None:
                 continue
             # fired on its own, or outlived the alert that explained it: an alert now
             # (an acknowledgement made of its group was of the parent's trouble)
-            a = self.active[key] = replace(a, told=True, acked_by=None, acked_at=None)
+            a = self.active[key] = replace(was, told=True, acked_by=None, acked_at=None)
             raised.append(a)
             self.history.append(AlertEvent(now, "firing", a.severity, a.title,
                                            a.description()))
