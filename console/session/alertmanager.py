@@ -44,6 +44,7 @@ ALERTNAMES = {
     "throttle": "GpuThrottled", "heat": "GpuHot", "stray": "GpuStrayProcess", "xid": "GpuXid",
     "gw-down": "GatewayDown", "gw-ready": "GatewayNotReady",
     "gw-metrics": "GatewayMetricsUnreadable", "gw-fallbacks": "GatewayFallbacksRising",
+    "gw-cooldown": "GatewayDeploymentCooldown",
     "gw-5xx": "Gateway5xxHigh", "gw-overhead": "GatewayOverheadHigh",
     "gw-route": "GatewayRouteFailing",
 }

@@ -44,11 +44,13 @@ async def test_a_cooldown_is_one_alertmanager_alert_and_one_silence(
         pages["metrics"] = bumped(CAPTURE, **COOLDOWN)
         await poll_until([w], lambda: {a.key for a in w.session.alerts.firing()} >= GROUP,
                          "the cooldown and its consequences firing")
-        await poll_until([w], lambda: bool(notifications(hook, "GwCooldown")),
+        await poll_until([w], lambda: bool(notifications(hook,
+                                                         "GatewayDeploymentCooldown")),
                          "the cooldown's notification")
+        # (named Gateway*: a planned stop's inhibit rule covers it, as every gateway alert)
         names = {a["labels"]["alertname"] for a in am.get("/api/v2/alerts")}
-        assert names == {"GwCooldown", "Watchdog"}, names
-        (alert,) = am_alerts(am, "GwCooldown")
+        assert names == {"GatewayDeploymentCooldown", "Watchdog"}, names
+        (alert,) = am_alerts(am, "GatewayDeploymentCooldown")
         desc = alert["annotations"]["description"]
         assert "fallbacks rising" in desc and "5xx" in desc, desc
         # the acknowledgement of the group (its parent's row) is one silence, on it
@@ -57,7 +59,8 @@ async def test_a_cooldown_is_one_alertmanager_alert_and_one_silence(
         await poll_until([w], lambda: any(s["status"]["state"] == "active"
                                           for s in am.get("/api/v2/silences")), "a silence")
         (sil,) = [s for s in am.get("/api/v2/silences") if s["status"]["state"] == "active"]
-        assert {m["name"]: m["value"] for m in sil["matchers"]}["alertname"] == "GwCooldown"
+        matchers = {m["name"]: m["value"] for m in sil["matchers"]}
+        assert matchers["alertname"] == "GatewayDeploymentCooldown", matchers
         assert sil["createdBy"] == "alice"
         assert not notifications(hook, "GatewayFallbacksRising")
         assert not notifications(hook, "Gateway5xxHigh")
