@@ -138,3 +138,12 @@ def test_acknowledging_a_group_by_its_parent_and_one_alert_alone() -> None:
     _run(book3, _gw(True), 0.0, 60.0)
     assert book3.adopt_ack("gw-cooldown:big-a", "dave", 61.0) is not None
     assert all(a.acked_by == "dave" for a in book3.firing())
+
+
+def test_a_recording_marks_the_group_once() -> None:
+    from console.session.record.store import alert_markers
+    from tests.screens import states
+
+    before, after = states.state(), states.cooldown_group()
+    marks = [m for m in alert_markers(before, after) if m.kind == "alert"]
+    assert [m.key for m in marks] == ["gw-cooldown:q27-a"], marks
