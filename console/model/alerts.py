@@ -7,6 +7,11 @@ carries a ``for`` duration and a hold time, as a Prometheus rule's ``for`` and
 for ``hold_s``, so a figure hovering at its threshold does not flap. Changes (fired,
 resolved, acknowledged) are kept in a bounded history and are what the webhook sends,
 never every poll. A failed operation is an event of that history, not a standing alert.
+
+A condition may name the condition that explains it (``Condition.parent``: a gateway
+deployment's cooldown explains its fallbacks and 5xx): while that parent is active the
+alert is drawn under it and is told to nobody on its own (``Alert.told``); the parent's
+``description`` lists it. What outlives its parent is an alert of its own from then on.
 """
 
 from __future__ import annotations
