@@ -7,6 +7,11 @@ carries a ``for`` duration and a hold time, as a Prometheus rule's ``for`` and
 for ``hold_s``, so a figure hovering at its threshold does not flap. Changes (fired,
 resolved, acknowledged) are kept in a bounded history and are what the webhook sends,
 never every poll. A failed operation is an event of that history, not a standing alert.
+
+A condition may name the condition that explains it (``Condition.parent``: a gateway
+deployment's cooldown explains its fallbacks and 5xx): while that parent is active the
+alert is drawn under it and is told to nobody on its own (``Alert.told``); the parent's
+``description`` lists it. What outlives its parent is an alert of its own from then on.
 """
 
 from __future__ import annotations
@@ -63,6 +68,22 @@ class Alert:
     """``gone_since`` on the monotonic clock: its hold counts from here."""
     true_m: float | None = None
     """``last_true`` on the monotonic clock."""
+    parent: str | None = None
+    """The alert that explains this one, while it is active: this one is shown under it
+    and is no alert of its own (no WARN, no notification) until the parent has cleared."""
+    told: bool = False
+    """Its firing was told (the log, the webhook, Alertmanager): then its clear is too. A
+    consequence under its parent is not told; it is when it outlives the parent."""
+    consequences: tuple[str, ...] = ()
+    """The titles of the alerts under this one (what it explains), for its description."""
+
+    def description(self) -> str:
+        """What a notification says under the title: the advice, then what this alert
+        explains (those are not sent on their own)."""
+        if not self.consequences:
+            return self.detail
+        return (f"{self.detail}; " if self.detail else "") + "with: " + "; ".join(
+            self.consequences)
 
     def age(self, now: float) -> float:
         """Seconds since it became true, at wall time ``now``: monotonic up to its last
@@ -107,7 +128,7 @@ class AlertBook:
         ended = ended or {}
         m = now if mono is None else mono
         seen: dict[str, Condition] = {c.key: c for c in conditions}
-        raised, cleared = [], []
+        fired: list[str] = []
         for key, cond in seen.items():
             self._conds[key] = cond
             old = self.active.get(key)
@@ -118,9 +139,9 @@ class AlertBook:
             began = a.since_m if a.since_m is not None else a.since
             if a.state == "pending" and m - began >= cond.for_s:
                 a = replace(a, state="firing", fired_at=now)
-                raised.append(a)
-                self.history.append(AlertEvent(now, "firing", a.severity, a.title, a.detail))
+                fired.append(key)
             self.active[key] = a
+        gone: list[tuple[Alert, str | None]] = []
         for key in [k for k in self.active if k not in seen]:
             a = self.active[key]
             hold = self._conds[key].hold_s if key in self._conds else 0.0
@@ -128,38 +149,85 @@ class AlertBook:
                 del self.active[key]  # never fired: nothing to clear
             elif key in ended:
                 del self.active[key]
-                cleared.append(replace(a, ended=ended[key]))
-                self.history.append(AlertEvent(now, "ended", a.severity, a.title, ended[key]))
+                gone.append((a, ended[key]))
             elif m - (a.gone_m if a.gone_m is not None else m) >= hold:
                 # the hold counts from the first evaluation that found it gone, as
                 # Prometheus's keep_firing_for does
                 del self.active[key]
-                cleared.append(a)
-                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
+                gone.append((a, None))
             else:
                 if a.gone_since is None:
                     self.active[key] = replace(a, gone_since=now, gone_m=m)
                 continue
             self._conds.pop(key, None)
+        self._link(seen)
+        raised, cleared = [], []
+        for key in [*fired, *(k for k in self.active if k not in fired)]:
+            was = self.active.get(key)
+            if was is None or was.state != "firing" or was.told or was.parent is not None:
+                continue
+            # fired on its own, or outlived the alert that explained it: an alert now
+            # (an acknowledgement made of its group was of the parent's trouble)
+            a = self.active[key] = replace(was, told=True, acked_by=None, acked_at=None)
+            raised.append(a)
+            self.history.append(AlertEvent(now, "firing", a.severity, a.title,
+                                           a.description()))
+        for a, why in gone:
+            if not a.told:
+                continue  # a consequence that ended under its parent: never said alone
+            if why is not None:
+                cleared.append(replace(a, ended=why))
+                self.history.append(AlertEvent(now, "ended", a.severity, a.title, why))
+            else:
+                cleared.append(a)
+                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
         return raised, cleared
 
-    def acknowledge(self, who: str, now: float) -> list[Alert]:
+    def _link(self, seen: dict[str, Condition]) -> None:
+        """Each alert under the alert that explains it (its condition's ``parent``), as
+        long as that one is active; an alert stays under its parent while the parent
+        holds (a 5xx rate over a window outlasts the cooldown that made it). One level:
+        a parent is never itself under another."""
+        for key, a in list(self.active.items()):
+            cond = seen.get(key)
+            want = cond.parent if cond is not None and cond.parent else a.parent
+            top = self._conds.get(want) if want is not None else None
+            ok = (want is not None and want != key and want in self.active
+                  and (top is None or top.parent is None))
+            if (want if ok else None) != a.parent:
+                self.active[key] = replace(a, parent=want if ok else None)
+        under: dict[str, list[str]] = {}
+        for a in self.active.values():
+            if a.parent is not None:
+                under.setdefault(a.parent, []).append(a.title)
+        for key, a in list(self.active.items()):
+            kids = tuple(under.get(key, ()))
+            if kids != a.consequences:
+                self.active[key] = replace(a, consequences=kids)
+
+    def acknowledge(self, who: str, now: float, key: str | None = None) -> list[Alert]:
         """Mark every firing, unacknowledged alert as seen by ``who``; returns them.
+        ``key``: that alert alone, with the alerts under it when it explains some (a
+        group is acknowledged by its parent).
 
         An acknowledged alert stays on screen (dimmed) until it clears; it is not sent
         again. A new alert after it is not covered."""
         done = []
-        for key, a in self.active.items():
+        for k, a in self.active.items():
+            if key is not None and k != key and a.parent != key:
+                continue
             if a.state == "firing" and a.acked_by is None:
-                self.active[key] = replace(a, acked_by=who, acked_at=now)
-                done.append(self.active[key])
+                self.active[k] = replace(a, acked_by=who, acked_at=now)
+                done.append(self.active[k])
                 self.history.append(AlertEvent(now, "acknowledged", a.severity, a.title,
                                                f"by {who}"))
         return done
 
     def adopt_ack(self, key: str, who: str, at: float) -> Alert | None:
-        """An acknowledgement made in another session (the shared book): the alert, now
-        marked, or None when it is not firing here or is already acknowledged."""
+        """An acknowledgement made in another session (the shared book, a silence): the
+        alert, now marked, or None when it is not firing here or is already
+        acknowledged. The alerts under it are acknowledged with it (they are not sent
+        on their own, so no other session or silence names them)."""
         a = self.active.get(key)
         if a is None or a.state != "firing" or a.acked_by is not None:
             return None
@@ -167,6 +235,9 @@ class AlertBook:
             return None  # made in an earlier run of the pod: not for this one
         self.active[key] = replace(a, acked_by=who, acked_at=at)
         self.history.append(AlertEvent(at, "acknowledged", a.severity, a.title, f"by {who}"))
+        for k, kid in list(self.active.items()):
+            if kid.parent == key and not kid.told and kid.acked_by is None:
+                self.active[k] = replace(kid, acked_by=who, acked_at=at)
         return self.active[key]
 
     def new_run(self, now: float, why: str) -> list[Alert]:
@@ -201,6 +272,24 @@ class AlertBook:
 
     def firing(self) -> list[Alert]:
         return [a for a in self.sorted() if a.state == "firing"]
+
+    def told(self) -> list[Alert]:
+        """The firing alerts that stand on their own (what the webhook and Alertmanager
+        know of): not the consequences under a parent."""
+        return [a for a in self.firing() if a.told]
+
+
+def grouped(alerts: Iterable[Alert]) -> list[tuple[Alert, tuple[Alert, ...]]]:
+    """Alerts as the screens draw them: each with the alerts it explains under it, in
+    the order given; an alert whose parent is not among them stands on its own."""
+    alerts = list(alerts)
+    keys = {a.key for a in alerts}
+    under: dict[str, list[Alert]] = {}
+    for a in alerts:
+        if a.parent is not None and a.parent in keys:
+            under.setdefault(a.parent, []).append(a)
+    return [(a, tuple(under.get(a.key, ()))) for a in alerts
+            if a.parent is None or a.parent not in keys]
 
 
 def _working_hours(profile: Profile, now: float) -> bool:
@@ -317,7 +406,8 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             per_gpu[g] = per_gpu.get(g, 0.0) + util
     for g, total in sorted(per_gpu.items()):
         if total > max_per_gpu + 1e-9:
-            out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util {total:.2f} > 0.95"))
+            out.append(Condition(f"util:{g}", "crit", f"GPU {g} gpu_util "
+                                 f"{catalog.Beyond(total, max_per_gpu):.2f} > {max_per_gpu:g}"))
     if pod is not None:
         if pod.p2p_disabled:
             out.append(Condition("p2p", "info", "P2P disabled on this host",
@@ -410,7 +500,7 @@ async def notify(url: str, raised: list[Alert], cleared: list[Alert], source: st
     if not raised and not cleared:
         return None
     icon = {"crit": ":red_circle:", "warn": ":large_orange_circle:", "info": ":information_source:"}
-    lines = [f"{icon[a.severity]} {a.title}" + (f" — {a.detail}" if a.detail else "")
+    lines = [f"{icon[a.severity]} {a.title}" + (f" — {d}" if (d := a.description()) else "")
              for a in raised]
     lines += [f":white_check_mark: cleared: {a.title}" if a.ended is None else
               f":black_square_for_stop: {a.ended}: {a.title}" for a in cleared]

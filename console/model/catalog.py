@@ -14,6 +14,7 @@ exported by it (``Figure.source_for`` is None), never a zero.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -97,8 +98,49 @@ class Threshold:
         return value < limit if self.below else value > limit
 
     def title(self, slot: str, value: float, thresholds: Any) -> str:
-        return self.text.format(slot=slot, value=value, limit=self.limit(thresholds),
+        limit = self.limit(thresholds)
+        # the comparison is on the raw value; the text takes the digits it needs to say
+        # the same (5.04 % > 5 %, never 5 % > 5 %)
+        shown: Any = value if limit is None else Beyond(value, limit, self.below)
+        return self.text.format(slot=slot, value=shown,
+                                limit=limit if limit is None else Beyond(limit),
                                 setting=getattr(thresholds, self.setting or "", None))
+
+
+_FIXED = re.compile(r"\.(\d+)([f%])")
+MORE_DIGITS = 6
+"""The most decimals a value or a limit gets beyond its format's own."""
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """A number in an alert's text, with as many more decimals than its format asks
+    (``.0%``, ``.2f``) as it takes to say what was compared: a value beside the limit it
+    crossed (``than``) shows on its side of it, a limit shows as configured (5.5 %, not
+    6 %). Other formats (``g``) print as they would."""
+
+    value: float
+    than: float | None = None
+    below: bool = False
+
+    def __format__(self, spec: str) -> str:
+        m = _FIXED.fullmatch(spec)
+        if m is None:
+            return format(self.value, spec)
+        least, kind = int(m.group(1)), m.group(2)
+        scale = 100.0 if kind == "%" else 1.0
+        text = format(self.value, spec)
+        for digits in range(least, least + MORE_DIGITS + 1):
+            text = format(self.value, f".{digits}{kind}")
+            shown = float(text.rstrip("%"))
+            # on the scaled numbers as printed (0.29 x 100 is 28.999999999999996)
+            if self.than is None:
+                if shown == round(self.value * scale, 9):
+                    break
+            elif (shown < round(self.than * scale, 9)) if self.below else (
+                    shown > round(self.than * scale, 9)):
+                break
+        return text
 
 
 @dataclass(frozen=True)

@@ -23,3 +23,7 @@ class Condition:
     """How long it must hold before the alert fires (0: at once)."""
     hold_s: float = 0.0
     """How long it must be gone before a firing alert clears."""
+    parent: str | None = None
+    """The key of the condition that explains this one (a deployment's cooldown explains
+    the fallbacks and the 5xx it causes): shown under it, not an alert of its own while
+    the parent is active (``AlertBook``)."""

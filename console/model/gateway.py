@@ -221,8 +221,12 @@ def conditions(gw: GatewaySnapshot | None, snap: DeploymentSnapshot | None,
     if gw.metrics_error:
         out.append(Condition("gw-metrics", "warn", "gateway figures unreadable",
                              gw.metrics_error, timing.down_for_s, timing.hold_s))
+    # a deployment cooling down (or failing) explains the fallbacks and the 5xx it
+    # causes: those are shown under it, one alert, not four (issue 43, "Noise")
+    cooling: dict[str, str] = {}
     for d in gw.deployments:
         if d.status in ("cooldown", "failing"):
+            cooling.setdefault(d.group, f"gw-cooldown:{d.model_id}")
             out.append(Condition(
                 f"gw-cooldown:{d.model_id}", "warn",
                 f"{d.group}/{d.model_id} {STATUS_TEXT[d.status]} at the gateway",
@@ -230,18 +234,29 @@ def conditions(gw: GatewaySnapshot | None, snap: DeploymentSnapshot | None,
                 timing.hold_s))
     fb = sum(v for v in (gw.total.get("fallbacks_ok"), gw.total.get("fallbacks_failed"))
              if v)
+    first = next(iter(cooling.values()), None)
     if fb > 0:
         out.append(Condition("gw-fallbacks", "warn", f"gateway fallbacks rising "
                              f"(+{fb:g} in the window)", "requests fail over to another "
-                             "model group", timing.for_s, timing.hold_s))
+                             "model group", timing.for_s, timing.hold_s, parent=first))
+    breached: list[tuple[str, catalog.Threshold, float]] = []
     for scope, values in [("the gateway", gw.total), *gw.groups.items()]:
         for fig in catalog.GATEWAY:
             rule = fig.threshold
             value = values.get(fig.key)
             if rule is not None and value is not None and rule.breached(value, settings):
-                key = f"{rule.alert}:{scope}"
-                out.append(Condition(key, "warn", rule.title(scope, value, settings), "",
-                                     timing.for_s, timing.hold_s))
+                breached.append((scope, rule, value))
+    # the whole gateway's 5xx is the cooldown's while no other group's 5xx is over
+    unexplained = {scope for scope, rule, _ in breached if rule.alert == "gw-5xx"
+                   and scope != "the gateway" and scope not in cooling}
+    for scope, rule, value in breached:
+        parent = None
+        if rule.alert == "gw-5xx":
+            parent = cooling.get(scope) if scope != "the gateway" else (
+                None if unexplained else first)
+        out.append(Condition(f"{rule.alert}:{scope}", "warn",
+                             rule.title(scope, value, settings), "", timing.for_s,
+                             timing.hold_s, parent=parent))
     if snap is not None:
         # a slot up and answering on its own while the gateway's calls to it fail: the
         # route (a RunPod HTTPS proxy hop, an api_base, a key) is wrong, not the slot

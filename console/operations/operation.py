@@ -57,8 +57,9 @@ class OperationDeps:
     agent: AgentClient | None
     refresh: Callable[[], bool]
     """Ask for a poll now (False: nothing polls)."""
-    acknowledge: Callable[[], list[str] | None]
-    """Mark the firing alerts seen; their titles, or None while there is no alert book."""
+    acknowledge: Callable[..., list[str] | None]
+    """Mark the firing alerts seen (given an alert's key: that one, with its group);
+    their titles, or None while there is no alert book."""
     provisioner: Provisioning | None = None
     on_rebalanced: Callable[[dict[str, float]], Awaitable[str]] | None = None
     """Write an applied split back into the laptop's profile; what it did, said."""

@@ -37,8 +37,9 @@ Watcher = Callable[[str, dict[str, Any], "Outcome | None"], None]
 its outcome) as it ends."""
 Refresh = Callable[[], None]
 """Poll every source now (through the one poll guard of whoever shows the console)."""
-Acknowledge = Callable[[], list[str]]
-"""Mark every firing alert as seen by the user; the titles it marked."""
+Acknowledge = Callable[..., list[str]]
+"""Mark every firing alert as seen by the user (given an alert's key: that one, with the
+alerts it explains); the titles it marked."""
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,12 @@ class OperationRegistry:
         self._refresh()
         return True
 
-    def acknowledge_alerts(self) -> list[str] | None:
-        """The firing alerts' titles, now marked as seen; None while no alert book exists."""
-        return None if self._acknowledge is None else self._acknowledge()
+    def acknowledge_alerts(self, key: str | None = None) -> list[str] | None:
+        """The firing alerts' titles (``key``: that alert's and its group's), now marked
+        as seen; None while no alert book exists."""
+        if self._acknowledge is None:
+            return None
+        return self._acknowledge() if key is None else self._acknowledge(key)
 
     def register(self, spec: OperationSpec, handler: Handler) -> None:
         if spec.id in self.specs:

@@ -44,6 +44,7 @@ ALERTNAMES = {
     "throttle": "GpuThrottled", "heat": "GpuHot", "stray": "GpuStrayProcess", "xid": "GpuXid",
     "gw-down": "GatewayDown", "gw-ready": "GatewayNotReady",
     "gw-metrics": "GatewayMetricsUnreadable", "gw-fallbacks": "GatewayFallbacksRising",
+    "gw-cooldown": "GatewayDeploymentCooldown",
     "gw-5xx": "Gateway5xxHigh", "gw-overhead": "GatewayOverheadHigh",
     "gw-route": "GatewayRouteFailing",
 }
@@ -112,8 +113,8 @@ def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
     """One alert as ``POST /api/v2/alerts`` takes it."""
     labels = labels_of(alert, where)
     ann = {"summary": _label(alert.title)}
-    if alert.detail:
-        ann["description"] = printable(alert.detail, 1000)  # what to do about it
+    if alert.description():  # what to do about it, and what it explains
+        ann["description"] = printable(alert.description(), 1000)
     if runbook_url:
         ann["runbook_url"] = runbook_url.replace("{alertname}", labels["alertname"])
     starts = alert.fired_at if alert.fired_at is not None else alert.since

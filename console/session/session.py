@@ -867,7 +867,7 @@ class Session:
     def _tell(self, raised: list[Alert], cleared: list[Alert]) -> None:
         """Alert changes: the log, the audit (hardware faults) and the webhook."""
         for a in raised:
-            self._note(f"ALERT {a.title}" + (f" — {a.detail}" if a.detail else ""),
+            self._note(f"ALERT {a.title}" + (f" — {d}" if (d := a.description()) else ""),
                        "bold red" if a.severity == "crit" else "yellow")
         for a in cleared:
             if a.ended is not None:  # nothing was repaired: it ended with its pod
@@ -910,7 +910,7 @@ class Session:
                 # (``outbox.py``); only those with a webhook deliver it
                 synced = await self._run_blocking(
                     self._shared.sync, self.now(), raised=raised, cleared=cleared,
-                    firing=self.alerts.firing(), acked=acked, unposted=unposted,
+                    firing=self.alerts.told(), acked=acked, unposted=unposted,
                     webhook=url is not None, outbox=self._outbox,
                     source=f"pod-console {self.view.profile_name}")
                 self._share_failed = False
@@ -997,7 +997,7 @@ class Session:
                 ends = now + 4 * max(self.refresh_s, AM_RESEND_FLOOR_S)
                 resolved, self._am_resolved = self._am_resolved, []
                 batch = [api_alert(a, where, now, ends_at=ends, runbook_url=st.runbook_url)
-                         for a in self.alerts.firing()]
+                         for a in self.alerts.told()]  # not what a parent explains
                 batch += [api_alert(a, where, now, ends_at=at, runbook_url=st.runbook_url)
                           for a, at in resolved]
                 batch.append(watchdog(where, now, ends, self._am_started))
@@ -1063,7 +1063,7 @@ class Session:
                 await am.expire_silence(s["id"])
         if fresh:
             self._am_acks_at = self.mono()
-            ours = {a.key: labels_of(a, where) for a in self.alerts.firing()}
+            ours = {a.key: labels_of(a, where) for a in self.alerts.told()}
             acks = acked_here(await am.alerts(), silences, ours)
             adopted = [key for key, (who, at) in acks.items()
                        if self.alerts.adopt_ack(key, who, at) is not None]
@@ -1232,15 +1232,17 @@ class Session:
             self._on_change("backfill")
         return n
 
-    def acknowledge(self, who: str) -> list[str]:
-        """Every firing alert marked as seen by ``who``; their titles. Every other session
-        on this state dir shows the acknowledgement from its next poll."""
-        done = self.alerts.acknowledge(who, self.now())
+    def acknowledge(self, who: str, key: str | None = None) -> list[str]:
+        """Every firing alert marked as seen by ``who`` (``key``: that one, with the
+        alerts under it); their titles. Every other session on this state dir shows the
+        acknowledgement from its next poll."""
+        done = self.alerts.acknowledge(who, self.now(), key)
         if done and self.ctx is not None:
             self._acked.extend(done)
             self._spawn(self._share([], []), "alerts")
             if self.ctx.settings.alertmanager_url:  # the acknowledgement is a silence
-                self._am_silence += [(a, who) for a in done]
+                # on the alerts Alertmanager knows: a group's consequences are not sent
+                self._am_silence += [(a, who) for a in done if a.told]
                 if not self._am_busy:
                     self._spawn(self._to_alertmanager(), "alertmanager")
         return [a.title for a in done]

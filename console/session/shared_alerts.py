@@ -232,8 +232,8 @@ class SharedAlerts:
                  cleared: list[Alert]) -> None:
         from console.session.outbox import message
 
-        rows = [(a.key, "raise", message(source, "raise", a.severity, a.title, a.detail, None))
-                for a in raised]
+        rows = [(a.key, "raise", message(source, "raise", a.severity, a.title,
+                                         a.description(), None)) for a in raised]
         rows += [(a.key, "clear", message(source, "clear", a.severity, a.title, a.detail,
                                           a.ended)) for a in cleared]
         try:

@@ -204,11 +204,12 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         # the header says the new rate at once: not a log line per press
         self.refresh_screens()
 
-    def _acknowledge(self) -> list[str]:
-        """The ack operation's effect: every firing alert marked as seen by this user."""
+    def _acknowledge(self, key: str | None = None) -> list[str]:
+        """The ack operation's effect: every firing alert (``key``: that one and its
+        group) marked as seen by this user."""
         from console.operations.audit import current_user
 
-        titles = self.session.acknowledge(current_user())
+        titles = self.session.acknowledge(current_user(), key)
         self.call_later(self.refresh_screens)
         return titles
 

@@ -570,3 +570,28 @@ def gateway_reading() -> Any:
 def gateway_state() -> ConsoleState:
     """``state()`` with the gateway's reading: the header's gateway line, ``G``."""
     return replace(state(), gateway=gateway_reading())
+
+
+def cooldown_group(**changes: Any) -> ConsoleState:
+    """``state()`` with a gateway deployment in cooldown and what it explains: its
+    fallbacks, its group's 5xx and the whole gateway's (one alert, three under it),
+    beside the state's own alerts (issue 43, "Noise")."""
+    from console.config.settings import AlertTiming, GatewaySettings
+    from console.model.gateway import DeploymentRow, GatewaySnapshot
+    from console.model.gateway import conditions as gateway_conditions
+
+    base = state(**changes)
+    deps = (DeploymentRow("q27-a", "q27", "http://10.0.0.1:8001/v1",
+                          {"requests": 12, "failures": 7}, "cooldown"),
+            DeploymentRow("q27-b", "q27", "http://10.0.0.1:8011/v1",
+                          {"requests": 12, "failures": 0}, "healthy"))
+    gw = GatewaySnapshot("http://gw", NOW, True, True, deployments=deps,
+                         total={"fallbacks_ok": 4.0, "error_5xx_ratio": 0.0504},
+                         groups={"q27": {"error_5xx_ratio": 0.29}})
+    conds = gateway_conditions(gw, None, GatewaySettings(error_5xx_ratio=0.05),
+                               AlertTiming())
+    book = AlertBook()
+    book.update(conds, NOW - 120)
+    book.update(conds, NOW)
+    return replace(base, alerts=(*book.sorted(), *base.alerts),
+                   alert_history=(*base.alert_history, *book.history))

@@ -132,6 +132,8 @@ SCREENS: dict[str, tuple[list[Callable[[], Screen]], list[Step]]] = {
     "log": ([lambda: LogScreen(states.state(), states.log_lines())], []),
     "alert-history": ([lambda: AlertHistoryScreen(states.state(down=("Q27",), acked=True))],
                       []),
+    # a gateway cooldown with the fallbacks and 5xx it explains drawn under it (issue 43)
+    "alert-history-group": ([lambda: AlertHistoryScreen(states.cooldown_group())], []),
     # the states the issue "never lost, never contradicts itself" names: faults marked on
     # their GPU and slots, a planned stop as one event, six alerts with whole advice
     "main-gpu-faults": ([lambda: MainScreen(states.state(pod_=states.pod(

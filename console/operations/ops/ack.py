@@ -1,5 +1,6 @@
 """a: every firing alert marked as seen by this user (audited: who saw what); it stays on
-screen, dimmed, until it clears, and is not sent again."""
+screen, dimmed, until it clears, and is not sent again. With ``alert`` (a key: enter on a
+row of ``A``), that alert alone, with the alerts it explains when it is a group's parent."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ SPEC = OperationSpec(
 
 
 async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:
-    titles = deps.acknowledge()
+    key = args.get("alert")
+    titles = deps.acknowledge(str(key)) if key else deps.acknowledge()
     if titles is None:
         return Outcome(False, "no alerts to acknowledge yet", state="failed")
     if not titles:

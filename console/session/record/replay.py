@@ -221,7 +221,7 @@ class ReplaySession(Session):
     def started(self) -> None:
         return None
 
-    def acknowledge(self, who: str) -> list[str]:
+    def acknowledge(self, who: str, key: str | None = None) -> list[str]:
         return []
 
     async def slot_logs(self, slot: str, lines: int = 200) -> list[str]:

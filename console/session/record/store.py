@@ -357,8 +357,10 @@ def alert_markers(before: ConsoleState | None, after: ConsoleState) -> list[Mark
     """Alert transitions and watchdog decisions between two polls, as markers."""
     out: list[Marker] = []
     t = _poll_time(after)
-    was = {a.key: a for a in before.alerts if a.state == "firing"} if before else {}
-    now = {a.key: a for a in after.alerts if a.state == "firing"}
+    # what a parent explains (a cooldown's 5xx) is marked with it, not on its own
+    was = ({a.key: a for a in before.alerts if a.state == "firing" and a.parent is None}
+           if before else {})
+    now = {a.key: a for a in after.alerts if a.state == "firing" and a.parent is None}
     for key, a in now.items():
         if key not in was:
             # when it fired, not this poll's time: an alert that fired while no poll

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from console.model import fmt
-from console.model.alerts import Alert, AlertEvent
+from console.model.alerts import Alert, AlertEvent, grouped
 from console.ui.widgets.lines import LinesView, safe_text
 
 KIND_STYLE = {"firing": ("FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
@@ -19,6 +19,8 @@ KIND_STYLE = {"firing": ("FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "
 KIND_WIDTH = 13
 ADVICE_INDENT = 7
 """Advice lines start under the title, past ``✖ CRIT ``."""
+UNDER = "  └ "
+"""What an alert explained by another (a cooldown's 5xx) starts with, under its parent."""
 
 
 def active_line(a: Alert, now: float, advice: bool = True) -> Text:
@@ -38,6 +40,22 @@ def active_line(a: Alert, now: float, advice: bool = True) -> Text:
     if a.detail and advice:
         t.append(f"  {a.detail}", "dim")
     return safe_text(t)  # titles and details quote servers, agents and the alert book
+
+
+def under(lines: list[Text]) -> list[Text]:
+    """An alert's lines drawn under the alert that explains it (``AlertBook``'s groups)."""
+    return [Text(UNDER if i == 0 else " " * len(UNDER), "dim", no_wrap=True,
+                 overflow="ellipsis") + line for i, line in enumerate(lines)]
+
+
+def group_blocks(alerts: list[Alert], now: float, width: int, console: Console
+                 ) -> list[list[Text]]:
+    """Each alert's block, the alerts a parent explains right under it, indented."""
+    blocks = []
+    for parent, kids in grouped(alerts):
+        blocks.append(alert_block(parent, now, width, console))
+        blocks += [under(alert_block(k, now, width - len(UNDER), console)) for k in kids]
+    return blocks
 
 
 def alert_block(a: Alert, now: float, width: int, console: Console) -> list[Text]:
@@ -148,12 +166,14 @@ class AlertsPanel(LinesView):
         else:
             width = (self.content_size.width if self.is_mounted and self.content_size.width
                      else 76)
-            blocks = [alert_block(a, now, width, self.app.console) for a in alerts]
+            blocks = group_blocks(alerts, now, width, self.app.console)
             lines, hidden = fit_alerts(blocks, self.room)
             if hidden:
                 lines.append(Text(f"… and {hidden} more: A lists every alert", "bold"))
-            firing = sum(1 for a in alerts if not a.acked_by)
-            acked = len(alerts) - firing
+            # a group is one alert: what its parent explains is not counted again
+            tops = [a for a, _ in grouped(alerts)]
+            firing = sum(1 for a in tops if not a.acked_by)
+            acked = len(tops) - firing
             title = f"alerts ({firing} firing{f', {acked} acknowledged' if acked else ''})"
         self.show_lines(lines)
         if title != self.border_title:  # a new title repaints the border
