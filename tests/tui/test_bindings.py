@@ -130,7 +130,7 @@ async def test_host_checks_run_the_real_agent(demo) -> None:
         assert action == "host_checks" and out.ok, out.message
         names = [c["name"] for c in out.data["report"]["checks"]]
         assert names == ["gpus", "driver_cuda", "gpu_health", "p2p", "pidfd",
-                         "disk", "memory"]
+                         "disk", "memory", "modules"]
         assert "driver_cuda ok" in out.message and "p2p ok" in out.message
 
 
