@@ -23,6 +23,7 @@ import contextlib
 import datetime as dt
 import math
 import signal
+import sqlite3
 import sys
 import time
 import traceback
@@ -185,9 +186,26 @@ async def _up(args: argparse.Namespace) -> int:
         await client.aclose()
 
 
+async def _tell_up_failed(settings: Settings, why: str) -> None:
+    """A failed ``up`` told through the webhook's outbox (``session/outbox.py``): posted
+    now if the receiver answers, else kept for the next session with a webhook to
+    deliver (a cron ``up`` at 08:30 whose receiver was down loses nothing)."""
+    from console.session.outbox import Outbox, drain, message
+
+    assert settings.webhook_url is not None
+    outbox = Outbox(settings.state_dir)
+    payload = message("pod-console up", "raise", "crit", "pod-console up failed", why, None)
+    try:
+        await asyncio.to_thread(outbox.put, [("up", "raise", payload)], time.time())
+        async with asyncio.timeout(15.0):  # the exit code already tells cron
+            await drain(outbox, settings.webhook_url.get_secret_value(), 5.0,
+                        asyncio.to_thread, on_error=_log)
+    except (OSError, TimeoutError, sqlite3.Error) as exc:
+        _log(f"the failure could not be handed to the webhook: {exc}")
+
+
 async def _up_locked(args: argparse.Namespace, settings: Settings,
                      client: Provider) -> int:
-    from console.model.alerts import Alert, notify
     from console.operations.audit import AuditError, audit_log_for
     from console.operations.provision import (
         EXIT_LEAKED,
@@ -231,11 +249,7 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
         _audit(audit, "up", {}, "failed", exit_code=exc.code, message=exc.message,
                leaked=(exc.leaked.id if exc.leaked else exc.leaked_name))
         if settings.webhook_url:
-            now = time.time()
-            with contextlib.suppress(Exception):  # the exit code already tells cron
-                await notify(settings.webhook_url.get_secret_value(),
-                             [Alert("up", "crit", "pod-console up failed", exc.message, now)],
-                             [], "pod-console up")
+            await _tell_up_failed(settings, exc.message)
         return exc.code
     except asyncio.CancelledError:
         # the cleanup ran (bounded); what it could not settle is still open in the ledger
