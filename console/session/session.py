@@ -1061,7 +1061,8 @@ class Session:
                                 ctx.settings.gateway.idle_source if ctx is not None
                                 else "slots"),
                             active_window_s=(ctx.settings.gateway.active_window_s
-                                             if ctx is not None else 3600.0))
+                                             if ctx is not None else 3600.0),
+                            gateway_limits=ctx.settings.gateway if ctx is not None else None)
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

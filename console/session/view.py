@@ -18,7 +18,7 @@ from console.sources.collect.poller import DeploymentPoller
 from console.sources.collect.targets import SlotTarget
 
 if TYPE_CHECKING:
-    from console.config.settings import Settings, SlotThresholds
+    from console.config.settings import GatewaySettings, Settings, SlotThresholds
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
     from console.model.gateway import GatewaySnapshot
@@ -197,6 +197,9 @@ class ConsoleState:
     """``gateway.idle_source``: what the idle countdown counts as activity."""
     active_window_s: float = 3600.0
     """``gateway.active_window_s``: "who is using it" looks this far back."""
+    gateway_limits: GatewaySettings | None = None
+    """``gateway``'s settings: its limits colour the header's gateway field as its alerts
+    judge it (None: the defaults, e.g. a recording)."""
 
     @property
     def slot_marks(self) -> dict[str, str]:
