@@ -158,7 +158,8 @@ class GatewaySnapshot:
             return "gw NOT READY"
         bad = [d for d in self.deployments if d.status in ("cooldown", "failing")]
         if bad:
-            return f"gw COOLDOWN {len(bad)}"
+            names = ",".join(d.model_id for d in bad[:2])
+            return f"gw COOLDOWN {names if len(names) <= 16 else len(bad)}"
         if self.metrics_error:
             return "gw no figures"
         err = self.total.get("error_rate")

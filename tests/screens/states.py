@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config.settings import AlertTiming, Settings
-from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod
+from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod, run_of
 from console.model.conditions import Condition
 from console.model.fleet import FleetRow, FleetSnapshot
 from console.model.gpu_faults import FaultBook, gpu_marks
@@ -273,7 +273,7 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
                         alert_history=events,
                         thresholds={t.slot: s.thresholds_for(t.slot) for t in v.targets},
                         fleet=fleet_, stop=planned_stop(p, p, NOW), gpu_marks=marks,
-                        stalled=stalls)
+                        stalled=stalls, run=run_of(p, p, NOW), gateway_limits=s.gateway)
 
 
 def _clock(t: float) -> str:

@@ -17,6 +17,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
+from console.model.pod_stop import stop_near
 from console.operations.specs import SPECS
 from console.session.view import ConsoleState
 
@@ -25,6 +26,14 @@ URGENT_BINDINGS = [Binding(SPECS["watchdog"].key, "op('watchdog')", "watchdog: e
 """Keys that act on a warning needing action (``pod stops in 5 min — w extends``): bound
 on every console screen (the main screen has them among its operations), so the warning
 can be acted on wherever the user is."""
+
+
+def operation_valid(state: ConsoleState, operation_id: str) -> bool:
+    """Whether an operation's key can work now (see ``ConsoleScreen.check_action``)."""
+    if operation_id not in state.allowed or state.replay is not None:
+        return False
+    return not (operation_id == "resume" and state.pod is not None
+                and state.pod.status == "RUNNING")
 
 
 class ConsoleScreen(Screen):
@@ -54,7 +63,10 @@ class ConsoleScreen(Screen):
         self.state = state
 
     def show(self, state: ConsoleState) -> None:
+        keys = self._keys_now()
         self.state = state
+        if self.is_mounted and self._keys_now() != keys:
+            self.refresh_bindings()  # the bar follows what the keys can do now
         if self.is_mounted:
             # mounted but not composed yet: its on_mount draws the latest state
             with contextlib.suppress(NoMatches):
@@ -71,9 +83,29 @@ class ConsoleScreen(Screen):
         """The full context has loaded: mount what waited for it (the plots)."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only keys that can work now are on the bar (issue 47): an operation the
+        registry allows, none while a recording is shown (the live pause: its keys are
+        the replay's, ``t`` steps a sample), no resume of a pod that runs (its preflight
+        would refuse it)."""
         if action == "op" and parameters:
-            return str(parameters[0]) in self.state.allowed
+            return operation_valid(self.state, str(parameters[0]))
         return True
+
+    @property
+    def urgent_actions(self) -> frozenset[str]:
+        """Actions the key bar shows right after help and quit, whatever its width and
+        even where their binding is not shown: ``w`` while the pod's stop is near (the
+        key every stop warning names)."""
+        st = self.state
+        if operation_valid(st, "watchdog") and stop_near(st.pod, st.now):
+            return frozenset({URGENT_BINDINGS[0].action})
+        return frozenset()
+
+    def _keys_now(self) -> tuple[object, ...]:
+        """What the bar's keys depend on: a poll that changes none of it redraws no key."""
+        st = self.state
+        return (st.allowed, st.replay is None, st.pod.status if st.pod else None,
+                self.urgent_actions)
 
     def action_op(self, operation_id: str) -> None:
         self.post_message(self.Operation(operation_id))

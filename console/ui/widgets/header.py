@@ -16,7 +16,7 @@ from console.model.alerts import Alert
 from console.model.gateway import GatewaySnapshot, idle_for
 from console.model.gateway import level as gateway_level
 from console.model.pod_run import PodRun
-from console.model.pod_stop import OVERDUE_S, PlannedStop
+from console.model.pod_stop import OVERDUE_S, PlannedStop, stop_near
 from console.model.snapshot import PodSnapshot
 from console.session.view import ConsoleState, ReplayMark
 from console.ui.widgets.lines import LinesView
@@ -182,7 +182,7 @@ class PodHeader(LinesView):
         if self.context:
             out.append(Field(Rank.CONTEXT, Text.assemble(
                 (self.context, "bold"), (f" · {self.profile_name}", "")
-                if self.profile_name else ""), Text(self.context, "bold")))
+                if self.profile_name else ""), Text(self.context, "bold"), Rank.PROFILE))
         status = p.status or "?"
         style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
                  "ERROR": "bold red"}.get(status, "white")
@@ -201,8 +201,8 @@ class PodHeader(LinesView):
             clock = fmt.clock(run.at)[:5] if run.at is not None else ""
             words = run.stop_text(clock)
             who = f" {run.who()}" if run.who() else ""
-            out.append(Field(Rank.STOP, Text(words + who, "bold cyan"), Text(words,
-                                                                            "bold cyan")))
+            out.append(Field(Rank.STOP, Text(words + who, "bold cyan"),
+                             Text(words, "bold cyan"), Rank.OPERATION))
         elif plan is not None and plan.extension_until and stop is None \
                 and p.watchdog_armed is not False and not plan.grace_until:
             # an extension moved the stop: its end is what is coming, not a countdown
@@ -212,20 +212,22 @@ class PodHeader(LinesView):
             until = fmt.wall_time(plan.extension_until)
             out.append(Field(Rank.STOP, Text.assemble(("extended → ", "dim"), (
                 f"{until} {plan.extension_by or ''}".rstrip(), colour)), Text.assemble(
-                ("ext → ", "dim"), (until, colour))))
+                ("extended → ", "dim"), (until, colour)), Rank.OPERATION))
         else:
             full = stop_text(p, now, stop)
-            out.append(Field(Rank.STOP, full, short_stop(p, now, full, stop)))
+            # its reason grows back after an operation running is said
+            out.append(Field(Rank.STOP, full, short_stop(p, now, full, stop),
+                             Rank.GATEWAY))
         if plan is not None and plan.failing_since and stop is None and not ended:
             out.append(Field(Rank.STOP, Text(
                 f"watchdog failing since {fmt.wall_time(plan.failing_since)}", "bold red"),
-                Text("watchdog FAILING", "bold red")))
+                Text("watchdog FAILING", "bold red"), Rank.OPERATION))
         if stale:
             out.append(Field(Rank.STOP, Text(stale, "bold red"),
-                             Text(stale.split(" since ")[0], "bold red")))
+                             Text(stale.split(" since ")[0], "bold red"), Rank.OPERATION))
         counted = alert_count(self.alerts)
         if counted is not None:
-            out.append(Field(Rank.ALERTS, *counted))
+            out.append(Field(Rank.ALERTS, *counted, Rank.OPERATION))
         if operation:
             out.append(Field(Rank.OPERATION, Text(f"▶ {operation} running", "bold magenta"),
                              Text(f"▶ {operation}", "bold magenta")))
@@ -234,7 +236,8 @@ class PodHeader(LinesView):
         if gw is not None:
             colour = self.gateway_colour
             out.append(Field(Rank.GATEWAY if colour == "green" else Rank.ALERTS,
-                             Text(gw.brief(), colour), Text(gw.short(), colour)))
+                             Text(gw.brief(), colour), Text(gw.short(), colour),
+                             None if colour == "green" else Rank.GATEWAY))
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None and not ended:
             idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
@@ -258,7 +261,9 @@ class PodHeader(LinesView):
                                                          (self.profile, "bold"))))
         if p.gpu_name:
             name = p.gpu_name.removeprefix("NVIDIA ")
-            out.append(Field(Rank.GPU, Text(f"{p.gpu_count}× {name}")))
+            short = name if len(name) <= 16 else name[:15] + "…"
+            out.append(Field(Rank.GPU, Text(f"{p.gpu_count}× {name}"),
+                             Text(f"{p.gpu_count}× {short}")))
         p2p = (Text(fmt.DASH) if p.p2p_disabled is None else
                Text("OFF", "bold yellow") if p.p2p_disabled else Text("on", "green"))
         out.append(Field(Rank.P2P, Text.assemble(("P2P ", "dim"), p2p)))
@@ -313,46 +318,45 @@ def alert_count(alerts: tuple[Alert, ...]) -> tuple[Text, Text] | None:
 
 
 def fit(fields: list[Field], width: int) -> list[Text]:
-    """The fields that fit one line of ``width``, by rank (rank 0 always), each in its
-    full form, else its short one; in display order. A field with a ``full_rank`` takes
-    its short form at its rank and grows to the full one at that rank, room left."""
+    """The fields that fit one line of ``width`` (``chosen``), in display order."""
+    picked = chosen(fields, width)
+    return [picked[i] for i in sorted(picked)]
+
+
+def chosen(fields: list[Field], width: int) -> dict[int, Text]:
+    """Field index → its text as shown on one line of ``width``. By rank (rank 0
+    always): each field whole, else short; the first that fits in neither form ends the
+    line, so that no field is shown while a more important one is not. A field with a
+    ``full_rank`` comes short at its rank and grows whole at that rank, room left."""
     sep = 3
-    chosen: dict[int, Text] = {}
+    out: dict[int, Text] = {}
     used = 0
     steps = sorted([(f.rank, i, False) for i, f in enumerate(fields)]
                    + [(f.full_rank, i, True) for i, f in enumerate(fields)
-                      if f.full_rank is not None and f.short is not None],
-                   key=lambda s: (s[0], s[1]))
+                      if f.full_rank is not None and f.short is not None])
+    full = False
     for _, i, grow in steps:
         f = fields[i]
+        shown = out.get(i)
         if grow:
-            now = chosen.get(i)
-            if now is not None and used + f.text.cell_len - now.cell_len <= width:
-                used += f.text.cell_len - now.cell_len
-                chosen[i] = f.text
+            if shown is not None and used + f.text.cell_len - shown.cell_len <= width:
+                used += f.text.cell_len - shown.cell_len
+                out[i] = f.text
             continue
-        room = width - used - (sep if chosen else 0)
+        if full and f.rank != Rank.STATE:
+            continue
+        room = width - used - (sep if out else 0)
         whole = f.full_rank is None or f.short is None
         pick = f.text if whole and f.text.cell_len <= room else (
             f.short if f.short is not None and f.short.cell_len <= room else None)
         if pick is None and f.rank == Rank.STATE:
             pick = f.short or f.text
-        if pick is not None:
-            used += pick.cell_len + (sep if chosen else 0)
-            chosen[i] = pick
-    return [chosen[i] for i in sorted(chosen)]
-
-
-def stop_near(p: PodSnapshot, now: float) -> bool:
-    """The pod's stop is within its warning (``warn_before``): the agent's flag, or the
-    countdown itself (a report older than the warning's start)."""
-    plan = p.stop_plan
-    if plan is None or p.watchdog_armed is False:
-        return False
-    if plan.warning or plan.grace_until:
-        return True
-    left = p.stop_in_s(now)
-    return left is not None and plan.warn_before_s is not None and left <= plan.warn_before_s
+        if pick is None:
+            full = True
+            continue
+        used += pick.cell_len + (sep if out else 0)
+        out[i] = pick
+    return out
 
 
 def short_stop(p: PodSnapshot, now: float, full: Text, stop: PlannedStop | None) -> Text | None:

@@ -41,23 +41,37 @@ Entry = tuple[str, str, str, bool, str]
 """A key as drawn: (key, the key as shown, description, enabled, tooltip)."""
 
 
+URGENT_AFTER = 2
+"""Urgent keys come after this many (help and quit, which never go)."""
+
+
 def entries(bindings: Mapping[str, ActiveBinding], palette_key: str | None,
-            key_display: Callable[[Binding], str]) -> tuple[list[Entry], Entry | None]:
-    """The keys left to right, and the palette's key (None: not bound here)."""
+            key_display: Callable[[Binding], str],
+            urgent: frozenset[str] = frozenset()) -> tuple[list[Entry], Entry | None]:
+    """The keys left to right, and the palette's key (None: not bound here). ``urgent``:
+    actions drawn right after help and quit, shown or not (``w`` while a stop is near),
+    so that no width cuts them."""
     seen: set[str] = set()
     keys: list[Entry] = []
+    first: list[Entry] = []
     palette: Entry | None = None
     for key, (_node, binding, enabled, tooltip) in bindings.items():
         if palette_key is not None and key == palette_key:
             palette = (binding.key, key_display(binding), binding.description, enabled,
                        tooltip or binding.tooltip or binding.description)
             continue
-        if not binding.show or binding.action in seen:
+        hurry = binding.action in urgent and enabled
+        if not (binding.show or hurry) or binding.action in seen:
             continue
         seen.add(binding.action)
-        keys.append((binding.key, key_display(binding), binding.description, enabled,
-                     tooltip or binding.tooltip))
-    return keys, palette
+        if hurry:  # a hidden binding's long description: its first words on the bar
+            first.append((binding.key, key_display(binding),
+                          binding.description.split(":")[0], enabled,
+                          tooltip or binding.tooltip or binding.description))
+        else:
+            keys.append((binding.key, key_display(binding), binding.description, enabled,
+                         tooltip or binding.tooltip))
+    return keys[:URGENT_AFTER] + first + keys[URGENT_AFTER:], palette
 
 
 class KeyBar(Widget, can_focus=False):
@@ -105,7 +119,8 @@ class KeyBar(Widget, can_focus=False):
         app = self.app
         palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE else None
         keys, palette = entries(self.screen.active_bindings, palette_key,
-                                app.get_key_display)
+                                app.get_key_display,
+                                getattr(self.screen, "urgent_actions", frozenset()))
         key_style = self.get_component_rich_style("keybar--key")
         desc_style = self.get_component_rich_style("keybar--description")
 
