@@ -99,6 +99,8 @@ class PodHeader(LinesView):
     run: PodRun | None = None
     """The pod's run: its stop's cause and who, a start-up's phase."""
     alerts: tuple[Alert, ...] = ()
+    drawn: tuple[list[Field], dict[int, Text]] = ([], {})
+    """The fields of the last line drawn, and those on it (index → the text shown)."""
 
     def show_state(self, state: ConsoleState) -> None:
         self.refresh_s = state.view.refresh_s
@@ -135,12 +137,13 @@ class PodHeader(LinesView):
         tail = Text(f"read {age_text(age)}", "dim") if age is not None else None
         if tail is not None and not keep_room:
             fields.append(Field(Rank.AGE, tail))
+        picked = chosen(fields, max(1, width - AGE_ROOM if keep_room else width))
+        self.drawn = (fields, picked)
         t = Text(no_wrap=True, overflow="ellipsis")
-        for i, part in enumerate(fit(fields, max(1, width - AGE_ROOM if keep_room
-                                                 else width))):
-            if i:
+        for n, i in enumerate(sorted(picked)):
+            if n:
                 t.append(" │ ", "dim")
-            t.append_text(part)
+            t.append_text(picked[i])
         if tail is not None and keep_room:
             if t.cell_len + 2 + tail.cell_len > width:  # the age is never cut off
                 t.truncate(max(0, width - 2 - tail.cell_len), overflow="ellipsis")

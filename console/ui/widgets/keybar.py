@@ -41,8 +41,9 @@ Entry = tuple[str, str, str, bool, str]
 """A key as drawn: (key, the key as shown, description, enabled, tooltip)."""
 
 
-URGENT_AFTER = 2
-"""Urgent keys come after this many (help and quit, which never go)."""
+URGENT_AFTER = frozenset({"app.help", "app.quit"})
+"""Urgent keys come right after these (help and quit, which never go; ``esc back``
+before them on a screen that has it)."""
 
 
 def entries(bindings: Mapping[str, ActiveBinding], palette_key: str | None,
@@ -54,6 +55,7 @@ def entries(bindings: Mapping[str, ActiveBinding], palette_key: str | None,
     seen: set[str] = set()
     keys: list[Entry] = []
     first: list[Entry] = []
+    after = 0
     palette: Entry | None = None
     for key, (_node, binding, enabled, tooltip) in bindings.items():
         if palette_key is not None and key == palette_key:
@@ -69,9 +71,11 @@ def entries(bindings: Mapping[str, ActiveBinding], palette_key: str | None,
                           binding.description.split(":")[0], enabled,
                           tooltip or binding.tooltip or binding.description))
         else:
+            if binding.action in URGENT_AFTER:
+                after = len(keys) + 1
             keys.append((binding.key, key_display(binding), binding.description, enabled,
                          tooltip or binding.tooltip))
-    return keys[:URGENT_AFTER] + first + keys[URGENT_AFTER:], palette
+    return keys[:after] + first + keys[after:], palette
 
 
 class KeyBar(Widget, can_focus=False):
