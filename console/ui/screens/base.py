@@ -28,14 +28,6 @@ on every console screen (the main screen has them among its operations), so the 
 can be acted on wherever the user is."""
 
 
-def operation_valid(state: ConsoleState, operation_id: str) -> bool:
-    """Whether an operation's key can work now (see ``ConsoleScreen.check_action``)."""
-    if operation_id not in state.allowed or state.replay is not None:
-        return False
-    return not (operation_id == "resume" and state.pod is not None
-                and state.pod.status == "RUNNING")
-
-
 class ConsoleScreen(Screen):
     class Operation(Message):
         """Run a registry operation (the app asks first when it is dangerous)."""
@@ -83,13 +75,21 @@ class ConsoleScreen(Screen):
         """The full context has loaded: mount what waited for it (the plots)."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Only keys that can work now are on the bar (issue 47): an operation the
-        registry allows, none while a recording is shown (the live pause: its keys are
-        the replay's, ``t`` steps a sample), no resume of a pod that runs (its preflight
-        would refuse it)."""
+        """An operation the registry allows, none while a recording is shown (the live
+        pause: its keys are the replay's there, ``t`` steps a sample)."""
         if action == "op" and parameters:
-            return operation_valid(self.state, str(parameters[0]))
+            op = str(parameters[0])
+            return op in self.state.allowed and self.state.replay is None
         return True
+
+    @property
+    def unoffered_actions(self) -> frozenset[str]:
+        """Actions the key bar leaves out though their key still answers: ``r`` on a
+        running pod (pressed, its preflight says "already RUNNING")."""
+        st = self.state
+        if st.pod is not None and st.pod.status == "RUNNING" and "resume" in st.allowed:
+            return frozenset({"op('resume')"})
+        return frozenset()
 
     @property
     def urgent_actions(self) -> frozenset[str]:
@@ -97,15 +97,14 @@ class ConsoleScreen(Screen):
         even where their binding is not shown: ``w`` while the pod's stop is near (the
         key every stop warning names)."""
         st = self.state
-        if operation_valid(st, "watchdog") and stop_near(st.pod, st.now):
+        if "watchdog" in st.allowed and st.replay is None and stop_near(st.pod, st.now):
             return frozenset({URGENT_BINDINGS[0].action})
         return frozenset()
 
     def _keys_now(self) -> tuple[object, ...]:
         """What the bar's keys depend on: a poll that changes none of it redraws no key."""
         st = self.state
-        return (st.allowed, st.replay is None, st.pod.status if st.pod else None,
-                self.urgent_actions)
+        return (st.allowed, st.replay is None, self.unoffered_actions, self.urgent_actions)
 
     def action_op(self, operation_id: str) -> None:
         self.post_message(self.Operation(operation_id))

@@ -36,9 +36,10 @@ class Rank:
     GATEWAY = 6
     """A gateway in trouble ranks with the alerts (``ALERTS``)."""
     POD_ID = 7
-    IDLE = 8
-    TODAY = 9
-    PROFILE = 10
+    PROFILE = 8
+    """The profile, where no context names it (with contexts: ``CONTEXT``)."""
+    IDLE = 9
+    TODAY = 10
     GPU = 11
     UP = 12
     CUDA = 13
@@ -193,8 +194,8 @@ class PodHeader(LinesView):
         state = Text.assemble((status, style), *(((f" {age_text(age)}", "dim"),)
                                                  if age is not None else ()))
         if run is not None and run.state in ("provisioning", "booting") and p.status:
-            state.append(f" {run.state}" + (f": {run.phase}" if run.phase else ""),
-                         "bold cyan")
+            # its phase is each slot's, on the slots table
+            state.append(f" {run.state}", "bold cyan")
         out.append(Field(Rank.STATE, Text.assemble(
             ("pod ", "dim"), (f"{p.pod_id or fmt.DASH} ", "bold"), state), state,
             Rank.POD_ID))
