@@ -291,7 +291,7 @@ def level(gw: GatewaySnapshot, limits: GatewaySettings | None,
     from console.config.settings import GatewaySettings as Limits
 
     lim = limits if limits is not None else Limits()
-    sevs = {c.severity for c in conditions(gw, None, lim, AlertTiming())}
+    sevs: set[str] = {c.severity for c in conditions(gw, None, lim, AlertTiming())}
     sevs |= {sev for key, sev in firing if key.startswith("gw-")}
     err = gw.total.get("error_rate")
     if err is not None and err > lim.error_5xx_ratio:
