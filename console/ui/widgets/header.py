@@ -220,7 +220,7 @@ class PodHeader(LinesView):
         else:
             full = stop_text(p, now, stop)
             # its reason grows back after an operation running is said
-            out.append(Field(Rank.STOP, full, short_stop(p, now, full, stop),
+            out.append(Field(Rank.STOP, full, short_stop(p, now, stop),
                              Rank.GATEWAY))
         if plan is not None and plan.failing_since and stop is None and not ended:
             out.append(Field(Rank.STOP, Text(
@@ -321,12 +321,6 @@ def alert_count(alerts: tuple[Alert, ...]) -> tuple[Text, Text] | None:
     return full, short
 
 
-def fit(fields: list[Field], width: int) -> list[Text]:
-    """The fields that fit one line of ``width`` (``chosen``), in display order."""
-    picked = chosen(fields, width)
-    return [picked[i] for i in sorted(picked)]
-
-
 def chosen(fields: list[Field], width: int) -> dict[int, Text]:
     """Field index → its text as shown on one line of ``width``. By rank (rank 0
     always): each field whole, else short; the first that fits in neither form ends the
@@ -363,7 +357,7 @@ def chosen(fields: list[Field], width: int) -> dict[int, Text]:
     return out
 
 
-def short_stop(p: PodSnapshot, now: float, full: Text, stop: PlannedStop | None) -> Text | None:
+def short_stop(p: PodSnapshot, now: float, stop: PlannedStop | None) -> Text | None:
     """The countdown without its reason (``stop 6h00m``), for a narrow terminal."""
     left = p.stop_in_s(now)
     if stop is not None or p.watchdog_armed is False or left is None or left <= 0 \
