@@ -14,6 +14,7 @@ state together with the cooldown counter and the calls in the window.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -148,6 +149,22 @@ class GatewaySnapshot:
             out += f" err {err * 100:.1f}%"
         return out
 
+    def short(self) -> str:
+        """The header's gateway field on a narrow terminal: its worst state in a word or
+        two (``gw COOLDOWN 1``, ``gw DOWN``, ``gw err 31%``, ``gw ok``)."""
+        if not self.live:
+            return "gw DOWN"
+        if not self.ready:
+            return "gw NOT READY"
+        bad = [d for d in self.deployments if d.status in ("cooldown", "failing")]
+        if bad:
+            names = ",".join(d.model_id for d in bad[:2])
+            return f"gw COOLDOWN {names if len(names) <= 16 else len(bad)}"
+        if self.metrics_error:
+            return "gw no figures"
+        err = self.total.get("error_rate")
+        return f"gw err {err * 100:.0f}%" if err else "gw ok"
+
     def as_json(self) -> dict[str, object]:
         """``status --json``'s ``gateway`` block and ``metrics --gateway --json``."""
         return {
@@ -274,6 +291,27 @@ def conditions(gw: GatewaySnapshot | None, snap: DeploymentSnapshot | None,
                     "failed (routing or auth between the gateway and the slot)",
                     timing.for_s, timing.hold_s))
     return out
+
+
+Level = Literal["ok", "warn", "crit"]
+
+
+def level(gw: GatewaySnapshot, limits: GatewaySettings | None,
+          firing: Iterable[tuple[str, str]] = ()) -> Level:
+    """The gateway's worst state now, for its colour in the header: the worst of its
+    alert conditions by the configured limits (``limits``; the defaults when None: a
+    recording), the gateway alerts that fire (``firing``: (key, severity), so that the
+    field is never green beside a gateway WARN), and an error rate over the 5xx limit."""
+    from console.config.settings import AlertTiming
+    from console.config.settings import GatewaySettings as Limits
+
+    lim = limits if limits is not None else Limits()
+    sevs: set[str] = {c.severity for c in conditions(gw, None, lim, AlertTiming())}
+    sevs |= {sev for key, sev in firing if key.startswith("gw-")}
+    err = gw.total.get("error_rate")
+    if err is not None and err > lim.error_5xx_ratio:
+        sevs.add("warn")
+    return "crit" if "crit" in sevs else "warn" if "warn" in sevs else "ok"
 
 
 def on_the_pod(conds: list[Condition], gw: GatewaySnapshot | None,

@@ -21,7 +21,7 @@ from console.model.snapshot import PodSnapshot, SlotSnapshot
 
 __all__ = ["OVERDUE_S", "PROBE_WAITS_FOR_IDLE", "PROBE_WAITS_FOR_POD",
            "PROBE_WAITS_FOR_TRAFFIC", "STOPPED", "PlannedStop", "planned_stop", "probe_hold",
-           "probe_hold_unplanned", "slots_in_use"]
+           "probe_hold_unplanned", "slots_in_use", "stop_near"]
 
 PROBE_WAITS_FOR_POD = "waiting for the pod's stop plan"
 PROBE_WAITS_FOR_IDLE = ("the pod is idle: a completion probe is a request, and would keep "
@@ -157,3 +157,16 @@ def planned_stop(pod: PodSnapshot | None, agent_seen: PodSnapshot | None,
     if stopped:
         return replace(found, done=True, made=True)
     return found
+
+
+def stop_near(pod: PodSnapshot | None, now: float) -> bool:
+    """The pod's stop is within its warning (``warn_before``; held by requests counts):
+    the agent's flag, or the countdown itself (read since the warning began). The header
+    colours the countdown then, and the key bar shows ``w`` whatever its width."""
+    plan = pod.stop_plan if pod is not None else None
+    if pod is None or plan is None or pod.watchdog_armed is False:
+        return False
+    if plan.warning or plan.grace_until:
+        return True
+    left = pod.stop_in_s(now)
+    return left is not None and plan.warn_before_s is not None and left <= plan.warn_before_s

@@ -1147,7 +1147,8 @@ class Session:
                             active_window_s=(ctx.settings.gateway.active_window_s
                                              if ctx is not None else 3600.0),
                             stall_after_s=(ctx.settings.alerts.stall_after_s
-                                           if ctx is not None else 30.0))
+                                           if ctx is not None else 30.0),
+                            gateway_limits=ctx.settings.gateway if ctx is not None else None)
 
     def ages(self, now: float) -> dict[str, float]:
         """Ages of the pod fields (``pod``) and the GPU line (``gpus``) older than one

@@ -18,7 +18,7 @@ from console.sources.collect.poller import DeploymentPoller
 from console.sources.collect.targets import SlotTarget
 
 if TYPE_CHECKING:
-    from console.config.settings import Settings, SlotThresholds
+    from console.config.settings import GatewaySettings, Settings, SlotThresholds
     from console.model.alerts import Alert, AlertEvent
     from console.model.fleet import FleetSnapshot
     from console.model.gateway import GatewaySnapshot
@@ -200,6 +200,9 @@ class ConsoleState:
     stall_after_s: float = 30.0
     """``alerts.stall_after_s``: how long with no token a slot is STALLED (the help says
     the value)."""
+    gateway_limits: GatewaySettings | None = None
+    """``gateway``'s settings: its limits colour the header's gateway field as its alerts
+    judge it (None: the defaults, e.g. a recording)."""
 
     @property
     def slot_marks(self) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config.settings import AlertTiming, Settings
-from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod
+from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod, run_of
 from console.model.conditions import Condition
 from console.model.fleet import FleetRow, FleetSnapshot
 from console.model.gpu_faults import FaultBook, gpu_marks
@@ -309,7 +309,7 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
                         alert_history=events,
                         thresholds={t.slot: s.thresholds_for(t.slot) for t in v.targets},
                         fleet=fleet_, stop=planned_stop(p, p, NOW), gpu_marks=marks,
-                        stalled=stalls)
+                        stalled=stalls, run=run_of(p, p, NOW), gateway_limits=s.gateway)
 
 
 def _clock(t: float) -> str:
@@ -567,9 +567,9 @@ def gateway_reading() -> Any:
     return col.read(parse(later, FAMILIES), NOW)
 
 
-def gateway_state() -> ConsoleState:
+def gateway_state(**changes: Any) -> ConsoleState:
     """``state()`` with the gateway's reading: the header's gateway line, ``G``."""
-    return replace(state(), gateway=gateway_reading())
+    return replace(state(**changes), gateway=gateway_reading())
 
 
 def cooldown_group(**changes: Any) -> ConsoleState:
@@ -595,3 +595,38 @@ def cooldown_group(**changes: Any) -> ConsoleState:
     book.update(conds, NOW)
     return replace(base, alerts=(*book.sorted(), *base.alerts),
                    alert_history=(*base.alert_history, *book.history))
+
+
+# -- the header's hard cases (issue 47, item 1) -------------------------------------------
+
+CONTEXTS = ("seoul", "tokyo", "oregon")
+
+
+def stop_near_state(**changes: Any) -> ConsoleState:
+    """The idle stop 4 minutes away, inside its 10-minute warning: the agent warns."""
+    plan = stop_plan(next_reason="idle", in_s=240.0, warning=True, warn_before_s=600.0,
+                     idle_s=1560.0)
+    return state(pod_=pod(stop_plan=plan), **changes)
+
+
+def extended_state(**changes: Any) -> ConsoleState:
+    """An extension to 20:00 by alice in effect: the stop that was due has moved."""
+    plan = stop_plan(next_reason="extension ends", in_s=57 * 60.0,
+                     extension_until="2026-11-19T20:00:00+09:00", extension_by="alice",
+                     extension_stops_at_end=True, warn_before_s=600.0)
+    return state(pod_=pod(stop_plan=plan), **changes)
+
+
+def watchdog_failing_state(**changes: Any) -> ConsoleState:
+    """The agent says its watchdog's ticks fail since 10:30 (issue 42): said on top."""
+    plan = stop_plan(failing_since="2026-11-19T10:30:00+09:00",
+                     failing_error="ModuleNotFoundError: No module named 'prometheus_client'",
+                     failing_ticks=12)
+    return state(pod_=pod(stop_plan=plan), **changes)
+
+
+def failing_gateway_reading() -> Any:
+    """The gateway with no deployment in cooldown but 30.8 % of its calls failing."""
+    gw = gateway_reading()
+    rows = tuple(replace(d, status="healthy") for d in gw.deployments)
+    return replace(gw, deployments=rows, total={**gw.total, "error_rate": 0.308})

@@ -116,7 +116,8 @@ async def test_refresh_rate_changes_at_run_time_and_help_has_a_column_legend(
     from console.model import catalog
 
     app = build(tmp_path)  # refresh_s 5
-    async with app.run_test(size=(160, 48)) as pilot:
+    # wide enough for the refresh rate, the header's last field but P2P (issue 47)
+    async with app.run_test(size=(240, 48)) as pilot:
         assert await wait_for(pilot, lambda: app.ready)
         lines_before = len(app.log_lines)
         await pilot.press("plus")

@@ -17,6 +17,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 
+from console.model.pod_stop import stop_near
 from console.operations.specs import SPECS
 from console.session.view import ConsoleState
 
@@ -54,7 +55,10 @@ class ConsoleScreen(Screen):
         self.state = state
 
     def show(self, state: ConsoleState) -> None:
+        keys = self._keys_now()
         self.state = state
+        if self.is_mounted and self._keys_now() != keys:
+            self.refresh_bindings()  # the bar follows what the keys can do now
         if self.is_mounted:
             # mounted but not composed yet: its on_mount draws the latest state
             with contextlib.suppress(NoMatches):
@@ -76,9 +80,36 @@ class ConsoleScreen(Screen):
         """The full context has loaded: mount what waited for it (the plots)."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """An operation the registry allows, none while a recording is shown (the live
+        pause: its keys are the replay's there, ``t`` steps a sample)."""
         if action == "op" and parameters:
-            return str(parameters[0]) in self.state.allowed
+            op = str(parameters[0])
+            return op in self.state.allowed and self.state.replay is None
         return True
+
+    @property
+    def unoffered_actions(self) -> frozenset[str]:
+        """Actions the key bar leaves out though their key still answers: ``r`` on a
+        running pod (pressed, its preflight says "already RUNNING")."""
+        st = self.state
+        if st.pod is not None and st.pod.status == "RUNNING" and "resume" in st.allowed:
+            return frozenset({"op('resume')"})
+        return frozenset()
+
+    @property
+    def urgent_actions(self) -> frozenset[str]:
+        """Actions the key bar shows right after help and quit, whatever its width and
+        even where their binding is not shown: ``w`` while the pod's stop is near (the
+        key every stop warning names)."""
+        st = self.state
+        if "watchdog" in st.allowed and st.replay is None and stop_near(st.pod, st.now):
+            return frozenset({URGENT_BINDINGS[0].action})
+        return frozenset()
+
+    def _keys_now(self) -> tuple[object, ...]:
+        """What the bar's keys depend on: a poll that changes none of it redraws no key."""
+        st = self.state
+        return (st.allowed, st.replay is None, self.unoffered_actions, self.urgent_actions)
 
     def action_op(self, operation_id: str) -> None:
         self.post_message(self.Operation(operation_id))

@@ -8,7 +8,9 @@ the first frame their styles alone cost ~55 ms, a fifth of the console's start
 What the line says follows the screen's ``active_bindings``, as the footer's does: a
 binding with ``show`` set, once per action (the first key of it), dimmed where its
 ``check_action`` answers None, left out where it answers False; the command palette's
-key sits at the right edge, so a narrow terminal cuts the other keys, never it.
+key sits at the right edge, so a narrow terminal cuts the other keys, never it. The
+screen may name actions to put right after help and quit (``urgent_actions``: ``w``
+while a stop is near, at any width) and actions not to offer (``unoffered_actions``).
 A click on a key presses it (a dimmed one rings the bell).
 """
 
@@ -41,23 +43,44 @@ Entry = tuple[str, str, str, bool, str]
 """A key as drawn: (key, the key as shown, description, enabled, tooltip)."""
 
 
+URGENT_AFTER = frozenset({"app.help", "app.quit"})
+"""Urgent keys come right after these (help and quit, which never go; ``esc back``
+before them on a screen that has it)."""
+
+
 def entries(bindings: Mapping[str, ActiveBinding], palette_key: str | None,
-            key_display: Callable[[Binding], str]) -> tuple[list[Entry], Entry | None]:
-    """The keys left to right, and the palette's key (None: not bound here)."""
+            key_display: Callable[[Binding], str],
+            urgent: frozenset[str] = frozenset(), unoffered: frozenset[str] = frozenset()
+            ) -> tuple[list[Entry], Entry | None]:
+    """The keys left to right, and the palette's key (None: not bound here). ``urgent``:
+    actions drawn right after help and quit, shown or not (``w`` while a stop is near),
+    so that no width cuts them. ``unoffered``: actions left out (``r`` on a running
+    pod: the key answers, the bar does not offer it)."""
     seen: set[str] = set()
     keys: list[Entry] = []
+    first: list[Entry] = []
+    after = 0
     palette: Entry | None = None
     for key, (_node, binding, enabled, tooltip) in bindings.items():
         if palette_key is not None and key == palette_key:
             palette = (binding.key, key_display(binding), binding.description, enabled,
                        tooltip or binding.tooltip or binding.description)
             continue
-        if not binding.show or binding.action in seen:
+        hurry = binding.action in urgent and enabled
+        if not (binding.show or hurry) or binding.action in seen \
+                or binding.action in unoffered:
             continue
         seen.add(binding.action)
-        keys.append((binding.key, key_display(binding), binding.description, enabled,
-                     tooltip or binding.tooltip))
-    return keys, palette
+        if hurry:  # a hidden binding's long description: its first words on the bar
+            first.append((binding.key, key_display(binding),
+                          binding.description.split(":")[0], enabled,
+                          tooltip or binding.tooltip or binding.description))
+        else:
+            if binding.action in URGENT_AFTER:
+                after = len(keys) + 1
+            keys.append((binding.key, key_display(binding), binding.description, enabled,
+                         tooltip or binding.tooltip))
+    return keys[:after] + first + keys[after:], palette
 
 
 class KeyBar(Widget, can_focus=False):
@@ -105,7 +128,9 @@ class KeyBar(Widget, can_focus=False):
         app = self.app
         palette_key = app.COMMAND_PALETTE_BINDING if app.ENABLE_COMMAND_PALETTE else None
         keys, palette = entries(self.screen.active_bindings, palette_key,
-                                app.get_key_display)
+                                app.get_key_display,
+                                getattr(self.screen, "urgent_actions", frozenset()),
+                                getattr(self.screen, "unoffered_actions", frozenset()))
         key_style = self.get_component_rich_style("keybar--key")
         desc_style = self.get_component_rich_style("keybar--description")
 
