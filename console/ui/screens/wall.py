@@ -69,12 +69,12 @@ class WallScreen(ConsoleScreen):
 
     def _fit(self) -> None:
         """The layout for the terminal's size: ``short`` (no plots) under 34 rows;
-        ``tall`` digits (5 rows, not 3) where every card keeps 44 columns and 40 rows
+        ``tall`` digits (5 rows, not 3) where every card keeps 44 columns and 38 rows
         leave the plots their room: a wall across a room, or a browser fitted to it."""
         size = self.app.size
         self.set_class(size.height < 34, "short")
         cards = 1 + len(self.state.view.targets)
-        self.query_one(WallBoard).set_class(size.height >= 40 and size.width // cards >= 44,
+        self.query_one(WallBoard).set_class(size.height >= 38 and size.width // cards >= 44,
                                             "tall")
 
     def on_mount(self) -> None:
