@@ -62,3 +62,26 @@ async def test_a_large_terminal_draws_the_five_row_font() -> None:
     async with app.run_test(size=(120, 40)) as pilot:  # 40 columns a card: too narrow
         await settle(pilot)
         assert not app.top.query_one(WallBoard).has_class("tall")
+
+
+def test_a_slot_view_at_80x24_snapshot(snap_compare, monkeypatch) -> None:
+    """The picture: FLASH's view of the wall at 80x24, the pod's and FLASH's digits."""
+    import time as _time
+
+    from tests.screens.host import run_before
+
+    monkeypatch.setenv("TEXTUAL_COLOR_SYSTEM", "truecolor")
+    monkeypatch.setenv("COLORTERM", "truecolor")
+    monkeypatch.setenv("TZ", "UTC")
+    _time.tzset()
+
+    def next_view(pilot) -> None:
+        pilot.app.top.action_next()
+
+    try:
+        assert snap_compare(ScreenHost(lambda: WallScreen(states.state(read_only=True),
+                                                          rotate_s=0)),
+                            terminal_size=(80, 24), run_before=run_before(next_view))
+    finally:
+        monkeypatch.undo()
+        _time.tzset()
