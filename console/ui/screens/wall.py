@@ -108,6 +108,8 @@ class WallScreen(ConsoleScreen):
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
+        if state.view.demo:  # how a demo's wall is shown an incident: from a console
+            label += "  ·  faults: pod-console demo --attach"
         if state.gateway is not None:  # the front door, on the wall too
             label += "  ·  " + state.gateway.headline()
         if label != getattr(self, "_label", None):  # an update repaints the whole line
