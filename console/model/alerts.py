@@ -65,6 +65,12 @@ class AlertEvent:
     severity: Severity
     title: str
     detail: str = ""
+    lasted_s: float | None = None
+    """On a resolved or ended alert: how long it fired (from firing to this event)."""
+
+
+def _lasted(a: Alert, now: float) -> float:
+    return now - (a.fired_at if a.fired_at is not None else a.since)
 
 
 @dataclass
@@ -102,13 +108,15 @@ class AlertBook:
             elif key in ended:
                 del self.active[key]
                 cleared.append(replace(a, ended=ended[key]))
-                self.history.append(AlertEvent(now, "ended", a.severity, a.title, ended[key]))
+                self.history.append(AlertEvent(now, "ended", a.severity, a.title, ended[key],
+                                               _lasted(a, now)))
             elif now - (a.gone_since if a.gone_since is not None else now) >= hold:
                 # the hold counts from the first evaluation that found it gone, as
                 # Prometheus's keep_firing_for does
                 del self.active[key]
                 cleared.append(a)
-                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
+                self.history.append(AlertEvent(now, "resolved", a.severity, a.title,
+                                               lasted_s=_lasted(a, now)))
             else:
                 if a.gone_since is None:
                     self.active[key] = replace(a, gone_since=now)

@@ -1,0 +1,69 @@
+"""The console's words (issue 47, #8): counts agree with their nouns, under a minute is
+seconds, an alert's history says how long it lasted, times read in the viewer's zone."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from console.model import fmt
+from console.model.alerts import Alert, AlertBook
+from console.model.conditions import Condition
+from console.ui.widgets.panels import active_line, history_line
+
+
+@pytest.fixture
+def tokyo_viewer():
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    yield
+    if before is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = before
+    time.tzset()
+
+
+def test_one_attempt_two_attempts() -> None:
+    assert fmt.count(1, "attempt") == "1 attempt"
+    assert fmt.count(3, "attempt") == "3 attempts"
+    assert fmt.count(0, "copy", "copies") == "0 copies"
+
+
+def test_under_a_minute_is_seconds() -> None:
+    assert fmt.elapsed(0) == "0 s"
+    assert fmt.elapsed(54.9) == "54 s"
+    assert fmt.elapsed(60) == "1m"
+    assert fmt.elapsed(3 * 3600 + 300) == "3h05m"
+
+
+def test_an_alert_under_a_minute_old_says_its_seconds() -> None:
+    a = Alert("k", "warn", "Q27 TTFT p95 2.05s > 2s", "", since=1000.0, fired_at=1000.0)
+    assert "(41 s)" in active_line(a, 1041.0).plain
+    assert "(0m)" not in active_line(a, 1041.0).plain
+
+
+def test_the_history_says_how_long_an_alert_lasted() -> None:
+    book = AlertBook()
+    cond = Condition("k", "warn", "Q27 down", "", for_s=0, hold_s=0)
+    book.update([cond], 100.0)
+    book.update([cond], 110.0)
+    book.update([], 154.0)
+    resolved = book.history[-1]
+    assert resolved.kind == "resolved" and resolved.lasted_s == pytest.approx(54.0)
+    assert "lasted 54 s" in history_line(resolved).plain
+
+
+def test_times_in_the_viewers_zone_with_the_pods_only_when_it_differs(tokyo_viewer) -> None:
+    # 18:00 in Tokyo is 09:00 UTC: a Tokyo viewer sees their own hour alone
+    assert fmt.when_text("2026-12-04T18:00:00+09:00") == "Fri 18:00"
+    # a pod in UTC, the same viewer: their hour first, the pod's beside it
+    assert fmt.when_text("2026-12-04T09:00:00+00:00") == "Fri 18:00 (09:00 +00:00 on the pod)"
+    now = time.mktime((2026, 12, 4, 16, 0, 0, 0, 0, -1))
+    assert fmt.stop_time("2026-12-04T09:00:00+00:00", now) == (
+        "Fri 18:00 (09:00 +00:00 on the pod), in 2h00m")
+    # never the raw instant, never a failure on a value that is not one
+    assert fmt.when_text("soon") == "soon" and fmt.when_text(None) == fmt.DASH
