@@ -67,3 +67,38 @@ def test_times_in_the_viewers_zone_with_the_pods_only_when_it_differs(tokyo_view
         "Fri 18:00 (09:00 +00:00 on the pod), in 2h00m")
     # never the raw instant, never a failure on a value that is not one
     assert fmt.when_text("soon") == "soon" and fmt.when_text(None) == fmt.DASH
+
+
+def test_down_help_lists_its_exit_statuses() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = subprocess.run([sys.executable, "-m", "console.cli", "down", "--help"],
+                         capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env=dict(os.environ, PYTHONPATH=str(REPO))).stdout
+    lines = [ln.split() for ln in out.splitlines()]
+    codes = {words[0] for words in lines if words and words[0].isdigit()}
+    assert {"3", "7"} <= codes, out
+    assert "MAY STILL BE BILLING" in out
+
+
+def test_demo_and_watch_flags_say_what_they_do() -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    def help_of(*cmd: str) -> str:
+        return subprocess.run([sys.executable, "-m", "console.cli", *cmd, "--help"],
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env=dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")).stdout
+
+    demo = {ln.split()[0]: ln for ln in help_of("demo").splitlines()
+            if ln.strip().startswith("--")}
+    for flag in ("--refresh", "--rotate", "--seed", "--attach"):
+        line = next(v for k, v in demo.items() if v.strip().startswith(flag))
+        assert len(line.split()) > 2, f"{flag} has no help text: {line!r}"
+    watch = [ln for ln in help_of("watch").splitlines() if ln.strip().startswith("--config")]
+    assert watch and len(watch[0].split()) > 2, watch
