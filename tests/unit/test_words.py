@@ -102,3 +102,19 @@ def test_demo_and_watch_flags_say_what_they_do() -> None:
         assert len(line.split()) > 2, f"{flag} has no help text: {line!r}"
     watch = [ln for ln in help_of("watch").splitlines() if ln.strip().startswith("--config")]
     assert watch and len(watch[0].split()) > 2, watch
+
+
+def test_status_says_the_pods_state_and_why_its_price_is_unknown() -> None:
+    from console.commands.status_cmd import pod_lines
+
+    pod = {"pod_id": "abc", "status": None, "cost_per_hr": None, "spend_today": None,
+           "uptime_s": 3600.0, "provider_error": "RUNPOD_API_KEY is not set",
+           "agent_error": None}
+    line = pod_lines(pod)[0]
+    assert " ? " not in line and "RUNNING (its agent answers; RunPod not read)" in line
+    assert "$/h unknown (RunPod did not answer: provider error below)" in line
+    assert "–/h" not in line
+    gone = dict(pod, agent_error="ssh: connection refused", uptime_s=None)
+    assert "state unknown (RunPod not read)" in pod_lines(gone)[0]
+    priced = dict(pod, status="RUNNING", cost_per_hr=4.18)
+    assert pod_lines(priced)[0].startswith("pod abc RUNNING  $4.18/h")
