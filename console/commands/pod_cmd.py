@@ -69,6 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console down                        # stop the pod (cron at 18:05)',
             'pod-console down --force                # even if someone extended it',
             'exit: 0 stopped, or kept by an extension (said on stdout)',
+            '      3 nothing stopped: no pod configured, a config error, or RunPod failed',
+            '      6 interrupted (a signal); what it had started is settled',
+            '      7 A POD MAY STILL BE BILLING: named with its $/h on stderr and kept in',
+            '        the ledger (the next up/down stops it)',
         ))
     d.add_argument("--config", type=Path)
     d.add_argument("--force", action="store_true",

@@ -206,8 +206,16 @@ def pod_lines(pod: dict | None) -> list[str]:
 
     if not pod or (pod["pod_id"] is None and pod["status"] is None):
         return []  # no pod configured: nothing to say about it
-    line = (f"pod {pod['pod_id'] or fmt.DASH} {pod['status'] or '?'}  "
-            f"{fmt.money(pod['cost_per_hr'])}/h  today {fmt.money(pod['spend_today'])}  "
+    status = pod["status"]
+    if status is None:  # RunPod not read: the agent answering is the pod running
+        status = ("RUNNING (its agent answers; RunPod not read)"
+                  if pod.get("agent_error") is None and pod.get("uptime_s") is not None
+                  else "state unknown (RunPod not read)")
+    cost = (f"{fmt.money(pod['cost_per_hr'])}/h" if pod["cost_per_hr"] is not None else
+            "$/h unknown (" + ("RunPod did not answer: provider error below"
+                               if pod.get("provider_error") else "RunPod gave no price") + ")")
+    line = (f"pod {pod['pod_id'] or fmt.DASH} {status}  "
+            f"{cost}  today {fmt.money(pod['spend_today'])}  "
             f"up {fmt.duration(pod['uptime_s'], False)}")
     if pod.get("stop_in_s") is not None:
         line += f"  stop in {fmt.duration(pod['stop_in_s'], False)}"

@@ -30,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             'pod-console watch                       # the configured deployment',
             'pod-console watch --config ~/pod.yaml --refresh 5',
         ))
-    w.add_argument("--config", type=Path)
+    w.add_argument("--config", type=Path,
+                   help="the config file (default: $POD_CONSOLE_CONFIG, else "
+                        "$XDG_CONFIG_HOME/pod-console/config.yaml, ~/.config by default)")
     w.add_argument("--refresh", type=REFRESH, help="refresh interval in seconds (floor 1)")
     w.set_defaults(func=cmd_watch, wall=False)
 
@@ -59,9 +61,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         ))
     d.add_argument("--wall", action="store_true", help="the demo in read-only wall mode")
     _web_flags(d)
-    d.add_argument("--refresh", type=REFRESH, default=2.0)
-    d.add_argument("--rotate", type=ROTATE, default=15.0)
-    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--refresh", type=REFRESH, default=2.0,
+                   help="seconds between polls of the simulated slots (default 2, floor 1)")
+    d.add_argument("--rotate", type=ROTATE, default=15.0,
+                   help="with --wall or --web: seconds per wall view (default 15)")
+    d.add_argument("--seed", type=int, default=7,
+                   help="the simulated traffic's random seed: the same seed, the same "
+                        "demo (default 7)")
+    d.add_argument("--attach", nargs="?", const="", default=None, type=str, metavar="FILE",
+                   help="an operator console on a demo running in another terminal "
+                        "(demo, demo --wall, demo --web): its palette's faults land on "
+                        "that demo's pod, so its wall shows the incident (FILE: the "
+                        "attach file it printed; default: the demo's state directory's)")
     d.add_argument("--fleet", action="store_true",
                    help="three simulated pods, each a context of the demo's config: F shows "
                         "them all, enter opens the console on another")
@@ -310,6 +321,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     slots, the exporter) stops when it ends, however it ends: q, SIGTERM, SIGHUP (the
     console quits on those), a crash (the ``finally``), a signal before the console is
     up (turned into an exit that runs the ``finally``)."""
+    if args.attach is not None:
+        return demo_attach(args)
     if args.web:
         return demo_web_wall(args)
     from console.demo.deployment import DemoDeployment
@@ -322,6 +335,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     with exit_on_signals():
         try:
             demo.start()
+            demo.write_attach(args.refresh)  # for an operator's console beside a wall
             # the demo outlives the console (with --fleet, enter on another pod opens the
             # next): it stops below, once the terminal is back, saying what it stops
             ctx = demo_context(demo, args.refresh, args.wall, stop_demo_on_exit=False)
@@ -395,9 +409,53 @@ def demo_web_wall(args: argparse.Namespace) -> int:
         demo.start()
         config.append(demo.write_config(args.refresh))
         os.environ.update(demo.session_env())  # the sessions' environment, not their argv
+        print(f"to show an incident on the wall: {attach_hint(demo.write_attach(args.refresh))}"
+              " in another terminal, then its palette (ctrl+p): a slot dies, hangs, a GPU "
+              "fault…", file=sys.stderr, flush=True)
 
     try:
         return cmd_web_wall(args, config=demo.workdir / "config.yaml", before_serving=start)
     finally:
         if config:
             demo._stop_all(say=_say)
+
+
+def attach_hint(path: Path) -> str:
+    """The command line that opens an operator console on the demo whose attach file is
+    ``path`` (no argument where a plain ``demo --attach`` finds it)."""
+    import shlex
+
+    from console.demo.deployment import ATTACH_FILE, demo_state_dir
+
+    if path == demo_state_dir() / ATTACH_FILE:
+        return "pod-console demo --attach"
+    return shlex.join(["pod-console", "demo", "--attach", str(path)])
+
+
+def demo_attach(args: argparse.Namespace) -> int:
+    """``demo --attach``: an operator's console on a demo another process runs (its
+    wall, in a terminal or a browser, watches the same pod). Its operations reach that
+    demo's agent and RunPod; its palette's faults land in that demo's files; quitting it
+    stops nothing of the demo."""
+    import os
+
+    from console.config.settings import ConfigError, load_settings
+    from console.demo.deployment import ATTACH_FILE, DemoDeployment, DemoNotRunning, demo_state_dir
+    from console.session.context import make_context
+    from console.ui.app import make_app
+
+    path = Path(args.attach) if args.attach else demo_state_dir() / ATTACH_FILE
+    try:
+        demo = DemoDeployment.attached_to(path)
+        info = demo.attached or {}
+        os.environ.update(info["session_env"])  # the demo's RunPod, as its sessions have it
+        settings = load_settings(Path(info["config"]), refresh_s=args.refresh)
+    except (DemoNotRunning, ConfigError, OSError) as exc:
+        print(f"pod-console: {exc}", file=sys.stderr)
+        return 2
+    ctx = make_context(settings, transport=demo.transport_for(demo.pod_id or ""),
+                       transport_factory=demo.provision_transport,
+                       runpod_base=info["session_env"]["RUNPOD_API_BASE"], demo=demo,
+                       provision_cfg=demo.provision_config(), probe_interval_s=30)
+    ctx.config = Path(info["config"])
+    return run_console(make_app(ctx, wall=False))

@@ -55,6 +55,22 @@ DEMO_KEY = "demo-runpod-key"
 KV_MODEL = {"qwen3.8-flash-next": "239000@0.76/5700000", "qwen3.8-27b": "143000@0.19/3700000"}
 GPU_MIB = {"RTX PRO 6000": "97887", "H100": "81559", "A100": "81920"}
 FLEET_CONTEXTS = ("east", "west", "staging")
+ATTACH_FILE = "demo-attach.json"
+"""In the demo's state directory while it runs: how ``demo --attach`` reaches it."""
+
+
+def demo_state_dir() -> Path:
+    """A demo's state directory: ``POD_CONSOLE_STATE_DIR``, else the user's (``demo``)."""
+    env = os.environ.get("POD_CONSOLE_STATE_DIR")
+    if env:
+        return Path(env)
+    from console.config.config_file import default_state_dir
+
+    return default_state_dir() / "demo"
+
+
+class DemoNotRunning(Exception):
+    """``demo --attach`` found no running demo (said as is)."""
 """``demo --fleet``: the contexts of its config, each a simulated pod of its own (the
 first is the one the console opens on)."""
 UPTIME_S = 2 * 3600 + 17 * 60
@@ -215,6 +231,10 @@ class DemoDeployment:
         fallback's after it, is ``faults_dir``."""
         self.pod_profiles: dict[str, tuple[Path, str]] = {}
         """An extra pod's profiles directory and the profile it runs."""
+        self.attached: dict[str, Any] | None = None
+        """Set on a second console's view of a demo another process runs
+        (``demo --attach``): what that demo wrote in its attach file. Such a view starts
+        and stops nothing; its faults land in the running demo's files."""
 
     # -- setup ---------------------------------------------------------------------
     def _profile_copy(self, src: Path, dest: Path | None = None,
@@ -328,6 +348,9 @@ class DemoDeployment:
 
     def transport_for(self, pod: Any) -> LocalAgentTransport:
         pid = pod if isinstance(pod, str) else pod.id
+        if self.attached is not None:  # the running demo's agent, as that demo runs it
+            return LocalAgentTransport(list(self.attached["agent_argv"]),
+                                       dict(self.attached["agent_env"]), pod_id=pid)
         info = self.state.pods.get(pid, {})
         gpu = (info.get("gpu") or {}).get("id", "")
         home = self.pod_home(pid)
@@ -547,12 +570,7 @@ class DemoDeployment:
         else the user's state directory: the demo's audit log outlives its temp files."""
         if not self.own_workdir:
             return self.workdir / "state"
-        env = os.environ.get("POD_CONSOLE_STATE_DIR")
-        if env:
-            return Path(env)
-        from console.config.config_file import default_state_dir
-
-        return default_state_dir() / "demo"
+        return demo_state_dir()
 
     def settings(self, refresh_s: float = 2.0, context: str | None = None) -> Settings:
         """The console's settings on the first pod, or (``--fleet``) on ``context``'s
@@ -644,8 +662,9 @@ class DemoDeployment:
             out.append((f"slot {name} hangs", "/health says 200, its requests stay "
                         "running, no token moves: STALLED; R restarts it",
                         (faults / f"stall-{slot.served_model_name}").touch))
-        out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
-                    self.break_p2p))
+        if self.attached is None:  # the demo process's own agent environment
+            out.append(("P2P broken on this host", "the next host check's all_reduce hangs",
+                        self.break_p2p))
         out.append(("GPU 0 Xid 79", "the GPU falls off the bus (NVML reports a critical Xid)",
                     lambda: self.gpu_fault(f"xid-0-79-{time.time_ns()}", pid)))
         out.append(("GPU 1 double-bit ECC error", "uncorrectable memory error; a row remap "
@@ -667,8 +686,10 @@ class DemoDeployment:
                         "included", lambda: (self.faults_dir / "gw-down").touch()))
             out.append(("gateway back up", "undo 'gateway down'",
                         lambda: (self.faults_dir / "gw-down").unlink(missing_ok=True)))
-        out.append(("GPUs sold out", "every create and resume is refused", self.sell_out))
-        out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
+        if self.attached is None:  # the RunPod emulator lives in the demo's process
+            out.append(("GPUs sold out", "every create and resume is refused",
+                        self.sell_out))
+            out.append(("GPUs back in stock", "undo 'GPUs sold out'", self.restock))
         return out
 
     def _pod_profile(self, pod_id: str | None) -> LoadedProfile:
@@ -717,7 +738,65 @@ class DemoDeployment:
 
     # -- teardown ------------------------------------------------------------------
     async def stop(self) -> None:
+        if self.attached is not None:
+            return  # the demo is the other process's: it stops it
         await asyncio.to_thread(self._stop_all)
+
+    # -- a second console on this demo (``demo --attach``) -----------------------------
+    def attach_path(self) -> Path:
+        """Where a running demo says how to reach it: its state directory (the one
+        ``POD_CONSOLE_STATE_DIR`` or the user's state directory names, so a second
+        terminal finds it with no argument)."""
+        return self.state_dir() / ATTACH_FILE
+
+    def write_attach(self, refresh_s: float = 2.0) -> Path:
+        """The attach file: the demo's config (``write_config``), its RunPod
+        emulator's address and the environment its first pod's agent runs in (the demo's
+        own fake key; no secret of this machine: ``agent_env`` keeps none), owner-only."""
+        assert self.pod_id is not None, "write_attach after start"
+        config = self.write_config(refresh_s)
+        info = {"pid": os.getpid(), "token": self.token, "workdir": str(self.workdir),
+                "config": str(config), "pod_id": self.pod_id,
+                "gateway": self.gateway_port is not None,
+                "session_env": self.session_env(),
+                "agent_argv": [sys.executable, "-m", "pod_agent"],
+                "agent_env": self.transport_for(self.pod_id).env}
+        path = self.attach_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(info, fh)
+        tmp.replace(path)
+        return path
+
+    def _drop_attach(self) -> None:
+        """The attach file goes with the demo that wrote it (not another's)."""
+        path = self.attach_path()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("token") == self.token:
+                path.unlink()
+
+    @classmethod
+    def attached_to(cls, path: Path) -> DemoDeployment:
+        """A view of the demo whose attach file is ``path``: its faults, its agent, its
+        RunPod; raises ``DemoNotRunning`` when none runs there."""
+        try:
+            info = json.loads(path.read_text())
+            pid = int(info["pid"])
+            os.kill(pid, 0)
+        except FileNotFoundError:
+            raise DemoNotRunning(f"no demo is running ({path} is not there): start one "
+                                 "with pod-console demo, demo --wall or demo --web") from None
+        except ProcessLookupError:
+            raise DemoNotRunning(f"the demo that wrote {path} has ended") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DemoNotRunning(f"{path}: not a demo's attach file ({exc})") from None
+        demo = cls(workdir=Path(info["workdir"]))
+        demo.attached = info
+        demo.pod_id = info["pod_id"]
+        demo.token = str(info["token"])
+        return demo
 
     def _stop_all(self, say: Callable[[str], object] | None = None) -> None:
         """End the demo: every process it started, at once and by its token (agents,
@@ -748,6 +827,7 @@ class DemoDeployment:
             emulator.join(5)
             for t in self._late_stops:
                 t.join(1)  # each ends on ``_closing``
+            self._drop_attach()
             if self.own_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
             if say is not None:

@@ -104,6 +104,16 @@ class AlertEvent:
     severity: Severity
     title: str
     detail: str = ""
+    lasted_s: float | None = None
+    """On a resolved or ended alert: how long it fired (from firing to this event)."""
+
+
+def _lasted(a: Alert, now: float, m: float) -> float:
+    """How long it was true: on the monotonic clock where the book knows it (``m``: now
+    on that clock), so a step of the wall clock lengthens no alert."""
+    if a.since_m is not None:
+        return max(0.0, m - a.since_m)
+    return max(0.0, now - (a.fired_at if a.fired_at is not None else a.since))
 
 
 @dataclass
@@ -177,10 +187,12 @@ class AlertBook:
                 continue  # a consequence that ended under its parent: never said alone
             if why is not None:
                 cleared.append(replace(a, ended=why))
-                self.history.append(AlertEvent(now, "ended", a.severity, a.title, why))
+                self.history.append(AlertEvent(now, "ended", a.severity, a.title, why,
+                                               _lasted(a, now, m)))
             else:
                 cleared.append(a)
-                self.history.append(AlertEvent(now, "resolved", a.severity, a.title))
+                self.history.append(AlertEvent(now, "resolved", a.severity, a.title,
+                                               lasted_s=_lasted(a, now, m)))
         return raised, cleared
 
     def _link(self, seen: dict[str, Condition]) -> None:

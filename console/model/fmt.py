@@ -5,6 +5,7 @@ Undefined figures print as "–" (never 0): a quantile with no observations is u
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import re
 import time
@@ -71,6 +72,18 @@ def duration(s: float | None, seconds: bool = True) -> str:
     return f"{m}m{sec:02d}s" if seconds else f"{m}m"
 
 
+def elapsed(s: float) -> str:
+    """How long something has lasted, as a reader says it: "54 s" under a minute (not
+    "0m", which reads as nothing), then ``duration``'s minutes ("3m", "1h05m")."""
+    s = max(0.0, s)
+    return f"{int(s)} s" if s < 60 else duration(s, False)
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 attempt``, ``2 attempts`` (``plural`` where adding an s is wrong)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def clock(t: float | None) -> str:
     return DASH if t is None else time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -115,7 +128,33 @@ def stop_time(iso: str | None, now: float, left: float | None = None) -> str:
         left = when.timestamp() - now
     rel = ("overdue" if left < -OVERDUE_S else "due now" if left <= 0
            else f"in {duration(left, False)}")
-    return f"{when.strftime('%a %H:%M')} {when.strftime('%z')[:3]}:{when.strftime('%z')[3:]}, {rel}"
+    return f"{zoned(when)}, {rel}"
+
+
+def zoned(when: _dt.datetime) -> str:
+    """An aware datetime in the viewer's zone ("Tue 10:00"), with the pod's own wall time
+    beside it only where its zone differs ("Tue 10:00 (18:00 +09:00 on the pod)"): a
+    reader plans in their own hours, the profile's schedule is in the pod's."""
+    local = when.astimezone()
+    text = str(local.strftime("%a %H:%M"))
+    if local.utcoffset() != when.utcoffset():
+        z = when.strftime("%z")
+        text += f" ({when.strftime('%H:%M')} {z[:3]}:{z[3:]} on the pod)"
+    return text
+
+
+def when_text(iso: object) -> str:
+    """An ISO instant from the agent as ``zoned`` says it; anything else as it came
+    (never raises: a log line must not fail on a remote value)."""
+    import datetime as dt
+
+    if not isinstance(iso, str) or not iso:
+        return DASH
+    try:
+        when = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return zoned(when) if when.tzinfo is not None else iso
 
 
 def aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:

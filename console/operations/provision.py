@@ -759,7 +759,7 @@ class Provisioner:
             if rnd < self.cfg.rounds:
                 await self._countdown(rnd)
         raise ProvisionFailed(EXIT_NO_CAPACITY, f"no capacity after {self.cfg.rounds} rounds "
-                              f"({len(attempts)} attempts, {sold_out} sold out)")
+                              f"({fmt.count(len(attempts), 'attempt')}, {sold_out} sold out)")
 
     async def _countdown(self, rnd: int) -> None:
         left = self.cfg.round_wait_s
@@ -875,7 +875,7 @@ class Provisioner:
         except ProvisionFailed as exc:
             return Outcome(False, exc.message, {"exit_code": exc.code}, "failed")
         fate = await self.old_pod_fate(old) if old and old != res.pod.id else None
-        text = f"{self.new_pod_text(res)} ({len(res.attempts)} attempts)"
+        text = f"{self.new_pod_text(res)} ({fmt.count(len(res.attempts), 'attempt')})"
         return Outcome(True, f"{fate}; {text}" if fate else text,
                        {"pod": res.pod.id, "cost_per_hr": res.pod.cost,
                         **({"old_pod": old, "old_pod_fate": fate} if fate else {})})

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from console.model import fmt
 from console.model.snapshot import PodSnapshot
 from console.operations.audit import AuditLog
 from console.operations.operation import Operation, OperationDeps
@@ -90,7 +91,8 @@ async def test_w_extends_while_a_resume_runs(tmp_path: Path, quick: None) -> Non
     out = await run_operation(host, "watchdog", {"cmd": "extend", "until": "+1h",
                                                  "by": "ana"})
     assert out is not None and out.ok, host.notes
-    assert "pod kept until 2026-11-18T19:00:00+09:00 by ana" in out.message
+    until = fmt.when_text("2026-11-18T19:00:00+09:00")  # the viewer's zone, never raw ISO
+    assert f"pod kept until {until} by ana" in out.message and "T19:00" not in out.message
     assert len(agent.calls) == 3  # asked again while the supervisor started
     assert not any("not now" in n for n in host.notes), host.notes
     assert reg.in_flight == "resume"  # the resume goes on, untouched

@@ -127,7 +127,7 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
             warned = ", warned now" if final.get("warned") is True else ""
             return Outcome(True, f"extension ended; the plan resumes{when}{warned}",
                            dict(final))
-        return Outcome(True, f"pod kept until {ext.get('until_iso')} by {ext.get('by')}; "
-                             f"next stop {final.get('next_stop')} "
+        return Outcome(True, f"pod kept until {fmt.when_text(ext.get('until_iso'))} by "
+                             f"{ext.get('by')}; next stop {fmt.when_text(final.get('next_stop'))} "
                              f"({final.get('next_stop_reason')})", dict(final))
     return Outcome(True, f"watchdog {'armed' if final.get('armed') else 'disarmed'}")

@@ -67,8 +67,18 @@ class WallScreen(ConsoleScreen):
         yield PlotGrid(self.state.ready, view.plot_refresh_s, id="wplots")
         yield KeyBar()
 
+    def _fit(self) -> None:
+        """The layout for the terminal's size: ``short`` (no plots) under 34 rows;
+        ``tall`` digits (5 rows, not 3) where every card keeps 44 columns and 38 rows
+        leave the plots their room: a wall across a room, or a browser fitted to it."""
+        size = self.app.size
+        self.set_class(size.height < 34, "short")
+        cards = 1 + len(self.state.view.targets)
+        self.query_one(WallBoard).set_class(size.height >= 38 and size.width // cards >= 44,
+                                            "tall")
+
     def on_mount(self) -> None:
-        self.set_class(self.app.size.height < 34, "short")
+        self._fit()
         if self.rotate_s > 0:
             self.set_interval(self.rotate_s, self.action_next)
         self.render_state(self.state)
@@ -76,7 +86,7 @@ class WallScreen(ConsoleScreen):
         self.call_after_refresh(lambda: self.show(self.state))
 
     def on_resize(self, event: object = None) -> None:
-        self.set_class(self.app.size.height < 34, "short")
+        self._fit()
         if self.is_mounted:
             self.call_after_refresh(lambda: self.show(self.state))
 
@@ -98,6 +108,8 @@ class WallScreen(ConsoleScreen):
         focus = names[self.view - 1] if 0 < self.view <= len(names) else None
         label = f"view: {'overview' if focus is None else 'slot ' + focus}  ·  rotates " \
                 f"every {self.rotate_s:g}s  ·  READ-ONLY"
+        if state.view.demo:  # how a demo's wall is shown an incident: from a console
+            label += "  ·  faults: pod-console demo --attach"
         if state.gateway is not None:  # the front door, on the wall too
             label += "  ·  " + state.gateway.headline()
         if label != getattr(self, "_label", None):  # an update repaints the whole line
@@ -109,8 +121,9 @@ class WallScreen(ConsoleScreen):
                                            state.thresholds, state.states, now,
                                            state.stalled)
             short = self.has_class("short")
-            # a slot's own view on a short screen: its figures in place of the board
-            self.query_one(WallBoard).display = not (focus and short)
+            # a slot's own view on a short screen: the pod's card and that slot's, in
+            # big digits (what the wall is read for from afar), the others' cards out
+            self.query_one(WallBoard).only(focus if short else None)
             self._focus_box(box, snap.slots, focus, short, now)
             # the plots keep every slot whatever the view (each line is labelled): a
             # rotation that redrew them for one slot cost ~150 KB of output and a build
@@ -131,12 +144,8 @@ class WallScreen(ConsoleScreen):
         Drawn line by line: a poll costs the digits that moved."""
         by_slot = {s.slot: s for s in slots}
         per_row = max(2, min(4, self.size.width // 40))  # a wall is wide: fewer rows
-        if short:  # no plots below: the box only in a slot's view, sized to it
-            box.display = focus in by_slot
-            if focus in by_slot:
-                table = figures_table(by_slot[focus], now, per_row)
-                box.border_title = f"slot {focus}"
-                box.show_renderable(table, table.row_count)
+        if short:  # no room below the board for small text: the digits say it
+            box.display = False
             return
         tables = {s.slot: figures_table(s, now, per_row) for s in slots}
         overview = overview_table(slots)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Digits, Label
+from textual.widgets import Digits, Label, Static
 
 from console.model import catalog, fmt
 from console.model.pod_stop import OVERDUE_S
@@ -53,22 +53,66 @@ def set_label(label: Label, text: Text) -> None:
         label.update(text)
 
 
+_GLYPHS = {
+    "0": ("###", "# #", "# #", "# #", "###"), "1": (" # ", "## ", " # ", " # ", "###"),
+    "2": ("###", "  #", "###", "#  ", "###"), "3": ("###", "  #", " ##", "  #", "###"),
+    "4": ("# #", "# #", "###", "  #", "  #"), "5": ("###", "#  ", "###", "  #", "###"),
+    "6": ("###", "#  ", "###", "# #", "###"), "7": ("###", "  #", "  #", "  #", "  #"),
+    "8": ("###", "# #", "###", "# #", "###"), "9": ("###", "# #", "###", "  #", "###"),
+    "-": ("   ", "   ", "###", "   ", "   "), ".": (" ", " ", " ", " ", "#"),
+    ":": (" ", "#", " ", "#", " "), "$": (" ##", "## ", " # ", " ##", "## "),
+}
+"""A 5-row figure font: each ``#`` is two cells wide (a cell is about half as wide as
+it is tall, so the dots are square). Digits' own font is 3 rows: ~55 px in a browser at
+16 px, unreadable across a room."""
+BIG_ROWS = 5
+
+
+def big_lines(value: str) -> list[str]:
+    """``value`` in the 5-row font (a character it lacks is a blank), one string a row."""
+    rows = [""] * BIG_ROWS
+    for ch in value:
+        glyph = _GLYPHS.get(ch, ("   ",) * BIG_ROWS)
+        for i, line in enumerate(glyph):
+            rows[i] += line.replace("#", "██").replace(" ", "  ") + " "
+    return [r.rstrip() for r in rows]
+
+
+class BigDigits(Static):
+    """A figure in the 5-row font (the wall's tall layout): only what it is handed."""
+
+    DEFAULT_CSS = "BigDigits { width: auto; height: 5; }"
+
+    def __init__(self, value: str = "-", **kw: Any) -> None:
+        super().__init__(**kw)
+        self.value = value
+        self.update("\n".join(big_lines(value)))
+
+    def set_value(self, value: str) -> None:
+        if value != self.value:
+            self.value = value
+            self.update("\n".join(big_lines(value)))
+
+
 class Metric(Horizontal):
     DEFAULT_CSS = """
     Metric { height: 3; width: 100%; }
     Metric > Digits { width: auto; }
+    Metric > BigDigits { display: none; }
     Metric > Label { padding: 1 0 0 1; color: $text-muted; }
-    Metric.warn > Digits { color: $warning; text-style: bold; }
+    Metric.warn > Digits, Metric.warn > BigDigits { color: $warning; text-style: bold; }
     """
 
     def compose(self) -> ComposeResult:
         yield Digits("-")
+        yield BigDigits("-")
         yield Label("")
 
     def set(self, digits: str, unit: str, warn: bool = False) -> None:
         d = self.query_one(Digits)
         if d.value != digits:
             d.update(digits)
+        self.query_one(BigDigits).set_value(digits)
         lab = self.query_one(Label)
         if str(lab.content) != unit:
             lab.update(Text(unit))
@@ -182,3 +226,8 @@ class WallBoard(Horizontal):
         for card in self.query(SlotCard):
             card.show(snaps.get(card.slot), thresholds.get(card.slot),
                       agent_states.get(card.slot), card.slot in stalled)
+
+    def only(self, slot: str | None) -> None:
+        """Show the pod's card and ``slot``'s only (None: every card)."""
+        for card in self.query(SlotCard):
+            card.display = slot is None or card.slot == slot

@@ -32,7 +32,7 @@ def active_line(a: Alert, now: float, advice: bool = True) -> Text:
     else:
         t.append(f"{glyph} {word} ", "dim" if a.acked_by else style)
         t.append(a.title, "dim" if a.acked_by else "bold")
-    t.append(f"  since {fmt.clock(a.since)} ({fmt.duration(a.age(now), False)})", "dim")
+    t.append(f"  since {fmt.clock(a.since)} ({fmt.elapsed(a.age(now))})", "dim")
     if a.acked_by:
         t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "cyan")
     if a.resolving(now):
@@ -92,6 +92,8 @@ def history_line(e: AlertEvent) -> Text:
     t.append(e.title)
     if e.detail:
         t.append(f"  {e.detail}", "dim")
+    if e.lasted_s is not None:
+        t.append(f"  lasted {fmt.elapsed(e.lasted_s)}", "dim")
     return safe_text(t)
 
 
