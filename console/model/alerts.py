@@ -333,7 +333,7 @@ def stop_event(stop: PlannedStop, run: PodRun | None = None) -> Condition:
     its cause and who, "pod stopped (idle) by watchdog at 17:55"."""
     detail = "its slots and agent stop with it: not an outage; r resumes it"
     if run is not None:
-        severity = "info"
+        severity: Severity = "info"
         if run.cause in ("provider", "unknown"):
             # nobody here meant it (the provider, or someone at its console): the slots
             # are down for their users. One WARN says so (not a CRIT per slot and the
