@@ -99,6 +99,14 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
             if time.monotonic() - last_status >= 3.0:
                 last_status = time.monotonic()
                 wd = await _watchdog(agent)
+                last = wd.get("last_stop") or {}
+                # once the agent makes its idle stop it counts idle time afresh (a failed
+                # stop is retried after another period): the pod is stopping, though the
+                # provider may not say so yet
+                if idle_from is not None and isinstance(last, dict) and \
+                        last.get("reason") == "idle":
+                    stopped_at = time.monotonic()
+                    break
                 if isinstance(wd.get("idle_s"), int | float):
                     idle_seen.append(float(wd["idle_s"]))
                     if idle_from is None and idle_seen[-1] > 120:
