@@ -3,7 +3,7 @@ them), recent Xid errors, and plots of utilisation, memory, temperature and powe
 
 Renders the state it is handed after every poll, like every other screen; the GPU
 series are recorded by the session from each pod poll
-(``console.session.session.record_gpus``)."""
+(``console.session.gpu_history.record_gpus``)."""
 
 from __future__ import annotations
 
