@@ -51,3 +51,25 @@ async def until_true(cond: Callable[[], bool], what: str, limit_s: float = LIMIT
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {limit_s} s: {what}")
         await asyncio.sleep(0.02)
+
+
+async def held_within(cond: Callable[[], bool], timeout_s: float = LIMIT_S) -> bool:
+    """As ``until_true``, saying whether it held (the caller's assert says what it
+    wanted)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        await asyncio.sleep(0.02)
+    return cond()
+
+
+def holds_within(cond: Callable[[], bool], timeout_s: float = LIMIT_S) -> bool:
+    """As ``held_within``, for a test without a loop: the threads and processes it waits
+    on run while this one sleeps between looks."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
