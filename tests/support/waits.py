@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 LIMIT_S = 30.0
 """Generous: a condition that holds at all holds within a second even on a loaded CI
@@ -73,3 +75,19 @@ def holds_within(cond: Callable[[], bool], timeout_s: float = LIMIT_S) -> bool:
             return True
         time.sleep(0.02)
     return cond()
+
+
+async def polled_until(probe: Callable[[], Awaitable[T]], cond: Callable[[T], bool],
+                       what: str, limit_s: float = LIMIT_S, every_s: float = 0.5,
+                       say: Callable[[T], str] = repr) -> T:
+    """Read ``probe`` (a poll, a status request) until what it returns meets ``cond``,
+    ``every_s`` apart; that value, or a failure naming ``what`` and the last value (as
+    ``say`` puts it) after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = await probe()
+        if cond(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s} s: {what}; last: {say(value)}")
+        await asyncio.sleep(every_s)
