@@ -26,6 +26,7 @@ from tests.conftest import REPO
 from tests.support import vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
+from tests.support.waits import polled_until
 
 pytestmark = [pytest.mark.vllm]
 
@@ -109,22 +110,24 @@ async def _status(t: AgentTransport) -> dict:
 
 
 async def _wait_ready(t: AgentTransport, timeout_s: float = 300) -> dict:
-    deadline = time.time() + timeout_s
     seen_steps: set[str] = set()
-    while time.time() < deadline:
+
+    async def status() -> dict:
         r = await t.run(["status", "--json"], timeout_s=30)
         if not r.ok and "supervisor is not running" in r.message:
-            time.sleep(0.5)  # `serve` was started in the background and is not up yet
-            continue
+            return {}  # `serve` was started in the background and is not up yet
         assert r.ok, r.events
-        st = r.final  # type: ignore[assignment]
-        slot = st["slots"]["TINY"]
-        seen_steps.add(slot["step"])
-        if slot["state"] == "ready":
-            st["_steps"] = seen_steps
-            return st
-        time.sleep(1)
-    raise TimeoutError(f"slot not ready; steps seen {seen_steps}")
+        st: dict = r.final  # type: ignore[assignment]
+        seen_steps.add(st["slots"]["TINY"]["step"])
+        return st
+
+    def ready(st: dict) -> bool:
+        return bool(st) and st["slots"]["TINY"]["state"] == "ready"
+
+    st = await polled_until(status, ready, "slot ready", timeout_s,
+                            say=lambda _: f"steps seen {seen_steps}")
+    st["_steps"] = seen_steps
+    return st
 
 
 def _pgid_alive(pgid: int) -> bool:
