@@ -272,7 +272,7 @@ async def _smoke_after_up(settings: Settings, audit, pod_id: str) -> int:
     """``up``'s last step: the smoke test through the path users take. The pod stays up
     either way (it is healthy as far as the agent can tell); a failure is exit 5 naming
     the failing check, for cron to report."""
-    from console.commands.verify_cmd import smoke_for_settings
+    from console.commands.smoke_run import smoke_for_settings
     from console.operations.provision import EXIT_UNHEALTHY
     from console.session.deployment import DeploymentError
 

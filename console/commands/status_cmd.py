@@ -42,7 +42,7 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     from console.config.settings import load_settings
     from console.model.pod_stop import probe_hold
     from console.session.deployment import apply_current_pod, connect
-    from console.session.session import judge_once
+    from console.session.judging import judge_once
 
     settings = load_settings(args.config)
     apply_current_pod(settings)  # the pod ``up`` (or ``f``/``r``) last brought up
@@ -103,7 +103,7 @@ def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:
     """The gateway's collector when one is watched (``gateway_url``), else None."""
     if not settings.gateway_url or not settings.gateway.watch:
         return None
-    from console.session.session import day_zone
+    from console.session.judging import day_zone
     from console.sources.collect.gateway import GatewayCollector
     from console.sources.collect.promql import PromClient
 

@@ -14,16 +14,14 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from console.commands import aligned, examples
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
     from console.operations.benchmark.measure import PodFacts
-    from console.operations.smoke import SmokeReport
 
 EXIT_FAILED, EXIT_CONFIG, EXIT_REGRESSION, EXIT_INTERRUPTED = 1, 3, 4, 130
 
@@ -81,23 +79,8 @@ def _words(text: str) -> list[str]:
     return [] if text.strip() == "none" else [w.strip() for w in text.split(",") if w.strip()]
 
 
-async def smoke_for_settings(settings: Settings,
-                             on_check: Callable[[Any], None] | None = None) -> SmokeReport:
-    """The smoke test of the settings' deployment (today's profile, the pod's address)."""
-    from console.operations.smoke import plan_for, run_smoke
-    from console.session.deployment import open_deployment
-    from console.sources.collect.http import HttpClient
-
-    dep = open_deployment(settings)
-    client = HttpClient()
-    try:
-        return await run_smoke(plan_for(dep.today.profile, dep.targets, settings, client), client,
-                               on_check)
-    finally:
-        await client.aclose()
-
-
 def cmd_smoke(args: argparse.Namespace) -> int:
+    from console.commands.smoke_run import smoke_for_settings
     from console.config.settings import ConfigError, load_settings
     from console.session.deployment import DeploymentError
 

@@ -162,7 +162,7 @@ class FleetCollector:
         return FleetSnapshot(clean(tuple(rows)), now, self.current, shared, queries)
 
     async def _row(self, m: Member, now: float, prefetched: Any) -> FleetRow:
-        from console.session.session import judge_once
+        from console.session.judging import judge_once
 
         if m.deployment is None:
             return FleetRow(m.name, error=m.error)

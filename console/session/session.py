@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from console.config import defaults
 from console.model import fmt, startup
@@ -64,7 +62,9 @@ from console.model.stall import StallWatch
 from console.session import gpu_line
 from console.session.audit_tail import AuditTail
 from console.session.clock import Clock, WallSteps, clock_of
+from console.session.gpu_history import record_gpus
 from console.session.gpu_line import GpuLine
+from console.session.judging import Judged, day_zone, judge
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -76,8 +76,6 @@ from console.session.view import (
 )
 
 if TYPE_CHECKING:
-    from console.config.settings import Settings
-    from console.model.gpu_state import GpuReport
     from console.session.alertmanager import Alertmanager, Where
     from console.session.fleet import FleetCollector, FleetSnapshot
     from console.session.outbox import Outbox
@@ -85,7 +83,6 @@ if TYPE_CHECKING:
     from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.gateway import GatewayCollector
     from console.sources.collect.poller import DeploymentPoller
-    from pod_agent.profile import Profile
 
 REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
 """What + and - step through (the settings' refresh_s is where it starts)."""
@@ -125,69 +122,6 @@ def next_refresh(current: float, direction: int) -> float:
     return min([x for x in REFRESH_STEPS if x > current + 1e-9] or [REFRESH_STEPS[-1]])
 
 
-def day_zone(profile: Profile | None) -> dt.tzinfo | None:
-    """Whose midnight starts the day's spend: the profile's schedule zone (the pod's
-    working day, as its watchdog counts it), this machine's when there is no profile."""
-    if profile is None:
-        return None
-    try:
-        return ZoneInfo(profile.schedule.timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One reading judged: the pod with today's earlier runs, the alert conditions true
-    now, and this month's spend."""
-
-    pod: PodSnapshot | None
-    conditions: tuple[Condition, ...]
-    spend_month: float | None
-    ended: dict[str, str] = field(default_factory=dict)
-    """Alert keys of GPU faults that ended with their pod, and how to say so."""
-    stop: PlannedStop | None = None
-    """The planned stop the pod is in (being made or made), if any."""
-
-
-def judge(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None, book: SpendBook,
-          profile: Profile, settings: Settings, now: float,
-          failures: Iterable[Condition] = (), faults: FaultBook | None = None,
-          agent_seen: PodSnapshot | None = None, run: PodRun | None = None) -> Judged:
-    """Spend book + earlier spend + alert rules: the one place they meet (the console,
-    the fleet and ``pod-console status`` all judge a reading here). The day and the month
-    start at midnight in the profile's zone. ``faults``: the session's GPU fault book
-    (None: this reading alone); ``agent_seen``: the last reading of the pod in which its
-    agent answered; ``run``: the pod's run as the session follows it (None: this
-    reading's alone)."""
-    from console.model.alerts import evaluate, observe_pod, run_of
-
-    zone = day_zone(profile)
-    month = None
-    if pod is not None:
-        pod = replace(pod, spent_earlier_today=book.earlier_today(pod, now, zone),
-                      day_zone=zone)
-        month = book.this_month(pod, now, zone) if pod.pod_id else None
-    faults = faults if faults is not None else FaultBook()
-    ended = observe_pod(faults, pod, profile, settings, now)
-    if agent_seen is None and pod is not None and not pod.agent_error:
-        agent_seen = pod
-    run = run_of(pod, agent_seen, now, run)
-    conds = evaluate(snapshot, pod, profile, settings, now, failures, faults, agent_seen,
-                     run)
-    return Judged(pod, tuple(conds), month, ended,
-                  run.planned_stop() if run is not None else None)
-
-
-async def judge_once(snapshot: DeploymentSnapshot | None, pod: PodSnapshot | None,
-                     profile: Profile, settings: Settings, now: float,
-                     run_blocking: RunBlocking = asyncio.to_thread) -> Judged:
-    """:func:`judge` for a one-shot reading (``status``, a fleet row): the spend book is
-    read from the state directory (off the loop) and only read, never written."""
-    book = await run_blocking(SpendBook, settings.spend_path, True)
-    return judge(snapshot, pod, book, profile, settings, now)
-
-
 def stale_header(snap: DeploymentSnapshot, stop: PlannedStop | None) -> str | None:
     """The header's STALE: only when no slot's numbers are fresh (the pod's data), never
     for a pod stopped on purpose (its header says "stopped at …")."""
@@ -195,24 +129,6 @@ def stale_header(snap: DeploymentSnapshot, stop: PlannedStop | None) -> str | No
     if stop is not None or not stale or len(stale) < len(snap.slots):
         return None
     return f"STALE since {fmt.clock(min(stale))}"
-
-
-def record_gpus(history: History, report: GpuReport | None, t: float) -> None:
-    """Add one sample of every GPU to the bounded history (the GPU screen's plots)."""
-    if report is None:
-        return
-    t = report.sampled_at or t
-    for g in report.gpus:
-        name = f"GPU{g.index}"
-        history.add(name, "gpu_util", t, g.util_pct)
-        history.add(name, "gpu_mem", t, g.mem_frac)
-        history.add(name, "gpu_temp", t, g.temp_c)
-        history.add(name, "gpu_power", t, g.power_w)
-        # GPM (Hopper on): what the SMs did, beside util; None where the GPU has none
-        history.add(name, "gpu_sm_active", t, g.sm_active_pct)
-        history.add(name, "gpu_tensor", t, g.tensor_active_pct)
-        history.add(name, "gpu_dram", t, g.dram_active_pct)
-        history.add(name, "gpu_sm_occ", t, g.sm_occupancy_pct)
 
 
 def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:

@@ -5,9 +5,46 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, List, Tuple
+from typing import Any, Dict, List, Protocol, Tuple
 
-Argv = Callable[..., List[str]]
+
+class DraftSpec(Protocol):
+    """A slot's speculative decoding as an engine's command line reads it (the profile's
+    ``Speculative``)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def num_speculative_tokens(self) -> int: ...
+    @property
+    def model(self) -> str | None: ...
+    def model_dump(self, *, exclude_none: bool = ...) -> Dict[str, Any]: ...
+
+
+class ServedSlot(Protocol):
+    """A slot as an engine's command line reads it: the profile's ``Slot``, described here
+    rather than imported, because the profile imports the engines (their managed flags)."""
+
+    @property
+    def served_model_name(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def tensor_parallel_size(self) -> int: ...
+    @property
+    def gpu_util(self) -> float: ...
+    @property
+    def max_model_len(self) -> int: ...
+    @property
+    def speculative(self) -> DraftSpec | None: ...
+
+
+class Argv(Protocol):
+    """``argv(slot, exe=, model=, host=, p2p_disabled=)``: a slot's server command line
+    (typed, so that a call with the profile's ``Slot`` is checked against ``ServedSlot``)."""
+
+    def __call__(self, slot: ServedSlot, *, exe: str, model: str, host: str,
+                 p2p_disabled: bool) -> List[str]: ...
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,16 @@ the rebalancer moves it as it moves vLLM's ``--gpu-memory-utilization``."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, List
+from typing import List
 
-from .base import Phase, PodEngine, fmt_util
-
-if TYPE_CHECKING:
-    from ..profile import Slot
+from .base import Phase, PodEngine, ServedSlot, fmt_util
 
 _SPEC_ALGO = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM",
               "draft_model": "STANDALONE"}
 """vLLM's method names (the profile's) as SGLang's ``--speculative-algorithm``."""
 
 
-def argv(slot: Slot, *, exe: str, model: str, host: str, p2p_disabled: bool) -> List[str]:
+def argv(slot: ServedSlot, *, exe: str, model: str, host: str, p2p_disabled: bool) -> List[str]:
     out: List[str] = [
         exe, "-m", "sglang.launch_server",
         "--model-path", model,

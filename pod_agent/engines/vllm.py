@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, List
+from typing import List
 
-from .base import Phase, PodEngine, fmt_util
-
-if TYPE_CHECKING:
-    from ..profile import Slot
+from .base import Phase, PodEngine, ServedSlot, fmt_util
 
 
-def argv(slot: Slot, *, exe: str, model: str, host: str, p2p_disabled: bool) -> List[str]:
+def argv(slot: ServedSlot, *, exe: str, model: str, host: str, p2p_disabled: bool) -> List[str]:
     out: List[str] = [
         exe, "serve", model,
         "--served-model-name", slot.served_model_name,

@@ -26,6 +26,7 @@ from tests.conftest import REPO
 from tests.support import vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
+from tests.support.waits import polled_until
 
 pytestmark = [pytest.mark.vllm]
 
@@ -109,22 +110,24 @@ async def _status(t: AgentTransport) -> dict:
 
 
 async def _wait_ready(t: AgentTransport, timeout_s: float = 300) -> dict:
-    deadline = time.time() + timeout_s
     seen_steps: set[str] = set()
-    while time.time() < deadline:
+
+    async def status() -> dict:
         r = await t.run(["status", "--json"], timeout_s=30)
         if not r.ok and "supervisor is not running" in r.message:
-            time.sleep(0.5)  # `serve` was started in the background and is not up yet
-            continue
+            return {}  # `serve` was started in the background and is not up yet
         assert r.ok, r.events
-        st = r.final  # type: ignore[assignment]
-        slot = st["slots"]["TINY"]
-        seen_steps.add(slot["step"])
-        if slot["state"] == "ready":
-            st["_steps"] = seen_steps
-            return st
-        time.sleep(1)
-    raise TimeoutError(f"slot not ready; steps seen {seen_steps}")
+        st: dict = r.final  # type: ignore[assignment]
+        seen_steps.add(st["slots"]["TINY"]["step"])
+        return st
+
+    def ready(st: dict) -> bool:
+        return bool(st) and st["slots"]["TINY"]["state"] == "ready"
+
+    st = await polled_until(status, ready, "slot ready", timeout_s,
+                            say=lambda _: f"steps seen {seen_steps}")
+    st["_steps"] = seen_steps
+    return st
 
 
 def _pgid_alive(pgid: int) -> bool:
@@ -152,6 +155,83 @@ async def test_supervisor_starts_slot_with_progress_and_logs(pod) -> None:
         assert httpx.get(f"http://127.0.0.1:{pod['port']}/health").status_code == 200
     finally:
         t.close()
+
+
+def _process_tree(root: int) -> set[int]:
+    """``root`` and every process below it (by the parent pid each names in /proc)."""
+    children: dict[int, set[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:  # gone since the listing
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])  # after the command, which may hold ")"
+        children.setdefault(ppid, set()).add(int(d.name))
+    tree: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
+
+
+def _network_listeners() -> dict[int, str]:
+    """Socket inode -> ``tcp:PORT``/``udp:PORT`` for every TCP socket listening and every
+    UDP socket bound to a port (a bound UDP socket hears whoever sends to it)."""
+    out: dict[int, str] = {}
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            lines = Path(f"/proc/net/{proto}").read_text().splitlines()[1:]
+        except OSError:  # no IPv6 here
+            continue
+        for line in lines:
+            f = line.split()
+            port = int(f[1].rpartition(":")[2], 16)
+            listening = f[3] == "0A" if proto.startswith("tcp") else port != 0
+            if listening:
+                out[int(f[9])] = f"{proto.rstrip('6')}:{port}"
+    return out
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    with contextlib.suppress(OSError):  # the process ended while read
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(int(target[len("socket:["):-1]))
+    return inodes
+
+
+async def test_agent_opens_no_network_port(pod) -> None:
+    """No process of the agent's own tree (the supervisor and what it starts) listens on
+    a network port; only the slot's server does, on its profile's port (what the engine
+    opens inside its own tree is the engine's). Unix sockets only, for the agent."""
+    t = AgentTransport(pod["ep"], pod["state"])
+    try:
+        st = await _wait_ready(t)
+    finally:
+        t.close()
+    slot_pid = st["slots"]["TINY"]["pid"]
+    tree = _process_tree(st["pid"])
+    served = _process_tree(slot_pid)
+    assert slot_pid in tree  # the slot's server is the supervisor's child
+    listeners = _network_listeners()
+
+    def ports(pids: set[int]) -> dict[int, list[str]]:
+        found = {p: sorted(listeners[i] for i in _socket_inodes(p) if i in listeners)
+                 for p in pids}
+        return {p: v for p, v in found.items() if v}
+
+    # the scan sees what listens: the slot's server on its port (else it proves nothing)
+    assert any(f"tcp:{pod['port']}" in v for v in ports(served).values()), ports(served)
+    agents_own = ports(tree - served)
+    assert not agents_own, f"the agent's own processes listen: {agents_own}"
 
 
 async def test_crashed_slot_is_restarted_with_backoff(pod) -> None:
@@ -346,11 +426,3 @@ async def test_shutdown_leaves_nothing_running(pod) -> None:
         assert not r.ok and r.final["supervisor"] == "not running"  # type: ignore[index]
     finally:
         t.close()
-
-
-def test_agent_opens_no_network_port(pod) -> None:
-    """Every socket the agent's home shows is a Unix socket; no TCP listener is the agent's."""
-    import subprocess
-    out = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout \
-        if Path("/usr/bin/ss").exists() or Path("/bin/ss").exists() else ""
-    assert "pod_agent" not in out

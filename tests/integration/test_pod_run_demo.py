@@ -10,7 +10,6 @@ log, the session. Only the header is drawn without a terminal (its segments)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from console.session.session import Session
 from console.session.view import ConsoleState
 from console.ui.widgets.header import PodHeader
+from tests.support.waits import polled_until
 
 pytestmark = pytest.mark.realtime
 
@@ -48,19 +48,15 @@ async def test_a_day_of_stops_and_resumes_in_the_demo(tmp_path: Path,
         faults = {title: fn for title, _, fn in demo.faults()}
         seen: list[ConsoleState] = []
 
+        async def polled() -> ConsoleState:
+            session.refresh_now()
+            assert await session.poll()
+            seen.append(session.state())
+            return seen[-1]
+
         async def until(cond: Callable[[ConsoleState], bool], what: str) -> ConsoleState:
-            deadline = time.monotonic() + LIMIT_S
-            while True:
-                session.refresh_now()
-                assert await session.poll()
-                st = session.state()
-                seen.append(st)
-                if cond(st):
-                    return st
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"not within {LIMIT_S} s: {what}; last: "
-                                         f"{st.run} {header(st)}")
-                await asyncio.sleep(0.5)
+            return await polled_until(polled, cond, what, LIMIT_S,
+                                      say=lambda st: f"{st.run} {header(st)}")
 
         def loud(st: ConsoleState) -> list[str]:
             return [a.title for a in st.alerts

@@ -46,6 +46,7 @@ from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
+from tests.support.waits import polled_until
 
 pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.realtime]
 
@@ -207,14 +208,8 @@ async def _status(pod) -> dict:
 
 
 async def _wait(pod, pred, what: str, timeout_s: float = 300) -> dict:
-    deadline = time.monotonic() + timeout_s
-    st: dict = {}
-    while time.monotonic() < deadline:
-        st = await _status(pod)
-        if st and pred(st):
-            return st
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout_s} s; last status {st}")
+    return await polled_until(lambda: _status(pod), lambda st: bool(st) and pred(st), what,
+                              timeout_s)
 
 
 def _ready(st: dict) -> bool:

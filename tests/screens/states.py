@@ -220,7 +220,7 @@ def pod(**changes: Any) -> PodSnapshot:
 
 def history() -> History:
     """Ten minutes of every plotted series, slots and GPUs, as smooth fixed curves."""
-    from console.session.session import record_gpus
+    from console.session.gpu_history import record_gpus
 
     h = History(3600, 1)
     for i in range(120):

@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from console.session.session import POD_POLL_S, judge_once
+from console.session.judging import judge_once
+from console.session.session import POD_POLL_S
 from console.session.spend import SpendBook
 from tests.session.world import world
 

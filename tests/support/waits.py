@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 LIMIT_S = 30.0
 """Generous: a condition that holds at all holds within a second even on a loaded CI
@@ -51,3 +53,41 @@ async def until_true(cond: Callable[[], bool], what: str, limit_s: float = LIMIT
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {limit_s} s: {what}")
         await asyncio.sleep(0.02)
+
+
+async def held_within(cond: Callable[[], bool], timeout_s: float = LIMIT_S) -> bool:
+    """As ``until_true``, saying whether it held (the caller's assert says what it
+    wanted)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        await asyncio.sleep(0.02)
+    return cond()
+
+
+def holds_within(cond: Callable[[], bool], timeout_s: float = LIMIT_S) -> bool:
+    """As ``held_within``, for a test without a loop: the threads and processes it waits
+    on run while this one sleeps between looks."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+async def polled_until(probe: Callable[[], Awaitable[T]], cond: Callable[[T], bool],
+                       what: str, limit_s: float = LIMIT_S, every_s: float = 0.5,
+                       say: Callable[[T], str] = repr) -> T:
+    """Read ``probe`` (a poll, a status request) until what it returns meets ``cond``,
+    ``every_s`` apart; that value, or a failure naming ``what`` and the last value (as
+    ``say`` puts it) after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = await probe()
+        if cond(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s} s: {what}; last: {say(value)}")
+        await asyncio.sleep(every_s)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from console.demo.deployment import DemoDeployment
+from tests.support.waits import holds_within, pilot_until
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +29,7 @@ tests are what a quiet machine needs, times this (CI has 2 cores, sometimes shar
 
 
 async def wait_for(pilot, cond, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout * PATIENCE
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        await pilot.pause(0.1)
-    return False
+    return await pilot_until(pilot, cond, timeout * PATIENCE)
 
 
 def live(app) -> bool:
@@ -60,16 +57,16 @@ def wait_slots_up(demo, timeout: float = 60.0) -> None:
     """Until every slot of the demo's pod answers /health (its simulated start-up done)."""
     import httpx
 
+    def up(port: int) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     deadline = time.monotonic() + timeout * PATIENCE
     for port, _ in demo_slots(demo).values():
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"slot on port {port} not up"
-            time.sleep(0.1)
+        assert holds_within(functools.partial(up, port), deadline - time.monotonic()), \
+            f"slot on port {port} not up"
 
 
 class Requests:
@@ -110,10 +107,8 @@ class Requests:
                     self._stop.wait(0.1)
 
     def wait_each(self, n: int = 1, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout * PATIENCE
-        while min(self.done.values()) < n:
-            assert time.monotonic() < deadline, (self.done, self.errors[-3:])
-            time.sleep(0.05)
+        assert holds_within(lambda: min(self.done.values()) >= n, timeout * PATIENCE), \
+            (self.done, self.errors[-3:])
 
     def __enter__(self) -> Requests:
         for t in self._threads:

@@ -12,11 +12,11 @@ import json
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 
 from console.demo.deployment import REPO, DemoDeployment, shipped_profiles_dir
 from pod_agent.paths import socket_path_for
+from tests.support.waits import holds_within
 
 
 class FakeAgent:
@@ -59,22 +59,13 @@ def _provisioned(demo: DemoDeployment, pid: str) -> str:
     return socket_path_for(str(demo.pod_home(pid) / "agent"))
 
 
-def _wait(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return bool(cond())
-
-
 def test_an_agent_up_after_its_pod_stopped_is_stopped(tmp_path: Path) -> None:
     demo = _demo(tmp_path)
     path = _provisioned(demo, "emu9")
     demo._stop_agent("emu9")  # the pod is gone; its agent is not up yet
     agent = FakeAgent(path)  # … and now it is
     try:
-        assert _wait(lambda: agent.requests, 30), "the late agent was never stopped"
+        assert holds_within(lambda: agent.requests, 30), "the late agent was never stopped"
         assert agent.requests == [{"op": "shutdown"}]
     finally:
         agent.sock.close()

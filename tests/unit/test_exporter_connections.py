@@ -14,6 +14,7 @@ import pytest
 
 from pod_agent.exporter import Exporter
 from tests.conftest import FIXTURES, REPO
+from tests.support.waits import holds_within
 
 IDLE = 400
 
@@ -68,15 +69,6 @@ def threads_serving() -> int:
     return sum(1 for t in threading.enumerate() if "process_request_thread" in t.name)
 
 
-def wait_for(cond, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
-
-
 def test_idle_connections_hold_no_unbounded_threads_and_a_scrape_gets_through(
         serving) -> None:
     port = serving.httpd.server_address[1]
@@ -89,8 +81,8 @@ def test_idle_connections_hold_no_unbounded_threads_and_a_scrape_gets_through(
             idle.append(s)
             if i % 50 == 49:  # the serving loop accepts as they come
                 assert serving.httpd.active <= 2 * serving.httpd.max_connections
-        assert wait_for(lambda: serving.httpd.evicted + serving.httpd.refused
-                        >= IDLE - 2 * serving.httpd.max_connections)
+        assert holds_within(lambda: serving.httpd.evicted + serving.httpd.refused
+                            >= IDLE - 2 * serving.httpd.max_connections)
         # threads held: bounded by the cap (2x while evicted ones finish), not 400
         assert serving.httpd.active <= 2 * serving.httpd.max_connections
         assert threads_serving() <= 2 * serving.httpd.max_connections + 1
@@ -129,7 +121,7 @@ def test_a_slow_sender_is_cut_off_at_the_header_timeout(serving) -> None:
         assert 1.5 <= closed_at < 6.0, closed_at
     finally:
         s.close()
-    assert wait_for(lambda: serving.httpd.active == 0)
+    assert holds_within(lambda: serving.httpd.active == 0)
     assert scrape(port)[0] == 200
 
 
@@ -137,10 +129,10 @@ def test_an_idle_connection_is_closed_and_its_thread_ends(serving) -> None:
     port = serving.httpd.server_address[1]
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:
-        assert wait_for(lambda: serving.httpd.active == 1)
+        assert holds_within(lambda: serving.httpd.active == 1)
         t0 = time.monotonic()
         assert s.recv(1) == b""  # the server closed it
         assert time.monotonic() - t0 < 6.0
     finally:
         s.close()
-    assert wait_for(lambda: serving.httpd.active == 0)
+    assert holds_within(lambda: serving.httpd.active == 0)

@@ -6,24 +6,15 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from pod_agent import gpus
 from pod_agent.gpu_monitor import GpuMonitor
+from tests.support.waits import holds_within
 
 VALID = b"4,1202,88124,-;NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', GPU has fallen off\n"
-
-
-def wait_for(cond, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 @pytest.fixture
@@ -66,7 +57,7 @@ def test_a_five_thousand_digit_xid_is_skipped_and_the_reader_goes_on(kmsg) -> No
             w.flush()
             w.write(VALID)
             w.flush()
-            assert wait_for(lambda: seen), "the reader stopped at the long line"
+            assert holds_within(lambda: seen), "the reader stopped at the long line"
         assert seen == [("00:06", 79)]
         assert reader.skipped == 2 and "out of range" in (reader.last_skipped or "")
         assert reader.error is None and reader.status_error is None
@@ -91,7 +82,7 @@ def test_a_report_that_fails_is_skipped_too(kmsg) -> None:
             w.write(VALID)
             w.write(VALID.replace(b": 79,", b": 13,"))
             w.flush()
-            assert wait_for(lambda: len(calls) == 2)
+            assert holds_within(lambda: len(calls) == 2)
         assert reader.skipped == 1 and "disk full" in (reader.last_skipped or "")
         assert reader.status_error is None
     finally:
@@ -109,7 +100,7 @@ def test_status_says_when_the_reader_died(fake_nvml, kmsg, monkeypatch) -> None:
     monkeypatch.setattr(mon.kmsg, "_read", boom)
     mon.kmsg.start()
     try:
-        assert wait_for(lambda: not mon.kmsg._thread.is_alive())
+        assert holds_within(lambda: not mon.kmsg._thread.is_alive())
         doc = mon.status({})
         assert "kernel log reader stopped: RuntimeError: a bug in the reader" in \
             doc["kmsg_error"]
@@ -140,7 +131,7 @@ def test_status_counts_skipped_lines(fake_nvml, kmsg) -> None:
             w.write(b"4,1,1,-;NVRM: Xid (PCI:0000:00:06): " + b"7" * 5000 + b"\n")
             w.write(VALID)
             w.flush()
-            assert wait_for(lambda: mon.events)
+            assert holds_within(lambda: mon.events)
         doc = mon.status({})
         assert doc["kmsg_error"] is None
         assert doc["kmsg_skipped"]["count"] == 1
@@ -168,9 +159,9 @@ def test_an_xid_event_whose_report_fails_leaves_the_nvml_watch_running(
     w.start()
     try:
         (faults / "xid-0-13").touch()
-        assert wait_for(lambda: len(seen) == 1)
+        assert holds_within(lambda: len(seen) == 1)
         (faults / "xid-1-79").touch()
-        assert wait_for(lambda: len(seen) == 2), "the watch ended at the failed report"
+        assert holds_within(lambda: len(seen) == 2), "the watch ended at the failed report"
         assert w.skipped == 1 and "disk full" in (w.last_skipped or "")
         assert w.error is None
     finally:

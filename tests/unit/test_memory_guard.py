@@ -5,24 +5,14 @@ starts again once the floor allows it, and not before."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import PROFILES
-
-
-async def wait_for(cond, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        await asyncio.sleep(0.05)
-    return cond()
+from tests.support.waits import held_within
 
 
 @pytest.fixture
@@ -51,7 +41,7 @@ async def sup(tmp_path: Path, monkeypatch):
     s.mem = mem  # type: ignore[attr-defined]
     for name in s.procs:
         s._start_supervising(name)
-    assert await wait_for(lambda: all(p.running() for p in s.procs.values()))
+    assert await held_within(lambda: all(p.running() for p in s.procs.values()))
     try:
         yield s
     finally:
@@ -105,7 +95,7 @@ async def test_what_the_guard_stopped_starts_again_once_the_floor_allows(sup) ->
     ev = await ask(sup, {"op": "watchdog", "cmd": "mem-floor", "value": "8"})
     assert ev["kind"] == "result" and ev["guard_stopped"] == ["FLASH"]
     await sup.watchdog_tick()
-    assert await wait_for(flash.running), "the guard never started FLASH again"
+    assert await held_within(flash.running), "the guard never started FLASH again"
     assert "restarted FLASH" in sup.watchdog.last_mem_action
     ops = [(a["op"], a.get("slot")) for a in audit(sup)
            if a["op"].startswith("memory-guard")]
@@ -120,7 +110,7 @@ async def test_a_slot_restarted_by_hand_is_no_longer_the_guards(sup) -> None:
     await sup.watchdog_tick()
     assert not sup.procs["FLASH"].running()
     sup._start_supervising("FLASH")  # what a `restart FLASH` does
-    assert await wait_for(sup.procs["FLASH"].running)
+    assert await held_within(sup.procs["FLASH"].running)
     sup.mem["avail"] = 30.0
     await sup.watchdog_tick()
     assert sup._guard_stopped == {}

@@ -13,16 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.session.record.folder import NotARecording, recording_files
 from console.session.record.tape import Marker, Tape
 
 RECORDINGS = "recordings"
 """``STATE_DIR/recordings/``: where a console, a wall and ``pod-console record`` write."""
-SUFFIX = ".podrec"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-class NotARecording(Exception):
-    """A file ``replay`` cannot open: the message names it and says what is wrong."""
 
 
 def recordings_dir(state_dir: Path) -> Path:
@@ -32,25 +28,6 @@ def recordings_dir(state_dir: Path) -> Path:
 def list_recordings(state_dir: Path) -> list[Path]:
     """The recordings under ``state_dir``, newest first (by when they were last written)."""
     return recording_files(recordings_dir(state_dir))
-
-
-def recording_files(d: Path) -> list[Path]:
-    """The recordings in the folder ``d``, newest first (by when they were last written):
-    the one listing behind ``replay --list``, ``replay`` without a file and ``record
-    export``."""
-    try:
-        files = [p for p in d.iterdir() if p.suffix == SUFFIX and p.is_file()]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as exc:
-        raise NotARecording(f"{d}: cannot be read ({exc.strerror})") from None
-
-    def written(p: Path) -> float:
-        try:
-            return p.stat().st_mtime
-        except OSError:
-            return 0.0
-    return sorted(files, key=lambda p: (written(p), p.name), reverse=True)
 
 
 def newest_recording(state_dir: Path) -> Path:

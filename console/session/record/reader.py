@@ -29,7 +29,7 @@ from console.model.model_figures import ModelFigures
 from console.model.printable import clean, printable
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.session.record import codec
-from console.session.record.files import recording_files
+from console.session.record.folder import recording_files
 from console.session.record.store import (
     CHUNK_POLLS,
     FORMAT,

@@ -277,7 +277,7 @@ def encode_poll(enc: _Encoder, item: PollItem, seq: int, keyframe: bool,
         snap_out = None
     enc.last_snapshot = snap
     if item.pod_read is not None:
-        from console.session.session import record_gpus
+        from console.session.gpu_history import record_gpus
 
         record_gpus(points, item.pod_read.gpus, st.polled_at or st.now)
     state: dict[str, Any] = {}

@@ -6,7 +6,7 @@ figures, memory, temperature and power.
 
 Renders the state it is handed after every poll, like every other screen; the GPU
 series are recorded by the session from each pod poll
-(``console.session.session.record_gpus``)."""
+(``console.session.gpu_history.record_gpus``)."""
 
 from __future__ import annotations
 
