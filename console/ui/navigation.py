@@ -84,7 +84,7 @@ class Navigation:
             self.push_screen(AlertHistoryScreen(self.console_state()))
 
     def action_help(self: PodConsoleApp) -> None:
-        from console.ui.help_text import help_for
+        from console.ui.screen_help import help_for
 
         specs = self.ctx.registry.specs if self.ctx is not None else {}
         # the help of the screen shown: its keys, its state words and columns

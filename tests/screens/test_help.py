@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from console.operations.specs import SPECS
-from console.ui.help_text import help_for
+from console.ui.screen_help import help_for
 from console.ui.screens.alerts import AlertHistoryScreen
 from console.ui.screens.detail import SlotDetailScreen
 from console.ui.screens.fleet import FleetScreen
