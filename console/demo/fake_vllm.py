@@ -546,7 +546,10 @@ def register_on_gpus(util: float) -> None:
     gpus = [int(g) for g in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")
             if g.strip().isdigit()]
     path = Path(faults) / f"nvml-proc-{os.getpid()}"
-    path.write_text(json.dumps({"gpus": gpus, "fraction": util}))
+    # the pod it runs on: the demo's pods share this machine and its faults directory, and
+    # a fallback's new pod must not list the old pod's engines on its GPUs
+    path.write_text(json.dumps({"gpus": gpus, "fraction": util,
+                                "pod": os.environ.get("RUNPOD_POD_ID")}))
     atexit.register(lambda: path.unlink(missing_ok=True))
 
 

@@ -268,6 +268,9 @@ def _engines(h: _Handle) -> list[tuple[int, int]] | None:
             doc = json.loads(f.read_text())
         except (ValueError, OSError):
             continue  # gone, or half written
+        pod = os.environ.get("RUNPOD_POD_ID")
+        if pod is not None and doc.get("pod") not in (None, pod):
+            continue  # another simulated pod's engine: not on this pod's GPUs
         if h.index in doc.get("gpus", ()):
             out.append((pid, int(float(doc.get("fraction", 0)) * total)))
     return out
