@@ -226,9 +226,13 @@ def test_other_models_and_families_are_skipped_unread() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet='ab_1= ",\\\t{}x', max_size=40))
 def test_the_label_fast_path_reads_as_the_long_way(body: str) -> None:
+    from console.model.printable import printable
     from console.sources.collect.exposition import _parse_labels, _parse_labels_slow
 
-    assert _parse_labels(body) == _parse_labels_slow(body)
+    slow = _parse_labels_slow(body)
+    # what both read, then cleaned as every outside word is at this boundary (issue 44)
+    want = None if slow is None else tuple((printable(k), printable(v)) for k, v in slow)
+    assert _parse_labels(body) == want
 
 
 def test_remembered_label_sets_stay_bounded(monkeypatch) -> None:

@@ -22,16 +22,29 @@ BAD = sorted(set(SHAPES) - READABLE)
 CONTROLS = ("\x1b", "\x07", "\x9b")
 
 
+_CHILD = """import atexit, os, sys
+def _hwm():
+    kib = next(int(line.split()[1]) for line in open("/proc/self/status")
+               if line.startswith("VmHWM:"))
+    with open(os.environ["HWM_FILE"], "w") as fh:
+        fh.write(str(kib))
+atexit.register(_hwm)
+from console.cli import main
+sys.exit(main())
+"""
+
+
 def _replay(args: list[str], tmp: Path) -> tuple[int, str, str, float, int]:
     """``pod-console replay ARGS``: status, out, err, CPU seconds, peak RSS in bytes."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "POD_CONSOLE_STATE_DIR": str(tmp / "state"),
            "XDG_STATE_HOME": str(tmp / "xdg"), "XDG_CONFIG_HOME": str(tmp / "cfg")}
     env.pop("POD_CONSOLE_CONFIG", None)
     with open(tmp / "out", "wb") as out, open(tmp / "err", "wb") as err:
-        p = subprocess.Popen([sys.executable, "-c",
-                              "import sys; from console.cli import main; sys.exit(main())",
-                              "replay", *args], stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=err, env=env, cwd=tmp)
+        # the peak RSS is the child's own (VmHWM, written at its exit): wait4's ru_maxrss
+        # carries the parent's across fork and exec (a 3 GB test worker read as 3 GB)
+        p = subprocess.Popen([sys.executable, "-c", _CHILD, "replay", *args],
+                             stdin=subprocess.DEVNULL, stdout=out,
+                             stderr=err, env={**env, "HWM_FILE": str(tmp / "hwm")}, cwd=tmp)
         deadline = time.monotonic() + 60
         while True:  # a bound for a broken build; the CPU bound below is the test's
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
@@ -45,7 +58,7 @@ def _replay(args: list[str], tmp: Path) -> tuple[int, str, str, float, int]:
     rc = os.waitstatus_to_exitcode(status)
     p.returncode = rc
     cpu = usage.ru_utime + usage.ru_stime
-    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    rss = int((tmp / "hwm").read_text()) * 1024
     return rc, (tmp / "out").read_text(errors="replace"), \
         (tmp / "err").read_text(errors="replace"), cpu, rss
 

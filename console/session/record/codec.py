@@ -32,6 +32,7 @@ class CodecError(ValueError):
 
 
 RECORDED_TYPES = (
+    "console.config.settings:GatewaySettings",
     "console.config.settings:SlotThresholds",
     "console.model.alerts:Alert",
     "console.model.alerts:AlertEvent",
@@ -44,6 +45,8 @@ RECORDED_TYPES = (
     "console.model.gpu_state:GpuProcess",
     "console.model.gpu_state:GpuReport",
     "console.model.gpu_state:XidRecord",
+    "console.model.gpu_topology:GpuTopology",
+    "console.model.gpu_topology:P2pProbe",
     "console.model.model_figures:CacheConfig",
     "console.model.model_figures:ModelFigures",
     "console.model.pod_run:PodRun",
@@ -80,6 +83,7 @@ def _table() -> dict[str, type]:
             fleet,
             gateway,
             gpu_state,
+            gpu_topology,
             model_figures,
             pod_run,
             pod_stop,
@@ -88,7 +92,7 @@ def _table() -> dict[str, type]:
         )
         from console.session import view
         from console.sources.collect import targets
-        mods = {m.__name__: m for m in (settings, alerts, fleet, gateway, gpu_state,
+        mods = {m.__name__: m for m in (settings, alerts, fleet, gateway, gpu_state, gpu_topology,
                                         model_figures, pod_run, pod_stop, snapshot, stall,
                                         view,
                                         targets)}
