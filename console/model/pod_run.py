@@ -355,8 +355,9 @@ def _evidence(run: PodRun, r: RunReading) -> StopEvidence | None:
         if found is None:
             found = StopEvidence(key, cause_of(op.kind), op.kind, op.by, op.at)
         elif found.cause == op.kind or (found.cause == "down" and op.kind == "down --force"):
-            # the agent's record of the console's stop: the console knows who asked
-            found = replace(found, cause=cause_of(op.kind), by=found.by or op.by)
+            # the agent's record of the console's stop: the console knows who asked (the
+            # agent may name only the pod's user, "root")
+            found = replace(found, cause=cause_of(op.kind), by=op.by or found.by)
     if found is None and seen is not None and seen.stop_plan is not None:
         due = _due(pod, seen, seen.stop_plan, r.now, since)
         if due is not None and due.key not in run.spent:

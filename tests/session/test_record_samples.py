@@ -45,8 +45,8 @@ def _gateway_scrape(k: int) -> str:
     return GW_GROWS.sub(lambda m: f"{m[1]} {float(m[2]) * (1 + 0.01 * k)!r}", GW_TEXT)
 
 
-async def _record(tmp: Path, monkeypatch: pytest.MonkeyPatch, polls: int = 80
-                  ) -> tuple[Path, list[ConsoleState], History]:
+async def _record(tmp: Path, monkeypatch: pytest.MonkeyPatch, polls: int = 80,
+                  step: float = 2.0) -> tuple[Path, list[ConsoleState], History]:
     import datetime as dt
 
     from console.config.settings import GatewaySettings
@@ -80,7 +80,9 @@ async def _record(tmp: Path, monkeypatch: pytest.MonkeyPatch, polls: int = 80
                           active_window_s=1800.0)
         assert rec.poll(PollItem(st, p.last_read))
         live.append(st)
-        clock[0] += 2.0
+        clock[0] += step
+        if len(live) % 100 == 0:  # a loop this fast outruns the writer's queue (256)
+            assert await asyncio.to_thread(rec.flush)
     assert await asyncio.to_thread(rec.flush)
     await asyncio.to_thread(rec.close)
     assert rec.path is not None
@@ -104,6 +106,23 @@ async def test_every_figure_rebuilt_from_the_samples(tmp_path: Path,
     last = tape.state_at(len(live) - 1).history
     for metric in PLOTTED:
         assert last.series("MAIN", metric).points == history.series("MAIN", metric).points
+
+
+async def test_polls_faster_than_the_refresh_replay_their_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polls 0.1 s apart (``refresh now`` pressed, a test's loop): a 60 s window's far end
+    is ~600 polls back, more than the keyframe walk's bound. Replay seeks it (CI found
+    "corrupt (a window's far end of poll 260 refers to 19)" on the demo's recording)."""
+    from console.session.record.reader import MAX_BACK_POLLS
+
+    polls = 700
+    path, live, _ = await _record(tmp_path, monkeypatch, polls=polls, step=0.1)
+    tape = SqliteTape(path)
+    far = [i - tape.record(i)[0]["raw"]["MAIN"][5] for i in range(polls)
+           if tape.record(i)[0]["raw"]["MAIN"][5] is not None]
+    assert max(far) > MAX_BACK_POLLS  # the premise
+    for i in (polls - 1, polls // 2, MAX_BACK_POLLS + 5):
+        assert tape.state_at(i).snapshot == live[i].snapshot, i
 
 
 async def test_a_figure_plotted_since_is_drawn_on_an_old_recording(

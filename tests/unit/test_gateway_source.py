@@ -133,6 +133,21 @@ def test_window_rates_and_the_cooldown_trap() -> None:
     assert deployment_status(0.0, 0.0, 0, 5, 0, 0) == "healthy"
 
 
+def test_a_cooldown_born_between_close_scrapes_is_recent() -> None:
+    """The cooldown counter of a deployment first appears in a scrape seconds after the
+    first one: the kept scrapes are sparse (that one was not kept), yet it is a cooldown
+    now, not one from before this console watched (CI saw ``outage-past``)."""
+    col = GatewayCollector("http://gw", GatewaySettings(cooldown_s=30), 300.0, 1.0)
+    before = "\n".join(line for line in CAPTURE.splitlines()
+                       if not line.startswith("litellm_deployment_cooled_down_total"))
+    t0 = 1_000_000.0
+    col.read(parse(before, FAMILIES), t0)
+    col.read(parse(before, FAMILIES), t0 + 1.1)
+    assert len(col.scrapes) == 1  # the premise: the second was not kept
+    snap = col.read(parse(CAPTURE, FAMILIES), t0 + 2.2)
+    assert {d.model_id: d for d in snap.deployments}["tiny-b"].status == "cooldown"
+
+
 def test_workers_without_multiprocess_mode_are_told() -> None:
     col = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0)
     a = CAPTURE

@@ -142,6 +142,11 @@ def test_stop_now_from_the_console_says_who_and_is_not_the_provider() -> None:
                   last_stop_reason="stop-now")
     r = d.read(t + 8, rec)
     assert (r.cause, r.by) == ("stop-now", "alice@laptop")
+    # nor does one naming the pod's user (an agent told no --by): CI saw "root"
+    as_root = running(t + 8, t - 600, last_stop={"reason": "stop-now", "at": t + 7,
+                                                 "by": "root", "ok": True},
+                      last_stop_reason="stop-now")
+    assert d.read(t + 8, as_root).by == "alice@laptop"
     r = d.read(t + 20, quiet(rec, "EXITED"), slots_up=0)
     assert (r.state, r.cause, r.by) == ("stopped", "stop-now", "alice@laptop")
     assert "provider" not in r.event_title("18:00")

@@ -90,6 +90,14 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
         return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
     aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
     extra: list[str] = []
+    if cmd == "stop-now":
+        import socket
+
+        from console.operations.audit import current_user
+
+        # who asked, as the audit names them: the agent's record of the stop says so too
+        # (its own default is the pod's user, "root")
+        extra = [f"--by={args.get('by') or f'{current_user()}@{socket.gethostname()}'}"]
     if cmd == "extend":
         import getpass
 

@@ -56,9 +56,9 @@ _READ_ERRORS = (sqlite3.DatabaseError, zstandard.ZstdError, ValueError, KeyError
 """What a corrupt or crafted file makes the reading raise: each said as one sentence
 (a self-reference was a RecursionError, a huge time an OverflowError: tracebacks)."""
 MAX_BACK_POLLS = 4 * CHUNK_POLLS
-"""How far back a poll's record may send a seek (its keyframe, its window's far end):
-a keyframe starts every chunk, and a window is a few chunks; a record pointing further
-(or forward, or at itself) is corrupt, not a reason to read the whole file."""
+"""How far back a poll's record may walk to its keyframe: a keyframe starts every
+chunk; a record pointing further (or forward, or at itself) is corrupt, not a reason to
+read the whole file. (A window's far end is one seek: anywhere earlier in the file.)"""
 MAX_KV_POLLS = 4096
 """Polls a KV p99 may span (its window at the fastest refresh)."""
 MAX_DICT_BYTES = 1024 * 1024
@@ -334,8 +334,11 @@ class SqliteTape:
             rec, _ = self.record(seq)
             raw = rec["raw"][slot.slot]
             t, exp = self._exposition(seq, slot.slot)
+            # the far end is one seek, anywhere earlier in this file: a window spans its
+            # time, not a count of polls (at 0.2 s a poll, 300 s held 1500 of them)
             earlier = None if raw[5] is None else self._exposition(
-                self._back(seq, raw[5], MAX_BACK_POLLS, "a window's far end"), slot.slot)
+                self._back(seq, raw[5], seq - self._chunks[0].seq0, "a window's far end"),
+                slot.slot)
             eng = engine_of(exp)  # the scrape's own families tell its engine
             figs = window_figures(t, exp, earlier, model, eng)
             kvs: list[float] = []

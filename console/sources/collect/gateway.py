@@ -308,6 +308,9 @@ class GatewayCollector:
         self._users: dict[tuple[str, Labels], _UserSeries] = {}
         self._cooled: dict[str, tuple[float, float]] = {}
         """model_id → (cooldown counter total, when it was last seen to move)."""
+        self._reads = 0
+        """Scrapes read so far: the kept ones are sparse, so their count does not tell
+        a first scrape from a later one."""
         self._starts: deque[float] = deque(maxlen=16)
         self._multi = False
         self.prom = prom
@@ -476,6 +479,7 @@ class GatewayCollector:
         """A new scrape into a snapshot: over the window from ``earlier`` (Prometheus's
         samples a window ago), else from the oldest kept scrape inside the window."""
         self._observe_workers(exp)
+        self._reads += 1
         if earlier is None:
             for t, e in self.scrapes:
                 if now - t <= self.window_s and now - t >= 1.0:
@@ -563,7 +567,7 @@ class GatewayCollector:
                 # on the first scrape a cooldown counted before this console watched is
                 # not known to be recent (the failures in the window still tell
                 # "failing"); a series born since the last scrape has just moved
-                self._cooled[mid] = (v, -math.inf if len(self.scrapes) <= 1 else now)
+                self._cooled[mid] = (v, -math.inf if self._reads <= 1 else now)
             elif v != old[0]:
                 self._cooled[mid] = (v, now)
 
