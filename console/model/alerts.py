@@ -430,7 +430,11 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
                                  f"{profile.min_cuda}"))
         # the pod's working hours on the pod's clock (the agent's, which its stops
         # follow; the demo's runs hours from this machine's), this machine's if unsaid
-        pod_now = pod.stop_plan.pod_clock(now) if pod.stop_plan is not None else None
+        # a reading without the agent (busy restarting a slot, a blip) keeps the clock
+        # of its last answer: the demo's pod is at noon while this machine is at 03:00
+        plan_seen = pod.stop_plan or (agent_seen.stop_plan if agent_seen is not None
+                                      and agent_seen.pod_id == pod.pod_id else None)
+        pod_now = plan_seen.pod_clock(now) if plan_seen is not None else None
         if pod.status == "RUNNING" and stop is None and not _working_hours(
                 profile, now if pod_now is None else pod_now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""

@@ -52,8 +52,17 @@ def am(tmp_path: Path, hook: HookReceiver) -> Iterator[AlertmanagerServer]:
 
 def on(tmp: Path, am: AlertmanagerServer, **kw: Any) -> World:
     # the session's clock is the real one here: Alertmanager judges endsAt by its own
-    return world(tmp, time.time(), alertmanager_url=am.url, run_blocking=asyncio.to_thread,
-                 **kw)
+    w = world(tmp, time.time(), alertmanager_url=am.url, run_blocking=asyncio.to_thread,
+              **kw)
+    # ...and so the hour of day is CI's: the pod's working hours are made to hold now
+    # (noon in a fixed-offset zone, every day), or a night run adds "outside working
+    # hours" to every test's alerts (CI ran at 03:00 in Seoul)
+    offset = 12 - datetime.datetime.now(datetime.UTC).hour
+    zone = f"Etc/GMT{'-' if offset >= 0 else '+'}{abs(offset)}"
+    sched = w.ctx.profile.schedule.model_copy(update={
+        "timezone": zone, "days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]})
+    w.ctx.profile = w.ctx.profile.model_copy(update={"schedule": sched})
+    return w
 
 
 async def poll(*worlds: World) -> None:

@@ -202,6 +202,13 @@ def _screen_until(session: str, cond, limit_s: float) -> tuple[str, float | None
 
 LOG_LINE = re.compile(r"\d\d:\d\d:\d\d (ALERT|cleared:) ")
 """An action-log line about an alert (its time, then ALERT or cleared)."""
+LOUD = re.compile(r"[▲✖] (WARN|CRIT) ")
+"""An active WARN or CRIT in the alerts panel (a PEND one reads "◌ PEND WARN")."""
+
+
+def _header(screen: str) -> str:
+    """The pod header: the screen's first two lines (it wraps at 160 columns)."""
+    return "\n".join(screen.splitlines()[:2])
 
 
 def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
@@ -260,6 +267,45 @@ def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
         # capture step (0.5 s) after it was raised, so the gap seen may read ~1.5 s short
         # (a run read 19.95 s)
         assert stopped - second >= 18, (stopped - second, screen)
+        # the planned stop (issue 42): one INFO with its cause and who, no WARN or CRIT
+        # for the slots, the agent or the gateway that stopped with the pod; the header
+        # says when it stopped and why
+        screen, told = _screen_until(session, lambda s: "INFO pod stopped" in s
+                                     and "by watchdog" in s and "stopped at" in s, 60)
+        assert told is not None, screen
+        quiet_until = time.time() + 10  # a few polls of the stopped pod
+        while time.time() < quiet_until:
+            loud = [line for line in screen.splitlines() if LOUD.search(line)]
+            assert not loud, (loud, screen)
+            time.sleep(0.5)
+            screen = _tmux("capture-pane", "-p", "-t", session)
+        # `r y`: a new run, busy from its first reading: the header never tells the old
+        # stop's story on it ("stopping (idle)" on a running pod was the finding)
+        _tmux("send-keys", "-t", session, "C-p")
+        time.sleep(human)
+        _tmux("send-keys", "-t", session, "-l", "traffic resumes")
+        time.sleep(human)
+        _tmux("send-keys", "-t", session, "Enter")
+        time.sleep(human)
+        for key in ("r", "y"):
+            _tmux("send-keys", "-t", session, key)
+            time.sleep(human)
+        screen, resumed = _screen_until(session, lambda s: "✓ pod" in s and "up with" in s,
+                                        240)
+        assert resumed is not None, screen
+        _tmux("send-keys", "-t", session, "Escape")  # the resume's result read: closed
+        screen, running = _screen_until(
+            session, lambda s: "RUNNING" in _header(s) and s.count(" UP ") >= 2, 120)
+        assert running is not None, screen
+        # its first polls: nothing of the last run's idle stop on the running pod (its
+        # next stop, idle or scheduled, is this run's own, and may come soon at ×60)
+        for _ in range(6):
+            if "RUNNING" not in _header(screen):
+                break
+            head = _header(screen)  # "stop in 42m (idle)": the new run's own plan
+            assert "stopping (idle)" not in head and "stopped at" not in head, screen
+            time.sleep(1)
+            screen = _tmux("capture-pane", "-p", "-t", session)
         assert "Traceback" not in screen
         _quit_with_q(session)
     finally:

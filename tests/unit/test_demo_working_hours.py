@@ -75,3 +75,23 @@ def test_a_demo_started_on_a_friday_night_is_in_its_pods_working_hours(tmp_path:
     pod_now = anchor[1]  # the pod's clock at our ``ours``
     assert dt.datetime.fromtimestamp(pod_now, SEOUL).strftime("%a %H:%M") == "Mon 12:00"
     assert not _hours(pod_now, ours, 60.0)
+
+
+def test_a_reading_without_the_agent_keeps_the_pods_clock() -> None:
+    """The agent busy for a reading (restarting a hung slot: ``R`` in the demo, CI at 03:00
+    in Seoul) left the reading with no stop plan, and the rule fell back to this machine's
+    night. The last answer's clock, carried forward, still says the pod's noon."""
+    lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
+    ours = _at("2026-12-04T03:00")
+    plan = StopPlan.parse({"now": _at("2026-12-04T12:00"), "clock_speed": 1.0}, ours)
+    seen = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18, stop_plan=plan)
+    blip = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18,
+                       agent_error="timed out")
+    conds = evaluate(None, blip, lp.profile, Settings(profiles_dir=PROFILES), ours + 30,
+                     agent_seen=seen)
+    assert not any(c.key == "hours" for c in conds), conds
+    # another pod's answer says nothing of this one's clock
+    other = PodSnapshot(pod_id="p2", status="RUNNING", stop_plan=plan)
+    conds = evaluate(None, blip, lp.profile, Settings(profiles_dir=PROFILES), ours + 30,
+                     agent_seen=other)
+    assert any(c.key == "hours" for c in conds)
