@@ -1,0 +1,103 @@
+"""Issue 43, "nobody is paged when no console runs": a console killed with SIGKILL (no
+goodbye, nothing flushed) stops its heartbeat, and Alertmanager itself says so.
+
+A real ``pod-console record`` (headless) sends to the real Alertmanager on loopback,
+whose ``Watchdog`` route goes to a loopback webhook standing in for a dead-man's-switch
+service: it is notified while the console lives; after ``kill -9`` the heartbeat's
+``endsAt`` passes (4 × max(refresh, ``AM_RESEND_FLOOR_S``) after the last send) and the
+service gets the resolved notification, the sign a dead-man's switch pages on. Times are
+on the monotonic clock from the kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.session.session import AM_RESEND_FLOOR_S
+from tests.conftest import REPO
+from tests.support import alertmanager_server
+from tests.support.alertmanager_server import AlertmanagerServer
+from tests.support.hook_receiver import HookReceiver
+
+pytestmark = pytest.mark.realtime
+
+
+@pytest.fixture
+def hook() -> Iterator[HookReceiver]:
+    r = HookReceiver()
+    yield r
+    r.close()
+
+
+def _deadman_config(url: str) -> dict[str, Any]:
+    """The heartbeat to the dead-man's-switch service (the rendered config's "heartbeat"
+    receiver given a webhook, as its comment says), everything else to nobody."""
+    return {
+        "route": {"receiver": "null", "group_by": ["alertname"], "group_wait": "1s",
+                  "group_interval": "2s", "repeat_interval": "1h",
+                  "routes": [{"matchers": ['alertname="Watchdog"'], "receiver": "heartbeat",
+                              "group_wait": "0s", "repeat_interval": "1m"}]},
+        "receivers": [{"name": "null"},
+                      {"name": "heartbeat", "webhook_configs": [
+                          {"url": url, "send_resolved": True}]}],
+    }
+
+
+def _heartbeats(hook: HookReceiver) -> list[str]:
+    with hook.cond:
+        return [b.get("status", "") for _, b in hook.posts if isinstance(b, dict)
+                and b.get("groupLabels", {}).get("alertname") == "Watchdog"]
+
+
+def _until(cond: Any, limit_s: float, what: str) -> float:
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return time.monotonic()
+
+
+def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
+        tmp_path: Path, hook: HookReceiver) -> None:
+    if not alertmanager_server.available():
+        if os.environ.get("CI"):
+            pytest.fail("prometheus-alertmanager is not installed; .ci/run must install it")
+        pytest.skip("prometheus-alertmanager not installed")
+    srv = AlertmanagerServer(tmp_path / "am", _deadman_config(hook.url))
+    srv.start()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"profiles_dir: {REPO / 'profiles'}\nstate_dir: {tmp_path / 'state'}\n"
+                   f"refresh_s: 1\nalertmanager_url: {srv.url}\npod:\n  host: 127.0.0.1\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    child = subprocess.Popen([sys.executable, "-m", "console.cli", "record", "--config",
+                              str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env, cwd=REPO, start_new_session=True)
+    try:
+        _until(lambda: "firing" in _heartbeats(hook), 120, "the heartbeat's first page")
+        assert child.poll() is None
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+        killed = time.monotonic()
+        assert "resolved" not in _heartbeats(hook)
+        # the last send's endsAt is at most 4 x max(refresh 1 s, the floor) ahead; the
+        # resolved notification follows at the next group interval (2 s here)
+        lapse = 4 * AM_RESEND_FLOOR_S
+        heard = _until(lambda: "resolved" in _heartbeats(hook), lapse + 30,
+                       "the resolved heartbeat")
+        print(f"heartbeat resolved {heard - killed:.1f} s after kill -9 (bound {lapse:.0f} s)")
+        assert heard - killed <= lapse + 10
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait(30)
+        srv.stop()
