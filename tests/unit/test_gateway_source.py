@@ -18,8 +18,8 @@ import pytest
 
 from console.config.settings import GatewaySettings
 from console.model.gateway import deployment_status
-from console.sources.collect.exposition import parse
 from console.sources.collect import gateway as gw_mod
+from console.sources.collect.exposition import parse
 from console.sources.collect.gateway import FAMILIES, GatewayCollector
 from tests.conftest import FIXTURES
 
