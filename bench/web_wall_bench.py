@@ -2,7 +2,7 @@
 
 Run:  python bench/web_wall_bench.py [--minutes 2] [--refresh 2]
 
-Starts ``pod-console demo --web`` (as the README does) and opens it in real headless
+Starts ``pod-console demo --web`` (as docs/demo.md does) and opens it in real headless
 Chromium (Debian's ``chromium``, driven by Playwright) at 1600×900, the size of a wall
 display's browser window at 16 px type. After a 20 s settling time, for the measured
 minutes:

@@ -148,7 +148,8 @@ def _audit_local(op: str, extra: dict) -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """``pod-agent``'s parser, every subcommand with its options (docs' test reads it)."""
     p = argparse.ArgumentParser(prog="pod-agent", description=__doc__)
     p.add_argument("--version", action="version", version=f"pod-agent {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -234,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
 
     sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")
     sd.set_defaults(func=lambda a: relay({"op": "shutdown"}))
+    return p
 
-    args = p.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -1,4 +1,5 @@
-"""Make the README's screenshots from the demo deployment, through the real app factory.
+"""Make the screenshots of the README and docs/ from the demo deployment, through the real
+app factory.
 
 Run:  python screenshots/make_screenshots.py [web]
 Writes screenshots/{main,detail,wall,alert,action,replay}.svg (160×48 terminal), then

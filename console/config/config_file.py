@@ -72,7 +72,7 @@ def no_config_found(path: Path | None) -> str | None:
         "  $POD_CONSOLE_CONFIG            not set",
         f"  {found}  no such file",
         "  $POD_CONSOLE_POD__* and the other deployment variables: none set",
-        "Make one (README, \"Configuration for a real deployment\"): at least",
+        "Make one (docs/configuration.md, \"The console\"): at least",
         "  profiles_dir: /path/to/profiles",
         "  pod: {machine_id: <the RunPod pod id>, host: <its address>}",
         f"in {found} or a file given with --config PATH.",

@@ -128,7 +128,7 @@ slots in a fraction of a second; the teardown once waited 30 s for an agent's so
 WARN_REAL_S = 25.0
 """On an accelerated pod clock the warning is on the console's screen this many real
 seconds before the stop, whatever the stop (schedule, idle, an extension's end): time
-for a person to read it and press ``w 1 y`` (the README's story)."""
+for a person to read it and press ``w 1 y`` (docs/demo.md's story)."""
 WATCHDOG_INTERVAL_S = 5.0
 """``serve --watchdog-interval`` of the demo's agents (pod seconds; at ×60 the watchdog
 still looks only every ``MIN_TICK_S``, half a real second)."""

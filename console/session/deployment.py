@@ -249,7 +249,7 @@ def no_profiles_hint(profiles_dir: Path) -> str:
     return (f"no profiles: {profiles_dir.absolute()} is not a directory.\n"
             f"  profiles_dir is set in the config file ({cfg}, or --config PATH) or in\n"
             f"  POD_CONSOLE_PROFILES_DIR; it holds one YAML file per pod profile\n"
-            f"  (README, \"Configuration for a real deployment\").\n"
+            f"  (docs/configuration.md, \"Profiles\").\n"
             f"  To see the console first, on simulated pods: pod-console demo")
 
 

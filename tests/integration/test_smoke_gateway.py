@@ -121,7 +121,7 @@ def _wait_targets(s: SimpleNamespace) -> None:
 
 
 def test_the_cli_passes_through_the_rendered_gateway(stack) -> None:
-    """``pod-console smoke --json`` as the README runs it: a config naming the gateway
+    """``pod-console smoke --json`` as docs/smoke-and-bench.md runs it: a config naming the gateway
     and Prometheus, the key in the environment."""
     _wait_targets(stack)
     cfg = stack.root / "config.yaml"

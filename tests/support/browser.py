@@ -5,7 +5,7 @@ page draws is what its websocket delivers: every binary frame the browser receiv
 fed, in order, to a terminal emulator (pyte) of the size the page asked for — the same
 bytes xterm.js renders. Screenshots show the pixels.
 
-Used by the web wall's test, its benchmark and the README's screenshot script."""
+Used by the web wall's test, its benchmark and the screenshot script (screenshots/)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 
 def start_demo_web(port: int, state_dir: Path, log: Path, *args: str
                    ) -> subprocess.Popen[bytes]:
-    """``pod-console demo --web 127.0.0.1:PORT``, as the README runs it."""
+    """``pod-console demo --web 127.0.0.1:PORT``, as docs/demo.md runs it."""
     env = dict(os.environ, PYTHONPATH=str(REPO), POD_CONSOLE_STATE_DIR=str(state_dir))
     fh = open(log, "ab")  # noqa: SIM115 - the child owns it until it exits
     return subprocess.Popen(

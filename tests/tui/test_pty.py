@@ -212,11 +212,11 @@ def _header(screen: str) -> str:
 
 
 def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
-    """The README's story of ``demo --clock-speed 60``, typed by a person in a real terminal:
-    the palette stops the traffic, the warning comes, ``w 1 y`` (a second and a half per
-    key, a few seconds to read first) extends the pod in time, and when the extension runs
-    out the pod's own watchdog warns again and stops it — with at least 20 real seconds
-    between the warning on screen and the stop."""
+    """The demo's story of ``demo --clock-speed 60`` (docs/demo.md), typed by a person in a
+    real terminal: the palette stops the traffic, the warning comes, ``w 1 y`` (a second
+    and a half per key, a few seconds to read first) extends the pod in time, and when
+    the extension runs out the pod's own watchdog warns again and stops it — with at
+    least 20 real seconds between the warning on screen and the stop."""
     session = f"podconsole-speed-{os.getpid()}"
     state = tmp_path / "state"
     cmd = (f"cd {REPO} && TERM=xterm-256color PYTHONPATH={REPO} POD_CONSOLE_STATE_DIR={state} "

@@ -1,10 +1,10 @@
-"""The demo on an accelerated pod clock warns early enough for a person: the README's
-story (``demo --clock-speed 60``: the warning, then ``w 1 y``) needs real seconds on the
-console's screen, not pod minutes at the agent. The tmux test in tests/tui/test_pty.py
-walks the story at a human pace.
+"""The demo on an accelerated pod clock warns early enough for a person: the demo's
+story (docs/demo.md: ``demo --clock-speed 60``: the warning, then ``w 1 y``) needs real
+seconds on the console's screen, not pod minutes at the agent. The tmux test in
+tests/tui/test_pty.py walks the story at a human pace.
 
 Issue 42: at ×60 the scheduled stop's warning was on screen 13 s before the stop, not the
-README's ~25. ``warn_before`` was 25 pod minutes (25 real s at the agent), and the console
+~25 of docs/demo.md. ``warn_before`` was 25 pod minutes (25 real s at the agent), and the console
 reads the pod every ``POD_POLL_S`` (10 s), the reading itself taking a second or two, the
 agent finding the warning at its next watchdog tick: 25 − 12.5 s. Here the demo's own
 profiles are run through the stop policy (``decide``, the agent's tick pace on the pod's

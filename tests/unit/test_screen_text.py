@@ -51,11 +51,11 @@ def test_a_newcomer_without_config_is_told_where_it_goes_and_about_the_demo(
         assert "pod-console demo" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_the_readme_config_example_is_a_valid_config(tmp_path: Path) -> None:
+def test_the_docs_config_example_is_a_valid_config(tmp_path: Path) -> None:
     from console.config.settings import load_settings
 
-    text = (REPO / "README.md").read_text()
-    block = text.split("### The console", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    text = (REPO / "docs" / "configuration.md").read_text()
+    block = text.split("\n## The console\n", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "profiles").mkdir()
     cfg = tmp_path / "config.yaml"
     cfg.write_text(block.replace("~/pod-console/profiles", str(tmp_path / "profiles"))

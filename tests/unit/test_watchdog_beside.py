@@ -1,9 +1,9 @@
 """After a resume (issue 42): ``w`` during the resume was refused ("not now — Resume pod is
-still running") although the README says ``w`` works from a running operation's dialog;
-``w 1 y`` right after the resume failed with "the supervisor is not running (No such file
-or directory)" and no next step. Now ``w`` runs beside another operation (never two of
-itself), and a supervisor that is not running yet is asked again for a few seconds, then
-the answer says the agent is still starting and what to do.
+still running") although docs/keys-and-screens.md says ``w`` works from a running
+operation's dialog; ``w 1 y`` right after the resume failed with "the supervisor is not
+running (No such file or directory)" and no next step. Now ``w`` runs beside another
+operation (never two of itself), and a supervisor that is not running yet is asked again for
+a few seconds, then the answer says the agent is still starting and what to do.
 
 The real flow (``operation_flow.run_operation``), the real registry and the real
 watchdog handler; the agent answers as ``pod-agent watchdog`` does through SSH."""

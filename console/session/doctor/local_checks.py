@@ -29,8 +29,8 @@ async def config_valid(d: Doctor, timeout_s: float) -> Verdict:
         first = d.config_error.splitlines()[0]
         more = len(d.config_error.splitlines()) - 1
         return fail(outside(first) + (f" (and {more} more)" if more > 0 else ""),
-                    "fix that key of the config file (README, \"Configuration for a real "
-                    "deployment\"), then run `pod-console doctor` again")
+                    "fix that key of the config file (docs/configuration.md, \"The "
+                    "console\"), then run `pod-console doctor` again")
     src = d.s._source
     where = f"{src}" if src is not None else "no config file (defaults and environment)"
     ctx = f", context {d.s.context}" if d.s.context else ""

@@ -15,7 +15,7 @@ which is what provisioning decides on:
 * :class:`UnknownOutcomeError` — a create may have happened and cannot be checked:
   never create another before it is found.
 
-Adding a provider: see the README ("Adding a provider").
+Adding a provider: see docs/architecture.md ("Adding a provider").
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class GatewayScreen(ConsoleScreen):
         groups = self.query_one("#gwgroups", Static)
         users = self.query_one("#gwusers", Static)
         if gw is None:
-            line.update(Text("no gateway watched: set gateway_url (README, \"The gateway\")",
+            line.update(Text("no gateway watched: set gateway_url (docs/gateway.md)",
                              "dim"))
             groups.update("")
             users.update("")
