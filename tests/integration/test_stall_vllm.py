@@ -562,7 +562,11 @@ async def test_a_long_prefill_is_not_stalled(long_prefill_vllm: VllmServer,
         last = seen[first_direct][-1]
         assert last.fresh and last.running == 0, said()
         assert first.prompt is not None and last.prompt is not None, said()
-        assert last.prompt - first.prompt == LONG_PROMPT_TOKENS, said()
+        # the long prompt whole; beside it at most the sessions' completion probes (a few
+        # dozen tokens each), which a loaded machine can send after the baseline (CI saw
+        # 32175 - 64: the prompt and three probes)
+        extra = last.prompt - first.prompt - LONG_PROMPT_TOKENS
+        assert 0 <= extra < 1000, (extra, said())
     finally:
         for s in sessions.values():
             await s.aclose()
