@@ -29,6 +29,11 @@ def current_user() -> str:
         return str(os.getuid())
 
 
+def who() -> str:
+    """``user@host``: who asked, as an audit record's two fields name them together."""
+    return f"{current_user()}@{socket.gethostname()}"
+
+
 class AuditError(Exception):
     """A record could not be written whole (full disk, read-only file system, …)."""
 

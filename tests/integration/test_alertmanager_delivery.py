@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -40,10 +39,7 @@ def hook() -> Iterator[HookReceiver]:
 
 @pytest.fixture
 def am(tmp_path: Path, hook: HookReceiver) -> Iterator[AlertmanagerServer]:
-    if not alertmanager_server.available():
-        if os.environ.get("CI"):
-            pytest.fail("prometheus-alertmanager is not installed; .ci/run must install it")
-        pytest.skip("prometheus-alertmanager not installed")
+    alertmanager_server.require()
     srv = AlertmanagerServer(tmp_path / "am", fast_config(hook.url))
     srv.start()
     yield srv

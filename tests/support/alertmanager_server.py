@@ -3,6 +3,7 @@ cluster off, notifying a loopback webhook receiver (``hook_receiver.py``)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from . import procs
@@ -19,6 +21,14 @@ BINARY = "prometheus-alertmanager"
 
 def available() -> bool:
     return shutil.which(BINARY) is not None
+
+
+def require() -> None:
+    """Skip a test without Alertmanager here; under CI (``CI`` set) fail it instead."""
+    if not available():
+        if os.environ.get("CI"):
+            pytest.fail("prometheus-alertmanager is not installed; .ci/run must install it")
+        pytest.skip("prometheus-alertmanager not installed")
 
 
 def fast_config(receiver_url: str) -> dict[str, Any]:

@@ -91,13 +91,11 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
     extra: list[str] = []
     if cmd == "stop-now":
-        import socket
-
-        from console.operations.audit import current_user
+        from console.operations.audit import who
 
         # who asked, as the audit names them: the agent's record of the stop says so too
         # (its own default is the pod's user, "root")
-        extra = [f"--by={args.get('by') or f'{current_user()}@{socket.gethostname()}'}"]
+        extra = [f"--by={args.get('by') or who()}"]
     if cmd == "extend":
         import getpass
 
