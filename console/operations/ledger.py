@@ -8,8 +8,9 @@ were never settled and stops or terminates those pods (:func:`open_entries`).
 A pod that costs money is therefore always named somewhere on disk.
 
 Events: ``create-requested`` (name), ``created`` (name, pod), ``resume-requested``
-(pod), then one of ``kept``, ``terminated``, ``stopped`` (pod or name); ``skipped``
-(line) notes a line that is not a record, once reported.
+(pod), then one of ``kept`` (pod; its GPU kind, count and $/h), ``terminated``,
+``stopped`` (pod or name); ``skipped`` (line) notes a line that is not a record, once
+reported.
 
 Only one process at a time writes it or acts on what it says: :func:`exclusive` is
 the lock (``STATE_DIR/up.lock``) that ``up``, ``down`` and the console's ``r`` and
@@ -209,3 +210,32 @@ class Ledger:
 
 __all__ = ["AuditError", "BadLine", "Busy", "Entry", "Ledger", "exclusive",
            "in_progress"]
+
+
+@dataclass(frozen=True)
+class PaidPrice:
+    """The $/h a pod of one GPU kind and count cost when it was last kept."""
+
+    gpu: str
+    count: int
+    cost: float
+    t: float
+
+
+def last_prices(path: Path) -> dict[tuple[str, int], PaidPrice]:
+    """(GPU kind, count) → the $/h of the last pod kept on it: what a fallback's question
+    can say of a kind before the provider has made a pod (RunPod's REST API has no price
+    list). Blocking: read it in a worker. An unreadable ledger knows no price."""
+    try:
+        events = Ledger(path).events()
+    except OSError:
+        return {}
+    out: dict[tuple[str, int], PaidPrice] = {}
+    for ev in events:
+        gpu, count, cost = ev.get("gpu"), ev.get("count"), _cost(ev.get("cost"))
+        if (ev.get("event") != "kept" or not isinstance(gpu, str) or not gpu
+                or isinstance(count, bool) or not isinstance(count, int) or count < 1
+                or not cost):
+            continue
+        out[(gpu, count)] = PaidPrice(gpu, count, cost, float(ev["t"]))
+    return out

@@ -613,7 +613,10 @@ class Provisioner:
                 config_file.write_current_pod(d, pod.id, res.profile.name,
                                               res.address.host, res.address.port_map)
                 wrote = True
-            self._record("kept", pod=pod.id, **({"name": name} if name else {}))
+            # with what it costs on which GPUs: a later fallback's question names the
+            # $/h last paid for a kind (the provider has no price list before a create)
+            self._record("kept", pod=pod.id, gpu=pod.gpu_type, count=pod.gpu_count,
+                         cost=pod.cost, **({"name": name} if name else {}))
         except (AuditError, OSError) as exc:
             why = getattr(exc, "strerror", None) or str(exc)
             self._say("ledger", f"CANNOT RECORD pod {pod.id} as kept ({why})")

@@ -761,7 +761,17 @@ class Session:
                 client=self.poller.client, zone=day_zone(ctx.profile), prom=prom,
                 prom_selector=f",{st.gateway.prometheus_match}" if st.gateway.prometheus_match
                 else "")
-        return await col.poll(now)
+        return await col.poll(now, self._gateway_since())
+
+    def _gateway_since(self) -> float | None:
+        """Where the gateway's window may start: a run that began after a planned stop
+        counts from its own start (the stop's failed calls are not the new run's: a
+        resumed pod showed ``gw err 88 %`` for the window's 5 minutes), else anywhere."""
+        run = self.run
+        prior = run.previous if run is not None else None
+        if run is None or prior is None or not prior.planned or run.began is None:
+            return None
+        return run.began
 
     async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
         """A new pod reading into the spend book (read once, saved when due)."""

@@ -84,3 +84,55 @@ async def test_gateway_in_state_and_alerts(tmp_path: Path, monkeypatch) -> None:
     finally:
         server.close()
         await w.slots.client.aclose()  # type: ignore[attr-defined]
+
+
+def _bump(text: str, name: str, by: float) -> str:
+    return re.sub(rf'^({name}\{{[^}}]*\}}) (\S+)$',
+                  lambda m: f"{m.group(1)} {float(m.group(2)) + by}", text, flags=re.M)
+
+
+async def test_after_a_planned_stop_the_gateways_window_is_the_new_runs(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The calls that failed while the pod was stopped on purpose stay in a 5-minute
+    window for 5 minutes after the resume: the header said ``gw err 88 %`` on a fresh,
+    healthy run. The new run's window starts at its own start."""
+    from dataclasses import replace
+
+    from console.model.catalog import GW_FAILURES, GW_REQUESTS
+    from tests.session.test_pod_run_session import _idle_stop, agent, poll
+
+    monkeypatch.setenv("GW_SESSION_KEY", "gw-key")
+    pages = {"metrics": CAPTURE}
+    server, url = await _gateway(pages)
+    w = world(tmp_path, T0, gateway_url=url, gateway=GatewaySettings(key_env="GW_SESSION_KEY"))
+    w.slots.client = HttpClient()  # type: ignore[attr-defined]
+    try:
+        w.pod.pod = replace(w.pod.pod, started_at=T0 - 3600)
+        agent(w)
+        await poll(w, 0.0)
+        await _idle_stop(w)
+        # while the pod is stopped every call through the gateway fails
+        pages["metrics"] = _bump(_bump(CAPTURE, GW_FAILURES, 40), GW_REQUESTS, 40)
+        st = await poll(w, 30.0)
+        assert st.gateway is not None and (st.gateway.total.get("failures") or 0) > 0
+        # `r`: the same machine started again; from now on every call succeeds
+        w.clock.advance(20.0)
+        w.slots.down = set()
+        w.pod.run(started_at=w.clock())
+        agent(w)
+        st = await poll(w, 2.0)
+        assert st.run is not None and st.run.number == 2
+        began = st.run.began
+        assert began is not None
+        served = pages["metrics"]
+        for i in range(1, 4):
+            pages["metrics"] = _bump(served, GW_REQUESTS, 10 * i)
+            st = await poll(w, 20.0)
+            gw = st.gateway
+            assert gw is not None and gw.window_s is not None
+            assert gw.window_s <= st.now - began + 1e-6, (gw.window_s, st.now - began)
+            assert gw.total.get("failures") == 0.0, gw.total
+            assert gw.total.get("error_rate") == 0.0, gw.total
+    finally:
+        server.close()
+        await w.slots.client.aclose()  # type: ignore[attr-defined]

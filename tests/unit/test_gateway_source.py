@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from console.config.settings import GatewaySettings
+from console.model.catalog import GW_FAILURES, GW_REQUESTS
 from console.model.gateway import deployment_status
 from console.sources.collect import gateway as gw_mod
 from console.sources.collect.exposition import parse
@@ -361,3 +362,62 @@ def test_a_large_exposition_is_kept_a_few_times_with_its_labels_shared() -> None
     first, last = (list(e.series("litellm_spend_metric_total")) for e in (exps[0], exps[-1]))
     assert len(first) > 40_000 and first == last
     assert all(a is b for a, b in zip(first, last, strict=True))  # one tuple per series
+
+
+def test_a_window_that_starts_at_the_runs_start_leaves_the_stops_failures_out() -> None:
+    """After a planned stop and a resume, the gateway's figures count from the new run's
+    start (``since``): the calls that failed while the pod was stopped on purpose are
+    the stop's (a resumed pod showed ``gw err 88 %`` for the window's 5 minutes)."""
+    def bump(text: str, name: str, by: float) -> str:
+        return re.sub(rf'^({name}\{{[^}}]*\}}) (\S+)$',
+                      lambda m: f"{m.group(1)} {float(m.group(2)) + by}", text, flags=re.M)
+
+    t0 = 1_000_000.0
+    stopped = bump(bump(CAPTURE, GW_FAILURES, 40), GW_REQUESTS, 40)
+    served = bump(stopped, GW_REQUESTS, 20)
+    reads = [(t0, CAPTURE), (t0 + 60, stopped), (t0 + 120, served)]
+    whole = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0)
+    run = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0)
+    for t, text in reads:
+        snap_whole = whole.read(parse(text, FAMILIES), t)
+        snap_run = run.read(parse(text, FAMILIES), t, since=t0 + 60)
+    # the premise: over the whole window the stop's failures are there
+    assert snap_whole.window_s == 120
+    assert snap_whole.total["failures"] == 40 * _count(CAPTURE, GW_FAILURES) > 0
+    # from the run's start: 20 more calls, none failed, over the 60 s the run has had
+    assert snap_run.window_s == 60
+    assert snap_run.total["failures"] == 0.0
+    assert snap_run.total["error_rate"] == 0.0
+    # a run that began under a second ago has no window yet: rates wait, none is old
+    fresh = GatewayCollector("http://gw", GatewaySettings(), 300.0, 1.0)
+    fresh.read(parse(CAPTURE, FAMILIES), t0)
+    assert fresh.read(parse(stopped, FAMILIES), t0 + 60, since=t0 + 59.5).window_s is None
+
+
+def _count(text: str, name: str) -> int:
+    """How many series of ``name`` a capture holds (each was bumped once)."""
+    return sum(1 for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def test_through_prometheus_the_windows_far_end_is_the_runs_start() -> None:
+    """``gateway.via: prometheus`` reads the far end at ``since`` when the run began
+    inside the window, and asks for no far end at all in the run's first second."""
+    asked: list[float | None] = []
+
+    class Prom:
+        async def query(self, expr: str, at: float | None = None) -> list[dict]:
+            asked.append(at)
+            return [{"metric": {"__name__": GW_REQUESTS, "model_id": "a"},
+                     "value": [at, "1"]}]
+
+    col = GatewayCollector("http://gw", GatewaySettings(via="prometheus"), 300.0, 1.0,
+                           prom=Prom())  # type: ignore[arg-type]
+    got, err = asyncio.run(col.via_prometheus(1000.0, since=900.0))
+    assert err is None and got is not None and sorted(asked) == [900.0, 1000.0]
+    assert got[1] is not None and got[1][0] == 900.0
+    asked.clear()
+    got, err = asyncio.run(col.via_prometheus(1000.0))
+    assert sorted(asked) == [700.0, 1000.0]
+    asked.clear()
+    got, err = asyncio.run(col.via_prometheus(1000.0, since=999.5))
+    assert asked == [1000.0] and got is not None and got[1] is None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from console.model import fmt
-from console.operations.operation import Args, OperationDeps, OperationFacts, fill
+from console.operations.operation import Args, Dialogs, OperationDeps, OperationFacts, fill
 from console.operations.registry import OperationSpec, Outcome, Progress
 
 SPEC = OperationSpec(
@@ -19,15 +22,44 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     return await deps.provisioner.fallback_action(progress)
 
 
+async def ask(facts: OperationFacts, args: Args, dialogs: Dialogs) -> Args:
+    """Nothing to choose: the $/h last paid for each of the first profile's GPU kinds is
+    read here, off the event loop, for the question to name (RunPod's REST API has no
+    price list before a pod exists; the ledger remembers what each kept pod cost)."""
+    from console.config.config_file import ledger_path
+    from console.operations.ledger import last_prices
+
+    count = facts.profile.effective_gpu_count
+    try:
+        known = await asyncio.wait_for(asyncio.to_thread(
+            last_prices, ledger_path(facts.settings.state_dir)), 2.0)
+    except TimeoutError:
+        known = {}
+    paid = [[k, count, p.cost, p.t] for k in facts.profile.gpu_type_ids
+            if (p := known.get((k, count))) is not None]
+    return {**args, "paid": paid} if paid else args
+
+
+def _paid_text(args: Args) -> str:
+    """" Last paid: $6.58/h for 2× H100 (Dec 03)." — or nothing when none is known."""
+    parts = []
+    for gpu, count, cost, t in args.get("paid", ()):
+        parts.append(f"{fmt.money(cost)}/h for {count}× {gpu} "
+                     f"({time.strftime('%b %d', time.localtime(t))})")
+    return f" Last paid: {'; '.join(parts)}." if parts else ""
+
+
 def question(facts: OperationFacts, args: Args) -> str:
     """What becomes of the old pod and what the new one will be, said before anything is
-    created: the old pod is left as it is (stopped with its volume, or still billing),
-    and the new one's $/h, known only once the provider has made it, is in the result."""
+    created: the old pod is left as it is (stopped with its volume, or still billing);
+    the new one's $/h is known only once the provider has made it (the result says it),
+    so the question names what a pod of each kind cost when one was last kept."""
     base = fill(SPEC.confirm, facts, args)
     prof = facts.profile
     kinds = ", ".join(prof.gpu_type_ids[:3]) + (" …" if len(prof.gpu_type_ids) > 3 else "")
     new = (f" New pod: the first in stock, {prof.effective_gpu_count}× {kinds} for "
-           f"{facts.profile_name} first; the result names it and its $/h.")
+           f"{facts.profile_name} first; the result names it and its $/h."
+           + _paid_text(args))
     pod = facts.pod
     if pod is None or not pod.pod_id:
         return base + new

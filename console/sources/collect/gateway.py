@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.model.catalog import (
     GATEWAY,
@@ -63,6 +63,11 @@ KEEP_SPACING = 8
 """Scrapes kept per window, about (``GatewayCollector.read``)."""
 
 ScopeKey = Callable[[Labels], str | None]
+
+
+async def _no_result() -> list[dict[str, Any]]:
+    """A query not asked: nothing, as Prometheus answers for no series."""
+    return []
 
 
 def _label(labels: Labels, key: str) -> str | None:
@@ -400,16 +405,28 @@ class GatewayCollector:
                          "set in the proxy's litellm_settings?")
         return exp, None
 
-    async def via_prometheus(self, now: float) -> tuple[
+    def _far_end(self, now: float, since: float | None) -> float:
+        """Where the window starts: ``window_s`` back, or ``since`` when that is later
+        (a run that began after a planned stop counts from its own start: the calls
+        that failed while the pod was stopped on purpose are the stop's, not its)."""
+        start = now - self.window_s
+        return start if since is None else max(start, since)
+
+    async def via_prometheus(self, now: float, since: float | None = None) -> tuple[
             tuple[Exposition, tuple[float, Exposition] | None] | None, str | None]:
         """The gateway's families as Prometheus holds them now and a window ago (its
         latest sample of each series), read by the same maths as a direct scrape."""
         if self.prom is None:
             return None, "gateway.via is prometheus but no prometheus_url is set"
         sel = "{__name__=~\"" + "|".join(sorted(FAMILIES)) + "\"" + self.prom_selector + "}"
+        then = self._far_end(now, since)
+        # under a second of window (a run that began just now): no earlier sample, so
+        # every rate waits for the next poll, as a direct scrape's first one does
+        windowed = now - then >= 1.0
         try:
             now_r, then_r = await asyncio.gather(
-                self.prom.query(sel, now), self.prom.query(sel, now - self.window_s))
+                self.prom.query(sel, now),
+                self.prom.query(sel, then) if windowed else _no_result())
         except PromError as exc:
             return None, f"Prometheus: {exc}"
         later = exposition_of(now_r)
@@ -418,13 +435,15 @@ class GatewayCollector:
             return None, ("Prometheus holds no litellm_ series for the gateway (is it "
                           "scraping the proxy's /metrics/ with a key?)")
         earlier = exposition_of(then_r)
-        return (later, (now - self.window_s, earlier) if earlier.names() else None), None
+        return (later, (then, earlier) if earlier.names() else None), None
 
-    async def poll(self, now: float) -> GatewaySnapshot:
+    async def poll(self, now: float, since: float | None = None) -> GatewaySnapshot:
+        """One reading of the gateway. ``since`` (same clock as ``now``): the window
+        starts no earlier than this (the pod's run after a planned stop)."""
         if self.settings.via == "prometheus":
             live_r, ready_r, prom = await asyncio.gather(
                 self._get("/health/liveliness"), self._get("/health/readiness"),
-                self.via_prometheus(now), return_exceptions=True)
+                self.via_prometheus(now, since), return_exceptions=True)
             if isinstance(prom, BaseException):
                 scraped: object = prom
             else:
@@ -466,23 +485,26 @@ class GatewayCollector:
         if self._big:  # 20k user series of a 2 MB exposition: ~0.1 s, not on the loop
             snap = await asyncio.to_thread(
                 self.read, exp, now, live=live, ready=ready, ready_detail=detail, error=err,
-                earlier=earlier)
+                earlier=earlier, since=since)
         else:
             snap = self.read(exp, now, live=live, ready=ready, ready_detail=detail,
-                             error=err, earlier=earlier)
+                             error=err, earlier=earlier, since=since)
         return replace(snap, via=self.settings.via)
 
     def read(self, exp: Exposition, now: float, *, live: bool | None = True,
              ready: bool | None = True, ready_detail: str = "",
              error: str | None = None,
-             earlier: tuple[float, Exposition] | None = None) -> GatewaySnapshot:
+             earlier: tuple[float, Exposition] | None = None,
+             since: float | None = None) -> GatewaySnapshot:
         """A new scrape into a snapshot: over the window from ``earlier`` (Prometheus's
-        samples a window ago), else from the oldest kept scrape inside the window."""
+        samples a window ago), else from the oldest kept scrape inside the window and
+        not before ``since``."""
         self._observe_workers(exp)
         self._reads += 1
+        start = self._far_end(now, since)
         if earlier is None:
             for t, e in self.scrapes:
-                if now - t <= self.window_s and now - t >= 1.0:
+                if t >= start and now - t >= 1.0:
                     earlier = (t, e)
                     break
         # kept sparse, as a slot's (``slot.ScrapeWindow``): the bounded deque then spans
