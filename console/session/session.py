@@ -31,9 +31,6 @@ is shown in all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import math
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -62,6 +59,7 @@ from console.model.stall import StallWatch
 from console.session import gpu_line
 from console.session.audit_tail import AuditTail
 from console.session.clock import Clock, WallSteps, clock_of
+from console.session.delivery import AlertDelivery
 from console.session.gpu_history import record_gpus
 from console.session.gpu_line import GpuLine
 from console.session.judging import Judged, day_zone, judge
@@ -76,11 +74,8 @@ from console.session.view import (
 )
 
 if TYPE_CHECKING:
-    from console.session.alertmanager import Alertmanager, Where
     from console.session.fleet import FleetCollector, FleetSnapshot
-    from console.session.outbox import Outbox
     from console.session.record.store import Recorder, SharedTurn
-    from console.session.shared_alerts import SharedAlerts
     from console.sources.collect.gateway import GatewayCollector
     from console.sources.collect.poller import DeploymentPoller
 
@@ -99,13 +94,6 @@ RUN_ALERTS = ("xid:", "ecc:", "remapfail:", "remap:", "throttle:", "heat:", "str
 """Alert keys of what belongs to one run of the pod, its GPUs' state: they end with it
 (``Session._advance_run``). Its stop event has no hold: it clears at the first reading
 of the next run."""
-AM_RESEND_FLOOR_S = 15.0
-"""A firing alert sent to Alertmanager ends 4 x max(refresh, this) ahead: a console that
-stops sending lets it resolve there within a minute, a slow poll does not."""
-WATCHDOG_SAVE_S = 30.0
-"""How often the heartbeat's last send is written for ``status --json``."""
-GPU_FAULTS = ("xid:", "ecc:", "remapfail:")
-"""Alert keys of hardware faults: facts about the pod that the audit log keeps."""
 
 RunBlocking = Callable[..., Awaitable[Any]]
 """How blocking work (a file read, an fsync) runs off the loop: ``asyncio.to_thread``."""
@@ -258,28 +246,9 @@ class Session:
         self._book: SpendBook | None = None
         self._no_book = SpendBook(None)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._shared: SharedAlerts | None = None
-        self._share_lock = asyncio.Lock()
-        self._share_failed = False
-        self._acked: list[Alert] = []
-        """Acknowledged here, not yet in the shared book."""
-        self._unposted: set[str] = set()
-        """Alerts whose post this session claimed and could not deliver."""
-        self._outbox: Outbox | None = None
-        self._draining = False
-        self._drain_error: str | None = None
-        self._am: Alertmanager | None = None
-        self._am_busy = False
-        self._am_error: str | None = None
-        self._am_resolved: list[tuple[Alert, float]] = []
-        """Cleared here, not yet told to Alertmanager: (alert, when it cleared)."""
-        self._am_silence: list[tuple[Alert, str]] = []
-        """Acknowledged here, no silence made yet: (alert, who)."""
-        self._am_acks_at = -math.inf
-        self._am_started = time.time()
-        self.watchdog_sent_at: float | None = None
-        """When this session's heartbeat last reached Alertmanager (None: never)."""
-        self._watchdog_saved_at = -math.inf
+        self.delivery = AlertDelivery(self, run_blocking=run_blocking, spawn=self._spawn,
+                                      note=self._note, on_change=self._on_change)
+        """Where the judged alerts go (shared book, outbox, Alertmanager, audit)."""
         self.gateway: GatewaySnapshot | None = None
         """The gateway's last reading (``gateway_url`` with ``gateway.watch``), else None."""
         self._gateway_collector: GatewayCollector | None = None
@@ -800,232 +769,7 @@ class Session:
                 self._note(f"{a.ended}: {a.title}", "yellow")
             else:
                 self._note(f"cleared: {a.title}", "green")
-        faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
-        if faults and not self.wall:
-            self._spawn(self._audit_faults(faults), "audit-gpu")
-        if self.ctx is not None and (raised or cleared or self._acked or self.alerts.firing()):
-            # beside the poll, never inside it: neither a slow disk nor a slow webhook
-            # may hold the figures
-            self._spawn(self._share(raised, cleared), "alerts")
-        elif self.ctx is not None and self.ctx.settings.webhook_url and not self._draining:
-            # entries left by a failed POST, a killed session or a webhook-less one
-            self._spawn(self._drain(), "webhook")
-        if self.ctx is not None and self.ctx.settings.alertmanager_url:
-            now = self.now()
-            self._am_resolved += [(a, now) for a in cleared]
-            if not self._am_busy:  # (one in flight sends these at its end)
-                self._spawn(self._to_alertmanager(), "alertmanager")
-
-    async def _share(self, raised: list[Alert], cleared: list[Alert]) -> None:
-        """This session's alert changes into the book every session on the state dir
-        shares (``shared_alerts.py``); post to the webhook what no other session has, and
-        show the acknowledgements made elsewhere. In the order the polls made them."""
-        from console.session.outbox import Outbox
-        from console.session.shared_alerts import SharedAlerts, SharedAlertsError, Synced
-
-        assert self.ctx is not None
-        url = self.ctx.settings.webhook_url
-        async with self._share_lock:
-            if self._shared is None:
-                self._shared = SharedAlerts(self.ctx.settings.state_dir)
-                self._outbox = Outbox(self.ctx.settings.state_dir)
-            acked, self._acked = self._acked, []
-            unposted, self._unposted = self._unposted, set()
-            try:
-                # every session, webhook or not, hands what it judged to the outbox
-                # (``outbox.py``); only those with a webhook deliver it
-                synced = await self._run_blocking(
-                    self._shared.sync, self.now(), raised=raised, cleared=cleared,
-                    firing=self.alerts.told(), acked=acked, unposted=unposted,
-                    webhook=url is not None, outbox=self._outbox,
-                    source=f"pod-console {self.view.profile_name}")
-                self._share_failed = False
-            except SharedAlertsError as exc:  # this session then posts on its own
-                if not self._share_failed:
-                    self._note(f"shared alert book not usable ({exc}): this session posts "
-                               "its own alerts", "yellow")
-                self._share_failed = True
-                synced = Synced(tuple(raised), tuple(cleared))
-                if url and (raised or cleared):  # no outbox either: at most once
-                    self._spawn(self._send(url.get_secret_value(), raised, cleared),
-                                "webhook")
-            if synced.warning:
-                self._note(synced.warning, "yellow")
-            adopted = [a for key, (who, at) in synced.acks.items()
-                       if (a := self.alerts.adopt_ack(key, who, at)) is not None]
-        if adopted:
-            self._on_change("alerts")
-        if url and not self._share_failed and not self._draining:
-            self._spawn(self._drain(), "webhook")
-
-    async def _drain(self) -> None:
-        """The outbox to the webhook: what this or any session judged and nobody
-        delivered yet (one drainer at a time across sessions, ``outbox.py``)."""
-        from console.session.outbox import Outbox, drain
-
-        ctx = self.ctx
-        if ctx is None or ctx.settings.webhook_url is None or self._draining:
-            return
-        if self._outbox is None:
-            self._outbox = Outbox(ctx.settings.state_dir)
-        self._draining = True
-        errors: list[str] = []
-        try:
-            await drain(self._outbox, ctx.settings.webhook_url.get_secret_value(),
-                        self.webhook_timeout_s, self._run_blocking, errors.append,
-                        now=self.now())
-        except Exception as exc:  # an unusable outbox: said once, the next poll tries again
-            errors.append(f"webhook outbox not usable: {type(exc).__name__}: {exc}"[:200])
-        finally:
-            self._draining = False
-        # said when it starts failing and when the reason changes, not at every retry
-        err = errors[-1].split(": tried again")[0] if errors else None
-        if err is not None and err != self._drain_error:
-            self._note(f"{errors[-1]} (kept in the outbox)", "red")
-        self._drain_error = err
-
-    # -- Alertmanager (``alertmanager.py``) ----------------------------------------------
-    def _where(self) -> Where:
-        from console.session.alertmanager import DEFAULT_CONTEXT, Where
-
-        assert self.ctx is not None
-        st = self.ctx.settings
-        pod = self._reading.pod.pod_id if self._reading.pod is not None else None
-        return Where(self.view.profile_name, pod or st.pod.machine_id or "local",
-                     st.context or DEFAULT_CONTEXT)
-
-    async def _to_alertmanager(self) -> None:
-        """Every firing alert again (``endsAt`` a few polls ahead), the cleared ones with
-        ``endsAt`` now, the heartbeat; then the silences asked for and those to expire,
-        and every ``POD_POLL_S`` the silences made elsewhere, shown as acknowledgements."""
-        from console.session.alertmanager import (
-            Alertmanager,
-            AlertmanagerError,
-            api_alert,
-            watchdog,
-        )
-
-        ctx = self.ctx
-        url = ctx.settings.alertmanager_url if ctx is not None else None
-        if ctx is None or not url or self._am_busy:
-            return
-        st = ctx.settings
-        if self._am is None:
-            self._am = Alertmanager(url, self.webhook_timeout_s)
-        am = self._am
-        am.timeout_s = self.webhook_timeout_s  # derived from the refresh now
-        self._am_busy = True
-        try:
-            while True:
-                now = self.now()
-                where = self._where()
-                # as Prometheus: 4 x the resend interval, so one late poll resolves nothing
-                ends = now + 4 * max(self.refresh_s, AM_RESEND_FLOOR_S)
-                resolved, self._am_resolved = self._am_resolved, []
-                batch = [api_alert(a, where, now, ends_at=ends, runbook_url=st.runbook_url)
-                         for a in self.alerts.told()]  # not what a parent explains
-                batch += [api_alert(a, where, now, ends_at=at, runbook_url=st.runbook_url)
-                          for a, at in resolved]
-                batch.append(watchdog(where, now, ends, self._am_started))
-                try:
-                    await am.post_alerts(batch)
-                    self.watchdog_sent_at = now
-                    await self._am_silences(am, where, now, [a for a, _ in resolved])
-                    self._am_said(None)
-                except AlertmanagerError as exc:
-                    # a resolve not told is told at the next try; once its firing
-                    # endsAt has passed, Alertmanager has resolved it on its own
-                    self._am_resolved = [(a, at) for a, at in resolved
-                                         if now - at < 4 * max(self.refresh_s,
-                                                               AM_RESEND_FLOOR_S)
-                                         ] + self._am_resolved
-                    self._am_said(str(exc))
-                    return
-                if not self._am_resolved and not self._am_silence:
-                    break  # nothing arrived while this one was on its way
-        finally:
-            self._am_busy = False
-        if self.mono() - self._watchdog_saved_at >= WATCHDOG_SAVE_S and not self.wall:
-            self._watchdog_saved_at = self.mono()  # a cadence: monotonic
-            from console.session.alertmanager import save_watchdog
-
-            # a full disk costs status --json its "last sent", not the alert
-            with contextlib.suppress(OSError):
-                await self._run_blocking(save_watchdog, st.state_dir, now)
-
-    async def _am_silences(self, am: Alertmanager, where: Where, now: float,
-                           cleared: list[Alert]) -> None:
-        from console.session.alertmanager import (
-            ACK_COMMENT,
-            acked_here,
-            exact,
-            labels_of,
-            silence,
-        )
-
-        assert self.ctx is not None
-        asked, self._am_silence = self._am_silence, []
-        until = now + self.ctx.settings.alertmanager_ack_max_s
-        made = []
-        for i, (a, who) in enumerate(asked):
-            try:
-                await am.create_silence(silence(labels_of(a, where), who, now, until))
-            except Exception:
-                self._am_silence = asked[i:] + self._am_silence  # made at the next try
-                raise
-            made.append(a.key)
-        if made:
-            self._note(f"silenced in Alertmanager: {len(made)} alert(s)", "dim")
-        fresh = bool(made) or self.mono() - self._am_acks_at >= POD_POLL_S
-        if not cleared and not fresh:
-            return
-        silences = await am.silences()
-        # an acknowledgement never outlives its run: its silence ends with the alert
-        gone = [labels_of(a, where) for a in cleared]
-        for s in silences:
-            if ((s.get("status") or {}).get("state") == "active"
-                    and str(s.get("comment", "")).startswith(ACK_COMMENT)
-                    and exact(s.get("matchers") or []) in gone and isinstance(s.get("id"), str)):
-                await am.expire_silence(s["id"])
-        if fresh:
-            self._am_acks_at = self.mono()
-            ours = {a.key: labels_of(a, where) for a in self.alerts.told()}
-            acks = acked_here(await am.alerts(), silences, ours)
-            adopted = [key for key, (who, at) in acks.items()
-                       if self.alerts.adopt_ack(key, who, at) is not None]
-            if adopted:
-                self._on_change("alerts")
-
-    def _am_said(self, err: str | None) -> None:
-        """Said when Alertmanager starts failing, when the reason changes, and when it
-        answers again: not at every poll."""
-        if err is not None and err != self._am_error:
-            self._note(f"{err} (sent again at the next poll)", "red")
-        elif err is None and self._am_error is not None:
-            self._note("Alertmanager answers again", "green")
-        self._am_error = err
-
-    async def _audit_faults(self, faults: list[Alert]) -> None:
-        """Hardware faults outlive the screen: audited (the agent's own audit log on the
-        pod has each Xid too)."""
-        assert self.ctx is not None
-        audit = self.ctx.registry.audit
-        for a in faults:
-            try:
-                await self._run_blocking(audit.append, "gpu_fault", {
-                    "alert": a.key, "title": a.title, "advice": a.detail}, "observed")
-            except Exception as exc:  # a full disk: said, the alert still stands
-                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
-
-    async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> bool:
-        from console.model.alerts import notify
-
-        err = await notify(url, raised, cleared, f"pod-console {self.view.profile_name}",
-                           timeout_s=self.webhook_timeout_s)
-        if err:
-            self._note(err, "red")
-            self._unposted.update(a.key for a in raised)  # another session may post them
-        return err is None
+        self.delivery.tell(raised, cleared)
 
     # -- what a screen shows ---------------------------------------------------------
     @property
@@ -1164,14 +908,7 @@ class Session:
         alerts under it); their titles. Every other session on this state dir shows the
         acknowledgement from its next poll."""
         done = self.alerts.acknowledge(who, self.now(), key)
-        if done and self.ctx is not None:
-            self._acked.extend(done)
-            self._spawn(self._share([], []), "alerts")
-            if self.ctx.settings.alertmanager_url:  # the acknowledgement is a silence
-                # on the alerts Alertmanager knows: a group's consequences are not sent
-                self._am_silence += [(a, who) for a in done if a.told]
-                if not self._am_busy:
-                    self._spawn(self._to_alertmanager(), "alertmanager")
+        self.delivery.acknowledged(done, who)
         return [a.title for a in done]
 
     async def slot_logs(self, slot: str, lines: int = 200) -> list[str]:
@@ -1237,8 +974,7 @@ class Session:
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        if self._am is not None:
-            await self._am.aclose()
+        await self.delivery.aclose()
         if self.recorder is not None:
             await self._run_blocking(self.recorder.close)
         if self._turn is not None:

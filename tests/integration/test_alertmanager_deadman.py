@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from console.session.session import AM_RESEND_FLOOR_S
+from console.session.delivery import AM_RESEND_FLOOR_S
 from tests.conftest import REPO
 from tests.support import alertmanager_server
 from tests.support.alertmanager_server import AlertmanagerServer

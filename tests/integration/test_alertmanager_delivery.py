@@ -20,7 +20,7 @@ import pytest
 from console.commands.status_cmd import delivery_json
 from console.model.snapshot import StopPlan
 from console.session.alertmanager import labels_of, silence
-from console.session.session import AM_RESEND_FLOOR_S
+from console.session.delivery import AM_RESEND_FLOOR_S
 from tests.session.world import World, world
 from tests.support import alertmanager_server
 from tests.support.alertmanager_server import AlertmanagerServer, fast_config
@@ -157,7 +157,7 @@ async def test_an_acknowledgement_is_a_silence_and_a_silence_an_acknowledgement(
     await poll_until([console, wall], lambda: bool(
         [a for a in am_alerts(am, "SlotDown") if a["labels"]["slot"] == "FLASH"]), "FLASH")
     (flash,) = [a for a in console.session.state().alerts if a.key == "down:FLASH"]
-    body = silence(labels_of(flash, console.session._where()), "bob", time.time(),
+    body = silence(labels_of(flash, console.session.delivery.where()), "bob", time.time(),
                    time.time() + 3600)
     body["comment"] = "maintenance"
     httpx.post(am.url + "/api/v2/silences", json=body, timeout=10).raise_for_status()
