@@ -56,13 +56,16 @@ from console.model.pod_stop import (
 from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
-from console.session import gpu_line
+from console.session import gateway_polling, gpu_line
 from console.session.audit_tail import AuditTail
 from console.session.clock import Clock, WallSteps, clock_of
 from console.session.delivery import AlertDelivery
+from console.session.fleet_polling import FleetPolling
+from console.session.gateway_polling import GatewayPolling
 from console.session.gpu_history import record_gpus
 from console.session.gpu_line import GpuLine
-from console.session.judging import Judged, day_zone, judge
+from console.session.judging import Judged, judge
+from console.session.recording import SessionRecording
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -74,9 +77,8 @@ from console.session.view import (
 )
 
 if TYPE_CHECKING:
-    from console.session.fleet import FleetCollector, FleetSnapshot
-    from console.session.record.store import Recorder, SharedTurn
-    from console.sources.collect.gateway import GatewayCollector
+    from console.session.fleet import FleetSnapshot
+    from console.session.record.store import Recorder
     from console.sources.collect.poller import DeploymentPoller
 
 REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
@@ -227,7 +229,6 @@ class Session:
         self.first_data_at: float | None = None
         self.poll_failure: tuple[float, str] | None = None
         """When the last poll failed and why; None once one succeeds (shown on screen)."""
-        self.fleet: FleetSnapshot | None = None
         self._reading = _Reading()
         self._raw_pod: PodSnapshot | None = None
         self._gpu_line: GpuLine | None = None
@@ -241,8 +242,6 @@ class Session:
         self._pod_wanted = True
         self._polling = False
         self._poll_started_at: float | None = None
-        self._fleet_busy = False
-        self._fleet_collector: FleetCollector | None = None
         self._book: SpendBook | None = None
         self._no_book = SpendBook(None)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -251,12 +250,10 @@ class Session:
         """Where the judged alerts go (shared book, outbox, Alertmanager, audit)."""
         self.gateway: GatewaySnapshot | None = None
         """The gateway's last reading (``gateway_url`` with ``gateway.watch``), else None."""
-        self._gateway_collector: GatewayCollector | None = None
-        self.recorder: Recorder | None = None
-        """Every poll of this session into a file of its own (``record: true``)."""
-        self._recorder_off = False
-        self._turn: SharedTurn | None = None
-        """Web wall tabs: whether this one is the tab that records (``SharedTurn``)."""
+        self.gateway_polling = GatewayPolling()
+        self.recording = SessionRecording(self, self._note)
+        self.fleet_polling = FleetPolling(run_blocking=run_blocking, clock=self.now,
+                                          note=self._note, on_change=self._on_change)
         if self.ctx is not None:
             self._watch_operations(self.ctx)
 
@@ -473,7 +470,8 @@ class Session:
         raw = self._raw_pod
         if pods is not None and raw is not None and raw.pod_id != pods.pod_id:
             read_pod = True  # a new pod (a fallback): nothing of the old one is shown
-        gw_job = self._poll_gateway(started) if self._gateway_wanted() else None
+        gw_job = (self.gateway_polling.poll(ctx, self.poller.client, started, self.run)
+                  if ctx is not None and gateway_polling.wanted(ctx) else None)
         gw_task = asyncio.ensure_future(gw_job) if gw_job is not None else None
         line_src = gpu_line.fast_source(pods.gpu_metrics) if pods is not None else None
         line_task = asyncio.ensure_future(gpu_line.read(
@@ -523,7 +521,8 @@ class Session:
             stalls = self.stalls.conditions()
             run = self.run
             planned = run is not None and run.planned
-            if planned or self._gateway_counts_the_stop(now, ctx.settings.window_s):
+            if planned or gateway_polling.counts_the_stop(self.run, self.gateway, now,
+                                                           ctx.settings.window_s):
                 # a stop somebody meant: the slots' requests and the gateway's routes to
                 # them stop with the pod; its one event says so
                 ours = {c.key for c in on_the_pod(gw_conds, self.gateway, snapshot)}
@@ -552,7 +551,7 @@ class Session:
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
             self.first_data_at = now
         self._tell(raised, cleared)
-        self._record(pod_now if gpus_read else None)
+        self.recording.poll(pod_now if gpus_read else None)
 
     def _wall_step(self, now: float, mono: float) -> None:
         """A step of the wall clock since the last poll (more than a refresh off the
@@ -575,16 +574,14 @@ class Session:
         if self._gpu_line is not None:
             self._gpu_line = replace(self._gpu_line, read_at=self._gpu_line.read_at + by)
         self.history.shift(by)  # the plots: their last hour is the monotonic one
-        if self._gateway_collector is not None:
-            self._gateway_collector.shift(by)
+        self.gateway_polling.shift(by)
         shift = getattr(self.poller, "shift", None)  # (a test's fake source has none)
         if shift is not None:
             shift(by)
         self._note(step.text(), "yellow")
-        if self.recorder is not None:
-            from console.session.record.tape import Marker
+        from console.session.record.tape import Marker
 
-            self.recorder.mark(Marker(now, "clock", step.text(), f"clock:{step.by_s:+.0f}"))
+        self.recording.mark(Marker(now, "clock", step.text(), f"clock:{step.by_s:+.0f}"))
 
     def _say_phases(self, before: PodSnapshot | None, after: PodSnapshot) -> None:
         """Each start-up phase the agent lists, in the action log as it ends: one shorter
@@ -605,18 +602,6 @@ class Session:
             self._audit_tail = AuditTail(getattr(ctx.registry.audit, "path", None))
         # an unreadable log explains nothing (``AuditTail.read``): the run goes on
         self._ops = await self._run_blocking(self._audit_tail.read, now)
-
-    def _gateway_counts_the_stop(self, now: float, window_s: float) -> bool:
-        """Whether the gateway's figures still count the planned stop that ended the
-        last run: its rates are over a window (``window_s``), and the calls that failed
-        while the pod was stopped on purpose stay in it for that long after the resume.
-        They are the stop's, not the new run's."""
-        run, gw = self.run, self.gateway
-        prior = run.previous if run is not None else None
-        if run is None or gw is None or prior is None or not prior.planned:
-            return False
-        began = run.began if run.began is not None else now
-        return 0.0 <= now - began < (gw.window_s or window_s)
 
     def _advance_run(self, snapshot: DeploymentSnapshot, pod: PodSnapshot | None,
                      now: float) -> dict[str, str]:
@@ -641,106 +626,6 @@ class Session:
         if old.pod_id == run.pod_id:
             ended.update(self.faults.end_run(old.pod_id, now, why))
         return ended
-
-    # -- the recording ------------------------------------------------------------------
-    def _record(self, pod_read: PodSnapshot | None) -> None:
-        """This poll to the recorder's queue (its thread writes it: never the loop)."""
-        ctx = self.ctx
-        if ctx is None or self._recorder_off or not ctx.settings.record:
-            return
-        from console.session.record.store import PollItem, SharedTurn, recordings_dir
-        from console.sources.collect.http import relay_from_env
-
-        if self._turn is None and self.wall and relay_from_env() is not None:
-            # a web wall's tab: its slots come through the shared scrape relay, and one
-            # tab records them for all (another takes over when that tab closes)
-            self._turn = SharedTurn(recordings_dir(ctx.settings.state_dir) / "web-wall.lock")
-        if self._turn is not None and not self._turn.mine():
-            return
-        try:
-            rec = self.recorder or self._start_recorder(ctx)
-            rec.poll(PollItem(self.state(), getattr(self.poller, "last_read", None), pod_read))
-        except Exception as exc:  # the console goes on without its recording
-            self._recorder_off = True
-            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "yellow")
-
-    def _start_recorder(self, ctx: ConsoleContext) -> Recorder:
-        from console.session.record.store import Recorder, recordings_dir
-        from console.session.record.tape import Marker
-
-        loop = asyncio.get_running_loop()
-        s = ctx.settings
-
-        def paused(why: str | None) -> None:  # the writer thread's news, onto the loop
-            loop.call_soon_threadsafe(self._recording_paused, why)
-
-        self.recorder = Recorder(
-            recordings_dir(s.state_dir),
-            {"profile": ctx.profile_name, "context": s.context, "wall": self.wall,
-             "window_s": getattr(self.poller, "window_s", 300.0),
-             "history_s": self.history.window_s,
-             "refresh_s": self.refresh_s},
-            keep_s=s.record_keep_days * 86400.0, max_bytes=int(s.record_max_mb * 1024 * 1024),
-            clock=self.now, mono=self.mono, on_pause=paused)
-        rec = self.recorder
-
-        def audited(r: dict[str, Any]) -> None:  # the audit's thread: the queue is safe
-            args = r.get("arguments")
-            said = ", ".join(f"{k}={v}" for k, v in args.items()
-                             if isinstance(v, (str, int, float)) and not isinstance(v, bool)
-                             ) if isinstance(args, dict) else ""
-            rec.mark(Marker(float(r.get("t") or self.now()), "operation",
-                            printable(f"{r.get('action')} {r.get('result')}"
-                                      + (f" ({said})" if said else ""), 200),
-                            f"audit:{r.get('t')}:{r.get('action')}"))
-
-        listeners = getattr(ctx.registry.audit, "listeners", None)
-        if listeners is not None:
-            listeners.append(audited)
-        return rec
-
-    def _recording_paused(self, why: str | None) -> None:
-        if why is None:
-            self.failures.pop("recording", None)
-            self._note("recording resumed", "green")
-        else:
-            self.failures["recording"] = Condition(
-                "recording", "warn", "recording paused",
-                f"{why}: polls are not recorded until it can write again")
-            self._note(f"recording paused: {why}", "yellow")
-
-    def _gateway_wanted(self) -> bool:
-        settings = self.ctx.settings if self.ctx is not None else None
-        return bool(settings is not None and settings.gateway_url and settings.gateway.watch)
-
-    async def _poll_gateway(self, now: float) -> GatewaySnapshot | None:
-        """The gateway's poll, beside the slots' (its requests have the same timeout)."""
-        from console.sources.collect.gateway import GatewayCollector
-        from console.sources.collect.promql import PromClient
-
-        ctx = self.ctx
-        assert ctx is not None
-        st = ctx.settings
-        col = self._gateway_collector
-        if col is None or col.url != (st.gateway_url or "").rstrip("/"):
-            prom = (PromClient(st.prometheus_url, self.poller.client, st.request_timeout_s)
-                    if st.prometheus_url and st.gateway.via == "prometheus" else None)
-            col = self._gateway_collector = GatewayCollector(
-                st.gateway_url or "", st.gateway, st.window_s, st.request_timeout_s,
-                client=self.poller.client, zone=day_zone(ctx.profile), prom=prom,
-                prom_selector=f",{st.gateway.prometheus_match}" if st.gateway.prometheus_match
-                else "")
-        return await col.poll(now, self._gateway_since())
-
-    def _gateway_since(self) -> float | None:
-        """Where the gateway's window may start: a run that began after a planned stop
-        counts from its own start (the stop's failed calls are not the new run's: a
-        resumed pod showed ``gw err 88 %`` for the window's 5 minutes), else anywhere."""
-        run = self.run
-        prior = run.previous if run is not None else None
-        if run is None or prior is None or not prior.planned or run.began is None:
-            return None
-        return run.began
 
     async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
         """A new pod reading into the spend book (read once, saved when due)."""
@@ -927,29 +812,22 @@ class Session:
 
     def want_fleet(self) -> None:
         """Read every context's pod now (none while a cycle runs: polls never overlap)."""
-        if not self._fleet_busy and self.ctx is not None:
+        if not self.fleet_polling.busy and self.ctx is not None:
             self._spawn(self.poll_fleet(), "fleet")
 
     async def poll_fleet(self) -> FleetSnapshot | None:
-        if self._fleet_busy or self.ctx is None:
+        if self.ctx is None:
             return self.fleet
-        self._fleet_busy = True
-        try:
-            if self._fleet_collector is None:
-                from console.session.fleet import FleetCollector
+        return await self.fleet_polling.poll(self.ctx.config, self.fleet_timeout_s)
 
-                # reads every context's settings and profiles: files, off the loop
-                self._fleet_collector = await self._run_blocking(
-                    FleetCollector, config=self.ctx.config, clock=self.now)
-            limit = self.fleet_timeout_s
-            try:
-                self.fleet = await asyncio.wait_for(self._fleet_collector.poll(), limit)
-            except TimeoutError:
-                self._note(f"fleet: no answer within {limit:g} s", "yellow")
-        finally:
-            self._fleet_busy = False
-        self._on_change("fleet")
-        return self.fleet
+    @property
+    def fleet(self) -> FleetSnapshot | None:
+        return self.fleet_polling.fleet
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """The recording's file writer, once the first poll started it."""
+        return self.recording.recorder
 
     # -- jobs beside the poll, and the end ------------------------------------------------
     def _spawn(self, job: Coroutine[Any, Any, Any], group: str) -> None:
@@ -975,13 +853,9 @@ class Session:
         for task in list(self._tasks):
             task.cancel()
         await self.delivery.aclose()
-        if self.recorder is not None:
-            await self._run_blocking(self.recorder.close)
-        if self._turn is not None:
-            self._turn.release()
+        await self._run_blocking(self.recording.close)
         await self.poller.aclose()
-        if self._fleet_collector is not None:
-            await self._fleet_collector.aclose()
+        await self.fleet_polling.aclose()
         for fn in self.ctx.on_exit if self.ctx is not None else ():
             r = fn()
             if asyncio.iscoroutine(r):
