@@ -66,6 +66,7 @@ from console.session.gpu_history import record_gpus
 from console.session.gpu_line import GpuLine
 from console.session.judging import Judged, judge
 from console.session.recording import SessionRecording
+from console.session.session_like import SessionLike
 from console.session.spend import SpendBook
 from console.session.view import (
     ConsoleContext,
@@ -860,3 +861,7 @@ class Session:
             r = fn()
             if asyncio.iscoroutine(r):
                 await r
+
+
+def _is_session_like(s: Session) -> SessionLike:
+    return s  # mypy: the live session is what the app drives

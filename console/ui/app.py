@@ -27,6 +27,7 @@ from textual.timer import Timer
 
 from console.session.record.replay import LiveTape, Replay
 from console.session.session import Session
+from console.session.session_like import SessionLike
 from console.session.view import (
     ConsoleContext,
     ConsoleState,
@@ -92,9 +93,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             from console.session.record.replay import ReplaySession, replay_registry
 
             self.replay = start
-            self.session: Session = ReplaySession(
-                start, replay_registry(start.state_dir or default_state_dir()), note=self.note,
-                spawn=spawn, on_change=self._session_changed)
+            self.session: SessionLike = ReplaySession(
+                start, replay_registry(start.state_dir or default_state_dir()),
+                on_change=self._session_changed)
         else:
             self.live_tape = LiveTape()
             self.session = Session(start, wall=wall, note=self.note, spawn=spawn,

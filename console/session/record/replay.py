@@ -25,19 +25,21 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from console.model import fmt
-from console.model.alerts import AlertEvent
+from console.model.alerts import AlertBook, AlertEvent
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.session.record.cursor import SPEEDS, ReplayCursor
 from console.session.record.tape import Marker, MemoryTape, Tape, index_at
-from console.session.session import Note, Session, Spawn
-from console.session.view import ConsoleState, ConsoleView, ReplayMark
+from console.session.session_like import SessionLike
+from console.session.view import ConsoleContext, ConsoleState, ConsoleView, ReplayMark, StagedStart
 
 if TYPE_CHECKING:
+    from console.model.fleet import FleetSnapshot
     from console.operations.registry import OperationRegistry
+    from console.session.record.store import Recorder
 
 REPLAY_TICK_S = 0.25
 """How often a replay's clock is looked at while it plays (60× moves 15 s a tick)."""
@@ -152,20 +154,36 @@ def alert_markers(events: Iterable[AlertEvent], after: float) -> list[Marker]:
             for e in events if e.t > after]
 
 
-class ReplaySession(Session):
+class ReplaySession:
     """What ``pod-console replay`` runs on in the live session's place: no sources, no
-    alert judging; its tick moves the replay. The app reads it as it reads a session.
+    alert judging, no delivery; its tick moves the replay. The app reads it as it reads
+    a session (both are a :class:`~console.session.session_like.SessionLike`).
     ``registry``: a wall's (every operation refused at the sender, and recorded so)."""
 
     def __init__(self, replay: Replay, registry: OperationRegistry, *,
-                 note: Note | None = None, on_change: Callable[[str], None] | None = None,
-                 spawn: Spawn | None = None) -> None:
+                 on_change: Callable[[str], None] | None = None) -> None:
         # no context and no staged start: nothing here polls, loads or judges
-        super().__init__(cast(Any, None), wall=True, note=note, on_change=on_change,
-                         spawn=spawn)
+        self.ctx: ConsoleContext | None = None
+        self.staged: StagedStart | None = None
+        self.wall = True
+        self.alerts = AlertBook()
+        """Empty: a replay judges nothing (its recorded alerts are in its state)."""
+        self.polls = 0
+        self.poll_failure: tuple[float, str] | None = None
         self.replay = replay
         self.registry = registry
         self._notify = on_change or (lambda kind: None)
+
+    @property
+    def fleet(self) -> FleetSnapshot | None:
+        return None
+
+    @property
+    def recorder(self) -> Recorder | None:
+        return None  # a replay records nothing
+
+    async def adopt(self, ctx: ConsoleContext) -> bool:
+        raise RuntimeError("a replay adopts no context: nothing here polls")
 
     @property
     def ready(self) -> bool:
@@ -232,6 +250,10 @@ class ReplaySession(Session):
 
     async def aclose(self) -> None:
         self.replay.tape.close()
+
+
+def _is_session_like(s: ReplaySession) -> SessionLike:
+    return s  # mypy: a replay's session is what the app drives
 
 
 def replay_registry(state_dir: Path) -> OperationRegistry:
