@@ -43,8 +43,7 @@ from console.model.gateway import GatewaySnapshot, on_the_pod
 from console.model.gateway import conditions as gateway_conditions
 from console.model.gpu_faults import FaultBook, gpu_marks
 from console.model.history import History
-from console.model.inhibit import InhibitBook, Intent
-from console.model.pod_run import Operation, PodRun, RunReading, advance
+from console.model.pod_run import PodRun
 from console.model.pod_stop import (
     PROBE_WAITS_FOR_IDLE,
     PROBE_WAITS_FOR_POD,
@@ -57,17 +56,18 @@ from console.model.printable import printable
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
 from console.model.stall import StallWatch
 from console.session import gateway_polling, gpu_line
-from console.session.audit_tail import AuditTail
 from console.session.clock import Clock, WallSteps, clock_of
 from console.session.delivery import AlertDelivery
 from console.session.fleet_polling import FleetPolling
 from console.session.gateway_polling import GatewayPolling
 from console.session.gpu_history import record_gpus
 from console.session.gpu_line import GpuLine
+from console.session.intents import OperationIntents
 from console.session.judging import Judged, judge
 from console.session.recording import SessionRecording
+from console.session.run_tracking import RunTracking
 from console.session.session_like import SessionLike
-from console.session.spend import SpendBook
+from console.session.spend import SessionSpend
 from console.session.view import (
     ConsoleContext,
     ConsoleState,
@@ -93,10 +93,6 @@ FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
 """On a wall, a poll asked for (ctrl+r) comes no sooner than this after the last one."""
-RUN_ALERTS = ("xid:", "ecc:", "remapfail:", "remap:", "throttle:", "heat:", "stray:")
-"""Alert keys of what belongs to one run of the pod, its GPUs' state: they end with it
-(``Session._advance_run``). Its stop event has no hold: it clears at the first reading
-of the next run."""
 
 RunBlocking = Callable[..., Awaitable[Any]]
 """How blocking work (a file read, an fsync) runs off the loop: ``asyncio.to_thread``."""
@@ -213,16 +209,10 @@ class Session:
         once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
-        self.inhibits = InhibitBook()
-        """Operations that take slots down on purpose (``R``, ``b``, a resume, a fallback)
-        hold those slots' alerts until they are up again (``model/inhibit.py``)."""
-        self._intent_of: dict[str, Intent] = {}
-        self.run: PodRun | None = None
-        """The pod's run (``pod_run``): advanced at every poll; what belongs to a run
-        (acknowledgements, pending timers, GPU faults) ends with it."""
-        self._audit_tail: AuditTail | None = None
-        self._ops: tuple[Operation, ...] = ()
-        """The console's recent machine operations (the audit log), for the run."""
+        self.intents = OperationIntents(self.mono)
+        """Operations that take slots down on purpose hold their alerts (``intents.py``)."""
+        self.runs = RunTracking(self.alerts, self.faults, self._note)
+        """The pod's run, and the operations that explain it (``run_tracking.py``)."""
         self.stalls = StallWatch()
         """Slots with requests running and no token for ``alerts.stall_after_s``: only
         polls a while apart tell it, so the session (which sees every poll) owns it."""
@@ -243,8 +233,7 @@ class Session:
         self._pod_wanted = True
         self._polling = False
         self._poll_started_at: float | None = None
-        self._book: SpendBook | None = None
-        self._no_book = SpendBook(None)
+        self.spend = SessionSpend(run_blocking, self._note)
         self._tasks: set[asyncio.Task[Any]] = set()
         self.delivery = AlertDelivery(self, run_blocking=run_blocking, spawn=self._spawn,
                                       note=self._note, on_change=self._on_change)
@@ -378,25 +367,7 @@ class Session:
         return self.poller.in_use(2 * self.refresh_s)
 
     def _watch_operations(self, ctx: ConsoleContext) -> None:
-        if self._operation not in ctx.registry.watchers:
-            ctx.registry.watchers.append(self._operation)
-
-    def _operation(self, op_id: str, args: dict[str, Any], out: Any) -> None:
-        """An operation starts or ends (the registry's watcher): one that takes slots
-        down on purpose holds their alerts from its start until they are up again."""
-        ctx = self.ctx
-        spec = ctx.registry.specs.get(op_id) if ctx is not None else None
-        if ctx is None or spec is None or not spec.takes_down:
-            return
-        if out is None:
-            every = [t.slot for t in self.view.targets] or list(ctx.profile.slots)
-            slots = {"slot": [str(args.get("slot") or "")],
-                     "split": [str(k) for k in (args.get("set") or {})]}.get(
-                         spec.takes_down, every)
-            self._intent_of[op_id] = self.inhibits.begin(
-                spec.title, [x for x in slots if x], spec.takes_down == "pod", self.mono())
-        elif (intent := self._intent_of.pop(op_id, None)) is not None:
-            self.inhibits.end(intent, bool(out.ok), self.mono())  # its clock: monotonic
+        self.intents.watch(ctx, lambda: [t.slot for t in self.view.targets])
 
     # -- the tick and the poll -------------------------------------------------------
     @property
@@ -501,10 +472,12 @@ class Session:
         gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
         if read_pod and raw is not None:
             self._say_phases(self._raw_pod, raw)
-            await self._observe_spend(raw, now)
+            if ctx is not None:
+                await self.spend.observe(ctx.settings.spend_path, self.wall, raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
                 self._agent_seen = raw
-            await self._read_operations(now)
+            if ctx is not None:
+                await self.runs.read_operations(ctx, self._run_blocking, now)
         if gpus_read and pod_now is not None:
             record_gpus(self.history, pod_now.gpus, now)
         # from here to the end nothing awaits: the reading, the alerts and the counters
@@ -516,7 +489,7 @@ class Session:
         else:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s,
                                 mono, slack=self.refresh_s / 2)
-            ended_run = self._advance_run(snapshot, pod_now, now)
+            ended_run = self.runs.advance(snapshot, pod_now, self._agent_seen, now)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
             stalls = self.stalls.conditions()
@@ -530,12 +503,12 @@ class Session:
                 gw_conds = [c for c in gw_conds if c.key not in ours]
             if planned:
                 stalls = []
-            judged = judge(snapshot, pod_now, self._book or self._no_book, ctx.profile,
+            judged = judge(snapshot, pod_now, self.spend.book, ctx.profile,
                            ctx.settings, now,
                            [*self.failures.values(), *stalls, *gw_conds],
                            self.faults, self._agent_seen, self.run)
             # what an operation takes down on purpose is not an outage (``inhibit``)
-            judged = replace(judged, conditions=tuple(self.inhibits.apply(
+            judged = replace(judged, conditions=tuple(self.intents.inhibits.apply(
                 judged.conditions, snapshot, self.gateway, mono)))
             if ended_run:
                 judged = replace(judged, ended={**ended_run, **judged.ended})
@@ -593,57 +566,10 @@ class Session:
             for line in startup.phase_lines(slot, was.get(slot) if was else None, st):
                 self._note(line, "dim")
 
-    # -- the pod's run -------------------------------------------------------------------
-    async def _read_operations(self, now: float) -> None:
-        """The console's recent machine operations from the audit log (off the loop)."""
-        ctx = self.ctx
-        if ctx is None:
-            return
-        if self._audit_tail is None:
-            self._audit_tail = AuditTail(getattr(ctx.registry.audit, "path", None))
-        # an unreadable log explains nothing (``AuditTail.read``): the run goes on
-        self._ops = await self._run_blocking(self._audit_tail.read, now)
-
-    def _advance_run(self, snapshot: DeploymentSnapshot, pod: PodSnapshot | None,
-                     now: float) -> dict[str, str]:
-        """The pod's run after this poll. When a run ended and another began, what
-        belonged to the old one ends (issue 42): its GPU faults (alert key → why, for
-        the alert book), its pending timers and its acknowledgements."""
-        up = sum(1 for s in snapshot.slots if s.health == "up")
-        prev = self.run
-        self.run = run = advance(prev, RunReading(now, pod, self._agent_seen, self._ops, up))
-        if prev is None or run is None or run.number == prev.number:
-            return {}
-        old = run.previous or prev
-        why = (f"ended with run {old.number} of pod {old.pod_id}" if old.pod_id == run.pod_id
-               else f"ended with pod {old.pod_id}")
-        self.alerts.new_run(now, why)
-        self._note(f"pod {run.pod_id}: a new run"
-                   + (f" (the last {old.stop_text(fmt.clock(old.at)[:5] if old.at else '')})"
-                      if old.ended else ""), "dim")
-        # the old run's GPUs are over: said so at once, not held; the new run's own
-        # readings raise what is true of it
-        ended = {k: why for k in self.alerts.active if k.startswith(RUN_ALERTS)}
-        if old.pod_id == run.pod_id:
-            ended.update(self.faults.end_run(old.pod_id, now, why))
-        return ended
-
-    async def _observe_spend(self, pod: PodSnapshot, now: float) -> None:
-        """A new pod reading into the spend book (read once, saved when due)."""
-        if self.ctx is None:
-            return
-        if self._book is None:
-            # a wall reads the book the consoles keep and writes nothing in the state dir
-            self._book = await self._run_blocking(
-                SpendBook, self.ctx.settings.spend_path, self.wall)
-        book = self._book
-        book.observe(pod, now)
-        if book.due(now):
-            try:
-                await self._run_blocking(book.save, now)
-            except OSError as exc:  # a full disk costs the morning's figure, not the poll
-                book.postpone(now)  # tried again in a minute, said once a minute
-                self._note(f"today's spend could not be saved: {exc}", "yellow")
+    @property
+    def run(self) -> PodRun | None:
+        """The pod's run after the last poll (``run_tracking.py``)."""
+        return self.runs.run
 
     def _tell(self, raised: list[Alert], cleared: list[Alert]) -> None:
         """Alert changes: the log, the audit (hardware faults) and the webhook."""

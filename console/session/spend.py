@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import math
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,35 @@ def _load(path: Path) -> list[Run]:
     if not isinstance(raw, list):
         return []
     return [run for r in raw if (run := _run_of(r)) is not None]
+
+
+class SessionSpend:
+    """A session's spend book: read once (off the loop) at its first pod reading, each
+    reading after noted in it, saved when due. Until it is read, an empty book in memory
+    answers (the earlier runs are then not yet counted, never counted wrong)."""
+
+    def __init__(self, run_blocking: Callable[..., Awaitable[Any]],
+                 note: Callable[[str, str], None]) -> None:
+        self._run_blocking = run_blocking
+        self._note = note
+        self._book: SpendBook | None = None
+        self._none = SpendBook(None)
+
+    @property
+    def book(self) -> SpendBook:
+        return self._book or self._none
+
+    async def observe(self, path: Path | None, read_only: bool, pod: PodSnapshot,
+                      now: float) -> None:
+        """A new pod reading into the book (``read_only``: a wall's, never written)."""
+        if self._book is None:
+            # a wall reads the book the consoles keep and writes nothing in the state dir
+            self._book = await self._run_blocking(SpendBook, path, read_only)
+        book = self._book
+        book.observe(pod, now)
+        if book.due(now):
+            try:
+                await self._run_blocking(book.save, now)
+            except OSError as exc:  # a full disk costs the morning's figure, not the poll
+                book.postpone(now)  # tried again in a minute, said once a minute
+                self._note(f"today's spend could not be saved: {exc}", "yellow")
