@@ -61,9 +61,11 @@ from console.session.delivery import AlertDelivery
 from console.session.fleet_polling import FleetPolling
 from console.session.gateway_polling import GatewayPolling
 from console.session.gpu_history import record_gpus
-from console.session.gpu_line import GpuLine
 from console.session.intents import OperationIntents
 from console.session.judging import Judged, judge
+from console.session.pod_reads import POD_POLL_S as POD_POLL_S
+from console.session.pod_reads import STARTING_POD_POLL_S as STARTING_POD_POLL_S
+from console.session.pod_reads import PodReads, shifted
 from console.session.recording import SessionRecording
 from console.session.run_tracking import RunTracking
 from console.session.session_like import SessionLike
@@ -84,11 +86,6 @@ if TYPE_CHECKING:
 
 REFRESH_STEPS = (1.0, 2.0, 5.0, 10.0, 30.0)
 """What + and - step through (the settings' refresh_s is where it starts)."""
-POD_POLL_S = 10.0
-"""RunPod's v2 API allows ~60 requests/minute: pod state every 10 s is plenty."""
-STARTING_POD_POLL_S = 4.0
-"""While a slot starts the agent's phases change within seconds: the pod is read this
-often then (the phase cell ran ~10 s behind the agent)."""
 FRESH_SLACK_S = 0.5
 """A number on screen may be one refresh + this old before its age is shown beside it."""
 WALL_REFRESH_GAP_S = 1.0
@@ -132,15 +129,6 @@ def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:
     plan = pod.stop_plan
     skew = plan.skew_s if plan is not None and plan.skew_s is not None else 0.0
     return max(read_age, read_age + read_at - (report.sampled_at - skew))
-
-
-def _shifted(pod: PodSnapshot | None, by: float) -> PodSnapshot | None:
-    """``pod`` with its stop plan's reading time moved ``by`` seconds (a step of our
-    wall clock): its countdown and idle count go on from where they were."""
-    if pod is None or pod.stop_plan is None:
-        return pod
-    plan = pod.stop_plan
-    return replace(pod, stop_plan=replace(plan, read_at=plan.read_at + by))
 
 
 @dataclass(frozen=True)
@@ -204,9 +192,6 @@ class Session:
         self.alerts = AlertBook()
         self.faults = FaultBook()
         """GPU hardware faults per pod and GPU, until seen healthy or their pod is gone."""
-        self._agent_seen: PodSnapshot | None = None
-        """The last pod reading in which the agent answered (a stop is known from it
-        once the agent has gone with its pod)."""
         self.failures: dict[str, Condition] = {}
         """Conditions the session itself found (an unsettled ledger), judged with the rest."""
         self.intents = OperationIntents(self.mono)
@@ -221,16 +206,10 @@ class Session:
         self.poll_failure: tuple[float, str] | None = None
         """When the last poll failed and why; None once one succeeds (shown on screen)."""
         self._reading = _Reading()
-        self._raw_pod: PodSnapshot | None = None
-        self._gpu_line: GpuLine | None = None
-        """The last good read of the pod's GPU endpoint (``gpu_line``)."""
-        self._pod_polled_at: float | None = None
-        """When the pod was last read (monotonic)."""
-        self._gpu_line_m: float | None = None
-        """When ``_gpu_line`` was read (monotonic)."""
+        self.pod_reads = PodReads()
+        """What is kept of the pod between its readings (``pod_reads.py``)."""
         self._probe_pause_said = False
         """Whether the log has said that the probes wait on an idle pod (said once)."""
-        self._pod_wanted = True
         self._polling = False
         self._poll_started_at: float | None = None
         self.spend = SessionSpend(run_blocking, self._note)
@@ -386,7 +365,7 @@ class Session:
     def refresh_now(self) -> None:
         """Every source now, the pod's too (after an operation, once the context is in,
         an unsettled ledger found)."""
-        self._pod_wanted = True
+        self.pod_reads.wanted = True
         self.tick()
 
     def refresh_asked(self) -> None:
@@ -402,13 +381,6 @@ class Session:
         last = self._poll_started_at
         if last is None or not 0.0 <= self.mono() - last < WALL_REFRESH_GAP_S:
             self.tick()
-
-    def _pod_due(self, mono: float) -> bool:
-        last = self._pod_polled_at
-        raw = self._raw_pod
-        every = STARTING_POD_POLL_S if raw is not None and any(
-            startup.starting(st) for st in raw.agent_slots.values()) else POD_POLL_S
-        return self._pod_wanted or last is None or not 0.0 <= mono - last < every
 
     async def poll(self) -> bool:
         """One poll of every source due; False when one was already running (nothing
@@ -438,8 +410,8 @@ class Session:
         # told at the poll's start: whatever this poll reads is stamped after the step
         self._wall_step(started, started_m)
         pods = ctx.pod_collector if ctx is not None else None
-        read_pod = pods is not None and self._pod_due(started_m)
-        raw = self._raw_pod
+        read_pod = pods is not None and self.pod_reads.due(started_m)
+        raw = self.pod_reads.raw
         if pods is not None and raw is not None and raw.pod_id != pods.pod_id:
             read_pod = True  # a new pod (a fallback): nothing of the old one is shown
         gw_job = (self.gateway_polling.poll(ctx, self.poller.client, started, self.run)
@@ -451,7 +423,7 @@ class Session:
             if line_src is not None and pods is not None else None
         try:
             if pods is not None and read_pod:
-                self._pod_wanted, self._pod_polled_at = False, started_m
+                self.pod_reads.read(started_m)
                 snapshot, raw = await asyncio.gather(self.poller.poll(), pods.poll())
             else:
                 snapshot = await self.poller.poll()
@@ -463,19 +435,20 @@ class Session:
                 if task is not None and not task.done():
                     task.cancel()
         if line is not None:
-            self._gpu_line, self._gpu_line_m = line, started_m
+            self.pod_reads.gpu_line, self.pod_reads.gpu_line_m = line, started_m
         now, mono = self.now(), self.mono()
         pod_read_at = started if read_pod else self._reading.pod_read_at
         pod_read_m = started_m if read_pod else self._reading.pod_read_m
-        shown = gpu_line.in_use(self._gpu_line, raw, pod_read_at) if raw is not None else None
+        reads = self.pod_reads
+        shown = gpu_line.in_use(reads.gpu_line, raw, pod_read_at) if raw is not None else None
         pod_now = gpu_line.merged(raw, shown) if raw is not None else None
         gpus_read = pod_now is not None and (read_pod or (line is not None and shown is line))
         if read_pod and raw is not None:
-            self._say_phases(self._raw_pod, raw)
+            self._say_phases(self.pod_reads.raw, raw)
             if ctx is not None:
                 await self.spend.observe(ctx.settings.spend_path, self.wall, raw, now)
             if not raw.agent_error and raw.stop_plan is not None:
-                self._agent_seen = raw
+                self.pod_reads.agent_seen = raw
             if ctx is not None:
                 await self.runs.read_operations(ctx, self._run_blocking, now)
         if gpus_read and pod_now is not None:
@@ -489,7 +462,7 @@ class Session:
         else:
             self.stalls.observe(snapshot.slots, now, ctx.settings.alerts.stall_after_s,
                                 mono, slack=self.refresh_s / 2)
-            ended_run = self.runs.advance(snapshot, pod_now, self._agent_seen, now)
+            ended_run = self.runs.advance(snapshot, pod_now, self.pod_reads.agent_seen, now)
             gw_conds = gateway_conditions(self.gateway, snapshot, ctx.settings.gateway,
                                           ctx.settings.alerts)
             stalls = self.stalls.conditions()
@@ -506,7 +479,7 @@ class Session:
             judged = judge(snapshot, pod_now, self.spend.book, ctx.profile,
                            ctx.settings, now,
                            [*self.failures.values(), *stalls, *gw_conds],
-                           self.faults, self._agent_seen, self.run)
+                           self.faults, self.pod_reads.agent_seen, self.run)
             # what an operation takes down on purpose is not an outage (``inhibit``)
             judged = replace(judged, conditions=tuple(self.intents.inhibits.apply(
                 judged.conditions, snapshot, self.gateway, mono)))
@@ -515,11 +488,11 @@ class Session:
             raised, cleared = self.alerts.update(judged.conditions, now, judged.ended,
                                                  mono=mono)
         if read_pod:
-            self._raw_pod = raw
+            self.pod_reads.raw = raw
         self._reading = _Reading(snapshot, judged.pod, now, pod_read_at,
                                  judged.spend_month, judged.stop,
                                  shown.read_at if shown is not None else None,
-                                 pod_read_m, self._gpu_line_m if shown is not None else None)
+                                 pod_read_m, reads.gpu_line_m if shown is not None else None)
         self.polls += 1
         self.poll_failure = None
         if self.first_data_at is None and any(s.figures for s in snapshot.slots):
@@ -538,15 +511,12 @@ class Session:
         # and idle count, the reading's and the GPU line's times) move with the clock:
         # the seconds since them stay what they were
         by = step.by_s
-        self._raw_pod = _shifted(self._raw_pod, by)
-        self._agent_seen = _shifted(self._agent_seen, by)
+        self.pod_reads.shift(by)
         r = self._reading
         self._reading = replace(
-            r, pod=_shifted(r.pod, by),
+            r, pod=shifted(r.pod, by),
             pod_read_at=r.pod_read_at + by if r.pod_read_at is not None else None,
             gpus_at=r.gpus_at + by if r.gpus_at is not None else None)
-        if self._gpu_line is not None:
-            self._gpu_line = replace(self._gpu_line, read_at=self._gpu_line.read_at + by)
         self.history.shift(by)  # the plots: their last hour is the monotonic one
         self.gateway_polling.shift(by)
         shift = getattr(self.poller, "shift", None)  # (a test's fake source has none)
