@@ -38,7 +38,6 @@ from console.config import config_file
 if TYPE_CHECKING:  # the implementations load when a command runs, not with the parser
     from console.config.settings import Settings
     from console.sources.provider.base import Provider
-    from console.sources.remote import AgentTransport
 
 # ``provision.EXIT_*``, without importing the provisioner to parse argv
 EXIT_FATAL, EXIT_INTERRUPTED, EXIT_LEAKED = 3, 6, 7
@@ -213,40 +212,24 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
     from console.operations.audit import AuditError, audit_log_for
     from console.operations.provision import (
         EXIT_LEAKED,
-        ProvisionConfig,
-        Provisioner,
         ProvisionFailed,
     )
     from console.session.deployment import open_deployment
-    from console.sources.remote import AgentEndpoint, AgentTransport
 
     dep = open_deployment(settings)
-    cfg = ProvisionConfig(rounds=args.rounds, round_wait_s=args.round_wait,
-                          health_wait_s=args.health_wait, ssh_wait_s=args.ssh_wait,
-                          render_dir=settings.state_dir / "rendered",
-                          prometheus_url=settings.prometheus_url,
-                          agent_dir=settings.pod.agent_dir,
-                          ledger=config_file.ledger_path(settings.state_dir),
-                          in_use=_in_use(settings))
-
-    def factory(pod, agent_cmd: str) -> AgentTransport:
-        host, port = pod.ssh_endpoint
-        return AgentTransport(AgentEndpoint(host, port, settings.pod.ssh_user,
-                                            settings.pod.ssh_key, pod.id, agent_cmd),
-                              settings.state_dir)
-
-    prov = Provisioner(client, list(dep.profiles), factory, cfg, log=_log,
-                       pod_id=settings.pod.runpod_id)
+    cfg = dep.provision_config(rounds=args.rounds, round_wait_s=args.round_wait,
+                               health_wait_s=args.health_wait, ssh_wait_s=args.ssh_wait)
+    prov = dep.provisioner(client, cfg=cfg, log=_log)
     audit = audit_log_for(settings)
     try:
-        audit.append("up", {"pod": settings.pod.runpod_id}, "started")
+        audit.append("up", {"pod": settings.pod.machine_id}, "started")
     except AuditError as exc:
         _loud(f"nothing started: the audit log cannot be written ({exc})")
         return EXIT_FATAL
     for line in await prov.sweep():
         _loud(f"leftover: {line}")
     try:
-        pod_id = None if args.no_resume else settings.pod.runpod_id
+        pod_id = None if args.no_resume else settings.pod.machine_id
         res = await prov.up(pod_id, dep.today)
     except ProvisionFailed as exc:
         (_loud if exc.code == EXIT_LEAKED else _log)(f"FAILED ({exc.code}): {exc.message}")
@@ -354,32 +337,32 @@ async def _down_locked(settings: Settings, client: Provider, force: bool = False
     prov = Provisioner(client, [], lambda *a: None,
                        ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir),
                                        in_use=_in_use(settings)),
-                       log=_log, pod_id=settings.pod.runpod_id)
+                       log=_log, pod_id=settings.pod.machine_id)
     audit = audit_log_for(settings)
     swept = await prov.sweep()
     for line in swept:
         _loud(f"leftover: {line}")
     leak = any(line.startswith(("COULD NOT", "TERMINATE FAILED")) for line in swept)
-    if not settings.pod.runpod_id:
+    if not settings.pod.machine_id:
         _log("no pod id configured")
         return EXIT_LEAKED if leak else (0 if swept else EXIT_FATAL)
     # asked with --force too: what a forced stop overrides belongs in its record
     held = await _extension_holds(settings)
-    args: dict[str, object] = {"pod": settings.pod.runpod_id}
+    args: dict[str, object] = {"pod": settings.pod.machine_id}
     # who stopped it, as the console's pod run tells it: a person, or cron (no terminal)
     extra: dict[str, object] = {"via": "terminal" if _tty() else "cron"}
     if force:
         args["force"] = True
         if held is not None:
             extra["overrode"] = held
-            _loud(f"down --force: stopping pod {settings.pod.runpod_id} although it is "
+            _loud(f"down --force: stopping pod {settings.pod.machine_id} although it is "
                   f"{held}")
     elif held is not None:
-        _log(f"pod {settings.pod.runpod_id} kept: {held} (down --force stops it)")
+        _log(f"pod {settings.pod.machine_id} kept: {held} (down --force stops it)")
         _audit(audit, "down", args, "kept", message=held)
         return EXIT_LEAKED if leak else 0
     try:
-        msg = await prov.down(settings.pod.runpod_id)
+        msg = await prov.down(settings.pod.machine_id)
     except ProvisionFailed as exc:
         (_loud if exc.code == EXIT_LEAKED else _log)(f"FAILED: {exc.message}")
         _audit(audit, "down", args, "failed", message=exc.message, **extra)

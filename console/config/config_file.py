@@ -148,7 +148,7 @@ def restore_current_pod(state_dir: Path, before: bytes | None) -> None:
 def read_current_pod(state_dir: Path) -> dict[str, Any]:
     """What ``pod-console up`` last brought up: it wins over the config file's pod.
 
-    Returns only well-formed keys among ``runpod_id``, ``host``, ``port_map``,
+    Returns only well-formed keys among ``machine_id``, ``host``, ``port_map``,
     ``profile``; nothing when there is no such pod.
     """
     try:
@@ -157,7 +157,7 @@ def read_current_pod(state_dir: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict) or not data.get("pod_id"):
         return {}
-    out: dict[str, Any] = {"runpod_id": str(data["pod_id"])}
+    out: dict[str, Any] = {"machine_id": str(data["pod_id"])}
     if data.get("host"):
         out["host"] = str(data["host"])
     if isinstance(data.get("port_map"), dict):

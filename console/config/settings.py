@@ -49,7 +49,8 @@ class PodSettings(BaseModel):
 
     machine_id: str | None = None
     """The provider's id of the machine the deployment runs on (RunPod: the pod id,
-    ``RUNPOD_POD_ID`` on the pod). ``runpod_id``, its old name, is still read."""
+    ``RUNPOD_POD_ID`` on the pod). ``runpod_id``, its old name, is accepted where a
+    config is read (and nowhere else)."""
     host: str = "127.0.0.1"
     """Address the slots' ports are reached at (direct TCP or an SSH tunnel)."""
     port_map: dict[Port, Port] = Field(default_factory=dict)
@@ -68,15 +69,6 @@ class PodSettings(BaseModel):
     def _old_name(cls, data: Any) -> Any:
         """``PodSettings(runpod_id=...)`` and a section given whole: the old key read."""
         return renamed_old_keys(data) if isinstance(data, dict) else data
-
-    @property
-    def runpod_id(self) -> str | None:
-        """The old name of :attr:`machine_id` (read and written through to it)."""
-        return self.machine_id
-
-    @runpod_id.setter
-    def runpod_id(self, value: str | None) -> None:
-        self.machine_id = value
 
 
 OLD_POD_KEYS = {"runpod_id": "machine_id"}
@@ -524,7 +516,7 @@ def pods_in_use(settings: Settings) -> set[str]:
     from console.config.config_file import read_current_pod
 
     def of(s: Settings) -> set[str | None]:
-        return {s.pod.runpod_id, read_current_pod(s.state_dir).get("runpod_id")}
+        return {s.pod.machine_id, read_current_pod(s.state_dir).get("machine_id")}
 
     ids = of(settings)
     if settings._source is not None:

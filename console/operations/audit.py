@@ -112,8 +112,8 @@ class AuditLog:
 
 def audit_log_for(settings: Any) -> AuditLog:
     """The settings' audit log, each record tagged with the context and the pod it is
-    about (``settings.pod.runpod_id`` as it stands when the record is written)."""
+    about (``settings.pod.machine_id`` as it stands when the record is written)."""
     def tags() -> dict[str, Any]:
-        return {"context": settings.context, "pod": settings.pod.runpod_id}
+        return {"context": settings.context, "pod": settings.pod.machine_id}
 
     return AuditLog(settings.state_dir / "audit.jsonl", tags)

@@ -82,7 +82,7 @@ class OperationFacts:
     planner: Planner | None = None
 
     def pod_label(self) -> str:
-        pod_id = (self.pod.pod_id if self.pod else None) or self.settings.pod.runpod_id or "?"
+        pod_id = (self.pod.pod_id if self.pod else None) or self.settings.pod.machine_id or "?"
         context = self.settings.context
         return f"{pod_id} (context {context})" if context else pod_id
 

@@ -298,7 +298,7 @@ class Provisioner:
         ``current_pod.json``, and whatever ``cfg.in_use`` adds (every context's)."""
         ids = {self.pod_id}
         if self.cfg.state_dir is not None:
-            ids.add(config_file.read_current_pod(self.cfg.state_dir).get("runpod_id"))
+            ids.add(config_file.read_current_pod(self.cfg.state_dir).get("machine_id"))
         if self.cfg.in_use is not None:
             try:
                 ids |= self.cfg.in_use()

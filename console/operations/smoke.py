@@ -468,5 +468,5 @@ def plan_for(profile: Any, targets: Any, settings: Any,
     return SmokePlan(served=served, slots={t.slot: t.served_model_name for t in targets},
                      aliases=dict(profile.alias_targets()), gateway_url=gateway,
                      api_key=key.get_secret_value() if key else None,
-                     prometheus_url=settings.prometheus_url, pod_id=settings.pod.runpod_id,
+                     prometheus_url=settings.prometheus_url, pod_id=settings.pod.machine_id,
                      trace_check=trace, timeout_s=settings.smoke_timeout_s)

@@ -118,7 +118,7 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
     new_id, old_id = _opt_str(value("pod", "machine_id")), _opt_str(value("pod", "runpod_id"))
     if new_id is not None and old_id is not None:
         raise _Unsure("pod.machine_id and its old name runpod_id both given")
-    pod_id = current.get("runpod_id") or new_id or old_id
+    pod_id = current.get("machine_id") or new_id or old_id
     host = current.get("host") or _opt_str(value("pod", "host")) or "127.0.0.1"
     port_map = current.get("port_map")
     if port_map is None:

@@ -15,19 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from console.config import config_file
 from console.config.profile_file import write_split
-from console.config.settings import Settings, pods_in_use
+from console.config.settings import Settings
 from console.model.history import History
 from console.operations.audit import audit_log_for
 from console.operations.ops import build_registry
 from console.operations.planner import Planner
-from console.operations.provision import ProvisionConfig, Provisioner, ProvisionResult
+from console.operations.provision import ProvisionConfig, ProvisionResult
 from console.session.deployment import Deployment, open_deployment
 from console.session.deployment import ssh_transport as ssh_transport
 from console.session.view import ConsoleContext
 from console.sources.collect.poller import DeploymentPoller
-from console.sources.remote import AgentEndpoint, AgentTransport, agent_command
+from console.sources.remote import agent_command
 
 
 def make_context(settings: Settings, *, read_only: bool = False, transport: Any = None,
@@ -64,19 +63,10 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
 
     provisioner = None
     if client is not None and not read_only:
-        cfg = provision_cfg or ProvisionConfig(
-            render_dir=settings.state_dir / "rendered", prometheus_url=settings.prometheus_url,
-            agent_dir=settings.pod.agent_dir, ledger=config_file.ledger_path(settings.state_dir),
-            # f's sweep keeps its hands off every context's current pod, as up/down's do
-            in_use=lambda: pods_in_use(settings))
-
         def factory(pod: Any, agent_cmd: str) -> Any:
             if transport_factory is not None:
                 return transport_factory(pod, agent_cmd)
-            host, port = pod.ssh_endpoint
-            return AgentTransport(AgentEndpoint(host=host, port=port, user="root",
-                                                key_path=settings.pod.ssh_key, pod_id=pod.id,
-                                                agent_cmd=agent_cmd), settings.state_dir)
+            return dep.pod_transport(pod, agent_cmd)
 
         async def on_ready(res: ProvisionResult) -> None:
             """``f`` brought up a new pod, or ``r`` resumed this one (at a new address,
@@ -92,9 +82,8 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
 
-        provisioner = Provisioner(client, list(dep.profiles), factory, cfg,
-                                  pod_id=settings.pod.machine_id, on_ready=on_ready,
-                                  log=lambda s: None)
+        provisioner = dep.provisioner(client, cfg=provision_cfg, transport_factory=factory,
+                                      on_ready=on_ready, log=lambda s: None)
 
     async def on_rebalanced(values: dict[str, float]) -> str:
         return await asyncio.to_thread(write_split, dep.today.path, values,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.config import defaults
+from console.config import config_file, defaults
 from console.config.settings import Settings
 from console.model.history import History
 from console.sources.agent_client import AgentClient, Transport
@@ -37,9 +37,10 @@ from console.sources.remote import AgentEndpoint, AgentTransport, agent_command
 from pod_agent.profiles import LoadedProfile, load_profiles
 
 if TYPE_CHECKING:
+    from console.operations.provision import ProvisionConfig, Provisioner
     from console.session.spend import SpendBook
     from console.sources.provider import SharedProviders
-    from console.sources.provider.base import Provider
+    from console.sources.provider.base import Machine, Provider
 
 
 class DeploymentError(Exception):
@@ -187,6 +188,43 @@ class Deployment:
         self.parts = Parts(poller, provider, agent, gpu, pods)
         return self.parts
 
+    def pod_transport(self, pod: Machine, agent_cmd: str) -> AgentTransport:
+        """The agent on a pod that provisioning made or started (``up``, ``f``, ``r``):
+        the one place such a transport is built, with the configured SSH user and key
+        (``f`` once said ``root`` whatever ``pod.ssh_user`` was)."""
+        p = self.settings.pod
+        if pod.ssh_endpoint is None:
+            raise DeploymentError(f"pod {pod.id} has no SSH address yet")
+        host, port = pod.ssh_endpoint
+        return AgentTransport(AgentEndpoint(host=host, port=port, user=p.ssh_user,
+                                            key_path=p.ssh_key, pod_id=pod.id,
+                                            agent_cmd=agent_cmd), self.settings.state_dir)
+
+    def provision_config(self, **given: Any) -> ProvisionConfig:
+        """How this deployment provisions: where it renders, its agent's directory, its
+        ledger, and every context's pod kept out of a sweep; ``given`` (``up``'s rounds
+        and waits) on top."""
+        from console.config.settings import pods_in_use
+        from console.operations.provision import ProvisionConfig
+
+        s = self.settings
+        return ProvisionConfig(**{
+            "render_dir": s.state_dir / "rendered", "prometheus_url": s.prometheus_url,
+            "agent_dir": s.pod.agent_dir, "ledger": config_file.ledger_path(s.state_dir),
+            "in_use": lambda: pods_in_use(s), **given})
+
+    def provisioner(self, client: Provider, *, cfg: ProvisionConfig | None = None,
+                    transport_factory: Callable[[Machine, str], Any] | None = None,
+                    **kw: Any) -> Provisioner:
+        """The deployment's provisioner (``up``, ``down``, the console's ``f`` and
+        ``r``): its profiles, its pod, and :meth:`pod_transport` for a new pod's agent
+        unless ``transport_factory`` says otherwise (the demo's, a test's)."""
+        from console.operations.provision import Provisioner
+
+        return Provisioner(client, list(self.profiles), transport_factory or self.pod_transport,
+                           cfg or self.provision_config(), pod_id=self.settings.pod.machine_id,
+                           **kw)
+
     async def spend_book(self) -> SpendBook:
         """Every run of this deployment's machines the console saw (read once, off the
         event loop)."""
@@ -233,10 +271,10 @@ class Deployment:
         host = cur.get("host", p.host)
         port_map = cur.get("port_map", p.port_map)
         profile = next((lp for lp in self.profiles if lp.name == cur.get("profile")), None)
-        if (cur["runpod_id"], host, port_map) == (p.machine_id, p.host, p.port_map) and (
+        if (cur["machine_id"], host, port_map) == (p.machine_id, p.host, p.port_map) and (
                 profile is None or profile.name == self.today.name):
             return False
-        self.switch_pod(cur["runpod_id"], host, port_map, profile)
+        self.switch_pod(cur["machine_id"], host, port_map, profile)
         return True
 
 
@@ -261,7 +299,7 @@ def apply_current_pod(settings: Settings) -> None:
     cur = read_current_pod(settings.state_dir)
     if not cur:
         return
-    settings.pod.machine_id = cur["runpod_id"]
+    settings.pod.machine_id = cur["machine_id"]
     if "host" in cur:
         settings.pod.host = cur["host"]
     if "port_map" in cur:

@@ -119,7 +119,7 @@ async def _console(cfg: Path, env: dict, pods: dict[str, str]) -> None:
     try:
         ctx = full_context(cfg, 2.0, wall=False)
         assert ctx is not None and ctx.settings.context == "east"
-        assert ctx.settings.pod.runpod_id == pods["east"]
+        assert ctx.settings.pod.machine_id == pods["east"]
         app = make_app(ctx)
         async with app.run_test(size=(200, 50)) as pilot:
             assert await wait_for(pilot, lambda: live(app), 60)

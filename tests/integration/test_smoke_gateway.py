@@ -96,7 +96,7 @@ def _settings(s: SimpleNamespace, gateway: bool = True) -> SimpleNamespace:
     return SimpleNamespace(
         gateway_url=s.proxy.url if gateway else None,
         gateway_key=SecretStr(litellm_proxy.MASTER_KEY), vllm_api_key=None,
-        prometheus_url=s.prom.url, pod=SimpleNamespace(runpod_id=POD), smoke_timeout_s=120)
+        prometheus_url=s.prom.url, pod=SimpleNamespace(machine_id=POD), smoke_timeout_s=120)
 
 
 async def _smoke(plan: SmokePlan) -> dict[str, tuple[bool | None, str]]:

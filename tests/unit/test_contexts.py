@@ -51,12 +51,12 @@ def cfg(tmp_path: Path, monkeypatch) -> Path:
 def test_a_context_is_the_top_level_with_its_keys_over_it(cfg: Path, tmp_path: Path) -> None:
     s = load_settings(cfg)  # current_context
     assert s.context == "east" and s.context_names == ["east", "west", "broken"]
-    assert (s.pod.runpod_id, s.pod.host, s.pod.ssh_key, s.pod.ssh_port) == (
+    assert (s.pod.machine_id, s.pod.host, s.pod.ssh_key, s.pod.ssh_port) == (
         "pod-e", "10.0.0.1", Path("/keys/id"), 2222)  # nested sections merge key by key
     assert s.prometheus_url == "http://global:9090" and s.refresh_s == 3
     assert s.state_dir == tmp_path / "state" / "contexts" / "east"
     w = load_settings(cfg, context="west")
-    assert (w.pod.runpod_id, w.pod.ssh_port, w.pod.ssh_key) == ("pod-w", 22, Path("/keys/id"))
+    assert (w.pod.machine_id, w.pod.ssh_port, w.pod.ssh_key) == ("pod-w", 22, Path("/keys/id"))
     assert w.thresholds_for("Q27").ttft_p95_s == 3.5 and w.prometheus_url is None
     assert w.state_dir == tmp_path / "state" / "the-west"  # its own, as it asked
 
@@ -88,7 +88,7 @@ def test_audit_records_name_the_context_and_the_pod(cfg: Path) -> None:
     s = load_settings(cfg, context="west")
     log = audit_log_for(s)
     log.append("rebalance", {"set": {"A": 0.5}}, "ok")
-    s.pod.runpod_id = "pod-w2"  # a fallback moved the console to a new pod
+    s.pod.machine_id = "pod-w2"  # a fallback moved the console to a new pod
     log.append("host_checks", {}, "started")
     log.append("up", {"pod": "pod-new"}, "ok")  # the operation's own pod wins
     recs = AuditLog(s.state_dir / "audit.jsonl").records()

@@ -346,7 +346,9 @@ def test_machine_id_and_its_old_name_runpod_id_both_work(tmp_path: Path, env: No
     old.write_text("pod:\n  runpod_id: r-1\n")
     assert load_settings(new).pod.machine_id == "m-1"
     s = load_settings(old)
-    assert s.pod.machine_id == "r-1" and s.pod.runpod_id == "r-1"  # code's old name too
+    assert s.pod.machine_id == "r-1"
+    # the old name is accepted where a config is read, and nowhere else
+    assert not hasattr(s.pod, "runpod_id")
     ctx = tmp_path / "ctx.yaml"
     ctx.write_text("pod: {runpod_id: top}\ncontexts:\n  a: {pod: {machine_id: ctx-a}}\n"
                    "  b: {pod: {runpod_id: ctx-b}}\n  c: {}\n")

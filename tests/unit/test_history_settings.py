@@ -87,7 +87,7 @@ def test_env_overrides_one_nested_key_and_keeps_the_files_others(tmp_path: Path,
     cfg.write_text("pod:\n  ssh_host: pod.example\n  runpod_id: abc123\n  ssh_port: 2222\n")
     monkeypatch.setenv("POD_CONSOLE_POD__SSH_PORT", "2200")
     s = load_settings(cfg, refresh_s=4)
-    assert (s.pod.ssh_host, s.pod.runpod_id, s.pod.ssh_port) == ("pod.example", "abc123", 2200)
+    assert (s.pod.ssh_host, s.pod.machine_id, s.pod.ssh_port) == ("pod.example", "abc123", 2200)
     assert s.refresh_s == 4
     monkeypatch.setenv("POD_CONSOLE_REFRESH_S", "7")
     assert load_settings(cfg, refresh_s=4).refresh_s == 4  # the command line wins

@@ -24,6 +24,6 @@ def preflight(facts: OperationFacts, args: Args) -> str | None:
 
 async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:
     if deps.provisioner is None:
-        return Outcome(False, "no RunPod pod configured (pod.runpod_id, RUNPOD_API_KEY)",
+        return Outcome(False, "no RunPod pod configured (pod.machine_id, RUNPOD_API_KEY)",
                        state="failed")
     return await deps.provisioner.resume_action(progress)
