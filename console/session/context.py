@@ -8,20 +8,20 @@ provisioner, alert rules — is the production code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from console.config.profile_file import write_split
 from console.config.settings import Settings
 from console.model.history import History
 from console.operations.audit import audit_log_for
 from console.operations.ops import build_registry
 from console.operations.planner import Planner
-from console.operations.provision import ProvisionConfig, ProvisionResult
+from console.operations.provision import ProvisionConfig, Provisioner, ProvisionResult
+from console.session import deployment_ops
 from console.session.deployment import Deployment, open_deployment
 from console.session.deployment import ssh_transport as ssh_transport
 from console.session.view import ConsoleContext
@@ -42,10 +42,7 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     dep = open_deployment(settings, clock)
     if demo is not None:
         dep.remote_profile_of = lambda lp: str(demo.remote_profile(lp, dep.machine_id))
-    fresh_history = History(settings.history_s, settings.refresh_s)
-    if history is None or (history.window_s, history.maxlen) != (
-            fresh_history.window_s, fresh_history.maxlen):
-        history = fresh_history
+    history = _history_kept(settings, history)
     if poller is not None and (poller.config_key() != dep.new_poller(history).config_key()
                                or poller.history is not history):
         poller = None
@@ -53,101 +50,82 @@ def make_context(settings: Settings, *, read_only: bool = False, transport: Any 
     parts = dep.wire(read_only=read_only, transport=transport, provider_base=runpod_base,
                      history=history, poller=poller)
     parts.poller.probe_interval_s = probe_interval_s
-    client = parts.provider
-    agent = parts.agent
-    tasks: set[asyncio.Task[Any]] = set()
+    provisioner = (_provisioner(dep, provision_cfg, transport_factory, demo)
+                   if parts.provider is not None and not read_only else None)
 
     def refresh() -> None:
         """Until an app takes over (``PodConsoleApp.on_mount``), a refresh polls once."""
         asyncio.get_running_loop().create_task(parts.poller.poll())
 
-    provisioner = None
-    if client is not None and not read_only:
-        def factory(pod: Any, agent_cmd: str) -> Any:
-            if transport_factory is not None:
-                return transport_factory(pod, agent_cmd)
-            return dep.pod_transport(pod, agent_cmd)
-
-        async def on_ready(res: ProvisionResult) -> None:
-            """``f`` brought up a new pod, or ``r`` resumed this one (at a new address,
-            maybe): the deployment moves there, and the plots fill from Prometheus."""
-            new_t = None
-            if agent.configured:
-                new_t = (demo.transport_for(res.pod) if demo is not None
-                         else factory(res.pod, agent_command(settings.pod.agent_dir)))
-            switch_pod(dep, res, new_t)
-            if parts.poller.prometheus_url:
-                task = asyncio.get_running_loop().create_task(
-                    parts.poller.backfill(dep.backfill_step_s))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-
-        provisioner = dep.provisioner(client, cfg=provision_cfg, transport_factory=factory,
-                                      on_ready=on_ready, log=lambda s: None)
-
-    async def on_rebalanced(values: dict[str, float]) -> str:
-        return await asyncio.to_thread(write_split, dep.today.path, values,
-                                       settings.state_dir / "profile-backups")
-
-    audit = audit_log_for(settings)
-
-    async def smoke(on_check: Callable[[Any], None]) -> Any:
-        """Today's deployment as it is now (a pod switch moves it)."""
-        from console.operations.smoke import plan_for, run_smoke
-
-        client = parts.poller.client
-        return await run_smoke(plan_for(dep.today.profile, dep.targets, settings, client),
-                               client, on_check)
-
-    async def bench(slot: str, progress: Any) -> tuple[dict[str, Any], Path]:
-        """The benchmark of one slot of today's deployment, kept under the state dir."""
-        from console.operations.benchmark.measure import PodFacts
-        from console.operations.benchmark.runner import baseline_of, bench_and_record, plans_for
-        from console.sources.collect.http import HttpClient
-
-        prof = dep.today.profile
-        plan = plans_for(dep.today.name, prof, dep.targets, settings, [slot])[0]
-        pods = parts.pods
-        pod = None
-        if parts.reads_the_pod:
-            with contextlib.suppress(Exception):  # where it ran is worth knowing, not vital
-                pod = await asyncio.wait_for(pods.poll(), pods.timeout_s * 2)
-        client = HttpClient()
-        try:
-            return await bench_and_record(plan, client, PodFacts.from_pod(pod),
-                                          settings.state_dir, baseline_of(prof, slot),
-                                          settings.bench.regression_pct, progress)
-        finally:
-            await client.aclose()
-
     # read-only contexts are walls' (``watch --wall``, the web wall): they run nothing
-    registry = build_registry(audit, read_only, wall=read_only, agent=agent, refresh=refresh,
-                              provisioner=provisioner, on_rebalanced=on_rebalanced,
-                              smoke=smoke, bench=bench)
-    planner = Planner(dep.today.profile, settings.state_dir) if not read_only else None
+    registry = build_registry(
+        audit_log_for(settings), read_only, wall=read_only, agent=parts.agent,
+        refresh=refresh, provisioner=provisioner,
+        on_rebalanced=functools.partial(deployment_ops.write_back_split, dep),
+        smoke=functools.partial(deployment_ops.smoke, dep),
+        bench=functools.partial(deployment_ops.bench, dep))
     ctx = ConsoleContext(settings=settings, profile_name=dep.today.name,
                          profile=dep.today.profile, poller=parts.poller, registry=registry,
                          history=history,
                          pod_collector=parts.pods if parts.reads_the_pod else None,
-                         transport=parts.transport, demo=demo, clock=clock, planner=planner,
-                         agent=agent, deployment=dep)
-
-    def follow() -> None:
-        """The context's own words for what the deployment runs (the poller, the pod
-        collector and the agent are the deployment's own parts: they follow by
-        themselves)."""
-        moved_profile = ctx.profile_name != dep.today.name
-        ctx.profile, ctx.profile_name = dep.today.profile, dep.today.name
-        ctx.transport = parts.transport
-        if moved_profile and ctx.planner is not None:
-            ctx.planner = Planner(dep.today.profile, settings.state_dir)
-
-    dep.on_switch.append(follow)
-    if client is not None:
-        ctx.on_exit.append(client.aclose)
+                         transport=parts.transport, demo=demo, clock=clock,
+                         planner=None if read_only else Planner(dep.today.profile,
+                                                                settings.state_dir),
+                         agent=parts.agent, deployment=dep)
+    dep.on_switch.append(functools.partial(_follow, ctx, dep))
+    if parts.provider is not None:
+        ctx.on_exit.append(parts.provider.aclose)
     if demo is not None:
         ctx.on_exit.append(demo.stop)
     return ctx
+
+
+def _history_kept(settings: Settings, history: History | None) -> History:
+    """A staged start's history when it is what these settings would build, else new."""
+    fresh = History(settings.history_s, settings.refresh_s)
+    if history is None or (history.window_s, history.maxlen) != (fresh.window_s,
+                                                                 fresh.maxlen):
+        return fresh
+    return history
+
+
+def _provisioner(dep: Deployment, cfg: ProvisionConfig | None,
+                 transport_factory: Callable[..., Any] | None, demo: Any) -> Provisioner:
+    """``f`` and ``r``: the deployment's provisioner; when it has brought a pod up, the
+    deployment moves there and the plots fill from Prometheus."""
+    parts = dep.parts
+    assert parts is not None and parts.provider is not None
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def factory(pod: Any, agent_cmd: str) -> Any:
+        if transport_factory is not None:
+            return transport_factory(pod, agent_cmd)
+        return dep.pod_transport(pod, agent_cmd)
+
+    async def on_ready(res: ProvisionResult) -> None:
+        new_t = None
+        if parts.agent.configured:
+            new_t = (demo.transport_for(res.pod) if demo is not None
+                     else factory(res.pod, agent_command(dep.settings.pod.agent_dir)))
+        switch_pod(dep, res, new_t)
+        if parts.poller.prometheus_url:
+            task = asyncio.get_running_loop().create_task(
+                parts.poller.backfill(dep.backfill_step_s))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    return dep.provisioner(parts.provider, cfg=cfg, transport_factory=factory,
+                           on_ready=on_ready, log=lambda s: None)
+
+
+def _follow(ctx: ConsoleContext, dep: Deployment) -> None:
+    """The context's own words for what the deployment runs (the poller, the pod
+    collector and the agent are the deployment's own parts: they follow by themselves)."""
+    moved_profile = ctx.profile_name != dep.today.name
+    ctx.profile, ctx.profile_name = dep.today.profile, dep.today.name
+    ctx.transport = dep.parts.transport if dep.parts is not None else None
+    if moved_profile and ctx.planner is not None:
+        ctx.planner = Planner(dep.today.profile, dep.settings.state_dir)
 
 
 def switch_pod(dep: Deployment, res: ProvisionResult, transport: Any = None) -> None:
