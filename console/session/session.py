@@ -487,7 +487,7 @@ class Session:
         except Exception as exc:  # whatever a source did: shown, never a silent stop
             reason = f"{type(exc).__name__}: {exc}"[:200]
             self.poll_failure = (self.now(), reason)
-            self._note(f"poll failed: {reason}", "bold red")
+            self._note(f"poll failed: {reason}", "crit")
         finally:
             self._polling = False
         self._on_change("poll")
@@ -611,7 +611,7 @@ class Session:
         shift = getattr(self.poller, "shift", None)  # (a test's fake source has none)
         if shift is not None:
             shift(by)
-        self._note(step.text(), "yellow")
+        self._note(step.text(), "warn")
         if self.recorder is not None:
             from console.session.record.tape import Marker
 
@@ -693,7 +693,7 @@ class Session:
             rec.poll(PollItem(self.state(), getattr(self.poller, "last_read", None), pod_read))
         except Exception as exc:  # the console goes on without its recording
             self._recorder_off = True
-            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "yellow")
+            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "warn")
 
     def _start_recorder(self, ctx: ConsoleContext) -> Recorder:
         from console.session.record.store import Recorder, recordings_dir
@@ -733,12 +733,12 @@ class Session:
     def _recording_paused(self, why: str | None) -> None:
         if why is None:
             self.failures.pop("recording", None)
-            self._note("recording resumed", "green")
+            self._note("recording resumed", "ok")
         else:
             self.failures["recording"] = Condition(
                 "recording", "warn", "recording paused",
                 f"{why}: polls are not recorded until it can write again")
-            self._note(f"recording paused: {why}", "yellow")
+            self._note(f"recording paused: {why}", "warn")
 
     def _gateway_wanted(self) -> bool:
         settings = self.ctx.settings if self.ctx is not None else None
@@ -778,18 +778,18 @@ class Session:
                 await self._run_blocking(book.save, now)
             except OSError as exc:  # a full disk costs the morning's figure, not the poll
                 book.postpone(now)  # tried again in a minute, said once a minute
-                self._note(f"today's spend could not be saved: {exc}", "yellow")
+                self._note(f"today's spend could not be saved: {exc}", "warn")
 
     def _tell(self, raised: list[Alert], cleared: list[Alert]) -> None:
         """Alert changes: the log, the audit (hardware faults) and the webhook."""
         for a in raised:
             self._note(f"ALERT {a.title}" + (f" — {d}" if (d := a.description()) else ""),
-                       "bold red" if a.severity == "crit" else "yellow")
+                       "crit" if a.severity == "crit" else "warn")
         for a in cleared:
             if a.ended is not None:  # nothing was repaired: it ended with its pod
-                self._note(f"{a.ended}: {a.title}", "yellow")
+                self._note(f"{a.ended}: {a.title}", "warn")
             else:
-                self._note(f"cleared: {a.title}", "green")
+                self._note(f"cleared: {a.title}", "ok")
         faults = [a for a in raised if a.key.startswith(GPU_FAULTS)]
         if faults and not self.wall:
             self._spawn(self._audit_faults(faults), "audit-gpu")
@@ -833,14 +833,14 @@ class Session:
             except SharedAlertsError as exc:  # this session then posts on its own
                 if not self._share_failed:
                     self._note(f"shared alert book not usable ({exc}): this session posts "
-                               "its own alerts", "yellow")
+                               "its own alerts", "warn")
                 self._share_failed = True
                 synced = Synced(tuple(raised), tuple(cleared))
                 if url and (raised or cleared):  # no outbox either: at most once
                     self._spawn(self._send(url.get_secret_value(), raised, cleared),
                                 "webhook")
             if synced.warning:
-                self._note(synced.warning, "yellow")
+                self._note(synced.warning, "warn")
             adopted = [a for key, (who, at) in synced.acks.items()
                        if (a := self.alerts.adopt_ack(key, who, at)) is not None]
         if adopted:
@@ -871,7 +871,7 @@ class Session:
         # said when it starts failing and when the reason changes, not at every retry
         err = errors[-1].split(": tried again")[0] if errors else None
         if err is not None and err != self._drain_error:
-            self._note(f"{errors[-1]} (kept in the outbox)", "red")
+            self._note(f"{errors[-1]} (kept in the outbox)", "crit.text")
         self._drain_error = err
 
     # -- Alertmanager (``alertmanager.py``) ----------------------------------------------
@@ -990,9 +990,9 @@ class Session:
         """Said when Alertmanager starts failing, when the reason changes, and when it
         answers again: not at every poll."""
         if err is not None and err != self._am_error:
-            self._note(f"{err} (sent again at the next poll)", "red")
+            self._note(f"{err} (sent again at the next poll)", "crit.text")
         elif err is None and self._am_error is not None:
-            self._note("Alertmanager answers again", "green")
+            self._note("Alertmanager answers again", "ok")
         self._am_error = err
 
     async def _audit_faults(self, faults: list[Alert]) -> None:
@@ -1005,7 +1005,7 @@ class Session:
                 await self._run_blocking(audit.append, "gpu_fault", {
                     "alert": a.key, "title": a.title, "advice": a.detail}, "observed")
             except Exception as exc:  # a full disk: said, the alert still stands
-                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
+                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "crit")
 
     async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> bool:
         from console.model.alerts import notify
@@ -1013,7 +1013,7 @@ class Session:
         err = await notify(url, raised, cleared, f"pod-console {self.view.profile_name}",
                            timeout_s=self.webhook_timeout_s)
         if err:
-            self._note(err, "red")
+            self._note(err, "crit.text")
             self._unposted.update(a.key for a in raised)  # another session may post them
         return err is None
 
@@ -1198,7 +1198,7 @@ class Session:
             try:
                 self.fleet = await asyncio.wait_for(self._fleet_collector.poll(), limit)
             except TimeoutError:
-                self._note(f"fleet: no answer within {limit:g} s", "yellow")
+                self._note(f"fleet: no answer within {limit:g} s", "warn")
         finally:
             self._fleet_busy = False
         self._on_change("fleet")
@@ -1217,7 +1217,7 @@ class Session:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             self._note(f"{task.get_name()} failed: {type(exc).__name__}: {exc}"[:200],
-                       "bold red")
+                       "crit")
 
     async def settle(self) -> None:
         """Wait for the jobs started beside the poll (default spawner only)."""

@@ -44,6 +44,7 @@ from console.ui.replay_keys import ReplayKeys
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
 from console.ui.terminal import terminal_closed
+from console.ui.themes import Themed, chosen
 
 __all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "make_app",
            "state_path", "view_of"]
@@ -63,7 +64,7 @@ def _session_reads(name: str) -> Any:
 
 
 class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoColorEmphasis,
-                    App[Any]):
+                    Themed, App[Any]):
     """The timers, the screens and the dialogs. What keys and failures do is in its
     mixins, one module each: ``replay_keys`` (the live pause and a recording's keys),
     ``error_boundary``, ``navigation`` (the screens a key opens), ``palette_commands``."""
@@ -120,6 +121,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         """Failures the console survived: (time, where, reason)."""
         self._quit_code = 0
         self._signals_before: dict[int, Any] = {}
+        self.use_theme(chosen(self.view.theme).name)  # the config's (mono under NO_COLOR)
 
     # -- what the operation flow and the tests read: the session's ------------------------
     ctx = _session_reads("ctx")
@@ -237,7 +239,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         running = [w for w in self.workers if w.group == "operation" and w.is_running]
         if running:
             self.note("quitting: cancelling the operation in flight and waiting for its "
-                      "cleanup", "bold yellow")
+                      "cleanup", "warn.strong")
             for w in running:
                 w.cancel()
             for w in running:
@@ -255,7 +257,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         except Exception as exc:  # a config/profile problem: shown, never a traceback
             collect_garbage_again()
             self.fatal = str(exc) or type(exc).__name__
-            self.note(f"cannot start: {self.fatal}", "bold red")
+            self.note(f"cannot start: {self.fatal}", "crit")
             from console.ui.screens.modals import FatalScreen
 
             self.push_screen(FatalScreen(self.fatal), lambda _: self.exit(
@@ -263,7 +265,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             return
         if await self.session.adopt(ctx):
             self.note("validated settings poll differently from the first frame's reading;"
-                      " using the validated ones", "yellow")
+                      " using the validated ones", "warn")
         self._became_ready()
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen) and screen.is_mounted:
@@ -277,6 +279,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.ctx.registry.attach_console(refresh=self.session.refresh_now,
                                          acknowledge=self._acknowledge)
         self.ready_after_s = time.monotonic() - self._mounted_at
+        wanted = chosen(self.view.theme)  # the validated config's (a staged start guessed)
+        if wanted is not self.console_theme and not self.theme_picked:
+            self.use_theme(wanted.name)
         self._context_ready.set()
         self.session.started()
 
@@ -393,9 +398,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             reg = self.session.registry
             if operation_id in reg.specs:
                 out = await reg.invoke(operation_id, args)
-                self.note(f"{out.message} (a replay)", "yellow")
+                self.note(f"{out.message} (a replay)", "warn")
             return
-        self.note(f"{operation_id}: not while paused (p returns to live)", "yellow")
+        self.note(f"{operation_id}: not while paused (p returns to live)", "warn")
 
 
 

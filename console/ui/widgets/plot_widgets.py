@@ -8,7 +8,6 @@ textual-plotext cost ~60 ms of start-up that the first frame should not wait for
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
+from console.ui.themes import no_color as env_no_color
+from console.ui.themes import plotext_colour, theme_of
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
 PLOT_EVERY_S = 60.0
@@ -445,22 +446,30 @@ class SeriesPlot(FreshPlot):
                 and self._built_for == self._build_key():
             return
         self._drawn_figure = drawn
-        no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
         def draw(plt: Any, rows: int) -> None:
+            # the theme when drawn, not when asked: a theme switch draws it again
+            theme = theme_of(self.app)
+            no_color = not theme.colour or env_no_color()
+            series = theme.series
             plt.title(title)
             if layout is None:
                 sentence(plt, "waiting for data")
                 return
             for i, (slot, pts) in enumerate(layout.series):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
-                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker)
+                # no colour: the terminal's own text colour (plotext's "default")
+                colour = ({"color": "default"} if no_color else
+                          {"color": plotext_colour(series[i % len(series)])} if series else {})
+                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker,
+                         **colour)
             plt.xlim(-layout.span_s, 0)
             for limit in layout.limits:  # the threshold: yellow cells, then an alert
-                plt.hline(limit, "red" if not no_color else None)
+                plt.hline(limit, plotext_colour(theme.limit) if not no_color else None)
             if layout.cursor is not None:  # where the replay is: the tables' moment
-                plt.vline(layout.cursor - layout.end, "gray" if not no_color else None)
+                plt.vline(layout.cursor - layout.end,
+                          plotext_colour(theme.cursor) if not no_color else None)
             xs = time_ticks(self.size.width, layout.span_s)
             fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
             plt.xticks(xs, [time.strftime(fmt_, time.localtime(layout.end + x))
