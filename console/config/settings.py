@@ -311,7 +311,7 @@ class Settings(BaseSettings):
     trace_wait_s: float = Field(default=30.0, gt=0, le=600)
     """How long the smoke test waits for its trace to be listed (ingestion is batched)."""
     bench: BenchSettings = Field(default_factory=BenchSettings)
-    theme: ThemeName = defaults.THEME
+    theme: ThemeName = "default"
     """How the console looks: ``default``, ``high-contrast``, ``colour-blind`` (no
     red/green opposition) or ``mono`` (no colour; what ``NO_COLOR`` always gets). The
     palette's "Theme: …" switches it for the session."""

@@ -235,7 +235,9 @@ class Themed:
             app.stylesheet.roles = {**t.styles, **t.overrides}
         app.theme = t.textual_name
         if app.is_running:
-            self.restyle()
+            # after Textual has applied the theme's variables and announced it (both are
+            # queued by the assignment): the plots make their colours from them
+            app.call_next(self.restyle)
         return t
 
     def restyle(self) -> None:

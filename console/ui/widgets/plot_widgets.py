@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from plotext._dict import themes as PLOTEXT_THEMES  # where textual-plotext registers them
 from rich.ansi import AnsiDecoder
 from rich.text import Text
 from textual.geometry import Region, Size
@@ -132,7 +133,7 @@ class FreshPlot(PlotextPlot):
     _draw: Callable[[Any, int], None] | None = None
     _lines: list[Text] | None = None
     """The figure as last built, line by line (None: build it at the next render)."""
-    _built_for: tuple[Size, str] | None = None
+    _built_for: tuple[Size, str, bool] | None = None
     _strips: dict[int, tuple[Text, Strip]] | None = None
     """Line → (the line, its strip): converted once per line drawn."""
     _spans: dict[int, tuple[int, int]] | None = None
@@ -163,8 +164,11 @@ class FreshPlot(PlotextPlot):
                 self.refresh(Region(x1, y, x2 - x1, 1))
         self._spans = spans
 
-    def _build_key(self) -> tuple[Size, str]:
-        return self.size, self.app.theme
+    def _build_key(self) -> tuple[Size, str, bool]:
+        # and whether textual-plotext has made the theme's plot colours yet: it makes them
+        # when the app announces a new theme, which can come after a frame drawn in it
+        name = getattr(self, "_get_plotext_theme_name", lambda t: t)(self.app.theme)
+        return self.size, self.app.theme, name in PLOTEXT_THEMES
 
     def _build(self) -> list[Text]:
         plt = self.plt
