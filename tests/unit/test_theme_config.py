@@ -66,3 +66,13 @@ def test_no_color_is_mono_whatever_the_config_says(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("NO_COLOR", "1")
     assert chosen("colour-blind").name == "mono"
     assert chosen(None).name == "mono"
+
+
+def test_the_environment_picks_a_theme_for_one_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``POD_CONSOLE_THEME=high-contrast pod-console wall``: no flag needed, as every key."""
+    cfg = _config(tmp_path, "default")
+    monkeypatch.setenv("POD_CONSOLE_THEME", "high-contrast")
+    assert load_settings(cfg).theme == "high-contrast"
+    plan = boot.plan(cfg)
+    assert plan is not None and plan.theme == "high-contrast"
