@@ -75,7 +75,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
     BINDINGS = [*REPLAY_BINDINGS, PAUSE_BINDING]
 
     def __init__(self, start: ConsoleContext | StagedStart | Replay, wall: bool = False,
-                 **kw: Any) -> None:
+                 theme: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.wall = wall
         self.replay: Replay | None = None
@@ -121,7 +121,11 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         """Failures the console survived: (time, where, reason)."""
         self._quit_code = 0
         self._signals_before: dict[int, Any] = {}
-        self.use_theme(chosen(self.view.theme).name)  # the config's (mono under NO_COLOR)
+        # the config's theme (mono under NO_COLOR); a recording's view says the recorder's,
+        # not the viewer's: a replay gets the one its command read from the viewer's config
+        self._config_theme = theme if theme is not None or isinstance(start, Replay) \
+            else self.view.theme
+        self.use_theme(chosen(self._config_theme).name)
 
     # -- what the operation flow and the tests read: the session's ------------------------
     ctx = _session_reads("ctx")
@@ -279,7 +283,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.ctx.registry.attach_console(refresh=self.session.refresh_now,
                                          acknowledge=self._acknowledge)
         self.ready_after_s = time.monotonic() - self._mounted_at
-        wanted = chosen(self.view.theme)  # the validated config's (a staged start guessed)
+        if self.replay is None:  # the validated config's (a staged start read it quickly)
+            self._config_theme = self.view.theme
+        wanted = chosen(self._config_theme)
         if wanted is not self.console_theme and not self.theme_picked:
             self.use_theme(wanted.name)
         self._context_ready.set()
@@ -412,12 +418,13 @@ def collect_garbage_again() -> None:
         gc.enable()
 
 
-def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False
-             ) -> PodConsoleApp:
+def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False,
+             theme: str | None = None) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this. A
     :class:`~console.session.record.replay.Replay` opens it on a recording (read-only);
-    ``wall``: the wall's screen."""
+    ``wall``: the wall's screen; ``theme``: the config's (a replay's, read by its command),
+    else the context's."""
     from console.ui.widgets import partial_writes
 
     partial_writes.install()  # changed cells only reach the terminal (see the module)
-    return PodConsoleApp(start, wall=wall)
+    return PodConsoleApp(start, wall=wall, theme=theme)

@@ -259,3 +259,29 @@ async def test_a_theme_switch_repaints_what_is_open() -> None:
         app.use_theme("default")
         await settle(pilot)
         assert any(_chromatic(c) for c in _colours(_cells(app)))
+
+
+async def test_a_replay_shows_the_viewers_theme_not_the_recorders(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A recording holds the recorder's view (its ``theme`` too); ``pod-console replay``
+    passes the viewer's config theme, and without one the recording's is not taken."""
+    from dataclasses import replace
+
+    from console.session.record.replay import Replay
+    from console.session.record.tape import MemoryTape
+    from console.ui.app import make_app
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    polls = [replace(s, view=replace(s.view, theme="high-contrast"))
+             for s in (replace(states.state(), now=states.NOW - 60 * i,
+                               polled_at=states.NOW - 60 * i) for i in (1, 0))]
+    for theme, shown in ((None, "default"), ("colour-blind", "colour-blind")):
+        app = make_app(Replay(MemoryTape(polls, ())), theme=theme)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle_app(pilot)
+            assert app.console_theme.name == shown, theme
+
+
+async def settle_app(pilot: Any) -> None:
+    for _ in range(3):
+        await pilot.pause()
