@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from console.commands import examples
 
 if TYPE_CHECKING:
+    from console.config.settings import Settings
     from console.session.record.cursor import ReplayCursor
     from console.session.record.tape import Tape
 
@@ -41,10 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_replay)
 
 
-def state_dir_of(config: Path | None) -> Path:
+def settings_of(config: Path | None) -> Settings:
     from console.config.settings import load_settings
 
-    return load_settings(config).state_dir
+    return load_settings(config)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -52,7 +53,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from console.session.record import files
 
     try:
-        state_dir = state_dir_of(getattr(args, "config", None))
+        settings = settings_of(getattr(args, "config", None))
+        state_dir = settings.state_dir
     except ConfigError as exc:
         print(f"pod-console replay: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +83,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from console.commands.tui_cmd import run_console
     from console.ui.app import make_app
 
-    return run_console(make_app(replay, wall=args.wall))
+    # the viewer's theme, not the recorder's
+    return run_console(make_app(replay, wall=args.wall, theme=settings.theme))
 
 
 def check_readable(tape: Tape, path: Path) -> None:

@@ -263,7 +263,8 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
         history=history, prom_selector=boot.prom_selector)
     view = ConsoleView(profile_name=boot.profile_name, targets=boot.targets, read_only=wall,
                        demo=boot.demo, refresh_s=boot.refresh_s,
-                       plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s)
+                       plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s,
+                       theme=boot.theme)
 
     def finish(poller: DeploymentPoller, history: History) -> ConsoleContext:
         from console.session.context import make_context

@@ -24,3 +24,8 @@ def request_timeout_s(refresh_s: float) -> float:
 def prom_selector(pod_id: str | None) -> str:
     """The PromQL label selector for one pod's series (targets are labelled by pod)."""
     return f'{{pod="{pod_id}"}}' if pod_id else ""
+
+THEMES = ("default", "high-contrast", "colour-blind", "mono")
+"""The console's themes (``console/ui/themes.py`` defines them; ``theme:`` in the config
+picks one, the palette switches live). ``mono`` is what ``NO_COLOR`` gets."""
+THEME = "default"

@@ -170,6 +170,8 @@ class GatewaySettings(BaseModel):
     """"Who is using it": users/keys with a request within this long."""
 
 
+ThemeName = Literal["default", "high-contrast", "colour-blind", "mono"]
+"""``defaults.THEMES``, spelled out for pydantic (a test keeps the two the same)."""
 BenchLength = Literal["short", "long"]
 BenchTask = Literal["json", "code", "summarisation", "ko_qa", "en_qa", "translation",
                     "tool_call"]
@@ -301,6 +303,10 @@ class Settings(BaseSettings):
     trace_wait_s: float = Field(default=30.0, gt=0, le=600)
     """How long the smoke test waits for its trace to be listed (ingestion is batched)."""
     bench: BenchSettings = Field(default_factory=BenchSettings)
+    theme: ThemeName = "default"
+    """How the console looks: ``default``, ``high-contrast``, ``colour-blind`` (no
+    red/green opposition) or ``mono`` (no colour; what ``NO_COLOR`` always gets). The
+    palette's "Theme: …" switches it for the session."""
     context: str | None = None
     """The deployment these settings describe, among the config's ``contexts``
     (``--context NAME``, ``POD_CONSOLE_CONTEXT``, else ``current_context``); None: the

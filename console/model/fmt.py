@@ -12,10 +12,12 @@ import time
 from collections.abc import Sequence
 
 DASH = "–"
-HEALTH_GLYPH = {"up": ("●", "UP", "green"), "down": ("✖", "DOWN", "red"),
-                "starting": ("◐", "START", "yellow"), "unknown": ("?", "UNKN", "grey50")}
-SEVERITY = {"crit": ("✖", "CRIT", "bold red"), "warn": ("▲", "WARN", "yellow"),
-            "info": ("ℹ", "INFO", "cyan")}
+# the third of each: the state's semantic style name, which the console's theme maps to how
+# it looks (console/ui/themes.py); the model names no colour
+HEALTH_GLYPH = {"up": ("●", "UP", "ok"), "down": ("✖", "DOWN", "crit.text"),
+                "starting": ("◐", "START", "warn"), "unknown": ("?", "UNKN", "unknown")}
+SEVERITY = {"crit": ("✖", "CRIT", "crit"), "warn": ("▲", "WARN", "warn"),
+            "info": ("ℹ", "INFO", "info")}
 
 
 def secs(x: float | None) -> str:

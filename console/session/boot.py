@@ -63,6 +63,7 @@ class BootPlan:
     api_key: str | None
     """The slots' API key (``VLLM_API_KEY``); only ever sent in a header."""
     demo: bool = False
+    theme: str = defaults.THEME
 
     @property
     def request_timeout_s(self) -> float:
@@ -127,12 +128,16 @@ def _plan(config: Path | None, refresh_override: float | None) -> BootPlan:
     profiles_dir = Path(_str(value("profiles_dir")))
     name, slots = _today(profiles_dir, wanted)
     targets = tuple(_target(slot, s, host, port_map) for slot, s in slots.items())
+    theme = value("theme") or defaults.THEME
+    if theme not in defaults.THEMES:
+        raise _Unsure(f"theme {theme!r}")  # the validated path says what is wrong
     return BootPlan(
         profile_name=name, targets=targets, refresh_s=max(refresh, REFRESH_FLOOR_S),
         window_s=_num(value("window_s")), history_s=_num(value("history_s")),
         plot_refresh_s=_num(value("plot_refresh_s")),
         prometheus_url=_opt_str(value("prometheus_url")), pod_id=pod_id,
-        api_key=os.environ.get("VLLM_API_KEY") or None, demo=_bool(value("demo")))
+        api_key=os.environ.get("VLLM_API_KEY") or None, demo=_bool(value("demo")),
+        theme=theme)
 
 
 def _target(slot: str, s: dict[str, Any], host: str, port_map: dict[int, int]) -> SlotTarget:

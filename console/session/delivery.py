@@ -163,14 +163,14 @@ class AlertDelivery:
             except SharedAlertsError as exc:  # this session then posts on its own
                 if not self._share_failed:
                     self._note(f"shared alert book not usable ({exc}): this session posts "
-                               "its own alerts", "yellow")
+                               "its own alerts", "warn")
                 self._share_failed = True
                 synced = Synced(tuple(raised), tuple(cleared))
                 if url and (raised or cleared):  # no outbox either: at most once
                     self._spawn(self._send(url.get_secret_value(), raised, cleared),
                                 "webhook")
             if synced.warning:
-                self._note(synced.warning, "yellow")
+                self._note(synced.warning, "warn")
             adopted = [a for key, (who, at) in synced.acks.items()
                        if (a := self.host.alerts.adopt_ack(key, who, at)) is not None]
         if adopted:
@@ -201,7 +201,7 @@ class AlertDelivery:
         # said when it starts failing and when the reason changes, not at every retry
         err = errors[-1].split(": tried again")[0] if errors else None
         if err is not None and err != self._drain_error:
-            self._note(f"{errors[-1]} (kept in the outbox)", "red")
+            self._note(f"{errors[-1]} (kept in the outbox)", "crit.text")
         self._drain_error = err
 
     # -- Alertmanager (``alertmanager.py``) ----------------------------------------------
@@ -320,9 +320,9 @@ class AlertDelivery:
         """Said when Alertmanager starts failing, when the reason changes, and when it
         answers again: not at every poll."""
         if err is not None and err != self._am_error:
-            self._note(f"{err} (sent again at the next poll)", "red")
+            self._note(f"{err} (sent again at the next poll)", "crit.text")
         elif err is None and self._am_error is not None:
-            self._note("Alertmanager answers again", "green")
+            self._note("Alertmanager answers again", "ok")
         self._am_error = err
 
     async def audit_faults(self, faults: list[Alert]) -> None:
@@ -335,7 +335,7 @@ class AlertDelivery:
                 await self._run_blocking(audit.append, "gpu_fault", {
                     "alert": a.key, "title": a.title, "advice": a.detail}, "observed")
             except Exception as exc:  # a full disk: said, the alert still stands
-                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "bold red")
+                self._note(f"AUDIT RECORD LOST for {a.title}: {exc}", "crit")
 
     async def _send(self, url: str, raised: list[Alert], cleared: list[Alert]) -> bool:
         from console.model.alerts import notify
@@ -343,6 +343,6 @@ class AlertDelivery:
         err = await notify(url, raised, cleared, f"pod-console {self.host.view.profile_name}",
                            timeout_s=self.host.webhook_timeout_s)
         if err:
-            self._note(err, "red")
+            self._note(err, "crit.text")
             self._unposted.update(a.key for a in raised)  # another session may post them
         return err is None

@@ -47,7 +47,7 @@ class FleetPolling:
             try:
                 self.fleet = await asyncio.wait_for(self._collector.poll(), limit_s)
             except TimeoutError:
-                self._note(f"fleet: no answer within {limit_s:g} s", "yellow")
+                self._note(f"fleet: no answer within {limit_s:g} s", "warn")
         finally:
             self.busy = False
         self._on_change("fleet")

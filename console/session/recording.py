@@ -81,7 +81,7 @@ class SessionRecording:
             rec.poll(PollItem(host.state(), getattr(host.poller, "last_read", None), pod_read))
         except Exception as exc:  # the console goes on without its recording
             self._off = True
-            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "yellow")
+            self._note(f"recording off: {type(exc).__name__}: {exc}"[:200], "warn")
 
     def mark(self, marker: Marker) -> None:
         """What is not a poll (a clock step): into the file, when one is being written."""
@@ -128,12 +128,12 @@ class SessionRecording:
         failures = self.host.failures
         if why is None:
             failures.pop("recording", None)
-            self._note("recording resumed", "green")
+            self._note("recording resumed", "ok")
         else:
             failures["recording"] = Condition(
                 "recording", "warn", "recording paused",
                 f"{why}: polls are not recorded until it can write again")
-            self._note(f"recording paused: {why}", "yellow")
+            self._note(f"recording paused: {why}", "warn")
 
     def close(self) -> None:
         """The file closed and a web wall's turn given up (blocking: off the loop)."""

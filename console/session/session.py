@@ -397,7 +397,7 @@ class Session:
         except Exception as exc:  # whatever a source did: shown, never a silent stop
             reason = f"{type(exc).__name__}: {exc}"[:200]
             self.poll_failure = (self.now(), reason)
-            self._note(f"poll failed: {reason}", "bold red")
+            self._note(f"poll failed: {reason}", "crit")
         finally:
             self._polling = False
         self._on_change("poll")
@@ -522,7 +522,7 @@ class Session:
         shift = getattr(self.poller, "shift", None)  # (a test's fake source has none)
         if shift is not None:
             shift(by)
-        self._note(step.text(), "yellow")
+        self._note(step.text(), "warn")
         from console.session.record.tape import Marker
 
         self.recording.mark(Marker(now, "clock", step.text(), f"clock:{step.by_s:+.0f}"))
@@ -545,12 +545,12 @@ class Session:
         """Alert changes: the log, the audit (hardware faults) and the webhook."""
         for a in raised:
             self._note(f"ALERT {a.title}" + (f" — {d}" if (d := a.description()) else ""),
-                       "bold red" if a.severity == "crit" else "yellow")
+                       "crit" if a.severity == "crit" else "warn")
         for a in cleared:
             if a.ended is not None:  # nothing was repaired: it ended with its pod
-                self._note(f"{a.ended}: {a.title}", "yellow")
+                self._note(f"{a.ended}: {a.title}", "warn")
             else:
-                self._note(f"cleared: {a.title}", "green")
+                self._note(f"cleared: {a.title}", "ok")
         self.delivery.tell(raised, cleared)
 
     # -- what a screen shows ---------------------------------------------------------
@@ -739,7 +739,7 @@ class Session:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             self._note(f"{task.get_name()} failed: {type(exc).__name__}: {exc}"[:200],
-                       "bold red")
+                       "crit")
 
     async def settle(self) -> None:
         """Wait for the jobs started beside the poll (default spawner only)."""

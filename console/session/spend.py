@@ -191,4 +191,4 @@ class SessionSpend:
                 await self._run_blocking(book.save, now)
             except OSError as exc:  # a full disk costs the morning's figure, not the poll
                 book.postpone(now)  # tried again in a minute, said once a minute
-                self._note(f"today's spend could not be saved: {exc}", "yellow")
+                self._note(f"today's spend could not be saved: {exc}", "warn")

@@ -94,6 +94,8 @@ class ConsoleView:
     context: str | None = None
     """The config's context this console shows (None: a config without contexts)."""
     contexts: tuple[str, ...] = ()
+    theme: str = "default"
+    """The config's ``theme:`` (one of ``console.config.defaults.THEMES``)."""
 
     @property
     def title(self) -> str:
@@ -234,7 +236,8 @@ def view_of(ctx: ConsoleContext) -> ConsoleView:
                        refresh_s=ctx.settings.refresh_s,
                        plot_refresh_s=ctx.settings.plot_refresh_s, rotate_s=ctx.rotate_s,
                        context=ctx.settings.context,
-                       contexts=tuple(ctx.settings.context_names))
+                       contexts=tuple(ctx.settings.context_names),
+                       theme=ctx.settings.theme)
 
 
 def state_path(settings: Settings, name: str) -> Path:

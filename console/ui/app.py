@@ -45,6 +45,7 @@ from console.ui.replay_keys import ReplayKeys
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
 from console.ui.terminal import terminal_closed
+from console.ui.themes import Themed, chosen
 
 __all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "make_app",
            "state_path", "view_of"]
@@ -64,7 +65,7 @@ def _session_reads(name: str) -> Any:
 
 
 class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoColorEmphasis,
-                    App[Any]):
+                    Themed, App[Any]):
     """The timers, the screens and the dialogs. What keys and failures do is in its
     mixins, one module each: ``replay_keys`` (the live pause and a recording's keys),
     ``error_boundary``, ``navigation`` (the screens a key opens), ``palette_commands``."""
@@ -75,7 +76,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
     BINDINGS = [*REPLAY_BINDINGS, PAUSE_BINDING]
 
     def __init__(self, start: ConsoleContext | StagedStart | Replay, wall: bool = False,
-                 **kw: Any) -> None:
+                 theme: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.wall = wall
         self.replay: Replay | None = None
@@ -121,6 +122,11 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         """Failures the console survived: (time, where, reason)."""
         self._quit_code = 0
         self._signals_before: dict[int, Any] = {}
+        # the config's theme (mono under NO_COLOR); a recording's view says the recorder's,
+        # not the viewer's: a replay gets the one its command read from the viewer's config
+        self._config_theme = theme if theme is not None or isinstance(start, Replay) \
+            else self.view.theme
+        self.use_theme(chosen(self._config_theme).name)
 
     # -- what the operation flow and the tests read: the session's ------------------------
     ctx = _session_reads("ctx")
@@ -238,7 +244,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         running = [w for w in self.workers if w.group == "operation" and w.is_running]
         if running:
             self.note("quitting: cancelling the operation in flight and waiting for its "
-                      "cleanup", "bold yellow")
+                      "cleanup", "warn.strong")
             for w in running:
                 w.cancel()
             for w in running:
@@ -256,7 +262,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         except Exception as exc:  # a config/profile problem: shown, never a traceback
             collect_garbage_again()
             self.fatal = str(exc) or type(exc).__name__
-            self.note(f"cannot start: {self.fatal}", "bold red")
+            self.note(f"cannot start: {self.fatal}", "crit")
             from console.ui.screens.modals import FatalScreen
 
             self.push_screen(FatalScreen(self.fatal), lambda _: self.exit(
@@ -264,7 +270,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             return
         if await self.session.adopt(ctx):
             self.note("validated settings poll differently from the first frame's reading;"
-                      " using the validated ones", "yellow")
+                      " using the validated ones", "warn")
         self._became_ready()
         for screen in self.screen_stack:
             if isinstance(screen, ConsoleScreen) and screen.is_mounted:
@@ -278,6 +284,11 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.ctx.registry.attach_console(refresh=self.session.refresh_now,
                                          acknowledge=self._acknowledge)
         self.ready_after_s = time.monotonic() - self._mounted_at
+        if self.replay is None:  # the validated config's (a staged start read it quickly)
+            self._config_theme = self.view.theme
+        wanted = chosen(self._config_theme)
+        if wanted is not self.console_theme and not self.theme_picked:
+            self.use_theme(wanted.name)
         self._context_ready.set()
         self.session.started()
 
@@ -394,9 +405,9 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             reg = self.session.registry
             if operation_id in reg.specs:
                 out = await reg.invoke(operation_id, args)
-                self.note(f"{out.message} (a replay)", "yellow")
+                self.note(f"{out.message} (a replay)", "warn")
             return
-        self.note(f"{operation_id}: not while paused (p returns to live)", "yellow")
+        self.note(f"{operation_id}: not while paused (p returns to live)", "warn")
 
 
 
@@ -408,12 +419,13 @@ def collect_garbage_again() -> None:
         gc.enable()
 
 
-def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False
-             ) -> PodConsoleApp:
+def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False,
+             theme: str | None = None) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this. A
     :class:`~console.session.record.replay.Replay` opens it on a recording (read-only);
-    ``wall``: the wall's screen."""
+    ``wall``: the wall's screen; ``theme``: the config's (a replay's, read by its command),
+    else the context's."""
     from console.ui.widgets import partial_writes
 
     partial_writes.install()  # changed cells only reach the terminal (see the module)
-    return PodConsoleApp(start, wall=wall)
+    return PodConsoleApp(start, wall=wall, theme=theme)

@@ -44,7 +44,7 @@ class ErrorBoundary:
         now = time.monotonic()
         self.failures.append((now, where, reason))
         self.note(f"{where} failed: {reason} (the console goes on; {ERRORS_LOG_NAME})",
-                  "bold red")
+                  "crit")
         with contextlib.suppress(Exception):
             self.notify(f"{where} failed: {reason}", title="error", severity="error",
                         timeout=12, markup=False)

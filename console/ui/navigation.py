@@ -43,7 +43,7 @@ class Navigation:
 
         if len(self.view.contexts) < 1:
             self.note("the config names no contexts: this console's pod is the whole fleet "
-                      "(docs/configuration.md, \"Several pods\")", "yellow")
+                      "(docs/configuration.md, \"Several pods\")", "warn")
             return
         if not isinstance(self.screen, FleetScreen):
             self.push_screen(FleetScreen(self.console_state()))

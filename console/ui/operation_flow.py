@@ -87,19 +87,19 @@ async def run_operation(host: FlowHost, operation_id: str, args: dict[str, Any],
         return None
     if not reg.allowed(operation_id):
         out = await reg.invoke(operation_id, args)  # recorded as refused, nothing runs
-        host.note(out.message, "yellow")
+        host.note(out.message, "warn")
         return out
     if spec.dangerous and reg.in_flight is not None and not spec.beside:
         # before asking anything: one dangerous operation at a time (but ``w``, which
         # only changes the stop plan, works from a running operation's dialog)
         host.note(f"{spec.title}: not now — {reg.specs[reg.in_flight].title} is still "
-                  "running", "yellow")
+                  "running", "warn")
         return None
     op = operations.get(operation_id)
     # said before anything is asked: no "begin billing?" for a pod that already bills
     why = op.preflight(host.facts(), args) if op is not None and op.preflight else None
     if why is not None:
-        host.note(f"{spec.title}: not started — {why}", "yellow")
+        host.note(f"{spec.title}: not started — {why}", "warn")
         return None
     if op is not None and op.ask is not None:
         asked = await op.ask(host.facts(), args, host.dialogs)
@@ -109,7 +109,7 @@ async def run_operation(host: FlowHost, operation_id: str, args: dict[str, Any],
         args = asked
     if not spec.dangerous and not spec.shows_progress:  # quick, harmless: no dialog
         out = await reg.invoke(operation_id, args)
-        host.note(f"{spec.title}: {out.message}", "green" if out.ok else "yellow")
+        host.note(f"{spec.title}: {out.message}", "ok" if out.ok else "warn")
         host.show_state()
         return out
     if spec.dangerous:
@@ -162,8 +162,8 @@ async def _with_progress(host: FlowHost, reg: OperationRegistry, operation_id: s
         if not asked_to_cancel:
             raise  # the console is quitting: the registry has recorded it
         out = Outcome(False, f"{spec.title} cancelled; nothing kept", state="cancelled")
-    style = "green" if out.ok else ("yellow" if out.state in ("rolled_back", "cancelled")
-                                    else "bold red")
+    style = "ok" if out.ok else ("warn" if out.state in ("rolled_back", "cancelled")
+                                    else "crit")
     host.note(f"{spec.title}: {out.state or ('ok' if out.ok else 'failed')} — "
               f"{out.message}", style)
     # recorded even when the dialog is not drawn yet: it draws the end when it is

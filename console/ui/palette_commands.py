@@ -14,12 +14,32 @@ from typing import TYPE_CHECKING, Any
 from textual.app import SystemCommand
 from textual.screen import Screen
 
+from console.config.defaults import THEMES
+
 if TYPE_CHECKING:
     from console.ui.app import PodConsoleApp
 
 
+THEME_HELP = {"default": "the console's usual colours",
+              "high-contrast": "black ground, full-white text, no faint text",
+              "colour-blind": "no red/green: ok blue, warnings yellow, critical orange",
+              "mono": "no colour: state by glyph, word, bold and reverse video"}
+"""What the palette says of each theme (``console/ui/themes.py``)."""
+
+
 class PaletteCommands:
     """Methods of the app (``self`` is a :class:`PodConsoleApp`)."""
+
+    theme_picked = False
+    """A theme was picked in the palette: the config's no longer replaces it."""
+
+    def pick_theme(self: PodConsoleApp, name: str) -> None:
+        """The palette's "Theme: NAME": every screen in it from now on (this session;
+        ``theme:`` in the config keeps one)."""
+        self.theme_picked = True
+        self.use_theme(name)
+        self.note(f"theme {name} (for this session; `theme: {name}` in the config keeps it)",
+                  "dim")
 
     def action_command_palette(self: PodConsoleApp) -> None:
         """The palette that closes once and never fails for being closed
@@ -58,7 +78,15 @@ class PaletteCommands:
             # (memory grew with every one). Offered where it saves for the viewer only.
             if cmd.title == "Screenshot" and (self.wall or self.is_web):
                 continue
+            # Textual's theme picker offers its own themes, which know none of the
+            # console's state colours: the console's themes are offered below instead
+            if cmd.title == "Theme":
+                continue
             yield cmd
+        for name in THEMES:
+            if name != self.console_theme.name:
+                yield SystemCommand(f"Theme: {name}", THEME_HELP[name],
+                                    lambda n=name: self.pick_theme(n))
         if self.ctx is None:
             return  # operations appear once the console has loaded
         reg = self.ctx.registry
@@ -92,7 +120,7 @@ class PaletteCommands:
         if self._exit:
             return  # quitting: nothing new starts
         if self.wall or self.ctx.registry.read_only:
-            self.note(f"DEMO fault {title} refused: read-only mode", "yellow")
+            self.note(f"DEMO fault {title} refused: read-only mode", "warn")
             return
         audit = self.ctx.registry.audit
 
@@ -102,12 +130,12 @@ class PaletteCommands:
             try:
                 await asyncio.to_thread(audit.append, "demo_fault", {"fault": title}, "started")
             except AuditError as exc:
-                self.note(f"DEMO fault {title} not injected: {exc}", "red")
+                self.note(f"DEMO fault {title} not injected: {exc}", "crit.text")
                 return
             r = fn()
             if asyncio.iscoroutine(r):
                 await r
-            self.note(f"DEMO fault injected: {title}", "magenta")
+            self.note(f"DEMO fault injected: {title}", "busy")
             self.session.refresh_now()
         self.run_worker(run(), group="demo", exit_on_error=False)
 
@@ -132,10 +160,10 @@ class PaletteCommands:
             for f in report.findings:
                 if f.status in ("warn", "fail"):
                     self.note(f"doctor {f.status.upper()} {f.id}: {f.sentence} → "
-                              f"{f.next_step}", "red" if f.status == "fail" else "yellow")
+                              f"{f.next_step}", "crit.text" if f.status == "fail" else "warn")
             n = {s: sum(f.status == s for f in report.findings) for s in ("ok", "warn",
                                                                           "fail")}
-            style = "red" if n["fail"] else "yellow" if n["warn"] else "green"
+            style = "crit.text" if n["fail"] else "warn" if n["warn"] else "ok"
             self.note(f"doctor: {n['ok']} ok, {n['warn']} warning(s), {n['fail']} "
                       f"failure(s) (`pod-console doctor` for every check)", style)
         self.run_worker(run(), group="doctor", exclusive=True, exit_on_error=False)

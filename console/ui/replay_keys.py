@@ -47,7 +47,7 @@ class ReplayKeys:
             self._stop_replay_timer()
             self.note("live again")
         elif not self.live_tape.times():
-            self.note("nothing polled yet to pause on", "yellow")
+            self.note("nothing polled yet to pause on", "warn")
             return
         else:
             self.replay = Replay(self.live_tape, at=self.live_tape.times()[-1], live=True)

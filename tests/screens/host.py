@@ -21,6 +21,7 @@ from textual.widgets import Input
 import console.ui
 from console.ui.no_color import NoColorEmphasis
 from console.ui.screens.base import ConsoleScreen
+from console.ui.themes import Themed
 from tests.screens import states
 
 CSS = Path(console.ui.__file__).resolve().parent / "console.tcss"
@@ -31,13 +32,14 @@ Step = Callable[[Any], Awaitable[None] | None]
 given to a dialog after it was drawn)."""
 
 
-class ScreenHost(NoColorEmphasis, App):
+class ScreenHost(NoColorEmphasis, Themed, App):
     TITLE = "pod-console"  # the exported SVG's title: the console's own
     CSS_PATH = str(CSS)
     # and the console's own terminal filters (NO_COLOR's emphasis), as the app has them
 
-    def __init__(self, *screens: ScreenFactory, slot_log: list[str] | None = None) -> None:
-        super().__init__()
+    def __init__(self, *screens: ScreenFactory, slot_log: list[str] | None = None,
+                 theme: str | None = None) -> None:
+        super().__init__(theme=theme)  # the console's themes, as the app has them
         self._factories = screens
         self.pushed: list[Screen] = []
         self.asked: list[tuple[Any, ...]] = []

@@ -154,7 +154,8 @@ async def test_a_failing_watchdog_is_said_on_the_header(width: int) -> None:
     header, line, _ = await _drawn(st, width)
     want = "watchdog failing since 10:30" if width >= 120 else "watchdog FAILING"
     assert want in line, line
-    assert "bold red" in _style_at(header.render(), want.split()[0] + " " + want.split()[1])
+    assert "crit" in _style_at(header.render(),
+                             want.split()[0] + " " + want.split()[1]).split()
     assert any(a.key == "watchdog-failing" and a.severity == "crit" for a in st.alerts)
 
 
@@ -166,19 +167,19 @@ async def test_the_gateway_in_cooldown_is_there_and_not_green_at_every_width(wid
     assert "COOLDOWN" in line or "cooldown: tiny-b" in line, line
     word = "COOLDOWN" if "COOLDOWN" in line else "cooldown"
     style = _style_at(header.render(), word)
-    assert "green" not in style and "yellow" in style, style
+    assert "ok" not in style.split() and "warn.strong" in style.split(), style
 
 
 async def test_an_error_rate_over_the_limit_is_not_green() -> None:
     st = replace(states.state(), gateway=states.failing_gateway_reading())
     header, line, _ = await _drawn(st, 200)
     assert "err 30.8%" in line, line
-    assert "green" not in _style_at(header.render(), "err 30.8%")
+    assert "ok" not in _style_at(header.render(), "err 30.8%").split()
     # under the limit (5 % of calls): green, as the alerts say nothing
     ok = replace(st, gateway=replace(st.gateway, total={**st.gateway.total,
                                                          "error_rate": 0.01}))
     header, line, _ = await _drawn(ok, 200)
-    assert "green" in _style_at(header.render(), "err 1.0%"), line
+    assert "ok" in _style_at(header.render(), "err 1.0%").split(), line
 
 
 async def test_a_firing_gateway_alert_colours_the_field() -> None:
@@ -192,7 +193,7 @@ async def test_a_firing_gateway_alert_colours_the_field() -> None:
                                            states.NOW - 60)))
     header, line, _ = await _drawn(st, 200)
     assert "gw ok" in line, line
-    assert "yellow" in _style_at(header.render(), "gw ok")
+    assert "warn.strong" in _style_at(header.render(), "gw ok").split()
 
 
 # -- the key bar -------------------------------------------------------------------------

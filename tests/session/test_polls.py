@@ -44,7 +44,7 @@ async def test_a_failing_poll_is_said_and_the_next_one_runs(tmp_path: Path) -> N
     assert await w.session.poll() is False
     assert w.session.poll_failure == (T0, "RuntimeError: exposition parser exploded")
     assert "POLL FAILED" in (w.session.state().stale or "")
-    assert ("poll failed: RuntimeError: exposition parser exploded", "bold red") in w.notes
+    assert ("poll failed: RuntimeError: exposition parser exploded", "crit") in w.notes
     w.slots.poll = real  # type: ignore[method-assign]
     w.clock.advance(2)
     assert await w.session.poll() is True

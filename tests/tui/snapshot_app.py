@@ -59,7 +59,7 @@ class StaticPod:
 
 
 def build(tmp: Path, wall: bool = False, down_slot: bool = False,
-          thresholds: dict | None = None):
+          thresholds: dict | None = None, theme: str = "default"):
     profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
     figs = compute(parse((CAP / "metrics-specdecode-after-basic-load.txt").read_text()),
                    parse((CAP / "metrics-specdecode-idle.txt").read_text()), 60.0)["tiny-main"]
@@ -94,7 +94,7 @@ def build(tmp: Path, wall: bool = False, down_slot: bool = False,
     # a fixed clock never lets a pending alert fire: fire at once, as the screenshots show
     settings = Settings(profiles_dir=PROFILES, state_dir=tmp, refresh_s=5,
                         alerts=AlertTiming(down_for_s=0, for_s=0, hold_s=0),
-                        thresholds=thresholds or {})
+                        thresholds=thresholds or {}, theme=theme)
     registry = build_registry(AuditLog(tmp / "audit.jsonl"), wall, wall=wall,
                               agent=AgentClient(None), refresh=lambda: None)
     ctx = ConsoleContext(settings=settings, profile_name="rtx6000-2x", profile=profile,

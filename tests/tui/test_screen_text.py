@@ -303,8 +303,8 @@ async def test_main_table_colours_follow_a_per_slot_threshold(tmp_path: Path) ->
 
             by_key = {k: c for (k, _, _), c in zip(COLUMNS, cells, strict=True)}
             styles[slot] = str(by_key["ttft_p95_s"].style)
-        assert "yellow" not in styles["FLASH"], styles
-        assert "yellow" in styles["Q27"], styles
+        assert "warn" not in styles["FLASH"], styles
+        assert "warn" in styles["Q27"], styles
 
 
 async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:

@@ -137,14 +137,14 @@ def test_table_colours_follow_the_configured_thresholds() -> None:
     loose = _cells(snap, SlotThresholds(ttft_p95_s=f.ttft_p95_s * 2, kv_p99=0.9))
     tight = _cells(snap, SlotThresholds(ttft_p95_s=f.ttft_p95_s / 2, kv_p99=0.4,
                                         acceptance_baseline=1.0))
-    assert "yellow" not in str(loose["ttft_p95_s"].style)
-    assert "yellow" in str(tight["ttft_p95_s"].style)
-    assert "yellow" not in str(loose["kv_p99"].style)
-    assert "yellow" in str(tight["kv_p99"].style)
+    assert "warn" not in str(loose["ttft_p95_s"].style)
+    assert "warn" in str(tight["ttft_p95_s"].style)
+    assert "warn" not in str(loose["kv_p99"].style)
+    assert "warn" in str(tight["kv_p99"].style)
     # acceptance far below a configured baseline (it has no literal limit at all)
     assert f.acceptance_rate < 1.0 * catalog.ACCEPTANCE_DROP
-    assert "yellow" in str(tight["acceptance_rate"].style)
-    assert "yellow" not in str(loose["acceptance_rate"].style)
+    assert "warn" in str(tight["acceptance_rate"].style)
+    assert "warn" not in str(loose["acceptance_rate"].style)
 
 
 def test_columns_are_chosen_by_priority_and_always_fit_whole() -> None:

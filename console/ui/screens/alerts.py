@@ -98,7 +98,7 @@ class AlertHistoryScreen(ConsoleScreen):
                 line.stylize("reverse")
             lines.append(line)
         self.query_one("#aactive", Static).update(
-            Text("\n").join(lines) if lines else Text("✓ none", "green"))
+            Text("\n").join(lines) if lines else Text("✓ none", "ok"))
         events = [history_line(e) for e in reversed(state.alert_history)] or [
             Text("nothing yet", "dim")]
         self.query_one("#aevents", Static).update(Text("\n").join(events))

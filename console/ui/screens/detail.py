@@ -100,7 +100,7 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
         t.add_row(*(Text(printable(x)) for pair in cells[i:i + per_row] for x in pair))
     if s.stale_since is not None:
         t.add_row("STALE", Text(printable(f"since {fmt.clock(s.stale_since)} — {s.error}"),
-                                style="bold red"), *[""] * (2 * per_row - 2))
+                                style="crit"), *[""] * (2 * per_row - 2))
     return t
 
 

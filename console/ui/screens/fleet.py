@@ -20,7 +20,7 @@ from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 
-HEALTH_STYLE = {"up": "green", "down": "bold red", "starting": "yellow"}
+HEALTH_STYLE = {"up": "ok", "down": "crit", "starting": "warn"}
 
 
 GPU_NOISE = ("NVIDIA ", "GeForce ", " Blackwell", " Server Edition", " Workstation Edition",
@@ -51,12 +51,12 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
     for r in rows:
         crit = sum(1 for s, _ in r.alerts if s == "crit")
         warn = len(r.alerts) - crit
-        a = Text(f"{crit} crit" if crit else "", style="bold red")
+        a = Text(f"{crit} crit" if crit else "", style="crit")
         if warn:
-            a.append((" " if crit else "") + f"{warn} warn", style="yellow")
+            a.append((" " if crit else "") + f"{warn} warn", style="warn")
         ctx.append(Text(("● " if r.context == fleet.current else "  ") + r.context))
         state.append(Text(r.status or ("ERROR" if r.error else "?"),
-                          style="green" if r.status == "RUNNING" else "yellow"))
+                          style="ok" if r.status == "RUNNING" else "warn"))
         hourly.append(Text(fmt.money(r.cost_per_hr)))
         today.append(Text(fmt.money(r.spend_today)))
         alerts.append(a if a.plain else Text("none", "dim"))

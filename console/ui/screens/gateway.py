@@ -24,8 +24,8 @@ from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 from console.ui.widgets.lines import safe_text
 
-STATUS_STYLE = {"healthy": "green", "partial": "yellow", "cooldown": "bold white on red",
-                "failing": "bold red", "outage-past": "dim yellow", "unknown": "dim"}
+STATUS_STYLE = {"healthy": "ok", "partial": "warn", "cooldown": "fault",
+                "failing": "crit", "outage-past": "warn.faint", "unknown": "dim"}
 COLUMNS = sorted(((f, f.column) for f in catalog.GATEWAY if f.column),
                  key=lambda fc: fc[1].order)
 
@@ -88,8 +88,8 @@ def groups_table(gw: GatewaySnapshot, state: ConsoleState, width: int = 1000) ->
             where = Text(reaches(d.api_base), "dim")
             if slot is not None:
                 where = Text.assemble((slot.slot, "bold"), " ",
-                                      (slot.health, "green" if slot.health == "up"
-                                       else "bold red"))
+                                      (slot.health, "ok" if slot.health == "up"
+                                       else "crit"))
             t.add_row(Text("  " + printable(d.model_id)), Text(STATUS_TEXT[d.status],
                                                     STATUS_STYLE[d.status]),
                       *[Text(f.show(d.figure(f.key))) for f, _ in columns], where)
@@ -150,14 +150,14 @@ class GatewayScreen(ConsoleScreen):
             groups.update("")
             users.update("")
             return
-        head = Text.assemble((gw.headline(), "bold" if gw.live else "bold red"),
+        head = Text.assemble((gw.headline(), "bold" if gw.live else "crit"),
                              ("  " + redact_url(gw.url), "dim"))
         window = (f"window {fmt.duration(gw.window_s)}" if gw.window_s
                   else "lifetime (one scrape so far)")
         head.append(f"  ·  {window} · via {gw.via}", "dim")
         for note in (gw.metrics_error, gw.workers_note):
             if note:
-                head.append("\n" + note, "yellow")
+                head.append("\n" + note, "warn")
         line.update(safe_text(head))
         # inside the panel's border and padding: the columns that fit, whole
         inner = (groups.size.width or self.app.size.width) - 4

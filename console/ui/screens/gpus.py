@@ -42,7 +42,7 @@ def _gib(b: int | None) -> str:
     return fmt.DASH if b is None else f"{b / 2**30:.1f}"
 
 
-MARK_STYLE = {"HOT": "bold yellow"}
+MARK_STYLE = {"HOT": "warn.strong"}
 """A mark's style (a hardware fault: white on red)."""
 
 
@@ -50,8 +50,8 @@ def state_cell(mark: str | None) -> Text:
     """A GPU's state: ``ok``, or what is wrong with it (a fault outlives its readings:
     a GPU off the bus may still report the numbers of a healthy one)."""
     if mark is None:
-        return Text("ok", "green")
-    return Text(mark, MARK_STYLE.get(mark, "bold white on red"))
+        return Text("ok", "ok")
+    return Text(mark, MARK_STYLE.get(mark, "fault"))
 
 
 def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None) -> Table:
@@ -72,7 +72,7 @@ def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None) -> Tabl
 
 
 def _row(g: Gpu) -> list[Text]:
-    hot = "bold red" if g.hot else ""
+    hot = "crit" if g.hot else ""
     remap = ("FAILED" if g.remap_failed else "pending" if g.remap_pending or g.retired_pending
              else "ok" if g.remap_pending is False else fmt.DASH)
     return [
@@ -90,8 +90,8 @@ def _row(g: Gpu) -> list[Text]:
              + (f" {g.clock_reason}" if g.hot and g.clock_reason else ""), hot),
         Text(", ".join(g.throttled) or "no", hot),
         Text(f"{fmt.num(g.ecc_sbe_volatile)}/{fmt.num(g.ecc_dbe_volatile)}",
-             "bold white on red" if g.ecc_dbe_volatile else ""),
-        Text(remap, "bold red" if remap in ("FAILED", "pending") else ""),
+             "fault" if g.ecc_dbe_volatile else ""),
+        Text(remap, "crit" if remap in ("FAILED", "pending") else ""),
         Text(fmt.DASH if g.nvlink_links is None else f"{g.nvlink_up}/{g.nvlink_links}"),
     ]
 
@@ -123,7 +123,7 @@ def activity_table(report: GpuReport) -> Table:
     return t
 
 
-CELL_STYLE = {"X": "dim", "SYS": "yellow", "?": "dim"}
+CELL_STYLE = {"X": "dim", "SYS": "warn", "?": "dim"}
 
 
 def topology_text(report: GpuReport, p2p_disabled: bool | None) -> Text:
@@ -140,10 +140,10 @@ def topology_text(report: GpuReport, p2p_disabled: bool | None) -> Text:
         for name, row in zip(top.gpus, top.matrix, strict=False):
             line = Text(f"{name:<6}", "dim")
             for cell in row:
-                line.append(f"{cell:<6}", "green" if cell.startswith("NV")
+                line.append(f"{cell:<6}", "ok" if cell.startswith("NV")
                             else CELL_STYLE.get(cell, ""))
             lines.append(line)
-    style = {"ok": "green", "warn": "bold yellow", "info": ""}
+    style = {"ok": "ok", "warn": "warn.strong", "info": ""}
     for sev, sentence in p2p_story(top, report.p2p_probe, p2p_disabled):
         lines.append(Text(sentence, style.get(sev, "")))
     return Text("\n").join(lines)
@@ -153,11 +153,11 @@ def process_lines(report: GpuReport, now: float) -> Text:
     lines = []
     for g in report.gpus:
         for p in g.processes:
-            owner = Text(p.slot or "no slot", "bold" if p.slot else "bold yellow")
+            owner = Text(p.slot or "no slot", "bold" if p.slot else "warn.strong")
             lines.append(Text.assemble(f"GPU {g.index}  pid {p.pid:<8} ", owner,
                                        f"  {_gib(p.used_bytes)} GiB"))
     for x in reversed(report.xids):
-        style = "bold red" if x.severity == "critical" else "yellow"
+        style = "crit" if x.severity == "critical" else "warn"
         lines.append(Text.assemble((f"{fmt.clock(x.t)} GPU {x.gpu} Xid {x.xid} ", style),
                                    x.meaning, (f" — {x.advice}", "dim")))
     return Text("\n").join(lines) if lines else Text("no GPU programs reported", "dim")

@@ -12,6 +12,7 @@ from console.model import fmt
 from console.model.printable import printable
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
+from console.ui.themes import role_of
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 
@@ -19,7 +20,7 @@ from console.ui.widgets.keybar import KeyBar
 def log_text(t: float, text: str, style: str) -> Text:
     line = Text(f"{fmt.clock(t)} ", style="dim")
     # appended as plain text: a server's words are never markup, nor control characters
-    line.append(printable(text), style)
+    line.append(printable(text), role_of(style))
     return line
 
 

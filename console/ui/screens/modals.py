@@ -143,7 +143,7 @@ class ProgressScreen(ModalScreen[None]):
         self.done = True
         self.ended = self.clock()
         self.outcome = (ok, message)
-        self._add(Text(printable(message), style="bold green" if ok else "bold red"))
+        self._add(Text(printable(message), style="ok.strong" if ok else "crit"))
         self._draw()
         self._fit()
 
@@ -194,7 +194,7 @@ class ProgressScreen(ModalScreen[None]):
                 ok, message = self.outcome
                 bar.update(total=100, progress=100 if ok else (self.fraction or 0) * 100)
                 label.update(Text(printable(("✓ " if ok else "✖ FAILED: ") + message),
-                                  style="bold green" if ok else "bold red"))
+                                  style="ok.strong" if ok else "crit"))
             else:
                 if self.fraction is None:
                     bar.update(total=None)
@@ -248,7 +248,7 @@ class ProgressScreen(ModalScreen[None]):
             return
         self.cancelling = True
         self._add(Text("cancelling: the requests in flight are dropped; nothing is kept",
-                       style="yellow"))
+                       style="warn"))
         self.on_cancel()
         self._draw_elapsed()
 
@@ -287,7 +287,7 @@ class HelpScreen(ModalScreen[None]):
             t.append(desc, style)
             if dangerous:
                 t.append("  (asks first)" if available else "  (disabled: read-only)",
-                         "yellow" if available else "dim")
+                         "warn" if available else "dim")
             t.append("\n")
         if self.legend:
             t.append("\nColumns (pod-console catalog prints their PromQL)\n\n", "bold")
@@ -320,7 +320,7 @@ class FatalScreen(ModalScreen[None]):
         self.problem = problem
 
     def compose(self) -> ComposeResult:
-        t = Text("pod-console cannot start\n\n", style="bold red")
+        t = Text("pod-console cannot start\n\n", style="crit")
         # a file's words: its lines kept, no control character in them
         t.append("\n".join(printable(line) for line in self.problem.split("\n")))
         t.append("\n\nFix the file and start again. q quits.", "dim")
@@ -361,7 +361,7 @@ class WatchdogScreen(ModalScreen[dict | None]):
             yield Label(Text(f"Watchdog: {state}; next stop "
                              f"{fmt.stop_time(self.next_stop, self.now)}", style="bold"))
             if self.extension:
-                yield Label(Text(printable(self.extension), style="cyan"))  # remote text
+                yield Label(Text(printable(self.extension), style="info"))  # remote text
             if self.who:
                 yield Label(Text(printable(self.who, 400), style="bold"), id="who")
             yield Label(Text("Keep the pod running:", style="dim"))
@@ -519,11 +519,11 @@ class RebalanceScreen(ModalScreen[dict[str, float] | None]):
             "if applied: " + (plan_words(current, typed) if not probs else "–"), style="bold"))
         verdict = self.query_one("#verdict", Label)
         if probs:
-            verdict.update(Text("✖ " + "; ".join(probs), style="bold red"))
+            verdict.update(Text("✖ " + "; ".join(probs), style="crit"))
         elif self.unchanged():
-            verdict.update(Text("nothing to apply", style="yellow"))
+            verdict.update(Text("nothing to apply", style="warn"))
         else:
-            verdict.update(Text("✓ valid split", style="green"))
+            verdict.update(Text("✓ valid split", style="ok"))
         self.query_one("#apply", Button).disabled = bool(probs) or self.unchanged()
 
     def unchanged(self) -> bool:

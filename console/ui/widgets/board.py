@@ -143,11 +143,11 @@ class SlotCard(Card):
             health = "starting"
         glyph, word, style = fmt.HEALTH_GLYPH.get(health, fmt.HEALTH_GLYPH["unknown"])
         if health == "up" and stalled:  # 200 on /health, requests running, no token
-            glyph, word, style = "■", "STALLED", "bold red"
+            glyph, word, style = "■", "STALLED", "crit"
         title = Text.assemble((self.slot, "bold"), "  ", (f"{glyph} {word}", style),
                               no_wrap=True, overflow="ellipsis")
         if s is not None and s.stale_since is not None:
-            title.append(f"  since {fmt.clock(s.stale_since)}", "bold red")
+            title.append(f"  since {fmt.clock(s.stale_since)}", "crit")
         set_label(self.query_one(".title", Label), title)
         for key in BOARD_FIGURES:
             # a slot that is not up shows no live-looking numbers
@@ -167,8 +167,8 @@ class PodCard(Card):
     def show(self, pod: PodSnapshot | None, now: float) -> None:
         p = pod or PodSnapshot()
         status = p.status or "?"
-        style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
-                 "ERROR": "bold red"}.get(status, "white")
+        style = {"RUNNING": "ok.strong", "EXITED": "warn", "TERMINATED": "crit.text",
+                 "ERROR": "crit"}.get(status, "neutral")
         set_label(self.query_one(".title", Label), Text.assemble(
             ("pod ", "dim"), (p.pod_id or fmt.DASH, "bold"), "  ", (status, style)))
         cost = "-" if p.cost_per_hr is None else f"${p.cost_per_hr:.2f}"

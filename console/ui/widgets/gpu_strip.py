@@ -1,6 +1,7 @@
 """One line under the header: every GPU's utilisation, memory, temperature and power, as
 mini bars that fit 80 columns (fewer details per GPU as the GPUs get more), with what is
-wrong in red (thermal throttling, ECC, a recent Xid). Only renders what it is handed."""
+wrong in the theme's alarm style (thermal throttling, ECC, a recent Xid). Only renders
+what it is handed."""
 
 from __future__ import annotations
 
@@ -29,15 +30,15 @@ def _pct(v: float | None) -> str:
 
 def _cell(g: Gpu, level: int, xid: int | None) -> Text:
     util = None if g.util_pct is None else g.util_pct / 100
-    temp_style = ("bold red" if g.hot else "yellow" if g.temp_c is not None
+    temp_style = ("crit" if g.hot else "warn" if g.temp_c is not None
                   and g.temp_slowdown_c is not None and g.temp_c >= g.temp_slowdown_c - 5
                   else "")
     t = Text()
     t.append(f"{g.index}" if level else f"GPU{g.index} ", "bold")
-    t.append(bar(util), "cyan")
+    t.append(bar(util), "gauge.util")
     if level < 2:
         t.append(f"{_pct(g.util_pct)}% " if level == 0 else f"{_pct(g.util_pct)} ")
-    t.append(bar(g.mem_frac), "magenta")
+    t.append(bar(g.mem_frac), "gauge.mem")
     if level < 2:
         mem = None if g.mem_frac is None else g.mem_frac * 100
         t.append(f"{_pct(mem)}% " if level == 0 else f"{_pct(mem)} ")
@@ -47,11 +48,11 @@ def _cell(g: Gpu, level: int, xid: int | None) -> Text:
     elif level == 1:
         t.append(f" {_pct(g.power_w)}W", "dim")
     if g.hot:
-        t.append(" HOT" if level < 2 else "!", "bold red")
+        t.append(" HOT" if level < 2 else "!", "crit")
     if g.ecc_dbe_volatile:
-        t.append(" ECC" if level < 2 else "E", "bold white on red")
+        t.append(" ECC" if level < 2 else "E", "fault")
     if xid is not None:
-        t.append(f" Xid{xid}" if level < 2 else "X", "bold white on red")
+        t.append(f" Xid{xid}" if level < 2 else "X", "fault")
     return t
 
 

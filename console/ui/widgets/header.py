@@ -90,7 +90,7 @@ class PodHeader(LinesView):
 
     gateway: GatewaySnapshot | None = None
     """The gateway's last reading: its state, requests/s and error rate in the header."""
-    gateway_colour: str = "green"
+    gateway_colour: str = "ok"
     """The gateway field's colour: its worst state (``gateway.level``)."""
     idle_source: str = "slots"
     active_window_s: float = 3600.0
@@ -117,8 +117,8 @@ class PodHeader(LinesView):
             worst = gateway_level(state.gateway, state.gateway_limits,
                                   ((a.key, a.severity) for a in state.alerts
                                    if a.state == "firing"))
-            self.gateway_colour = {"ok": "green", "warn": "bold yellow"}.get(worst,
-                                                                             "bold red")
+            self.gateway_colour = {"ok": "ok", "warn": "warn.strong"}.get(worst,
+                                                                             "crit")
         self.show(state.pod, state.now, state.stale, state.operation, state.ages.get("pod"),
                   state.stop)
 
@@ -176,26 +176,26 @@ class PodHeader(LinesView):
         beside the pod's state here (``show`` says it at the line's end instead)."""
         out: list[Field] = []
         if self.demo:
-            out.append(Field(Rank.STATE, Text(" DEMO ", "bold black on yellow")))
+            out.append(Field(Rank.STATE, Text(" DEMO ", "badge.demo")))
         if self.replay is not None:
             out.extend(replay_segments(self.replay))
         elif self.read_only:
-            out.append(Field(Rank.STATE, Text(" READ-ONLY ", "bold white on blue"),
-                             Text(" RO ", "bold white on blue")))
+            out.append(Field(Rank.STATE, Text(" READ-ONLY ", "badge.readonly"),
+                             Text(" RO ", "badge.readonly")))
         p = pod or PodSnapshot()
         if self.context:
             out.append(Field(Rank.CONTEXT, Text.assemble(
                 (self.context, "bold"), (f" · {self.profile_name}", "")
                 if self.profile_name else ""), Text(self.context, "bold"), Rank.PROFILE))
         status = p.status or "?"
-        style = {"RUNNING": "bold green", "EXITED": "yellow", "TERMINATED": "red",
-                 "ERROR": "bold red"}.get(status, "white")
+        style = {"RUNNING": "ok.strong", "EXITED": "warn", "TERMINATED": "crit.text",
+                 "ERROR": "crit"}.get(status, "neutral")
         run = self.run if self.run is not None and self.run.pod_id == p.pod_id else None
         state = Text.assemble((status, style), *(((f" {age_text(age)}", "dim"),)
                                                  if age is not None else ()))
         if run is not None and run.state in ("provisioning", "booting") and p.status:
             # its phase is each slot's, on the slots table
-            state.append(f" {run.state}", "bold cyan")
+            state.append(f" {run.state}", "accent")
         out.append(Field(Rank.STATE, Text.assemble(
             ("pod ", "dim"), (f"{p.pod_id or fmt.DASH} ", "bold"), state), state,
             Rank.POD_ID))
@@ -205,14 +205,14 @@ class PodHeader(LinesView):
             clock = fmt.clock(run.at)[:5] if run.at is not None else ""
             words = run.stop_text(clock)
             who = f" {run.who()}" if run.who() else ""
-            out.append(Field(Rank.STOP, Text(words + who, "bold cyan"),
-                             Text(words, "bold cyan"), Rank.OPERATION))
+            out.append(Field(Rank.STOP, Text(words + who, "accent"),
+                             Text(words, "accent"), Rank.OPERATION))
         elif plan is not None and plan.extension_until and stop is None \
                 and p.watchdog_armed is not False and not plan.grace_until:
             # an extension moved the stop: its end is what is coming, not a countdown
             # with a reason that no longer holds
             soon = stop_near(p, now)
-            colour = "bold yellow" if soon else "bold cyan"
+            colour = "warn.strong" if soon else "accent"
             until = fmt.wall_time(plan.extension_until)
             out.append(Field(Rank.STOP, Text.assemble(("extended → ", "dim"), (
                 f"{until} {plan.extension_by or ''}".rstrip(), colour)), Text.assemble(
@@ -224,24 +224,24 @@ class PodHeader(LinesView):
                              Rank.GATEWAY))
         if plan is not None and plan.failing_since and stop is None and not ended:
             out.append(Field(Rank.STOP, Text(
-                f"watchdog failing since {fmt.wall_time(plan.failing_since)}", "bold red"),
-                Text("watchdog FAILING", "bold red"), Rank.OPERATION))
+                f"watchdog failing since {fmt.wall_time(plan.failing_since)}", "crit"),
+                Text("watchdog FAILING", "crit"), Rank.OPERATION))
         if stale:
-            out.append(Field(Rank.STOP, Text(stale, "bold red"),
-                             Text(stale.split(" since ")[0], "bold red"), Rank.OPERATION))
+            out.append(Field(Rank.STOP, Text(stale, "crit"),
+                             Text(stale.split(" since ")[0], "crit"), Rank.OPERATION))
         counted = alert_count(self.alerts)
         if counted is not None:
             out.append(Field(Rank.ALERTS, *counted, Rank.OPERATION))
         if operation:
-            out.append(Field(Rank.OPERATION, Text(f"▶ {operation} running", "bold magenta"),
-                             Text(f"▶ {operation}", "bold magenta")))
+            out.append(Field(Rank.OPERATION, Text(f"▶ {operation} running", "busy.strong"),
+                             Text(f"▶ {operation}", "busy.strong")))
         out.append(Field(Rank.COST, Text(f"{fmt.money(p.cost_per_hr)}/h", "bold")))
         gw = self.gateway
         if gw is not None:
             colour = self.gateway_colour
-            out.append(Field(Rank.GATEWAY if colour == "green" else Rank.ALERTS,
+            out.append(Field(Rank.GATEWAY if colour == "ok" else Rank.ALERTS,
                              Text(gw.brief(), colour), Text(gw.short(), colour),
-                             None if colour == "green" else Rank.GATEWAY))
+                             None if colour == "ok" else Rank.GATEWAY))
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None and not ended:
             idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
@@ -252,9 +252,9 @@ class PodHeader(LinesView):
                 else 0.25 * plan.idle_after_s
             out.append(Field(Rank.IDLE, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
-                "yellow" if idle >= plan.idle_after_s - warn else ""), *(
+                "warn" if idle >= plan.idle_after_s - warn else ""), *(
                 ((f" · {len(who)} user{'s' if len(who) > 1 else ''} "
-                  f"{fmt.duration(self.active_window_s, False)}", "cyan"),) if who else ()))))
+                  f"{fmt.duration(self.active_window_s, False)}", "info"),) if who else ()))))
         # dimes: the spend changes ~every 90 s, not every poll
         spent, proj = p.spend_today(now), p.projected_today(now)
         out.append(Field(Rank.TODAY, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(
@@ -269,7 +269,7 @@ class PodHeader(LinesView):
             out.append(Field(Rank.GPU, Text(f"{p.gpu_count}× {name}"),
                              Text(f"{p.gpu_count}× {short}")))
         p2p = (Text(fmt.DASH) if p.p2p_disabled is None else
-               Text("OFF", "bold yellow") if p.p2p_disabled else Text("on", "green"))
+               Text("OFF", "warn.strong") if p.p2p_disabled else Text("on", "ok"))
         out.append(Field(Rank.P2P, Text.assemble(("P2P ", "dim"), p2p)))
         out.append(Field(Rank.CUDA, Text.assemble(("CUDA ", "dim"), p.host_cuda or fmt.DASH)))
         out.append(Field(Rank.UP, Text.assemble(("up ", "dim"),
@@ -288,11 +288,11 @@ minute, a pod that stopped answering, takes a few more from the rest of the line
 def replay_segments(mark: ReplayMark) -> list[Field]:
     """``REPLAY 03:10:05 paused`` (always shown), then the day, then (the live pause)
     how far behind live it is and how to return."""
-    out = [Field(Rank.STATE, Text(f" {mark.badge} ", "bold white on magenta")),
-           Field(Rank.STATE, Text.assemble((mark.clock, "bold"), " ", (mark.play, "magenta")))]
+    out = [Field(Rank.STATE, Text(f" {mark.badge} ", "badge.replay")),
+           Field(Rank.STATE, Text.assemble((mark.clock, "bold"), " ", (mark.play, "busy")))]
     if mark.behind_s is not None:
         out.append(Field(Rank.ALERTS, Text.assemble(
-            (f"{fmt.duration(mark.behind_s)} behind live", "yellow"), (" · p: live", "dim")),
+            (f"{fmt.duration(mark.behind_s)} behind live", "warn"), (" · p: live", "dim")),
             Text("p: live", "dim")))
     out.append(Field(Rank.GPU, Text(mark.day, "dim")))
     return out
@@ -311,7 +311,7 @@ def alert_count(alerts: tuple[Alert, ...]) -> tuple[Text, Text] | None:
     if not crit and not warn:
         return None
     full, short = Text(), Text()
-    for n, word, style in ((crit, "CRIT", "bold red"), (warn, "WARN", "bold yellow")):
+    for n, word, style in ((crit, "CRIT", "crit"), (warn, "WARN", "warn.strong")):
         if n:
             if full:
                 full.append(" · ", "dim")
@@ -364,7 +364,7 @@ def short_stop(p: PodSnapshot, now: float, stop: PlannedStop | None) -> Text | N
             or (p.stop_plan is not None and p.stop_plan.grace_until):
         return None
     return Text.assemble(("stop ", "dim"), (fmt.duration(left, False),
-                                            "bold yellow" if stop_near(p, now) else ""))
+                                            "warn.strong" if stop_near(p, now) else ""))
 
 
 def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Text:
@@ -373,21 +373,21 @@ def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Te
     next tick), "stop overdue" (more than ``OVERDUE_S`` pod seconds late), "stopped at
     18:00 (idle)" (``stop``: a planned stop, being made or made)."""
     if stop is not None:
-        return Text(stop.text(fmt.clock(stop.at)[:5]), "bold cyan")
+        return Text(stop.text(fmt.clock(stop.at)[:5]), "accent")
     plan = p.stop_plan
     if p.watchdog_armed is False:
-        return Text("watchdog DISARMED", "bold yellow")
+        return Text("watchdog DISARMED", "warn.strong")
     left = p.stop_in_s(now)
     if plan is not None and plan.grace_until:
         return Text.assemble(("stop held ", "dim"), (
-            f"{fmt.duration(left, False)}: requests running", "yellow"))
+            f"{fmt.duration(left, False)}: requests running", "warn"))
     if left is not None and left < -OVERDUE_S:
-        return Text.assemble(("stop ", "dim"), ("overdue", "yellow"))
+        return Text.assemble(("stop ", "dim"), ("overdue", "warn"))
     if left is not None and left <= 0:
-        return Text.assemble(("stop ", "dim"), ("due now", "yellow"))
+        return Text.assemble(("stop ", "dim"), ("due now", "warn"))
     why = f" ({plan.next_reason})" if plan is not None and plan.next_reason else ""
     if plan is not None and plan.clock_speed != 1.0:
         why += f" pod clock ×{plan.clock_speed:g}"
     soon = stop_near(p, now)
     return Text.assemble(("stop in ", "dim"), (f"{fmt.duration(left, False)}{why}",
-                                               "bold yellow" if soon else ""))
+                                               "warn.strong" if soon else ""))

@@ -10,11 +10,12 @@ from rich.text import Text
 
 from console.model import fmt
 from console.model.alerts import Alert, AlertEvent, grouped
+from console.ui.themes import role_of
 from console.ui.widgets.lines import LinesView, safe_text
 
-KIND_STYLE = {"firing": ("FIRED", "bold yellow"), "resolved": ("✓ RESOLVED", "green"),
-              "acknowledged": ("◉ ACK", "cyan"), "failed": ("✖ FAILED", "bold red"),
-              "ended": ("■ ENDED", "yellow")}
+KIND_STYLE = {"firing": ("FIRED", "warn.strong"), "resolved": ("✓ RESOLVED", "ok"),
+              "acknowledged": ("◉ ACK", "info"), "failed": ("✖ FAILED", "crit"),
+              "ended": ("■ ENDED", "warn")}
 """A fired event also says its severity (``✖ CRIT FIRED``), in the severity's style."""
 KIND_WIDTH = 13
 ADVICE_INDENT = 7
@@ -34,9 +35,9 @@ def active_line(a: Alert, now: float, advice: bool = True) -> Text:
         t.append(a.title, "dim" if a.acked_by else "bold")
     t.append(f"  since {fmt.clock(a.since)} ({fmt.elapsed(a.age(now))})", "dim")
     if a.acked_by:
-        t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "cyan")
+        t.append(f"  ack {a.acked_by} {fmt.clock(a.acked_at)}", "info")
     if a.resolving(now):
-        t.append("  condition gone, clearing", "green")
+        t.append("  condition gone, clearing", "ok")
     if a.detail and advice:
         t.append(f"  {a.detail}", "dim")
     return safe_text(t)  # titles and details quote servers, agents and the alert book
@@ -163,7 +164,7 @@ class AlertsPanel(LinesView):
     def _layout(self) -> None:
         alerts, now = self._alerts, self._now
         if not alerts:
-            lines = [Text("✓ no alerts firing", style="green")]
+            lines = [Text("✓ no alerts firing", style="ok")]
             title = "alerts (0)"
         else:
             width = (self.content_size.width if self.is_mounted and self.content_size.width
@@ -211,7 +212,7 @@ class ActionLog(LinesView):
         """A new line; ``replace``: in place of the last one (only its changed cells are
         repainted)."""
         line = Text(f"{fmt.clock(t)} ", style="dim", no_wrap=True, overflow="ellipsis")
-        line.append(text, style)
+        line.append(text, role_of(style))
         if replace and self.lines:
             self.lines.pop()
         self.lines.append(line)

@@ -8,12 +8,12 @@ textual-plotext cost ~60 ms of start-up that the first frame should not wait for
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from plotext._dict import themes as PLOTEXT_THEMES  # where textual-plotext registers them
 from rich.ansi import AnsiDecoder
 from rich.text import Text
 from textual.geometry import Region, Size
@@ -21,6 +21,8 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
+from console.ui.themes import no_color as env_no_color
+from console.ui.themes import plotext_colour, theme_of
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
 PLOT_EVERY_S = 60.0
@@ -131,7 +133,7 @@ class FreshPlot(PlotextPlot):
     _draw: Callable[[Any, int], None] | None = None
     _lines: list[Text] | None = None
     """The figure as last built, line by line (None: build it at the next render)."""
-    _built_for: tuple[Size, str] | None = None
+    _built_for: tuple[Size, str, bool] | None = None
     _strips: dict[int, tuple[Text, Strip]] | None = None
     """Line → (the line, its strip): converted once per line drawn."""
     _spans: dict[int, tuple[int, int]] | None = None
@@ -162,8 +164,11 @@ class FreshPlot(PlotextPlot):
                 self.refresh(Region(x1, y, x2 - x1, 1))
         self._spans = spans
 
-    def _build_key(self) -> tuple[Size, str]:
-        return self.size, self.app.theme
+    def _build_key(self) -> tuple[Size, str, bool]:
+        # and whether textual-plotext has made the theme's plot colours yet: it makes them
+        # when the app announces a new theme, which can come after a frame drawn in it
+        name = getattr(self, "_get_plotext_theme_name", lambda t: t)(self.app.theme)
+        return self.size, self.app.theme, name in PLOTEXT_THEMES
 
     def _build(self) -> list[Text]:
         plt = self.plt
@@ -445,22 +450,30 @@ class SeriesPlot(FreshPlot):
                 and self._built_for == self._build_key():
             return
         self._drawn_figure = drawn
-        no_color = bool(os.environ.get("NO_COLOR"))
         title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
         def draw(plt: Any, rows: int) -> None:
+            # the theme when drawn, not when asked: a theme switch draws it again
+            theme = theme_of(self.app)
+            no_color = not theme.colour or env_no_color()
+            series = theme.series
             plt.title(title)
             if layout is None:
                 sentence(plt, "waiting for data")
                 return
             for i, (slot, pts) in enumerate(layout.series):
                 marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
-                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker)
+                # no colour: the terminal's own text colour (plotext's "default")
+                colour = ({"color": "default"} if no_color else
+                          {"color": plotext_colour(series[i % len(series)])} if series else {})
+                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker,
+                         **colour)
             plt.xlim(-layout.span_s, 0)
             for limit in layout.limits:  # the threshold: yellow cells, then an alert
-                plt.hline(limit, "red" if not no_color else None)
+                plt.hline(limit, plotext_colour(theme.limit) if not no_color else None)
             if layout.cursor is not None:  # where the replay is: the tables' moment
-                plt.vline(layout.cursor - layout.end, "gray" if not no_color else None)
+                plt.vline(layout.cursor - layout.end,
+                          plotext_colour(theme.cursor) if not no_color else None)
             xs = time_ticks(self.size.width, layout.span_s)
             fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
             plt.xticks(xs, [time.strftime(fmt_, time.localtime(layout.end + x))

@@ -11,12 +11,12 @@ is printed, and a poll that moves one percent costs the few cells it changes
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 
+from console.ui.themes import no_color, theme_of
 from console.ui.widgets.lines import LinesView
 
 TITLE = "acceptance by draft position (%)"
@@ -51,7 +51,8 @@ def bar(pct: int, cells: int) -> str:
     return ("█" * full + (EIGHTHS[part] if part else "")).ljust(cells)
 
 
-def bar_lines(data: Percents, width: int, rows: int, no_color: bool = False) -> list[Text]:
+def bar_lines(data: Percents, width: int, rows: int, no_color: bool = False,
+              colours: tuple[str, ...] = SLOT_COLORS) -> list[Text]:
     """The widget's lines for a ``width`` × ``rows`` cell: the title, then a row per slot
     and position (the slot named on its first), the bar's track running to 100 %. Rows
     that do not fit give way to one line saying how many were left out."""
@@ -67,7 +68,7 @@ def bar_lines(data: Percents, width: int, rows: int, no_color: bool = False) -> 
     cells = max(1, width - name_w - 1 - (pos_w + 2) - 5)
     body: list[Text] = []
     for i, (slot, vals) in enumerate(data):
-        colour = None if no_color else SLOT_COLORS[i % len(SLOT_COLORS)]
+        colour = None if no_color else colours[i % len(colours)]
         for pos, pct in enumerate(vals):
             line = Text(no_wrap=True)
             name = slot[:name_w] if pos == 0 else ""
@@ -103,7 +104,7 @@ class PositionBars(LinesView):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._data: Percents = ()
-        self._drawn: tuple[Percents, int, int, bool] | None = None
+        self._drawn: tuple[Percents, int, int, bool, tuple[str, ...]] | None = None
         """What the lines were built from: a poll that changes none of it builds nothing."""
 
     def show(self, per_slot: Mapping[str, Sequence[float | None]], now: float = 0.0,
@@ -117,7 +118,9 @@ class PositionBars(LinesView):
         width, rows = self.size.width, self.size.height
         if not width or not rows:
             return  # not laid out yet: drawn at its first size (on_resize)
-        key = (self._data, width, rows, bool(os.environ.get("NO_COLOR")))
+        theme = theme_of(self.app)  # its series colours, the plots' beside it
+        key = (self._data, width, rows, not theme.colour or no_color(),
+               theme.series or SLOT_COLORS)
         if key == self._drawn:
             return
         self._drawn = key

@@ -39,14 +39,14 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
             _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
             return Text(phase, style=style)
     if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
-        return Text("■ STALLED", style="bold red")
+        return Text("■ STALLED", style="crit")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
     if gpu_mark is not None and gpu_mark != "HOT" and h != "down":
-        return Text(f"✖ {gpu_mark}", style="bold white on red")
+        return Text(f"✖ {gpu_mark}", style="fault")
     if h == "up" and s.probe_ok is False:
-        return Text("▲ PROBE✗", style="bold yellow")
+        return Text("▲ PROBE✗", style="warn.strong")
     if h == "up" and gpu_mark == "HOT":
-        return Text("▲ UP HOT", style="bold yellow")
+        return Text("▲ UP HOT", style="warn.strong")
     return Text(f"{glyph} {word}", style=style)
 
 
@@ -75,7 +75,7 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
         th = fig.threshold
         warn = th is not None and th.breached(value(fig.key), thresholds)
         cells.append(Text(catalog.cell_text(fig, value),
-                          style="bold yellow" if warn else dim))
+                          style="warn.strong" if warn else dim))
     return cells
 
 
@@ -359,10 +359,10 @@ class SlotsTable(Widget, can_focus=True):
         and how to clear it (the header's right end is cut first on a narrow terminal)."""
         total = len(self._last_rows)
         if not self.slots:
-            return Text.assemble(("no slot matches ", "bold yellow"), (f"/{self.filter}",
-                                                                       "bold cyan"),
+            return Text.assemble(("no slot matches ", "warn.strong"), (f"/{self.filter}",
+                                                                       "accent"),
                                  (f" (of {total}) · esc clears", "dim"))
-        return Text.assemble(("filter ", "dim"), (f"/{self.filter}", "bold cyan"),
+        return Text.assemble(("filter ", "dim"), (f"/{self.filter}", "accent"),
                              (f": {len(self.slots)} of {total} slots · esc clears", "dim"))
 
     def render_line(self, y: int) -> Strip:
