@@ -21,6 +21,7 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
+from console.ui.themes import DEFAULT as DEFAULT_THEME
 from console.ui.themes import no_color as env_no_color
 from console.ui.themes import plotext_colour, theme_of
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
@@ -454,7 +455,8 @@ class SeriesPlot(FreshPlot):
 
         def draw(plt: Any, rows: int) -> None:
             # the theme when drawn, not when asked: a theme switch draws it again
-            theme = theme_of(self.app)
+            # (a plot drawn before it is mounted, as a test draws one: the default's)
+            theme = theme_of(self.app) if self.is_attached else DEFAULT_THEME
             no_color = not theme.colour or env_no_color()
             series = theme.series
             plt.title(title)
