@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Digits, Label, Static
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.pod_stop import OVERDUE_S
 from console.model.snapshot import PodSnapshot, SlotSnapshot
 from console.ui.widgets.lines import safe_text
@@ -138,9 +138,7 @@ class SlotCard(Card):
 
     def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None,
              stalled: bool = False) -> None:
-        health = s.health if s is not None else "unknown"
-        if health != "up" and agent_state in ("starting", "backoff"):
-            health = "starting"
+        health = startup.shown_health(s.health if s is not None else "unknown", agent_state)
         glyph, word, style = fmt.HEALTH_GLYPH.get(health, fmt.HEALTH_GLYPH["unknown"])
         if health == "up" and stalled:  # 200 on /health, requests running, no token
             glyph, word, style = "■", "STALLED", "bold red"

@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
@@ -31,13 +31,12 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
     ``ECC``, ``REMAP``) that fault, whatever the slot answers (a GPU off the bus may go
     on serving from what it had), and ``HOT`` on an overheating one; ``stalled``: 200 on
     /health with requests running and no token (``console.model.stall``)."""
-    h = s.health
-    if h != "up" and agent_state in ("starting", "backoff"):
-        h = "starting"
-        if phase:  # the start-up phase the agent read from the log, and its time so far
-            # (in the starting colour, without the glyph: ``GRAPH 42s`` fills the cell)
-            _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
-            return Text(phase, style=style)
+    h = startup.shown_health(s.health, agent_state)
+    if h == "starting" and phase:
+        # the start-up phase the agent read from the log, and its time so far (in the
+        # starting colour, without the glyph: ``GRAPH 42s`` fills the cell)
+        _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
+        return Text(phase, style=style)
     if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
         return Text("■ STALLED", style="bold red")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
