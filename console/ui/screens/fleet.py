@@ -67,7 +67,7 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
         ttft.append(Text(fmt.secs(r.ttft_p95_s)))
         kv.append(Text(fmt.pct(r.kv_p99)))
         stop.append(Text(fmt.DASH if r.stop_in_s is None else
-                         fmt.duration(r.stop_in_s, False)))
+                         fmt.elapsed(r.stop_in_s)))
         gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
         month.append(Text(fmt.money(r.spend_month)))
         pod.append(Text(r.pod_id or fmt.DASH))

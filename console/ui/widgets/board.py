@@ -188,7 +188,10 @@ class PodCard(Card):
 def stop_digits(left_s: float) -> tuple[str, str]:
     """The time to the stop as big digits and the words beside them, never ambiguous:
     ``29`` "min until the stop" (not ``0:29``, which reads as 29 seconds or as half past
-    midnight), ``6:05`` "h:min until the stop"."""
+    midnight), ``6:05`` "h:min until the stop"; the last minute in seconds (``0`` "min"
+    read as no time left, or as none)."""
+    if left_s < 60:
+        return f"{max(0, int(left_s))}", "s until the stop"
     h, m = divmod(int(left_s) // 60, 60)
     if h == 0:
         return f"{m}", "min until the stop"
