@@ -9,6 +9,7 @@ import datetime as dt
 import time
 from dataclasses import replace
 
+import pytest
 from rich.text import Text
 from textual.widgets import Label, Static
 
@@ -218,3 +219,27 @@ async def test_a_dead_slot_says_down_on_its_row_its_card_and_its_alert() -> None
             card = next(c for c in wall.top.query(SlotCard) if c.slot == "Q27")
             title = str(card.query_one(".title").render())
             assert ("DOWN" if st is dead else "START") in title, title
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+async def test_the_gpu_table_is_a_line_a_gpu_with_why_it_is_hot_whole(size) -> None:
+    """Issue 47: the GPU table wrapped the GPU's name onto 5 rows (``RTX / PRO / 6000 /
+    Bla… / Ser…``) while the throttle reasons that explain HOT were cut to ``sw_…``. Now a
+    line per GPU, the columns that do not fit left out whole (the name among the first),
+    the state, heat and throttle reasons never."""
+    from tests.support.snapshot_text import svg_rows
+
+    st = states.state(pod_=states.pod(gpus=states.faulty_gpus()))
+    app = ScreenHost(lambda: GpuScreen(st))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        rows = svg_rows(app.export_screenshot())
+    top = next(i for i, r in enumerate(rows) if "─ GPUs ─" in r)
+    end = next(i for i in range(top + 1, len(rows)) if rows[i].lstrip().startswith("╰"))
+    body = [r.strip("│ ") for r in rows[top + 1:end]]
+    assert len(body) == 1 + len(st.pod.gpus.gpus), body  # the header and a line a GPU
+    hot = next(r for r in body if r.startswith("1 "))
+    assert "ECC" in hot and "91°C" in hot and "thermal (sw), thermal (hw)" in hot, body
+    assert "XID 79" in body[1] and "…" not in "".join(body), body
+    if size[0] >= 160:  # the short name where there is room
+        assert "RTX PRO 6000" in hot and "Blackwell" not in hot, body
