@@ -94,8 +94,12 @@ def detail_rows(agent_slot: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if not agent_slot:
         return []
     rows = []
-    if starting(agent_slot):
+    if agent_slot.get("state") == "starting":
         rows.append(("start-up now", phases_text(agent_slot.get("phases")) or "starting"))
+    elif agent_slot.get("state") == "backoff" and phases_text(agent_slot.get("phases")):
+        # the engine died and waits for its restart: how far the attempt got, not a
+        # start-up under way
+        rows.append(("attempt that died", phases_text(agent_slot.get("phases"))))
     last = phases_text(agent_slot.get("last_phases"))
     if last:
         rows.append(("last start-up", last))
