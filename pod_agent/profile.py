@@ -12,9 +12,10 @@ file failed structural validation: the user sees every problem at once.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 from collections import defaultdict
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
@@ -416,7 +417,10 @@ def parse_profile(raw: dict[str, Any]) -> tuple[Profile | None, list[Problem]]:
 def _message(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
-        return "unknown key"
+        loc = tuple(err.get("loc", ()))
+        near = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1,
+                                         cutoff=0.75) if loc else []
+        return f"unknown key (did you mean {near[0]}?)" if near else "unknown key"
     if kind == "missing":
         return "required field is missing"
     msg = str(err.get("msg", "invalid"))
@@ -426,6 +430,33 @@ def _message(err: ErrorDetails) -> str:
     if kind.endswith("_type") or kind.endswith("_parsing"):
         msg = f"{msg} (got {type(got).__name__} {_short(got)})"
     return msg
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` (within a profile) accepts: where a misspelt key
+    is looked up for a near one (``priorty`` → ``priority``)."""
+
+    def bare(t: Any) -> Any:  # Optional[X], Annotated[X, ...] → X (the model if any)
+        while get_origin(t) not in (None, dict, list) and get_args(t):
+            args = get_args(t)
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            t = models[0] if models else args[0]
+        return t
+
+    t: Any = Profile
+    for part in loc:
+        t = bare(t)
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            field = t.model_fields.get(str(part))
+            if field is None:
+                return []
+            t = field.annotation
+        elif get_origin(t) in (dict, list) and get_args(t):
+            t = get_args(t)[-1]  # the key or index is this part: its value's type
+        else:
+            return []
+    t = bare(t)
+    return list(t.model_fields) if isinstance(t, type) and issubclass(t, BaseModel) else []
 
 
 def _short(v: Any) -> str:

@@ -197,6 +197,48 @@ class _Builder:
         raise SourceError(f"unsupported YAML node {type(node).__name__}")
 
 
+_OPENERS = {"while scanning a quoted scalar": "a quote",
+            "while parsing a flow sequence": "a '['",
+            "while parsing a flow mapping": "a '{'"}
+"""Errors PyYAML finds where it gives up, after the line at fault: what was opened there."""
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str) -> tuple[str, int]:
+    """The message and the line a person would fix. PyYAML marks where it gave up,
+    which for two common slips is a line or more after the mistake: an unclosed quote
+    or bracket (marked where the next key starts, or at the file's end) is the line of
+    its opening (the context mark); a key without its colon (``gpu_util 0.4``) is read
+    as text going on into the next line, so the ``:`` there is the one "not allowed"
+    (or, before a last key, the next line's end is where ``:`` was expected): the line
+    at fault is the one before, when it has no colon of its own."""
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else 0
+    problem = exc.problem or exc.context or "syntax error"
+    opened = _OPENERS.get(exc.context or "")
+    if opened and exc.context_mark is not None and exc.problem_mark is not None \
+            and exc.context_mark.line < exc.problem_mark.line:
+        return (f"YAML syntax error: {opened} opened on this line is not closed "
+                f"({problem} at line {line})", exc.context_mark.line + 1)
+    lines = text.splitlines()
+    if exc.context == "while scanning a simple key" and exc.context_mark is not None \
+            and exc.context_mark.line < len(lines):
+        at = exc.context_mark.line  # a key's text ran on to the next line: no colon
+        return (f"YAML syntax error: {lines[at].strip()[:40]!r} is not followed by ':' "
+                "(a key needs one)", at + 1)
+    if problem == "mapping values are not allowed here" and exc.problem_mark is not None:
+        at = exc.problem_mark.line
+        before = at - 1
+        while before >= 0 and (not lines[before].strip()
+                               or lines[before].lstrip().startswith("#")):
+            before -= 1
+        if before >= 0 and ":" not in lines[before] and not \
+                lines[before].lstrip().startswith(("-", "[", "{")):
+            return (f"YAML syntax error: {lines[before].strip()[:40]!r} is not followed by "
+                    "':' (a key needs one; without it the next line was read as its text)",
+                    before + 1)
+    return f"YAML syntax error: {problem}", line
+
+
 def load_text(text: str) -> SourceDoc:
     """Parse ``text`` into a :class:`SourceDoc`; raise :class:`SourceError` on any problem."""
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
@@ -213,10 +255,8 @@ def load_text(text: str) -> SourceDoc:
         except yaml.YAMLError:
             nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 0
-        problem = exc.problem or exc.context or "syntax error"
-        raise SourceError(f"YAML syntax error: {problem}", line) from None
+        message, line = _syntax_error(exc, text)
+        raise SourceError(message, line) from None
     except yaml.YAMLError as exc:
         raise SourceError(f"YAML error: {exc}") from None
     except RecursionError:

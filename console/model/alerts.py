@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.conditions import SEVERITY_ORDER, Condition, Severity
 from console.model.gpu_faults import FaultBook, is_hardware
 from console.model.gpu_state import conditions as gpu_conditions
@@ -390,7 +390,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             th = settings.thresholds_for(s.slot)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
                            if pod is not None else None)
-            if s.health != "up" and (s.health == "starting" or agent_state == "starting"):
+            if startup.shown_health(s.health, agent_state) == "starting":
                 # the agent is bringing it up: expected, not an outage
                 out.append(Condition(f"starting:{s.slot}", "info", f"{s.slot} starting",
                                      f"agent: {agent_state or 'starting'}"))

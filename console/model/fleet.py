@@ -92,7 +92,7 @@ class FleetSnapshot:
                 r.pod_id or fmt.DASH, r.status or ("ERROR" if r.error else "?"), gpus,
                 fmt.money(r.cost_per_hr), fmt.money(r.spend_today), fmt.money(r.spend_month),
                 fmt.DASH if r.stop_in_s is None else
-                fmt.duration(r.stop_in_s, False) + (f" ({r.stop_reason})" if r.stop_reason
+                fmt.elapsed(r.stop_in_s) + (f" ({r.stop_reason})" if r.stop_reason
                                                    else ""),
                 f"{r.slots_up}/{r.slots}",
                 fmt.DASH if r.worst_health is None else

@@ -193,7 +193,7 @@ def who_text(gw: GatewaySnapshot | None, now: float, within_s: float) -> str | N
     active = gw.active_users(now, within_s)
     if not active:
         return f"gateway: no requests in the last {span}"
-    parts = [f"{u.name} ({fmt.duration(max(0.0, now - (u.last_seen or now)), False)} ago, "
+    parts = [f"{u.name} ({fmt.elapsed(now - (u.last_seen or now))} ago, "
              f"{fmt.num(u.requests)} today)" for u in active[:6]]
     more = f" +{len(active) - 6} more" if len(active) > 6 else ""
     return f"used in the last {span}: " + ", ".join(parts) + more

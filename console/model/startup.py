@@ -45,10 +45,21 @@ def starting(agent_slot: Mapping[str, Any] | None) -> bool:
                                                                           "backoff")
 
 
+def shown_health(health: str, agent_state: str | None) -> str:
+    """The one word a slot's row, its wall card and its alert agree on: ``starting``
+    while the agent brings an engine up that does not answer yet (an INFO, not an
+    outage); otherwise what /health said. An engine that died and waits for its restart
+    (the agent's ``backoff``) is down: its CRIT says so, and so does its row."""
+    if health != "up" and (health == "starting" or agent_state == "starting"):
+        return "starting"
+    return health
+
+
 def phase_cell(agent_slot: Mapping[str, Any] | None, since_read: float = 0.0) -> str | None:
     """The phase now and its seconds so far (``LOAD 42s``), while the slot starts;
-    ``since_read``: how long ago the agent said it (its seconds count on from then)."""
-    if not starting(agent_slot):
+    ``since_read``: how long ago the agent said it (its seconds count on from then).
+    None in ``backoff``: the phases are those of the start that died, not one under way."""
+    if not isinstance(agent_slot, Mapping) or agent_slot.get("state") != "starting":
         return None
     assert agent_slot is not None
     got = _phases(agent_slot.get("phases"))
@@ -83,8 +94,12 @@ def detail_rows(agent_slot: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if not agent_slot:
         return []
     rows = []
-    if starting(agent_slot):
+    if agent_slot.get("state") == "starting":
         rows.append(("start-up now", phases_text(agent_slot.get("phases")) or "starting"))
+    elif agent_slot.get("state") == "backoff" and phases_text(agent_slot.get("phases")):
+        # the engine died and waits for its restart: how far the attempt got, not a
+        # start-up under way
+        rows.append(("attempt that died", phases_text(agent_slot.get("phases"))))
     last = phases_text(agent_slot.get("last_phases"))
     if last:
         rows.append(("last start-up", last))

@@ -80,6 +80,9 @@ class OperationFacts:
     targets: Sequence[SlotTarget]
     agent_configured: bool
     planner: Planner | None = None
+    who: str | None = None
+    """Who used the gateway lately (``model.gateway.who_text``), None without a gateway:
+    what a stop's confirmation names beside the slots."""
 
     def pod_label(self) -> str:
         pod_id = (self.pod.pod_id if self.pod else None) or self.settings.pod.machine_id or "?"

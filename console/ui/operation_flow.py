@@ -244,14 +244,18 @@ class AppFlowHost:
         return self.app.ctx.registry
 
     def facts(self) -> OperationFacts:
+        from console.model.gateway import who_text
+
         ctx = self.app.ctx
         assert ctx is not None
+        state = self.app.console_state()
         return OperationFacts(now=self.app.now(), pod=self.app.pod,
                               snapshot=self.app.snapshot, settings=ctx.settings,
                               profile_name=ctx.profile_name, profile=ctx.profile,
                               targets=ctx.poller.targets,
                               agent_configured=ctx.agent is not None and ctx.agent.configured,
-                              planner=ctx.planner)
+                              planner=ctx.planner,
+                              who=who_text(state.gateway, state.now, state.active_window_s))
 
     def now(self) -> float:
         return self.app.now()

@@ -9,6 +9,7 @@ import datetime as dt
 import time
 from dataclasses import replace
 
+import pytest
 from rich.text import Text
 from textual.widgets import Label, Static
 
@@ -182,3 +183,63 @@ def test_a_stop_being_made_is_stopping_not_overdue() -> None:
     st = states.state(pod_=pod, down=tuple(states.profile().slots))
     text = _header(st)
     assert "stopping (idle)" in text and "overdue" not in text and "STALE" not in text
+
+
+def _restarting(state: str) -> object:
+    """Q27 refused on /health while the agent reports ``state`` for it, with the phases
+    of its last attempt (it died capturing CUDA graphs)."""
+    agent = {n: {"gpu_util": s.gpu_util, "state": "ready"}
+             for n, s in states.profile().slots.items()}
+    agent["Q27"] = {"gpu_util": 0.19, "state": state,
+                    "phases": [["loading weights", 40.0], ["capturing CUDA graphs", 1.0]],
+                    "detail": "restart in 5 s (attempt 1)" if state == "backoff" else ""}
+    return states.state(down=("Q27",), pod_=states.pod(agent_slots=agent))
+
+
+async def test_a_dead_slot_says_down_on_its_row_its_card_and_its_alert() -> None:
+    """Issue 47: a slot whose engine died and waits for its restart (the agent's
+    ``backoff``) read ``GRAPH 1s`` on its row, a start-up phase of the attempt that died,
+    while its alert said "Q27 down: connection refused". One state, one word: DOWN."""
+    from console.ui.screens.wall import WallScreen
+    from console.ui.widgets.board import SlotCard
+
+    dead, starting = _restarting("backoff"), _restarting("starting")
+    assert any(a.key == "down:Q27" for a in dead.alerts)
+    assert not any(a.key == "down:Q27" for a in starting.alerts)
+    for st, word in ((dead, "✖ DOWN"), (starting, "GRAPH 1s")):
+        app = ScreenHost(lambda st=st: MainScreen(st, states.log_lines()))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            table = app.top.query_one(SlotsTable)
+            assert table.get_row("Q27")[table.columns.index("health")] == word
+        wall = ScreenHost(lambda st=st: WallScreen(replace(st, view=replace(
+            st.view, read_only=True)), rotate_s=60))
+        async with wall.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            card = next(c for c in wall.top.query(SlotCard) if c.slot == "Q27")
+            title = str(card.query_one(".title").render())
+            assert ("DOWN" if st is dead else "START") in title, title
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)])
+async def test_the_gpu_table_is_a_line_a_gpu_with_why_it_is_hot_whole(size) -> None:
+    """Issue 47: the GPU table wrapped the GPU's name onto 5 rows (``RTX / PRO / 6000 /
+    Bla… / Ser…``) while the throttle reasons that explain HOT were cut to ``sw_…``. Now a
+    line per GPU, the columns that do not fit left out whole (the name among the first),
+    the state, heat and throttle reasons never."""
+    from tests.support.snapshot_text import svg_rows
+
+    st = states.state(pod_=states.pod(gpus=states.faulty_gpus()))
+    app = ScreenHost(lambda: GpuScreen(st))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        rows = svg_rows(app.export_screenshot())
+    top = next(i for i, r in enumerate(rows) if "─ GPUs ─" in r)
+    end = next(i for i in range(top + 1, len(rows)) if rows[i].lstrip().startswith("╰"))
+    body = [r.strip("│ ") for r in rows[top + 1:end]]
+    assert len(body) == 1 + len(st.pod.gpus.gpus), body  # the header and a line a GPU
+    hot = next(r for r in body if r.startswith("1 "))
+    assert "ECC" in hot and "91°C" in hot and "thermal (sw), thermal (hw)" in hot, body
+    assert "XID 79" in body[1] and "…" not in "".join(body), body
+    if size[0] >= 160:  # the short name where there is room
+        assert "RTX PRO 6000" in hot and "Blackwell" not in hot, body

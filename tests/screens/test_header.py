@@ -10,6 +10,7 @@ only keys that can work now, and ``w`` whenever the stop is near."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -131,6 +132,31 @@ async def test_an_operation_never_displaces_the_stop_countdown(width: int) -> No
     assert "stop in 4m (idle)" in line or "stop 4m" in line, line
     if width >= 120:
         assert "▶ Benchmark running" in line and "stop in 4m (idle)" in line, line
+
+
+@pytest.mark.parametrize("width", (60, 80, 160))
+async def test_the_last_minute_before_a_stop_is_counted_in_seconds(width: int) -> None:
+    """Issue 47 (words): "stop in 0m" for the last 59 s read as no time left, or as no
+    stop; the wall's big digits said "0 min". Seconds, there and in the header."""
+    from console.ui.screens.wall import WallScreen
+    from console.ui.widgets.board import Metric
+
+    plan = states.stop_plan(next_reason="idle", in_s=42.4, warning=True, warn_before_s=600.0,
+                            idle_s=1758.0)
+    st = states.state(pod_=states.pod(stop_plan=plan), operation="Benchmark")
+    _, line, bar = await _drawn(st, width)
+    assert "stop in 42 s (idle)" in line or "stop 42 s" in line, line
+    assert not re.search(r"\b0m\b", line) and "w " in bar, (line, bar)
+    if width == 160:
+        from textual.widgets import Digits, Label
+
+        app = ScreenHost(lambda: WallScreen(replace(st, view=replace(st.view, read_only=True)),
+                                            rotate_s=0))
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(pilot)
+            stop = app.top.query_one(".m-stop", Metric)
+            assert stop.query_one(Digits).value == "42"
+            assert "s until the stop" in str(stop.query_one(Label).content)
 
 
 @pytest.mark.parametrize("width", (120, 160))

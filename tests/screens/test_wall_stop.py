@@ -14,6 +14,8 @@ from tests.screens.host import ScreenHost, settle
 def test_minutes_and_hours_say_which() -> None:
     assert stop_digits(29 * 60 + 5) == ("29", "min until the stop")
     assert stop_digits(6 * 3600 + 5 * 60) == ("6:05", "h:min until the stop")
+    # the last minute (issue 47): seconds, not "0 min"
+    assert stop_digits(45.5) == ("45", "s until the stop")
 
 
 async def test_the_wall_says_29_min_until_the_stop() -> None:

@@ -3,6 +3,8 @@ cleanly (issue 30, #14)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual.widgets import Button
 
 from console.ui.operation_flow import args_text
@@ -59,3 +61,42 @@ async def test_r_makes_the_extensions_end_replace_the_next_stop() -> None:
             await pilot.pause()
             assert len(chosen) == 1 and chosen[0]["cmd"] == "extend", chosen
             assert chosen[0].get("replaces_next_stop") is want, (keys, chosen)
+
+
+async def test_the_stop_now_question_names_the_slots_the_users_and_the_billing() -> None:
+    """Issue 47: ``w s`` asked "Watchdog: stop-now on pod …?" and nothing of what stops
+    with it. Now: the slots and the requests they serve, who used the gateway lately,
+    what billing stops and what it does not (the volume)."""
+    from textual.widgets import Static
+
+    from console.model.gateway import who_text
+    from console.operations.operation import OperationFacts
+    from console.operations.ops.watchdog import question
+    from console.ui.screens.modals import ConfirmScreen
+
+    st = states.gateway_state()
+    busy = st.snapshot.slots[0]
+    assert busy.figures is not None  # 3 requests running on FLASH
+    busy = replace(busy, figures=replace(busy.figures, values={**busy.figures.values,
+                                                               "running": 3.0}))
+    st = replace(st, snapshot=replace(st.snapshot, slots=(busy, *st.snapshot.slots[1:])))
+    who = who_text(st.gateway, st.now, st.active_window_s)
+    assert who and "alice" in who
+    facts = OperationFacts(states.NOW, st.pod, st.snapshot, states.settings(),
+                           st.view.profile_name, states.profile(), st.view.targets, True,
+                           who=who)
+    text = question(facts, {"cmd": "stop-now"})
+    app = ScreenHost(lambda: MainScreen(st), lambda: ConfirmScreen("Watchdog", text))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        shown = " ".join(" ".join(str(w.render()) for w in app.top.query(Static)).split())
+    assert "2 slots (FLASH, Q27) stop serving" in shown, shown
+    assert "3 requests running on them now" in shown and "alice (0 s ago" in shown, shown
+    gb = states.profile().volume_gb
+    assert "Billing of $4.18/h stops" in shown and f"{gb} GB volume" in shown, shown
+    # no gateway, both slots down: said so, not a count of requests nobody serves
+    down = states.state(down=tuple(states.profile().slots))
+    facts = OperationFacts(states.NOW, down.pod, down.snapshot, states.settings(),
+                           down.view.profile_name, states.profile(), down.view.targets, True)
+    text = question(facts, {"cmd": "stop-now"})
+    assert "none of them up now" in text and "gateway" not in text.lower(), text

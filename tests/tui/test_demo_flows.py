@@ -5,6 +5,8 @@ Runs in file order on one demo deployment; each test leaves it running.
 
 from __future__ import annotations
 
+from textual.widgets import Static
+
 from console.commands.tui_cmd import demo_context
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
@@ -163,6 +165,10 @@ async def test_stop_now_then_resume(demo) -> None:
         assert await wait_for(pilot, lambda: live(app), 40)
         app.start_operation("watchdog", {"cmd": "stop-now"})
         assert await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        # what stops with it, said first (issue 47): the slots, the money, the volume
+        asked = " ".join(" ".join(str(w.render()) for w in app.screen.query(Static)).split())
+        assert "2 slots (FLASH, Q27) stop serving" in asked, asked
+        assert "Billing of $" in asked and "GB volume" in asked, asked
         await pilot.press("y")
         assert await wait_for(pilot, lambda: demo.state.pods[demo.pod_id]["status"] == "EXITED",
                               60)

@@ -76,6 +76,44 @@ async def test_one_changed_number_writes_only_its_cells() -> None:
         assert again[2] == "Q27    UP  1/0  3.2%  990ms   44 tok/s"
 
 
+async def test_two_numbers_apart_on_a_line_are_two_small_writes() -> None:
+    """Issue 47 (cost): GPU 0's power and GPU 1's moved at every refresh, and the line
+    between them was rewritten (the GPU line doubled the terminal bytes). Now each
+    changed run is its own write; runs closer than ``MERGE_GAP`` cells stay one."""
+    assert partial_writes.install()
+    app = Lines()
+    before_line = "GPU0 █100% ▆76% 58°C 690W  GPU1 █99% ▆76% 64°C 693W"
+    after_line = "GPU0 █100% ▆76% 58°C 691W  GPU1 █99% ▆76% 64°C 695W"
+    async with app.run_test(size=(W, H)) as pilot:
+        view = app.query_one(LinesView)
+        view.show_lines([Text(before_line)])
+        assert await wait_for(pilot, lambda: "GPU1" in "".join(screen_text(app)))
+        await pilot.pause()
+        term = pyte.Screen(W, H)
+        play(term, app.screen._compositor.render_update(full=True).render_segments(
+            app.console))
+        view.show_lines([Text(after_line)])
+        comp = app.screen._compositor
+        comp.update_widgets({view})
+        update = comp.render_partial_update()
+        assert update is not None
+        data = update.render_segments(app.console)
+        moves = re.findall(r"\x1b\[(\d+);(\d+)H", data)
+        cols = [str(before_line.index("690") + 3), str(before_line.index("693") + 3)]
+        assert moves == [("2", cols[0]), ("2", cols[1])], moves
+        assert re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", data) == "15"
+        assert play(term, data)[1] == after_line
+        # two changes a few cells apart: one write (a cursor move costs more)
+        view.show_lines([Text(after_line.replace("691W", "692W").replace("58°C", "59°C"))])
+        comp.update_widgets({view})
+        update = comp.render_partial_update()
+        assert update is not None
+        data = update.render_segments(app.console)
+        assert len(re.findall(r"\x1b\[(\d+);(\d+)H", data)) == 1, data
+        assert play(term, data)[1] == after_line.replace("691W", "692W").replace("58°C",
+                                                                                "59°C")
+
+
 def test_a_cut_line_keeps_every_cell() -> None:
     from rich.console import Console
 

@@ -152,6 +152,16 @@ def test_the_readme_is_short() -> None:
         "move the detail to a page of docs/"
 
 
+def test_a_newcomer_is_told_to_try_it_before_the_test_extra() -> None:
+    """Issue 47: the README's only install line installed the test extra (3.5 min); a
+    plain ``pip install -e .`` to try the demo comes first."""
+    section = README.read_text().split("## Try it, test it", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.strip() for ln in section.splitlines() if "pip install" in ln]
+    assert lines and lines[0].startswith("python3 -m pip install -e . ") \
+        and "pod-console demo" in lines[0], lines
+    assert any("'.[test]'" in ln for ln in lines[1:]), lines
+
+
 def test_ci_runs_the_readmes_test_command() -> None:
     """``.ci/run`` ends with exactly the command the README gives for the tests."""
     text = README.read_text()

@@ -153,4 +153,8 @@ def test_the_row_and_the_detail_show_the_phase_and_both_starts() -> None:
     # garbage from the agent is no row and no crash
     assert startup.detail_rows({"state": "starting", "phases": "lots"}) == [
         ("start-up now", "starting")]
+    # issue 47: a dead engine waiting for its restart is not starting
+    dead = {"state": "backoff", "phases": [["capturing CUDA graphs", 1.0]]}
+    assert startup.detail_rows(dead) == [("attempt that died", "capturing CUDA graphs 1s")]
+    assert startup.phase_cell(dead) is None
     assert startup.phase_cell({"state": "starting", "phases": [["x", float("nan")]]}) is None

@@ -77,7 +77,34 @@ def question(facts: OperationFacts, args: Args) -> str:
         return (f"DISARM the watchdog on pod {f['pod']}? NOTHING will stop it — not "
                 f"the schedule, not idleness — and it bills {f['cost']}/h until someone "
                 "stops it. An extension (+1 h, +2 h, until a time) ends by itself.")
+    if cmd == "stop-now":
+        return stop_now_question(facts)
     return fill(SPEC.confirm, facts, args)
+
+
+def stop_now_question(facts: OperationFacts) -> str:
+    """What stopping now takes away, said before it is done: the slots and the requests
+    they are serving, who used the gateway lately, and what billing stops and what does
+    not (the volume is kept, and RunPod bills its storage while the pod is stopped)."""
+    f = facts.fields()
+    slots = [t.slot for t in facts.targets] or list(facts.profile.slots)
+    serving = ""
+    if facts.snapshot is not None:
+        running = sum(int(s.figure("running") or 0) for s in facts.snapshot.slots
+                      if s.health == "up")
+        up = [s.slot for s in facts.snapshot.slots if s.health == "up"]
+        serving = (f", {fmt.count(running, 'request')} running on them now" if up else
+                   ", none of them up now")
+    who = f" Gateway {facts.who}." if facts.who else ""
+    if facts.who and facts.who.startswith("gateway: "):
+        who = f" {facts.who[len('gateway: '):].capitalize()} through the gateway."
+    gb = facts.profile.volume_gb
+    kept = (f"the {gb} GB volume (the weights) is kept and bills its storage while "
+            "stopped; the container disk is wiped" if gb else
+            "nothing is kept (no volume: the weights download again)")
+    return (f"Stop pod {f['pod']} now? {fmt.count(len(slots), 'slot')} ({', '.join(slots)}) "
+            f"stop serving{serving}.{who} Billing of {f['cost']}/h stops; {kept}. "
+            "r starts it again.")
 
 
 async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:

@@ -50,13 +50,29 @@ FIELDS: dict[str, tuple[str, Any]] = {
 NO_GPU_READINGS = ("Prometheus has no GPU readings for this pod (is its DCGM exporter "
                    "scraped?)")
 
+XidSeen = dict[tuple[str, int, int], float]
+"""(GPU UUID, index, Xid code) → when this source first read that code as the GPU's last
+Xid (the console's clock)."""
+XID_SEEN_KEPT = 256
+"""At most this many kept (a long-lived wall across many pods' GPUs)."""
+
+
 def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
-           t: float) -> GpuReport:
-    """(metric name, labels, value) of the DCGM-named series → the GPUs."""
+           t: float, seen: XidSeen | None = None) -> GpuReport:
+    """(metric name, labels, value) of the DCGM-named series → the GPUs.
+
+    ``DCGM_FI_DEV_XID_ERRORS`` is a gauge of the last Xid, read again at every poll and
+    holding its code for as long as the exporter runs: it is not an event per read. With
+    ``seen`` (kept by the caller from one read to the next) the Xid is dated when the
+    code first appeared on that GPU, so every later read of it is the same event (one
+    alert, one log line) and it ages out after ``gpu_state.XID_RECENT_S`` as an event
+    the agent reports does; a new code, or the same after the gauge went back to 0, is a
+    new one. Without ``seen``, the read's time."""
     from pod_agent.gpus import xid_meaning
 
     by_gpu: dict[int, dict[str, Any]] = {}
     xids: list[XidRecord] = []
+    gauges: dict[tuple[str, int], int] = {}
     for name, labels, value in samples:
         try:
             gpu = int(labels.get("gpu", ""))
@@ -65,13 +81,23 @@ def report(samples: Iterable[tuple[str, Mapping[str, str], float]], source: str,
         g = by_gpu.setdefault(gpu, {"index": gpu, "name": labels.get("modelName", ""),
                                     "uuid": labels.get("UUID", "")})
         if name == "DCGM_FI_DEV_XID_ERRORS":
-            if value:  # the last Xid seen since the exporter started (DCGM's meaning)
-                sev, meaning, advice = xid_meaning(int(value))
-                xids.append(XidRecord(t, gpu, int(value), sev, meaning, advice))
+            code = int(value) if value == value else 0
+            gauges[(labels.get("UUID", ""), gpu)] = code
+            if code:  # the last Xid seen since the exporter started (DCGM's meaning)
+                sev, meaning, advice = xid_meaning(code)
+                key = (labels.get("UUID", ""), gpu, code)
+                at = seen.setdefault(key, t) if seen is not None else t
+                xids.append(XidRecord(at, gpu, code, sev, meaning, advice))
             continue
         field = FIELDS.get(name)
         if field is not None and value == value:  # NaN: not reported
             g[field[0]] = field[1](value)
+    if seen is not None:
+        # a GPU read with another code (or none) now: its old one is over
+        for key in [k for k in seen if k[:2] in gauges and gauges[k[:2]] != k[2]]:
+            del seen[key]
+        for key in sorted(seen, key=seen.__getitem__)[:max(0, len(seen) - XID_SEEN_KEPT)]:
+            del seen[key]
     gpus = tuple(Gpu(**g) for _, g in sorted(by_gpu.items()))
     return GpuReport(gpus, source, None if gpus else NO_GPU_READINGS, t,
                      tuple(xids))
@@ -114,13 +140,18 @@ class GpuMetrics:
 
     def __init__(self, client: HttpClient, timeout_s: float, url: str | None = None,
                  token: str | None = None, prometheus_url: str | None = None,
-                 selector: str | Callable[[], str] = "") -> None:
+                 selector: str | Callable[[], str] = "",
+                 clock: Callable[[], float] = time.time) -> None:
         self.client = client
         self.timeout_s = timeout_s
         self.url = url
         self.token = token
         self.prometheus_url = prometheus_url
         self._selector = selector if callable(selector) else (lambda: selector)
+        self._clock = clock
+        """The wall clock a read is dated on (a test's own)."""
+        self._xid_seen: XidSeen = {}
+        """When each GPU's last-Xid gauge first read its code (``report``'s ``seen``)."""
 
     @property
     def selector(self) -> str:
@@ -137,7 +168,7 @@ class GpuMetrics:
 
     async def fetch_pod(self) -> tuple[GpuReport, StopPlan | None, bool | None]:
         """The GPUs, the stop plan and whether the watchdog is armed, from one read."""
-        now = time.time()
+        now = self._clock()
         none = (None, None)
         if self.url:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
@@ -153,7 +184,7 @@ class GpuMetrics:
             out = [(n, dict(lbl), v) for n in exp.samples
                    if n.startswith(("DCGM_", "pod_agent_"))
                    for lbl, v in exp.samples[n].items()]
-            return (report(out, "exporter", now), *stop_plan(out, now))
+            return (report(out, "exporter", now, self._xid_seen), *stop_plan(out, now))
         assert self.prometheus_url
         prom = PromClient(self.prometheus_url, self.client, self.timeout_s)
         sel = self.selector.strip("{}")
@@ -170,7 +201,7 @@ class GpuMetrics:
                 out.append((m.get("__name__", ""), m, float(item["value"][1])))
             except (KeyError, IndexError, TypeError, ValueError):
                 continue
-        return (report(out, "prometheus", now), *stop_plan(out, now))
+        return (report(out, "prometheus", now, self._xid_seen), *stop_plan(out, now))
 
 
 def from_settings(settings: Any, client: HttpClient,

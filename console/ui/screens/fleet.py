@@ -6,7 +6,6 @@ on that context), ``escape`` goes back."""
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,29 +16,11 @@ from console.model import fmt
 from console.model.fleet import FleetSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
+from console.ui.widgets.columns import Column, fitted_table, short_gpu
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
 
 HEALTH_STYLE = {"up": "ok", "down": "crit", "starting": "warn"}
-
-
-GPU_NOISE = ("NVIDIA ", "GeForce ", " Blackwell", " Server Edition", " Workstation Edition",
-             " Max-Q", " SXM5", " SXM4", " SXM", " PCIe", " NVL", " 80GB", " 141GB", " 94GB")
-"""Words a GPU's marketing name carries that tell one pod from another nothing: cut, so
-"2× RTX PRO 6000 Blackwell Server Edition" reads "2× RTX PRO 6000"."""
-
-
-def short_gpu(count: int | None, name: str | None) -> str:
-    if not name:
-        return fmt.DASH
-    for word in GPU_NOISE:
-        name = name.replace(word, "")
-    return f"{count}× {name.strip()}" if count else name.strip()
-
-
-Column = tuple[str, int | None, int, list[Text]]
-"""(header, widest it may be (longer text ends in …), priority: 0 never goes, then
-the lowest first, its cells)."""
 
 
 def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
@@ -67,7 +48,7 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
         ttft.append(Text(fmt.secs(r.ttft_p95_s)))
         kv.append(Text(fmt.pct(r.kv_p99)))
         stop.append(Text(fmt.DASH if r.stop_in_s is None else
-                         fmt.duration(r.stop_in_s, False)))
+                         fmt.elapsed(r.stop_in_s)))
         gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
         month.append(Text(fmt.money(r.spend_month)))
         pod.append(Text(r.pod_id or fmt.DASH))
@@ -76,23 +57,6 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
             ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
             ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus), ("MONTH", None, 6, month),
             ("POD", 14, 7, pod)]
-
-
-def fit(cols: list[Column], width: int) -> list[Column]:
-    """The columns that fit ``width`` (each as wide as its widest cell, up to its cap, and
-    a column of padding), the most important first, shown in their order."""
-    def need(c: Column) -> int:
-        head, cap, _, cells = c
-        w = max([len(head), *(x.cell_len for x in cells)])
-        return (min(w, cap) if cap else w) + 2
-
-    chosen: set[str] = set()
-    used = 0
-    for c in sorted(cols, key=lambda c: c[2]):
-        if c[2] == 0 or used + need(c) <= width:
-            chosen.add(c[0])
-            used += need(c)
-    return [c for c in cols if c[0] in chosen]
 
 
 class FleetScreen(ConsoleScreen):
@@ -153,14 +117,9 @@ class FleetScreen(ConsoleScreen):
             return
         cols = fleet_columns(fleet)
         width = max(20, (out.size.width or self.app.size.width) - 1)
-        t = Table(box=None, pad_edge=False, expand=False, padding=(0, 1))
-        shown = fit(cols, width)
-        for head, cap, _, _ in shown:
-            t.add_column(head, no_wrap=True, overflow="ellipsis", max_width=cap)
-        for i in range(len(fleet.rows)):
-            t.add_row(*(cells[i] for _, _, _, cells in shown),
-                      style="reverse" if i == self.cursor else "")
-        out.update(t)
+        n = len(fleet.rows)
+        out.update(fitted_table(cols, width, n, ["reverse" if i == self.cursor else ""
+                                                 for i in range(n)]))
         lines = [f"fleet: {fmt.money(fleet.cost_per_hr)}/h running · today "
                  f"{fmt.money(fleet.spend_today)} · this month {fmt.money(fleet.spend_month)}"]
         if fleet.shared_prometheus:

@@ -105,7 +105,7 @@ def users_table(gw: GatewaySnapshot, now: float, active_s: float) -> Table:
     for u in gw.users:
         recent = u.last_seen is not None and now - u.last_seen <= active_s
         seen = fmt.DASH if u.last_seen is None else (
-            f"{fmt.duration(max(0.0, now - u.last_seen), False)} ago")
+            f"{fmt.elapsed(now - u.last_seen)} ago")
         t.add_row(Text(printable(u.name), "bold" if recent else ""),
                   Text(printable(u.team or fmt.DASH), "dim"),
                   fmt.num(u.requests),

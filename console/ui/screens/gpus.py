@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rich.console import JustifyMethod
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +23,7 @@ from console.model import fmt
 from console.model.gpu_state import Gpu, GpuReport
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
+from console.ui.widgets.columns import Column, fitted_table, short_gpu
 from console.ui.widgets.gpu_strip import GpuStrip
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.keybar import KeyBar
@@ -54,46 +54,76 @@ def state_cell(mark: str | None) -> Text:
     return Text(mark, MARK_STYLE.get(mark, "fault"))
 
 
-def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None) -> Table:
-    t = Table(box=None, padding=(0, 1), header_style="dim", expand=False)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("GPU", "left"), ("state", "left"), ("name", "left"), ("util", "right"),
-        ("memory GiB", "right"),
-        ("temp", "right"), ("power W", "right"), ("SM MHz", "right"), ("throttled", "left"),
-        ("ECC sbe/dbe", "right"), ("remap", "left"), ("NVLink", "right"))
-    for col, just in columns:
-        # the state is never cut: "XID 79" is the one cell that must be read whole
-        t.add_column(col, justify=just, **({"min_width": 6, "no_wrap": True}
-                                           if col == "state" else {}))
-    for g in report.gpus:
-        cells = _row(g)
-        t.add_row(cells[0], state_cell((marks or {}).get(g.index)), *cells[1:])
-    return t
+THROTTLE_WORDS = {"sw_power_cap": "power cap", "hw_power_brake_slowdown": "power brake",
+                  "sw_thermal_slowdown": "thermal (sw)", "hw_thermal_slowdown": "thermal (hw)",
+                  "hw_slowdown": "hw slowdown"}
+"""NVML's throttle reasons in the words the help and the alerts use."""
 
 
-def _row(g: Gpu) -> list[Text]:
-    hot = "crit" if g.hot else ""
-    remap = ("FAILED" if g.remap_failed else "pending" if g.remap_pending or g.retired_pending
-             else "ok" if g.remap_pending is False else fmt.DASH)
+def throttle_text(g: Gpu) -> str:
+    return ", ".join(THROTTLE_WORDS.get(r, r.replace("_", " ")) for r in g.throttled) or "no"
+
+
+def gpu_columns(report: GpuReport, marks: Mapping[int, str] | None = None) -> list[Column]:
+    """The GPU table's columns by priority (``columns.fit``): what says a GPU is in
+    trouble and why never goes (index, state, util, heat and the throttle reasons that
+    explain HOT), then memory, power, clock, ECC, remap, the short name and NVLink."""
+    gpus = report.gpus
+
+    def hot(g: Gpu) -> str:
+        return "crit" if g.hot else ""
+
+    def col(head: str, cap: int | None, prio: int, texts: list[Text]) -> Column:
+        return head, cap, prio, texts
+
+    remaps = ["FAILED" if g.remap_failed else "pending" if g.remap_pending or g.retired_pending
+              else "ok" if g.remap_pending is False else fmt.DASH for g in gpus]
     return [
-        Text(str(g.index), "bold"), Text(g.name.removeprefix("NVIDIA ")),
-        Text(fmt.DASH if g.util_pct is None else f"{g.util_pct:.0f}%"),
-        Text(f"{_gib(g.mem_used)}/{_gib(g.mem_total)}"),
-        Text(fmt.DASH if g.temp_c is None else f"{g.temp_c:.0f}°C"
-             + (f" /{g.temp_slowdown_c:.0f}" if g.temp_slowdown_c else ""), hot),
-        Text(fmt.DASH if g.power_w is None else f"{g.power_w:.0f}"
-             + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "")),
-        Text(fmt.DASH if g.sm_clock_mhz is None else f"{g.sm_clock_mhz}"
-             + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "")
-             # held down by heat: said beside the clock (power capping is the GPU
-             # working, its reason stays in the throttled column)
-             + (f" {g.clock_reason}" if g.hot and g.clock_reason else ""), hot),
-        Text(", ".join(g.throttled) or "no", hot),
-        Text(f"{fmt.num(g.ecc_sbe_volatile)}/{fmt.num(g.ecc_dbe_volatile)}",
-             "fault" if g.ecc_dbe_volatile else ""),
-        Text(remap, "crit" if remap in ("FAILED", "pending") else ""),
-        Text(fmt.DASH if g.nvlink_links is None else f"{g.nvlink_up}/{g.nvlink_links}"),
+        col("GPU", None, 0, [Text(str(g.index), "bold") for g in gpus]),
+        # the state is never cut: "XID 79" is the one cell that must be read whole
+        col("state", None, 0, [state_cell((marks or {}).get(g.index)) for g in gpus]),
+        col("util", None, 0, [Text(fmt.DASH if g.util_pct is None else f"{g.util_pct:.0f}%")
+                              for g in gpus]),
+        col("temp", None, 1, [Text(fmt.DASH if g.temp_c is None else f"{g.temp_c:.0f}°C"
+                                   + (f" /{g.temp_slowdown_c:.0f}" if g.temp_slowdown_c
+                                      else ""), hot(g)) for g in gpus]),
+        col("throttled", 30, 1, [Text(throttle_text(g), hot(g)) for g in gpus]),
+        col("memory GiB", None, 2, [Text(f"{_gib(g.mem_used)}/{_gib(g.mem_total)}")
+                                    for g in gpus]),
+        col("power W", None, 3, [Text(fmt.DASH if g.power_w is None else f"{g.power_w:.0f}"
+                                      + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else ""))
+                                 for g in gpus]),
+        col("SM MHz", None, 3, [Text(fmt.DASH if g.sm_clock_mhz is None else
+                                     f"{g.sm_clock_mhz}"
+                                     + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz
+                                        else "")
+                                     # held down by heat: said beside the clock too (power
+                                     # capping is the GPU working: its reason stays in
+                                     # the throttled column)
+                                     + (f" {g.clock_reason}" if g.hot and g.clock_reason
+                                        else ""), hot(g)) for g in gpus]),
+        col("ECC sbe/dbe", None, 4, [
+            Text(f"{fmt.num(g.ecc_sbe_volatile)}/{fmt.num(g.ecc_dbe_volatile)}",
+                 "fault" if g.ecc_dbe_volatile else "") for g in gpus]),
+        col("remap", None, 4, [Text(r, "crit" if r in ("FAILED", "pending") else "")
+                               for r in remaps]),
+        col("name", 18, 5, [Text(short_gpu(None, g.name)) for g in gpus]),
+        col("NVLink", None, 6, [Text(fmt.DASH if g.nvlink_links is None else
+                                     f"{g.nvlink_up}/{g.nvlink_links}") for g in gpus]),
     ]
+
+
+NUMBERS = frozenset({"util", "memory GiB", "temp", "power W", "SM MHz", "ECC sbe/dbe",
+                     "NVLink"})
+"""The GPU table's columns of numbers: right-justified, as they were."""
+
+
+def gpu_table(report: GpuReport, marks: Mapping[int, str] | None = None,
+              width: int = 200) -> Table:
+    """One line per GPU, the columns that fit ``width`` (its full name is on the strip
+    and in ``status --json``; the table keeps what tells the GPUs' states apart)."""
+    return fitted_table(gpu_columns(report, marks), width, len(report.gpus),
+                        header_style="dim", right=NUMBERS)
 
 
 def _gpm_pct(g: Gpu, v: float | None) -> Text:
@@ -209,6 +239,8 @@ class GpuScreen(ConsoleScreen):
     def on_resize(self, event: object = None) -> None:
         # under 100 columns the activity and topology panels stack, the plots go 2 a row
         self.set_class(self.app.size.width < 100, "narrow")
+        if event is not None and self.is_mounted:
+            self.render_state(self.state)  # the table's columns that fit the new width
 
     def on_mount(self) -> None:
         self.on_resize()
@@ -240,7 +272,9 @@ class GpuScreen(ConsoleScreen):
         src = f"{report.source}" + (f", sampled {fmt.clock(report.sampled_at)}"
                                     if report.sampled_at else "")
         table.border_subtitle = src
-        table.update(gpu_table(report, state.gpu_marks))
+        # the table's own width once laid out; before, the terminal's less the border
+        width = table.content_region.width or self.app.size.width - 4
+        table.update(gpu_table(report, state.gpu_marks, max(20, width - 1)))
         procs.update(process_lines(report, now))
         self.query_one("#gactivity", Static).update(activity_table(report))
         self.query_one("#gtopo", Static).update(

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Digits, Label, Static
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.pod_stop import OVERDUE_S
 from console.model.snapshot import PodSnapshot, SlotSnapshot
 from console.ui.widgets.lines import safe_text
@@ -138,9 +138,7 @@ class SlotCard(Card):
 
     def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None,
              stalled: bool = False) -> None:
-        health = s.health if s is not None else "unknown"
-        if health != "up" and agent_state in ("starting", "backoff"):
-            health = "starting"
+        health = startup.shown_health(s.health if s is not None else "unknown", agent_state)
         glyph, word, style = fmt.HEALTH_GLYPH.get(health, fmt.HEALTH_GLYPH["unknown"])
         if health == "up" and stalled:  # 200 on /health, requests running, no token
             glyph, word, style = "■", "STALLED", "crit"
@@ -190,7 +188,10 @@ class PodCard(Card):
 def stop_digits(left_s: float) -> tuple[str, str]:
     """The time to the stop as big digits and the words beside them, never ambiguous:
     ``29`` "min until the stop" (not ``0:29``, which reads as 29 seconds or as half past
-    midnight), ``6:05`` "h:min until the stop"."""
+    midnight), ``6:05`` "h:min until the stop"; the last minute in seconds (``0`` "min"
+    read as no time left, or as none)."""
+    if left_s < 60:
+        return f"{max(0, int(left_s))}", "s until the stop"
     h, m = divmod(int(left_s) // 60, 60)
     if h == 0:
         return f"{m}", "min until the stop"

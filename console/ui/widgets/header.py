@@ -357,13 +357,19 @@ def chosen(fields: list[Field], width: int) -> dict[int, Text]:
     return out
 
 
+def _left(s: float | None) -> str:
+    """Time to a stop: ``–`` unknown, the last minute in seconds (``0m`` read as no time
+    left, or as none), then minutes."""
+    return fmt.DASH if s is None else fmt.elapsed(s)
+
+
 def short_stop(p: PodSnapshot, now: float, stop: PlannedStop | None) -> Text | None:
     """The countdown without its reason (``stop 6h00m``), for a narrow terminal."""
     left = p.stop_in_s(now)
     if stop is not None or p.watchdog_armed is False or left is None or left <= 0 \
             or (p.stop_plan is not None and p.stop_plan.grace_until):
         return None
-    return Text.assemble(("stop ", "dim"), (fmt.duration(left, False),
+    return Text.assemble(("stop ", "dim"), (fmt.elapsed(left),
                                             "warn.strong" if stop_near(p, now) else ""))
 
 
@@ -380,7 +386,7 @@ def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Te
     left = p.stop_in_s(now)
     if plan is not None and plan.grace_until:
         return Text.assemble(("stop held ", "dim"), (
-            f"{fmt.duration(left, False)}: requests running", "warn"))
+            f"{_left(left)}: requests running", "warn"))
     if left is not None and left < -OVERDUE_S:
         return Text.assemble(("stop ", "dim"), ("overdue", "warn"))
     if left is not None and left <= 0:
@@ -389,5 +395,6 @@ def stop_text(p: PodSnapshot, now: float, stop: PlannedStop | None = None) -> Te
     if plan is not None and plan.clock_speed != 1.0:
         why += f" pod clock ×{plan.clock_speed:g}"
     soon = stop_near(p, now)
-    return Text.assemble(("stop in ", "dim"), (f"{fmt.duration(left, False)}{why}",
+    # the last minute in seconds: "stop in 0m" read as no time at all, or as none left
+    return Text.assemble(("stop in ", "dim"), (f"{_left(left)}{why}",
                                                "warn.strong" if soon else ""))

@@ -80,15 +80,53 @@ def changed_span(old: Text, new: Text, console: Console, width: int) -> tuple[in
     return x1, min(x2, width) if width else x2
 
 
+MERGE_GAP = 8
+"""Two changed runs of a line closer than this many cells are written as one: each
+separate write costs a cursor move and its style codes again (~15-40 bytes), more than
+a few unchanged cells rewritten between them."""
+
+Spans = tuple[tuple[int, int], ...]
+"""The changed runs of one line, ``[x1, x2)`` each, left to right."""
+
+
+def changed_spans(old: Text, new: Text, console: Console, width: int) -> Spans:
+    """The runs of cells in which two lines differ (text or style) within ``width``, runs
+    closer than ``MERGE_GAP`` joined; ``()`` when they do not differ. Two numbers that
+    moved at either end of a line (GPU 0's power and GPU 1's on the GPU line, a slot's
+    TTFT and its KV) are two small writes, not the line between them rewritten."""
+    a, b = _cells(old, console, width), _cells(new, console, width)
+    n = max(len(a), len(b))
+    if width:
+        n = min(n, width)
+    a.extend([(" ", None)] * (n - len(a)))
+    b.extend([(" ", None)] * (n - len(b)))
+    runs: list[list[int]] = []
+    x = 0
+    while x < n:
+        if a[x] == b[x]:
+            x += 1
+            continue
+        x1 = x
+        while x < n and a[x] != b[x]:
+            x += 1
+        if runs and x1 - runs[-1][1] < MERGE_GAP:
+            runs[-1][1] = x
+        else:
+            runs.append([x1, x])
+    return tuple((r[0], r[1]) for r in runs)
+
+
 def same(a: Text, b: Text) -> bool:
     return a.plain == b.plain and a.spans == b.spans and a.style == b.style
 
 
-def cut(strip: Strip, span: tuple[int, int] | None) -> Strip:
-    """``strip`` with segment boundaries at both ends of ``span`` (same cells, same look)."""
+def cut(strip: Strip, span: tuple[int, int] | Spans | None) -> Strip:
+    """``strip`` with segment boundaries at both ends of ``span`` (or of each of several
+    spans): same cells, same look."""
     if not span:
         return strip
-    points = sorted({x for x in span if 0 < x < strip.cell_length})
+    ends = [x for sp in span for x in sp] if isinstance(span[0], tuple) else list(span)
+    points = sorted({x for x in ends if 0 < x < strip.cell_length})
     if not points:
         return strip
     # divide() takes the end of every piece: the last must be the strip's own end
@@ -113,7 +151,7 @@ class LinesView(Widget):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._rows: list[Text] = []
-        self._spans: dict[int, tuple[int, int]] = {}
+        self._spans: dict[int, Spans] = {}
 
     @property
     def text(self) -> str:
@@ -138,10 +176,10 @@ class LinesView(Widget):
             if same(old, new):
                 continue
             self._rows[y] = new
-            x1, x2 = changed_span(old, new, self.app.console, width)
-            if x2 > x1:
-                self._spans[y] = (x1, x2)
-                self.refresh(Region(x1, y, x2 - x1, 1))
+            spans = changed_spans(old, new, self.app.console, width)
+            if spans:
+                self._spans[y] = spans
+                self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in spans))
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self._rows)

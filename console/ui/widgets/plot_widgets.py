@@ -24,7 +24,7 @@ from console.model.history import History
 from console.ui.themes import DEFAULT as DEFAULT_THEME
 from console.ui.themes import no_color as env_no_color
 from console.ui.themes import plotext_colour, theme_of
-from console.ui.widgets.lines import changed_span, cut, same, strip_of
+from console.ui.widgets.lines import Spans, changed_spans, cut, same, strip_of
 
 PLOT_EVERY_S = 60.0
 """Default for ``Settings.plot_refresh_s``: how far a full plot's time axis moves on at a
@@ -137,7 +137,7 @@ class FreshPlot(PlotextPlot):
     _built_for: tuple[Size, str, bool] | None = None
     _strips: dict[int, tuple[Text, Strip]] | None = None
     """Line → (the line, its strip): converted once per line drawn."""
-    _spans: dict[int, tuple[int, int]] | None = None
+    _spans: dict[int, Spans] | None = None
     """Line → the cells that changed at the last drawing (the strip is cut there)."""
 
     def paint(self, draw: Callable[[Any, int], None]) -> None:
@@ -154,15 +154,15 @@ class FreshPlot(PlotextPlot):
             self.refresh()
             return
         width = self.size.width
-        spans: dict[int, tuple[int, int]] = {}
+        spans: dict[int, Spans] = {}
         for y, (a, b) in enumerate(zip(old, new, strict=True)):
             if same(a, b):
                 new[y] = a  # the same line object: its strip is kept
                 continue
-            x1, x2 = changed_span(a, b, self.app.console, width)
-            if x2 > x1:
-                spans[y] = (x1, x2)
-                self.refresh(Region(x1, y, x2 - x1, 1))
+            runs = changed_spans(a, b, self.app.console, width)
+            if runs:
+                spans[y] = runs
+                self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in runs))
         self._spans = spans
 
     def _build_key(self) -> tuple[Size, str, bool]:

@@ -13,9 +13,9 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, startup
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
-from console.ui.widgets.lines import changed_span, cut, same, strip_of
+from console.ui.widgets.lines import Spans, changed_spans, cut, same, strip_of
 
 STATE_COLUMNS = (("slot", "SLOT", 6), ("model", "MODEL", 18), ("port", "PORT", 5),
                  ("gpus", "GPU", 3), ("util", "UTIL", 4), ("health", "HEALTH", 9))
@@ -31,13 +31,12 @@ def health_cell(s: SlotSnapshot, agent_state: str | None, gpu_mark: str | None =
     ``ECC``, ``REMAP``) that fault, whatever the slot answers (a GPU off the bus may go
     on serving from what it had), and ``HOT`` on an overheating one; ``stalled``: 200 on
     /health with requests running and no token (``console.model.stall``)."""
-    h = s.health
-    if h != "up" and agent_state in ("starting", "backoff"):
-        h = "starting"
-        if phase:  # the start-up phase the agent read from the log, and its time so far
-            # (in the starting colour, without the glyph: ``GRAPH 42s`` fills the cell)
-            _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
-            return Text(phase, style=style)
+    h = startup.shown_health(s.health, agent_state)
+    if h == "starting" and phase:
+        # the start-up phase the agent read from the log, and its time so far (in the
+        # starting colour, without the glyph: ``GRAPH 42s`` fills the cell)
+        _, _, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
+        return Text(phase, style=style)
     if h == "up" and stalled:  # 200 on /health, requests running, no token: the worst up
         return Text("■ STALLED", style="crit")
     glyph, word, style = fmt.HEALTH_GLYPH.get(h, fmt.HEALTH_GLYPH["unknown"])
@@ -179,7 +178,7 @@ class SlotsTable(Widget, can_focus=True):
         self._keys: list[str] = []
         self._widths: dict[str, int] = {}
         self._header = Text()
-        self._spans: dict[int, tuple[int, int]] = {}
+        self._spans: dict[int, Spans] = {}
         """Per line, the cells that changed last (its strip is cut there)."""
         self._last_rows: dict[str, list[object]] = {}
         """The cells of the latest poll, per slot (a new width re-lays them out)."""
@@ -276,11 +275,11 @@ class SlotsTable(Widget, can_focus=True):
                 # only this line is repainted, and only over the cells that changed
                 self._lines[slot] = line
                 width = self.size.width
-                x1, x2 = ((0, width) if old is None
-                          else changed_span(old, line, self.app.console, width))
-                if x2 > x1:
-                    self._spans[y] = (x1, x2)
-                    self.refresh(Region(x1, y, x2 - x1, 1))
+                runs = (((0, width),) if old is None
+                        else changed_spans(old, line, self.app.console, width))
+                if runs:
+                    self._spans[y] = runs
+                    self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in runs))
 
     def _order(self, snap: DeploymentSnapshot, utils: dict[str, float],
                agent_states: dict[str, str], stalled: Collection[str] = ()) -> list[str]:
