@@ -115,6 +115,21 @@ class SlotThresholds(BaseModel):
     """KV usage p99 above this is the field's trigger to revisit KV offload."""
     acceptance_baseline: float | None = Field(default=None, gt=0, le=1)
     """Expected speculative acceptance rate; alert when far below it."""
+    ttft_target_s: float | None = Field(default=None, gt=0, le=3600)
+    """SLO target for time to first token (seconds): the share of the window's requests
+    at or under it is the slot's SLO attainment. It is snapped down to an edge of the
+    engine's TTFT histogram (every request counted was under the target); the screens
+    say which edge. Unset: no TTFT objective."""
+    tpot_target_s: float | None = Field(default=None, gt=0, le=600)
+    """SLO target for time per output token (seconds), counted the same way from vLLM's
+    per-request TPOT histogram (SGLang exports none)."""
+    slo_objective: float = Field(default=0.99, gt=0, le=1)
+    """SLO attainment below this share (of the window's requests) raises an alert."""
+
+    @property
+    def slo_objective_set(self) -> float | None:
+        """The objective where a target gives it something to judge (None: no target)."""
+        return self.slo_objective if (self.ttft_target_s or self.tpot_target_s) else None
 
 
 class AlertTiming(BaseModel):

@@ -404,7 +404,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             if s.figures is None or s.health != "up":
                 continue  # a slot that is not up has no live figures to judge
             for fig, rule in catalog.thresholds():
-                value = s.figure(fig.key)
+                value = s.figure(fig.key, th)
                 if value is not None and rule.breached(value, th):
                     out.append(Condition(f"{rule.alert}:{s.slot}", "warn",
                                          rule.title(s.slot, value, th), rule.hint,

@@ -34,7 +34,7 @@ from console.model.printable import printable
 ALERTNAMES = {
     "down": "SlotDown", "probe": "SlotCompletionsFailing", "starting": "SlotStarting",
     "stall": "SlotStalled", "kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh",
-    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow",
+    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow", "slo": "SlotSloAttainmentLow",
     "stopped": "PodStopped", "agent": "PodAgentUnreachable", "provider": "ProviderApiError",
     "watchdog": "PodWatchdogStopFailed", "hours": "PodOutsideWorkingHours",
     "stop-soon": "PodStopSoon", "memory-guard": "PodMemoryGuard", "pod-clock": "PodClockSkew",

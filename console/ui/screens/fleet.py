@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
-from console.model import fmt
+from console.model import fmt, slo
 from console.model.fleet import FleetSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
@@ -47,7 +47,7 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
     each with what it holds per pod."""
     rows = fleet.rows
     ctx, state, hourly, today, alerts, slots, worst = [], [], [], [], [], [], []
-    ttft, kv, stop, gpus, month, pod = [], [], [], [], [], []
+    ttft, kv, slo_cells, stop, gpus, month, pod = [], [], [], [], [], [], []
     for r in rows:
         crit = sum(1 for s, _ in r.alerts if s == "crit")
         warn = len(r.alerts) - crit
@@ -66,6 +66,9 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
                           style=HEALTH_STYLE.get(r.worst_health, "")))
         ttft.append(Text(fmt.secs(r.ttft_p95_s)))
         kv.append(Text(fmt.pct(r.kv_p99)))
+        # coloured by band as the wall's tile (vLLM's Service Status board)
+        slo_cells.append(Text(r.slo_text(), style=slo.STYLES[slo.colour(r.slo_attainment)]
+                              if r.slo_attainment is not None else "dim"))
         stop.append(Text(fmt.DASH if r.stop_in_s is None else
                          fmt.duration(r.stop_in_s, False)))
         gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
@@ -74,8 +77,8 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
     return [("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
             ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
             ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
-            ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus), ("MONTH", None, 6, month),
-            ("POD", 14, 7, pod)]
+            ("SLO", 14, 4, slo_cells), ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus),
+            ("MONTH", None, 6, month), ("POD", 14, 7, pod)]
 
 
 def fit(cols: list[Column], width: int) -> list[Column]:

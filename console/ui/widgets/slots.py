@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from console.model import catalog, fmt
+from console.model import catalog, fmt, slo
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.ui.widgets.lines import changed_span, cut, same, strip_of
 
@@ -64,7 +64,7 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     def value(key: str) -> float | None:
         if stalled and key in catalog.STALLED_NOW:  # what it serves now, not the
             return catalog.STALLED_NOW[key]  # window's rate decaying for minutes
-        return s.figure(key)
+        return s.figure(key, thresholds)
 
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
@@ -74,13 +74,14 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
             continue
         th = fig.threshold
         warn = th is not None and th.breached(value(fig.key), thresholds)
-        cells.append(Text(catalog.cell_text(fig, value),
-                          style="bold yellow" if warn else dim))
+        text = (slo.cell(s.figures, thresholds) if fig.key == "slo_attainment"
+                else catalog.cell_text(fig, value))
+        cells.append(Text(text, style="bold yellow" if warn else dim))
     return cells
 
 
 def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None,
-               stalled: bool = False) -> tuple[int, str | float]:
+               stalled: bool = False, thresholds: Any = None) -> tuple[int, str | float]:
     """What a column sorts a slot by: its number (a figure, the port, gpu_util), else its
     text; a slot with no value for it (down, not measured) sorts last either way round."""
     if key == "slot":
@@ -96,7 +97,7 @@ def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str |
     if key == "health":
         return 0, STATE_ORDER.get(health_cell(s, agent_state, stalled=stalled).plain.split()[1],
                                   9)
-    v = s.figure(key) if s.health == "up" else None
+    v = s.figure(key, thresholds) if s.health == "up" else None
     return (1, 0.0) if v is None or v != v else (0, v)
 
 
@@ -260,7 +261,7 @@ class SlotsTable(Widget, can_focus=True):
                             (phases or {}).get(s.slot))
                 for s in snap.slots}
         self._last_rows = rows
-        order = self._order(snap, utils, agent_states, stalled)
+        order = self._order(snap, utils, agent_states, stalled, thresholds or {})
         if order != self.slots:
             selected = self.selected_slot()
             self.slots = order
@@ -283,7 +284,8 @@ class SlotsTable(Widget, can_focus=True):
                     self.refresh(Region(x1, y, x2 - x1, 1))
 
     def _order(self, snap: DeploymentSnapshot, utils: dict[str, float],
-               agent_states: dict[str, str], stalled: Collection[str] = ()) -> list[str]:
+               agent_states: dict[str, str], stalled: Collection[str] = (),
+               thresholds: Mapping[str, Any] | None = None) -> list[str]:
         needle = self.filter.lower()
         shown = [s for s in snap.slots if not needle or needle in s.slot.lower()
                  or needle in s.served_model_name.lower()]
@@ -291,7 +293,7 @@ class SlotsTable(Widget, can_focus=True):
             return [s.slot for s in shown]
         key = self.sort_key
         vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot),
-                                   s.slot in stalled)
+                                   s.slot in stalled, (thresholds or {}).get(s.slot))
                 for s in shown}
         present = sorted((s.slot for s in shown if vals[s.slot][0] == 0),
                          key=lambda n: vals[n][1], reverse=self.sort_reverse)
