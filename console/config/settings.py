@@ -354,8 +354,19 @@ class Settings(BaseSettings):
                              "name a directory, or leave it unset for the default")
         return v
 
-    def thresholds_for(self, slot: str) -> SlotThresholds:
-        return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+    def thresholds_for(self, slot: str, profile: Any = None) -> SlotThresholds:
+        """The slot's thresholds: its own, else ``default``'s; its SLO targets, where the
+        config sets none, from the profile's ``slots.SLOT.slo`` (``profile``: the
+        profile it runs; the config's win, so a console can judge tighter)."""
+        th = self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+        served = profile.slots.get(slot) if profile is not None else None
+        targets = getattr(served, "slo", None)
+        if targets is None:
+            return th
+        fill = {k: v for k, v in (("ttft_target_s", targets.ttft_s),
+                                   ("tpot_target_s", targets.tpot_s))
+                if v is not None and getattr(th, k) is None}
+        return th.model_copy(update=fill) if fill else th
 
     @property
     def spend_path(self) -> Path | None:

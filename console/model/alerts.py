@@ -387,7 +387,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         out.append(stop_event(stop, run))
     if snap is not None and not stopped and stop is None:
         for s in snap.slots:
-            th = settings.thresholds_for(s.slot)
+            th = settings.thresholds_for(s.slot, profile)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
                            if pod is not None else None)
             if s.health != "up" and (s.health == "starting" or agent_state == "starting"):

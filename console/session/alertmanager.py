@@ -49,7 +49,7 @@ ALERTNAMES = {
     "gw-route": "GatewayRouteFailing",
 }
 """Alert key prefix → ``alertname`` (the rendered Prometheus rules use the same names)."""
-SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept"}
+SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept", "slo"}
 GPU_KEYS = {"util", "ecc", "remap", "remapfail", "throttle", "heat", "stray", "xid"}
 SEVERITY = {"crit": "critical", "warn": "warning", "info": "info"}
 WATCHDOG = "Watchdog"

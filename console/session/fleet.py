@@ -187,12 +187,14 @@ class FleetCollector:
         ttfts = [x.figure("ttft_p95_s") for x in up]
         kvs = [x.kv_p99 for x in snap.slots]
         # SLO attainment: the lowest of the UP slots with a target (model/slo.py)
-        with_target = [x for x in up if slo.targets(s.thresholds_for(x.slot))]
+        profile = m.deployment.today.profile
+        th = {x.slot: s.thresholds_for(x.slot, profile) for x in up}
+        with_target = [x for x in up if slo.targets(th[x.slot])]
         shares = [(v, x.slot) for x in with_target
-                  if (v := x.figure("slo_attainment", s.thresholds_for(x.slot))) is not None]
+                  if (v := x.figure("slo_attainment", th[x.slot])) is not None]
         low = min(shares, default=None)
         no_req = bool(with_target) and all(
-            slo.no_requests(x.figures, s.thresholds_for(x.slot)) for x in with_target)
+            slo.no_requests(x.figures, th[x.slot]) for x in with_target)
         plan = pod.stop_plan
         source = ("fleet prometheus" if prefetched is not None else
                   "prometheus" if s.prometheus_url and not snap.prometheus_error else "direct")

@@ -22,6 +22,7 @@ import yaml
 from console.model import catalog, slo
 from console.model.engines import DEFAULT, ENGINES
 from console.sources.collect.promql import _w, engines_query, slo_share_query
+from pod_agent.engines.base import with_edge
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
@@ -79,7 +80,7 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
             # the window is the wait already, as the console's StallWatch counts it
             0.0, t.hold_s, context, rb))
     for name in sorted(profile.slots):
-        th = settings.thresholds_for(name)
+        th = settings.thresholds_for(name, profile)
         sel = '{slot="' + name + '"}'
         for fig, rule in catalog.thresholds():
             alertname = SLOT_NAMES.get(rule.alert)
@@ -119,11 +120,17 @@ def _slo_rule(profile: Profile, name: str, th: Any, settings: Settings, sel: str
     (``console/model/slo.py``): for each latency with a target, the share of the
     window's requests at or under the target's edge (the engine's default buckets),
     where at least ``MIN_REQUESTS`` came; any one below the objective fires."""
-    eng = ENGINES.get(profile.slots[name].engine, DEFAULT)
+    served = profile.slots[name]
+    eng = ENGINES.get(served.engine, DEFAULT)
     t = settings.alerts
     parts, words = [], []
     for kind, target in slo.targets(th).items():
-        edge = snap_down(eng.slo_edges.get(kind, ()), target)
+        edges = eng.slo_edges.get(kind, ())
+        if served.slo is not None and served.slo.add_bucket_edges and eng is DEFAULT:
+            # the pod's vLLM has the profile's own target among its edges
+            edges = with_edge(edges, {"ttft": served.slo.ttft_s,
+                                      "tpot": served.slo.tpot_s}[kind])
+        edge = snap_down(edges, target)
         if kind not in eng.slo or edge is None:
             continue  # not exported, or no edge under the target: the console shows –
         share, count = slo_share_query(eng, kind, edge, settings.window_s, sel, BY)

@@ -7,6 +7,7 @@ paths (``Gauge.across``)."""
 from __future__ import annotations
 
 from console.model.engines.base import Engine, Gauge, Increase, OverTime, Quantile, Ratio
+from pod_agent.engines.vllm import ITL_EDGES, TTFT_EDGES
 
 KV = Gauge(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), across="max")
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -24,11 +25,9 @@ VLLM = Engine(
     cache_config="vllm:cache_config_info",
     slo={"ttft": "vllm:time_to_first_token_seconds",
          "tpot": "vllm:request_time_per_output_token_seconds"},
-    # vllm/v1/metrics buckets (0.32; docs/numbers.md): 0.32 has no option to change them
-    slo_edges={"ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
-                        1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
-               "tpot": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-                        2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)},
+    # vLLM 0.32's default buckets, as the pod agent renders them (a profile's ``slo:``
+    # adds its targets to them through --custom-histogram-buckets)
+    slo_edges={"ttft": TTFT_EDGES, "tpot": ITL_EDGES},
     sources={
         "kv_cache_usage": KV,
         "running": Gauge(("vllm:num_requests_running",)),
