@@ -19,11 +19,14 @@ requests (some under, some over: a share of 0 or 1 would prove little)."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from console.config.settings import SlotThresholds
 from console.model import slo
 from console.operations.benchmark.measure import BenchPlan, RequestResult, run_bench
 from console.sources.collect.exposition import parse
@@ -55,12 +58,9 @@ def _slot() -> Slot:
 def served(tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[vllm_server.VllmServer, prometheus_server.PrometheusServer]]:
     if not vllm_server.available() or not prometheus_server.available():
-        import os
         if os.environ.get("CI"):
             pytest.fail("the vLLM venv and prometheus are needed; .ci/run installs them")
         pytest.skip("the vLLM venv or prometheus is not installed")
-    import json
-
     buckets = slo_buckets(_slot())
     srv = vllm_server.VllmServer(
         tmp_path_factory.mktemp("vllm-slo"), name=MODEL, speculative=False,
@@ -160,10 +160,8 @@ async def test_attainment_equals_the_bench_clients_own_count_on_both_paths(serve
         times = [_client_latency(r, kind) for r in reqs]
         edge = _clear_edge(edges, times, kind)
         counted = sum(1 for t in times if t <= edge)
-        print(f"SLODEBUG {kind} edge={edge} counted={counted}/{n} times={sorted(round(t, 4) for t in times)}")
         for path, figures in (("direct", direct), ("promql", via)):
-            th = type("T", (), {"ttft_target_s": edge if kind == "ttft" else None,
-                                "tpot_target_s": edge if kind == "tpot" else None})()
+            th = SlotThresholds(**{f"{kind}_target_s": edge})
             [reading] = slo.readings(figures, th)
             assert (reading.edge_s, reading.requests) == (edge, n), (path, kind, reading)
             assert reading.under == counted, (path, kind, edge, reading, sorted(times))
