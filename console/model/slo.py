@@ -34,9 +34,9 @@ FAIR = 0.95
 """At or above (and under ``GOOD``): amber; below: red."""
 
 Colour = Literal["green", "amber", "red", "none"]
-STYLES: Mapping[Colour, str] = {"green": "bold white on dark_green",
-                                "amber": "bold black on dark_orange",
-                                "red": "bold white on red", "none": "dim"}
+STYLES: Mapping[Colour, str] = {"green": "bold #ffffff on #2e7d32",
+                                "amber": "bold #000000 on #f0a30a",
+                                "red": "bold #ffffff on #c62828", "none": "dim"}
 """The wall tile's and the fleet cell's colours by band."""
 
 
@@ -79,6 +79,21 @@ class SloReading:
             return (f"{name}{edge}: – ({self.requests:g} requests, under "
                     f"{MIN_REQUESTS:g})")
         return f"{name}{edge}: {floor_pct(share)} of {self.requests:g} requests"
+
+
+def detail(r: SloReading) -> tuple[str, str]:
+    """The detail screen's row: ``SLO TTFT``, ``83.3% of 18 at ≤ 0.25 s (target 0.3 s)``."""
+    name = f"SLO {LABELS[r.kind]}"
+    if not r.exported or r.edge_s is None:
+        return name, r.words().split(": ", 1)[1]
+    at = f"at ≤ {r.edge_s:g} s" + ("" if r.edge_s == r.target_s else
+                                   f" (target {r.target_s:g} s)")
+    if r.requests == 0:
+        return name, f"no requests ({at})"
+    share = r.share
+    if share is None:
+        return name, f"– ({r.requests:g} requests, under {MIN_REQUESTS:g}; {at})"
+    return name, f"{floor_pct(share)} of {r.requests:g} {at}"
 
 
 def targets(thresholds: Any) -> dict[str, float]:

@@ -80,9 +80,7 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
                fig.show(s.figure(fig.key))) for fig in detail_figures()
               if not fig.words and fig.source_for(eng) is not None]
     # SLO attainment: each latency's share, its target and the edge it was counted at
-    cells += [("SLO " + r.kind.upper(), r.words().split(": ", 1)[1] + " ("
-               + r.words().split(": ", 1)[0] + ")")
-              for r in slo.readings(f, thresholds)]
+    cells += [slo.detail(r) for r in slo.readings(f, thresholds)]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
         ("requests/s", fmt.num(f.request_rate if f else None, 2)),
