@@ -304,7 +304,8 @@ CATALOG: tuple[Figure, ...] = (
            min_sample=MinSample("slo_requests", MIN_REQUESTS, "requests"),
            words="share of the window's requests with TTFT (and TPOT) at or under the "
                  "slot's target, from the histograms' bucket increases, the target "
-                 "snapped down to a bucket edge; the lower of the two; 'no req': none"),
+                 "snapped down to a bucket edge; the lower of the two; 'no req': none; "
+                 "a column only where a slot has a target"),
 )
 
 BY_KEY = {f.key: f for f in CATALOG}

@@ -44,6 +44,8 @@ class FleetRow:
     """The slot that lowest attainment is of."""
     slo_no_requests: bool = False
     """Targets set and not one request in the window on any UP slot that has one."""
+    slo_set: bool = False
+    """Some UP slot of it has an SLO target (else its SLO says nothing)."""
     alerts: tuple[tuple[str, str], ...] = ()
     """(severity, title) of every alert condition that holds now."""
     source: str = ""

@@ -212,7 +212,7 @@ class FleetCollector:
             ttft_p95_s=max((t for t in ttfts if t is not None), default=None),
             kv_p99=max((k for k in kvs if k is not None), default=None),
             slo_attainment=low[0] if low else None, slo_slot=low[1] if low else None,
-            slo_no_requests=no_req,
+            slo_no_requests=no_req, slo_set=bool(with_target),
             alerts=tuple((c.severity, c.title) for c in conds), source=source,
             error="; ".join(errs) or None)
 

@@ -74,11 +74,14 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
         gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
         month.append(Text(fmt.money(r.spend_month)))
         pod.append(Text(r.pod_id or fmt.DASH))
-    return [("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
-            ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
-            ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
-            ("SLO", 14, 4, slo_cells), ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus),
-            ("MONTH", None, 6, month), ("POD", 14, 7, pod)]
+    cols: list[Column] = [
+        ("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
+        ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
+        ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
+        ("SLO", 14, 4, slo_cells), ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus),
+        ("MONTH", None, 6, month), ("POD", 14, 7, pod)]
+    # no pod with an SLO target: no column of –
+    return cols if any(r.slo_set for r in rows) else [c for c in cols if c[0] != "SLO"]
 
 
 def fit(cols: list[Column], width: int) -> list[Column]:

@@ -39,6 +39,8 @@ def overview_table(slots: tuple[SlotSnapshot, ...],
     t.add_column("slot")
     t.add_column("health")
     cols = catalog.columns()
+    if not any(slo.targets(th) for th in (thresholds or {}).values()):
+        cols = [(f, c) for f, c in cols if f.key != "slo_attainment"]  # nothing to say
     for _fig, col in cols:
         t.add_column(col.header, justify="right")
     for s in slots:

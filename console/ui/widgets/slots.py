@@ -115,22 +115,25 @@ def worst_first_reverse(key: str | None) -> bool:
     """The direction a column's first sort takes: largest first but for those above."""
     return key is not None and key not in ASCENDING_FIRST
 
+NO_SLO = frozenset({"slo_attainment"})
+"""The columns left out where no slot has an SLO target (a column of – says nothing)."""
 NARROW_BELOW = 100
 """Under this many terminal columns, columns use their narrow header where they have one."""
 CELL_PADDING = 2
 """Each cell is padded by one column on either side."""
 
 
-def fit_columns(width: int) -> tuple[str, ...]:
+def fit_columns(width: int, without: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The columns that fit ``width`` whole, by priority (ties: left to right), shown in
-    their usual order: the most important figures survive a narrow terminal."""
+    their usual order: the most important figures survive a narrow terminal. ``without``:
+    columns with nothing to say here (SLO where no slot has a target)."""
     narrow = width < NARROW_BELOW
     prio = dict(STATE_PRIORITY)
     widths = {k: w for k, _, w in STATE_COLUMNS}
     for f, c in FIGURE_COLUMNS:
         prio[f.key] = c.priority
         widths[f.key] = (c.narrow_width or c.width) if narrow else c.width
-    order = [k for k, _, _ in COLUMNS]
+    order = [k for k, _, _ in COLUMNS if k not in without]
     chosen: set[str] = set()
     used = 0
     for key in sorted(order, key=lambda k: (prio[k], order.index(k))):
@@ -192,6 +195,8 @@ class SlotsTable(Widget, can_focus=True):
         """Slots whose name or model contains this (any case) are shown; "" shows all."""
         self._last: tuple[Any, ...] | None = None
         """The latest ``show`` arguments: a new sort or filter re-orders without a poll."""
+        self.slo_targets = False
+        """Some slot has an SLO target: the SLO column is one to fit (else none)."""
 
     def on_mount(self) -> None:
         self.fit(self.app.size.width)
@@ -199,7 +204,8 @@ class SlotsTable(Widget, can_focus=True):
     # -- columns -----------------------------------------------------------------
     def fit(self, width: int) -> None:
         """Choose the columns for a terminal ``width`` wide (redrawn only on a change)."""
-        keys = fit_columns(width - 2)  # the screen's scrollbar gutter
+        # the screen's scrollbar gutter; SLO only where a slot has a target
+        keys = fit_columns(width - 2, frozenset() if self.slo_targets else NO_SLO)
         narrow = width < NARROW_BELOW
         if (keys, narrow) == self._layout:
             return
@@ -255,6 +261,11 @@ class SlotsTable(Widget, can_focus=True):
         ``stalled``: the slots the session finds stalled (``ConsoleState.stalled``);
         ``phases``: slot → its start-up phase while it starts (``model.startup``)."""
         self._last = (snap, gpus, utils, agent_states, thresholds, marks, stalled, phases)
+        targets = any(slo.targets(th) for th in (thresholds or {}).values())
+        if targets != self.slo_targets:  # the SLO column comes or goes
+            self.slo_targets = targets
+            self._layout = None
+            self.fit(self.app.size.width)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
                             agent_states.get(s.slot), (thresholds or {}).get(s.slot),
                             (marks or {}).get(s.slot), s.slot in stalled,
