@@ -88,19 +88,15 @@ def _count(prom: prometheus_server.PrometheusServer, want: float) -> float | Non
     return max(at) if at else None
 
 
-def _settled(prom: prometheus_server.PrometheusServer, want: float) -> float:
+def _stored(prom: prometheus_server.PrometheusServer, want: float) -> float:
+    """A sample time at which Prometheus holds the TTFT count at ``want`` (the latest):
+    a window from one such sample to another is read without extrapolation."""
     for _ in range(300):
         t = _count(prom, want)
-        # a later sample at the same count: Prometheus has the whole window's end
-        if t is not None and t < _latest(prom):
+        if t is not None:
             return t
         prom.wait_scrapes(1)
     raise AssertionError(f"Prometheus never held the TTFT count at {want}")
-
-
-def _latest(prom: prometheus_server.PrometheusServer) -> float:
-    res = prom.query(f'vllm:time_to_first_token_seconds_count{{model_name="{MODEL}"}}[1h]')
-    return max(float(t) for t, _ in res[0]["values"]) if res else -math.inf
 
 
 def _client_latency(r: RequestResult, kind: str) -> float:
@@ -132,7 +128,7 @@ async def test_attainment_equals_the_bench_clients_own_count_on_both_paths(serve
     srv, prom = served
     client = HttpClient()
     try:
-        before_at = _settled(prom, 0.0)
+        before_at = _stored(prom, 0.0)
         a = (await client.get(srv.url + "/metrics", timeout=10.0)).text
         # the bench's own protocol, small: short and long inputs, 1 and 4 at a time
         res = await run_bench(BenchPlan(
@@ -144,7 +140,7 @@ async def test_attainment_equals_the_bench_clients_own_count_on_both_paths(serve
         reqs = [r for c in res.configs for run in c.runs for r in run.requests]
         n = len(reqs)
         assert n == 20
-        after_at = _settled(prom, float(n))
+        after_at = _stored(prom, float(n))
         b = (await client.get(srv.url + "/metrics", timeout=10.0)).text
         window = round(after_at - before_at, 3)
         direct = compute(parse(b), parse(a), window_s=window)[MODEL]

@@ -128,7 +128,8 @@ class Card(Vertical):
 
 class SlotCard(Card):
     DEFAULT_CSS = """
-    SlotCard > .slo { width: 100%; padding: 0 1; }
+    SlotCard > .slo { width: 100%; height: 1; padding: 0 1; text-wrap: nowrap;
+                      text-overflow: ellipsis; }
     """
 
     def __init__(self, slot: str, **kw: Any) -> None:
