@@ -79,24 +79,30 @@ def served(tmp_path_factory: pytest.TempPathFactory
         srv.stop()
 
 
+HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds")
+"""TTFT is counted at a request's first token, TPOT at its end: a scrape may hold one
+count and not yet the other."""
+
+
 def _count(prom: prometheus_server.PrometheusServer, want: float) -> float | None:
-    """The last stored sample time at which the TTFT histogram counted ``want``."""
-    res = prom.query(f'vllm:time_to_first_token_seconds_count{{model_name="{MODEL}"}}[1h]')
-    if not res:
-        return None
-    at = [float(t) for t, v in res[0]["values"] if float(v) == want]
-    return max(at) if at else None
+    """The last stored sample time at which both histograms counted ``want``."""
+    times = None
+    for hist in HISTOGRAMS:
+        res = prom.query(f'{hist}_count{{model_name="{MODEL}"}}[1h]')
+        at = {float(t) for t, v in res[0]["values"] if float(v) == want} if res else set()
+        times = at if times is None else times & at
+    return max(times) if times else None
 
 
 def _stored(prom: prometheus_server.PrometheusServer, want: float) -> float:
-    """A sample time at which Prometheus holds the TTFT count at ``want`` (the latest):
+    """A sample time at which Prometheus holds both counts at ``want`` (the latest):
     a window from one such sample to another is read without extrapolation."""
     for _ in range(300):
         t = _count(prom, want)
         if t is not None:
             return t
         prom.wait_scrapes(1)
-    raise AssertionError(f"Prometheus never held the TTFT count at {want}")
+    raise AssertionError(f"Prometheus never held the counts at {want}")
 
 
 def _client_latency(r: RequestResult, kind: str) -> float:
