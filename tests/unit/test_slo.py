@@ -200,3 +200,18 @@ def test_the_profile_adds_its_targets_to_vllms_buckets() -> None:
     with pytest.raises(ValueError, match="typed fields"):
         Slot(served_model_name="m", hf_repo_id="a/b", port=8000, gpus=[0], gpu_util=0.5,
              max_model_len=1024, extra_args=["--custom-histogram-buckets={}"])
+
+
+def test_the_help_says_the_targets_and_the_objective_in_force() -> None:
+    from console.ui.help_text import thresholds
+    from console.ui.keys import column_legend
+
+    per_slot = {"Q27": th(ttft_target_s=0.3, tpot_target_s=0.1), "FLASH": th()}
+    rows = dict(thresholds(per_slot))
+    assert rows["SLO attainment"] == "yellow, then an alert, below 99.0%"
+    assert rows["SLO targets"].startswith("Q27 TTFT ≤ 0.3 s, TPOT ≤ 0.1 s (")
+    legend = dict(column_legend(per_slot))["SLO"]
+    assert "snapped down to a bucket edge" in legend and legend.endswith("below 99.0%")
+    # no target anywhere: no objective said, no targets line
+    none = dict(thresholds({"FLASH": th()}))
+    assert "SLO attainment" not in none and "SLO targets" not in none
