@@ -83,6 +83,22 @@ class BenchFigures(_Strict):
 BENCH_CONFIG_RE = r"^(short|long)-c[1-9][0-9]?$"
 
 
+class SlotSlo(_Strict):
+    """The slot's latency targets (SLO attainment, ``docs/numbers.md``): the console
+    counts the share of each window's requests at or under them, from the engine's
+    per-request histograms, the target snapped down to a bucket edge."""
+
+    ttft_s: float | None = Field(default=None, gt=0, le=3600)
+    """Time to first token target, in seconds."""
+    tpot_s: float | None = Field(default=None, gt=0, le=600)
+    """Time per output token target, in seconds (vLLM only: SGLang exports no such
+    histogram)."""
+    add_bucket_edges: bool = True
+    """vLLM 0.32+: add each target to its histogram's buckets
+    (``--custom-histogram-buckets``, vLLM's default edges plus the target), so the
+    count is at the target itself and not at the edge below it."""
+
+
 class Slot(_Strict):
     """One server process (``vllm serve``, SGLang's ``launch_server``): one model on one
     port."""
@@ -120,6 +136,9 @@ class Slot(_Strict):
         Field(default_factory=dict)
     """The benchmark's expected figures per configuration (``short-c1``, ``long-c4``, …):
     a run this far below them is flagged (the console's ``bench_regression_pct``)."""
+    slo: SlotSlo | None = None
+    """Latency targets for SLO attainment (TTFT, TPOT); unset: none. The objective (the
+    share below which an alert fires) is the console's ``thresholds.SLOT.slo_objective``."""
 
     @field_validator("gpus")
     @classmethod

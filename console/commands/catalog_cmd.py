@@ -47,18 +47,33 @@ def _row(fig: Any, family: str, window_s: float, by: tuple[str, ...]) -> dict[st
 
     gateway = family != "slot"
     setting = None if fig.threshold is None else fig.threshold.setting
+    if fig.key == "slo_attainment":  # of no engine source: per kind, from its histogram
+        source, definition, promql = "SloAttainment", {"words": fig.words}, slo_promql(
+            window_s, by)
+    else:
+        source, definition = type(fig.source).__name__, asdict(fig.source)
+        # a gateway gauge is its scope's worst series (the deployment state's max)
+        promql = source_query(fig.source, window_s, by=by, gauge="max" if gateway else None)
     return {
         "family": family, "key": fig.key, "label": fig.label,
-        "source": type(fig.source).__name__, "definition": asdict(fig.source),
-        # a gateway gauge is its scope's worst series (the deployment state's max)
-        "promql": source_query(fig.source, window_s, by=by,
-                               gauge="max" if gateway else None),
+        "source": source, "definition": definition, "promql": promql,
         "metrics_json": fig.json, "column": fig.column.header if fig.column else None,
         "plot": fig.plot.title if fig.plot else None,
         "threshold": None if fig.threshold is None else (
             (f"gateway.{setting}" if gateway else setting) if setting
             else f"fixed {fig.threshold.fixed:g}"),
         "per_slot": fig.per_slot}
+
+
+def slo_promql(window_s: float, by: tuple[str, ...]) -> str:
+    """SLO attainment's PromQL per vLLM latency, at an example target's edge (TTFT 0.5 s,
+    TPOT 0.1 s): the console takes the lower of the two shares."""
+    from console.model.engines import DEFAULT
+    from console.sources.collect.promql import slo_share_query
+
+    return "min of: " + "  |  ".join(
+        slo_share_query(DEFAULT, kind, edge, window_s, by=by)[0]
+        for kind, edge in (("ttft", 0.5), ("tpot", 0.1)))
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:

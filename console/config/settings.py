@@ -107,6 +107,21 @@ class SlotThresholds(BaseModel):
     """KV usage p99 above this is the field's trigger to revisit KV offload."""
     acceptance_baseline: float | None = Field(default=None, gt=0, le=1)
     """Expected speculative acceptance rate; alert when far below it."""
+    ttft_target_s: float | None = Field(default=None, gt=0, le=3600)
+    """SLO target for time to first token (seconds): the share of the window's requests
+    at or under it is the slot's SLO attainment. It is snapped down to an edge of the
+    engine's TTFT histogram (every request counted was under the target); the screens
+    say which edge. Unset: no TTFT objective."""
+    tpot_target_s: float | None = Field(default=None, gt=0, le=600)
+    """SLO target for time per output token (seconds), counted the same way from vLLM's
+    per-request TPOT histogram (SGLang exports none)."""
+    slo_objective: float = Field(default=0.99, gt=0, le=1)
+    """SLO attainment below this share (of the window's requests) raises an alert."""
+
+    @property
+    def slo_objective_set(self) -> float | None:
+        """The objective where a target gives it something to judge (None: no target)."""
+        return self.slo_objective if (self.ttft_target_s or self.tpot_target_s) else None
 
 
 class AlertTiming(BaseModel):
@@ -337,8 +352,19 @@ class Settings(BaseSettings):
                              "name a directory, or leave it unset for the default")
         return v
 
-    def thresholds_for(self, slot: str) -> SlotThresholds:
-        return self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+    def thresholds_for(self, slot: str, profile: Any = None) -> SlotThresholds:
+        """The slot's thresholds: its own, else ``default``'s; its SLO targets, where the
+        config sets none, from the profile's ``slots.SLOT.slo`` (``profile``: the
+        profile it runs; the config's win, so a console can judge tighter)."""
+        th = self.thresholds.get(slot) or self.thresholds.get("default") or SlotThresholds()
+        served = profile.slots.get(slot) if profile is not None else None
+        targets = getattr(served, "slo", None)
+        if targets is None:
+            return th
+        fill = {k: v for k, v in (("ttft_target_s", targets.ttft_s),
+                                   ("tpot_target_s", targets.tpot_s))
+                if v is not None and getattr(th, k) is None}
+        return th.model_copy(update=fill) if fill else th
 
     @property
     def spend_path(self) -> Path | None:

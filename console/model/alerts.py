@@ -387,7 +387,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
         out.append(stop_event(stop, run))
     if snap is not None and not stopped and stop is None:
         for s in snap.slots:
-            th = settings.thresholds_for(s.slot)
+            th = settings.thresholds_for(s.slot, profile)
             agent_state = (pod.agent_slots.get(s.slot, {}).get("state")
                            if pod is not None else None)
             if startup.shown_health(s.health, agent_state) == "starting":
@@ -404,7 +404,7 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             if s.figures is None or s.health != "up":
                 continue  # a slot that is not up has no live figures to judge
             for fig, rule in catalog.thresholds():
-                value = s.figure(fig.key)
+                value = s.figure(fig.key, th)
                 if value is not None and rule.breached(value, th):
                     out.append(Condition(f"{rule.alert}:{s.slot}", "warn",
                                          rule.title(s.slot, value, th), rule.hint,

@@ -40,6 +40,7 @@ from console.model.engines.vllm import (
     SPEC_DRAFTS,
     SPEC_PER_POS,
 )
+from console.model.slo import MIN_REQUESTS, floor_pct
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ class Figure:
     """A figure of no engine (the gateway's): its source here, not in an engine's table."""
     min_sample: MinSample | None = None
     """A ratio's least sample (``sampled``), the same on both paths."""
+    words: str | None = None
+    """What the figure is, for the legend, where no source says it (SLO attainment)."""
 
     @property
     def source(self) -> Source:
@@ -291,6 +294,18 @@ CATALOG: tuple[Figure, ...] = (
            threshold=Threshold("kv", "{slot} KV p99 {value:.0%} > {limit:.0%}",
                                setting="kv_p99",
                                hint="revisit KV offload (the field's trigger)")),
+    # per slot from its targets (``console/model/slo.py``): the lowest share of the
+    # window's requests at or under the target, TTFT and TPOT each from its histogram
+    Figure("slo_attainment", "SLO attainment", floor_pct, per_slot=True,
+           column=Column("SLO", 6, 45, priority=3),
+           threshold=Threshold("slo", "{slot} SLO attainment {value:.1%} < {limit:.1%}",
+                               setting="slo_objective_set", below=True,
+                               hint="requests slower than the slot's TTFT/TPOT target"),
+           min_sample=MinSample("slo_requests", MIN_REQUESTS, "requests"),
+           words="share of the window's requests with TTFT (and TPOT) at or under the "
+                 "slot's target, from the histograms' bucket increases, the target "
+                 "snapped down to a bucket edge; the lower of the two; 'no req': none; "
+                 "a column only where a slot has a target"),
 )
 
 BY_KEY = {f.key: f for f in CATALOG}
@@ -356,8 +371,14 @@ def cell_text(fig: Figure, value: Callable[[str], float | None]) -> str:
 
 def describe(fig: Figure) -> str:
     """One line saying what a figure is, for the help's column legend."""
-    src = fig.source
-    if isinstance(src, Gauge):
+    if fig.words is not None:
+        text = fig.words
+        src = None
+    else:
+        src = fig.source
+    if src is None:
+        pass
+    elif isinstance(src, Gauge):
         where = f"{{{src.where[0]}={src.where[1]}}}" if src.where else ""
         text = f"{src.names[0]}{where} now"
         if src.across == "max":  # a fraction of each rank's own pool: never summed

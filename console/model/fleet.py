@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.model import fmt
+from console.model.slo import floor_pct
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,26 @@ class FleetRow:
     """The worst (highest) TTFT p95 of its slots that are UP."""
     kv_p99: float | None = None
     """The highest KV p99 of its slots."""
+    slo_attainment: float | None = None
+    """The lowest SLO attainment of its UP slots that have a target (``model/slo.py``);
+    None: no target, or no slot with enough requests."""
+    slo_slot: str | None = None
+    """The slot that lowest attainment is of."""
+    slo_no_requests: bool = False
+    """Targets set and not one request in the window on any UP slot that has one."""
+    slo_set: bool = False
+    """Some UP slot of it has an SLO target (else its SLO says nothing)."""
     alerts: tuple[tuple[str, str], ...] = ()
     """(severity, title) of every alert condition that holds now."""
     source: str = ""
     """Where its slots' figures came from: ``fleet prometheus``, ``prometheus``, ``direct``."""
     error: str | None = None
+
+    def slo_text(self) -> str:
+        """``97.5% Q27``, ``no req``, or ``–``."""
+        if self.slo_attainment is None:
+            return "no req" if self.slo_no_requests else fmt.DASH
+        return f"{floor_pct(self.slo_attainment)} {self.slo_slot or ''}".rstrip()
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(map(list, v)) if k == "alerts" else v)
@@ -81,7 +97,7 @@ class FleetSnapshot:
         from console.model.fmt import aligned
 
         rows = [("CONTEXT", "POD", "STATE", "GPUs", "$/h", "TODAY", "MONTH", "STOP",
-                 "SLOTS", "WORST", "TTFT p95", "KV p99", "ALERTS")]
+                 "SLOTS", "WORST", "TTFT p95", "KV p99", "SLO", "ALERTS")]
         for r in self.rows:
             gpus = (f"{r.gpu_count}× {r.gpu_name}" if r.gpu_count and r.gpu_name
                     else (r.gpu_name or fmt.DASH))
@@ -97,7 +113,7 @@ class FleetSnapshot:
                 f"{r.slots_up}/{r.slots}",
                 fmt.DASH if r.worst_health is None else
                 f"{r.worst_slot} {r.worst_health.upper()}",
-                fmt.secs(r.ttft_p95_s), fmt.pct(r.kv_p99),
+                fmt.secs(r.ttft_p95_s), fmt.pct(r.kv_p99), r.slo_text(),
                 (f"{crit} crit " if crit else "") + (f"{warn} warn" if warn else "")
                 or "none"))
         out = aligned(rows)

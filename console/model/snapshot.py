@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from console.model import slo
 from console.model.gpu_state import GpuReport
 from console.model.model_figures import ModelFigures
 from console.model.printable import printable
@@ -169,10 +170,13 @@ class SlotSnapshot:
     engine: str = "vllm"
     """The slot's serving engine (the profile's ``engine:``)."""
 
-    def figure(self, key: str) -> float | None:
-        """A catalog figure of this slot: its model's, or its own (KV p99)."""
+    def figure(self, key: str, thresholds: Any = None) -> float | None:
+        """A catalog figure of this slot: its model's, or its own (KV p99; SLO
+        attainment against ``thresholds``, the slot's targets)."""
         if key == "kv_p99":
             return self.kv_p99
+        if key == "slo_attainment":
+            return slo.attainment(self.figures, thresholds)
         return self.figures.value(key) if self.figures is not None else None
 
     def to_json(self) -> dict[str, object]:

@@ -34,7 +34,7 @@ from console.model.printable import printable
 ALERTNAMES = {
     "down": "SlotDown", "probe": "SlotCompletionsFailing", "starting": "SlotStarting",
     "stall": "SlotStalled", "kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh",
-    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow",
+    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow", "slo": "SlotSloAttainmentLow",
     "stopped": "PodStopped", "agent": "PodAgentUnreachable", "provider": "ProviderApiError",
     "watchdog": "PodWatchdogStopFailed", "hours": "PodOutsideWorkingHours",
     "stop-soon": "PodStopSoon", "memory-guard": "PodMemoryGuard", "pod-clock": "PodClockSkew",
@@ -49,7 +49,7 @@ ALERTNAMES = {
     "gw-route": "GatewayRouteFailing",
 }
 """Alert key prefix → ``alertname`` (the rendered Prometheus rules use the same names)."""
-SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept"}
+SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept", "slo"}
 GPU_KEYS = {"util", "ecc", "remap", "remapfail", "throttle", "heat", "stray", "xid"}
 SEVERITY = {"crit": "critical", "warn": "warning", "info": "info"}
 WATCHDOG = "Watchdog"

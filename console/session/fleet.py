@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.model import slo
 from console.model.fleet import FleetRow, FleetSnapshot
 from console.model.pod_stop import probe_hold
 from console.model.printable import clean
@@ -185,6 +186,15 @@ class FleetCollector:
         worst = min(snap.slots, key=lambda x: HEALTH_ORDER.get(x.health, 1), default=None)
         ttfts = [x.figure("ttft_p95_s") for x in up]
         kvs = [x.kv_p99 for x in snap.slots]
+        # SLO attainment: the lowest of the UP slots with a target (model/slo.py)
+        profile = m.deployment.today.profile
+        th = {x.slot: s.thresholds_for(x.slot, profile) for x in up}
+        with_target = [x for x in up if slo.targets(th[x.slot])]
+        shares = [(v, x.slot) for x in with_target
+                  if (v := x.figure("slo_attainment", th[x.slot])) is not None]
+        low = min(shares, default=None)
+        no_req = bool(with_target) and all(
+            slo.no_requests(x.figures, th[x.slot]) for x in with_target)
         plan = pod.stop_plan
         source = ("fleet prometheus" if prefetched is not None else
                   "prometheus" if s.prometheus_url and not snap.prometheus_error else "direct")
@@ -201,6 +211,8 @@ class FleetCollector:
             worst_slot=worst.slot if worst is not None else None,
             ttft_p95_s=max((t for t in ttfts if t is not None), default=None),
             kv_p99=max((k for k in kvs if k is not None), default=None),
+            slo_attainment=low[0] if low else None, slo_slot=low[1] if low else None,
+            slo_no_requests=no_req, slo_set=bool(with_target),
             alerts=tuple((c.severity, c.title) for c in conds), source=source,
             error="; ".join(errs) or None)
 

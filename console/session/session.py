@@ -578,7 +578,8 @@ class Session:
             allowed = frozenset(i for i in reg.specs if reg.allowed(i))
             if reg.in_flight is not None:
                 running = reg.specs[reg.in_flight].title
-            thresholds = {t.slot: ctx.settings.thresholds_for(t.slot) for t in view.targets}
+            thresholds = {t.slot: ctx.settings.thresholds_for(t.slot, ctx.profile)
+                          for t in view.targets}
         else:  # before the registry exists operations wait for it, unless read-only
             allowed = frozenset() if view.read_only else self._waiting
         return ConsoleState(view=view, ready=ctx is not None, now=now, operation=running,

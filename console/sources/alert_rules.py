@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from console.model import catalog
-from console.sources.collect.promql import _w, engines_query
+from console.model import catalog, slo
+from console.model.engines import DEFAULT, ENGINES
+from console.sources.collect.promql import _w, engines_query, slo_share_query
+from pod_agent.engines.base import with_edge
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 BY = ("pod", "profile", "slot")
 """The labels ``profile render``'s targets give each slot's series."""
-SLOT_NAMES = {"kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh"}
+SLOT_NAMES = {"kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh",
+              "slo": "SlotSloAttainmentLow"}
 """Threshold rules rendered (their ``alertname`` as the console sends it)."""
 RULES_FILE = "prometheus/rules.yml"
 ALERTMANAGER_FILE = "alertmanager.yml"
@@ -77,12 +80,17 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
             # the window is the wait already, as the console's StallWatch counts it
             0.0, t.hold_s, context, rb))
     for name in sorted(profile.slots):
-        th = settings.thresholds_for(name)
+        th = settings.thresholds_for(name, profile)
         sel = '{slot="' + name + '"}'
         for fig, rule in catalog.thresholds():
             alertname = SLOT_NAMES.get(rule.alert)
             limit = rule.limit(th)
             if alertname is None or limit is None:
+                continue
+            if rule.alert == "slo":
+                r = _slo_rule(profile, name, th, settings, sel, context)
+                if r is not None:
+                    slots.append(r)
                 continue
             expr = engines_query(fig.key, settings.window_s, sel, BY)
             if expr is None:
@@ -99,6 +107,44 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
                                              "always fires (a dead-man's switch)"}}]
     return {"groups": [{"name": "pod-console-slots", "rules": slots},
                        {"name": "pod-console-heartbeat", "rules": heartbeat}]}
+
+
+def snap_down(edges: tuple[float, ...], target: float) -> float | None:
+    """The highest edge at or under ``target`` (``numbers.share_under``'s rule)."""
+    return max((e for e in edges if e <= target), default=None)
+
+
+def _slo_rule(profile: Profile, name: str, th: Any, settings: Settings, sel: str,
+              context: str) -> dict[str, Any] | None:
+    """The slot's SLO attainment below its objective, as the console judges it
+    (``console/model/slo.py``): for each latency with a target, the share of the
+    window's requests at or under the target's edge (the engine's default buckets),
+    where at least ``MIN_REQUESTS`` came; any one below the objective fires."""
+    served = profile.slots[name]
+    eng = ENGINES.get(served.engine, DEFAULT)
+    t = settings.alerts
+    parts, words = [], []
+    for kind, target in slo.targets(th).items():
+        edges = eng.slo_edges.get(kind, ())
+        if served.slo is not None and served.slo.add_bucket_edges and eng is DEFAULT:
+            # the pod's vLLM has the profile's own target among its edges
+            edges = with_edge(edges, {"ttft": served.slo.ttft_s,
+                                      "tpot": served.slo.tpot_s}[kind])
+        edge = snap_down(edges, target)
+        if kind not in eng.slo or edge is None:
+            continue  # not exported, or no edge under the target: the console shows –
+        share, count = slo_share_query(eng, kind, edge, settings.window_s, sel, BY)
+        parts.append(f"(({share}) < {th.slo_objective:g} and on ({', '.join(BY)}) "
+                     f"({count}) >= {slo.MIN_REQUESTS:g})")
+        words.append(f"{slo.LABELS[kind]} ≤ {edge:g} s")
+    if not parts:
+        return None
+    r = _rule("SlotSloAttainmentLow", " or ".join(parts), "warning",
+              f"{name} SLO attainment < {th.slo_objective:.1%} ({', '.join(words)})",
+              "requests slower than the slot's TTFT/TPOT target", t.for_s, t.hold_s,
+              context, settings.runbook_url)
+    r["labels"]["slot"] = name
+    return r
 
 
 def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
@@ -140,7 +186,7 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
             # a slot down says it all: not its stall or its figures too
             {"source_matchers": ['alertname="SlotDown"'],
              "target_matchers": ['alertname=~"SlotStalled|SlotKvCacheHigh|SlotTtftHigh|'
-                                 'SlotCompletionsFailing"'],
+                                 'SlotSloAttainmentLow|SlotCompletionsFailing"'],
              "equal": ["context", "pod", "slot"]},
         ],
     }

@@ -9,7 +9,7 @@ from typing import Any
 
 from textual.binding import Binding
 
-from console.model import catalog, fmt, startup
+from console.model import catalog, fmt, slo, startup
 
 Section = tuple[str, list[tuple[str, str]]]
 """(title, [(word or column, what it means)])."""
@@ -105,6 +105,15 @@ def thresholds(per_slot: Mapping[str, Any], stall_after_s: float | None = None
         words = limit_words(fig, per_slot)
         if words is not None:
             out.append((fig.label, "yellow, then an alert, " + words))
+    targets = {slot: ", ".join(f"{slo.LABELS[k]} ≤ {v:g} s"
+                               for k, v in slo.targets(th).items())
+               for slot, th in per_slot.items()}
+    if any(targets.values()):
+        out.append(("SLO targets", "; ".join(
+            f"{slot} {t}" for slot, t in targets.items() if t)
+            + f" (the share at or under the target's bucket edge; green ≥ "
+              f"{slo.GOOD:.0%}, amber ≥ {slo.FAIR:.0%}, red below; – under "
+              f"{slo.MIN_REQUESTS:g} requests)"))
     if stall_after_s is not None:
         span = f"{stall_after_s:.0f} s" if stall_after_s < 120 else fmt.duration(
             stall_after_s, False)

@@ -81,7 +81,10 @@ DEFAULT = ConsoleTheme(
      "fault": "bold white on red", "info": "cyan", "accent": "bold cyan", "busy": "magenta",
      "busy.strong": "bold magenta", "unknown": "grey50", "neutral": "white",
      "gauge.util": "cyan", "gauge.mem": "magenta", "badge.demo": "bold black on yellow",
-     "badge.readonly": "bold white on blue", "badge.replay": "bold white on magenta"})
+     "badge.readonly": "bold white on blue", "badge.replay": "bold white on magenta",
+     # SLO attainment tiles, coloured as vLLM's own Service Status board colours them
+     "tile.ok": "bold #ffffff on #2e7d32", "tile.warn": "bold #000000 on #f0a30a",
+     "tile.crit": "bold #ffffff on #c62828"})
 """The console's look before themes, unchanged (its snapshots are the same)."""
 
 HIGH_CONTRAST = ConsoleTheme(
@@ -96,7 +99,9 @@ HIGH_CONTRAST = ConsoleTheme(
      "accent": "bold #00d7ff", "busy": "#ff87ff", "busy.strong": "bold #ff87ff",
      "unknown": "#bcbcbc", "neutral": "#ffffff", "gauge.util": "#00d7ff",
      "gauge.mem": "#ff87ff", "badge.demo": "bold #000000 on #ffff00",
-     "badge.readonly": "bold #000000 on #00d7ff", "badge.replay": "bold #000000 on #ff87ff"},
+     "badge.readonly": "bold #000000 on #00d7ff", "badge.replay": "bold #000000 on #ff87ff",
+     "tile.ok": "bold #000000 on #00ff66", "tile.warn": "bold #000000 on #ffff00",
+     "tile.crit": "bold #000000 on #ff5050"},
     series=("#00d7ff", "#ffff00", "#ff87ff", "#00ff66", "#ff8700", "#ffffff", "#8787ff",
             "#ff5050"),
     limit="#ff5050", cursor="#ffffff",
@@ -118,7 +123,9 @@ COLOUR_BLIND = ConsoleTheme(
      "accent": "bold #cc79a7", "busy": "#cc79a7", "busy.strong": "bold #cc79a7",
      "unknown": "grey50", "neutral": "white", "gauge.util": "#56b4e9",
      "gauge.mem": "#cc79a7", "badge.demo": "bold #000000 on #f0e442",
-     "badge.readonly": "bold #ffffff on #0072b2", "badge.replay": "bold #000000 on #cc79a7"},
+     "badge.readonly": "bold #ffffff on #0072b2", "badge.replay": "bold #000000 on #cc79a7",
+     "tile.ok": "bold #ffffff on #0072b2", "tile.warn": "bold #000000 on #f0e442",
+     "tile.crit": "bold #000000 on #d55e00"},
     series=("#56b4e9", "#e69f00", "#f0e442", "#cc79a7", "#0072b2", "#ffffff", "#009e73",
             "#d55e00"),
     limit="#d55e00", cursor="gray")
@@ -134,7 +141,8 @@ MONO = ConsoleTheme(
      "fault": "bold reverse", "info": "", "accent": "bold", "busy": "",
      "busy.strong": "bold", "unknown": "dim", "neutral": "", "gauge.util": "",
      "gauge.mem": "", "badge.demo": "bold reverse", "badge.readonly": "bold reverse",
-     "badge.replay": "bold reverse"},
+     "badge.replay": "bold reverse", "tile.ok": "", "tile.warn": "bold",
+     "tile.crit": "bold reverse"},
     limit=None, cursor=None, colour=False)
 """No colour: the worst states in reverse video, warnings bold, the rest plain."""
 

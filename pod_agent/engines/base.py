@@ -21,6 +21,25 @@ class DraftSpec(Protocol):
     def model_dump(self, *, exclude_none: bool = ...) -> Dict[str, Any]: ...
 
 
+class LatencyTargets(Protocol):
+    """A slot's SLO targets as a command line reads them (the profile's ``SlotSlo``)."""
+
+    @property
+    def ttft_s(self) -> float | None: ...
+    @property
+    def tpot_s(self) -> float | None: ...
+    @property
+    def add_bucket_edges(self) -> bool: ...
+
+
+def with_edge(edges: Tuple[float, ...], target: float | None) -> Tuple[float, ...]:
+    """``edges`` with ``target`` among them, in order (once): a bucket list a slot's SLO
+    target is added to (``--custom-histogram-buckets``)."""
+    if target is None or target in edges:
+        return edges
+    return tuple(sorted((*edges, float(target))))
+
+
 class ServedSlot(Protocol):
     """A slot as an engine's command line reads it: the profile's ``Slot``, described here
     rather than imported, because the profile imports the engines (their managed flags)."""
@@ -37,6 +56,8 @@ class ServedSlot(Protocol):
     def max_model_len(self) -> int: ...
     @property
     def speculative(self) -> DraftSpec | None: ...
+    @property
+    def slo(self) -> LatencyTargets | None: ...
 
 
 class Argv(Protocol):

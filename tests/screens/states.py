@@ -312,6 +312,21 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
                         stalled=stalls, run=run_of(p, p, NOW), gateway_limits=s.gateway)
 
 
+def slo_settings() -> Settings:
+    """SLO targets on both slots (issue 45): FLASH's TTFT 2.5 s (all 18 of the captures'
+    requests under it: 100 %, green), Q27's 0.3 s (counted at the 0.25 s edge: 15 of 18,
+    83.3 %, red and below its 99 % objective: an alert)."""
+    from console.config.settings import SlotThresholds
+
+    return settings(thresholds={"FLASH": SlotThresholds(ttft_target_s=2.5),
+                                "Q27": SlotThresholds(ttft_target_s=0.3, tpot_target_s=0.1)})
+
+
+def slo_state(**kw: Any) -> ConsoleState:
+    """``state`` with ``slo_settings``."""
+    return state(settings_=slo_settings(), **kw)
+
+
 def _clock(t: float) -> str:
     from console.model import fmt
 
@@ -327,13 +342,13 @@ def fleet() -> FleetSnapshot:
                  cost_per_hr=4.18, spend_today=37.62, spend_month=812.40,
                  stop_in_s=6 * 3600.0, stop_reason="schedule", slots_up=2, slots=2,
                  worst_health="up", worst_slot="FLASH", ttft_p95_s=0.94, kv_p99=0.031,
-                 source="direct"),
+                 slo_attainment=15 / 18, slo_slot="Q27", slo_set=True, source="direct"),
         FleetRow("tokyo", pod_id="def456uvw", profile="h200-1x", status="RUNNING",
                  gpu_name="H200", gpu_count=1, cost_per_hr=3.59, spend_today=12.80,
                  spend_month=301.15, stop_in_s=1500.0, stop_reason="idle", slots_up=1,
                  slots=2, worst_health="down", worst_slot="CODER", ttft_p95_s=2.75,
                  kv_p99=0.412, alerts=(("crit", "CODER down"), ("warn", "KV cache p99 41%")),
-                 source="prometheus"),
+                 slo_no_requests=True, slo_set=True, source="prometheus"),
         FleetRow("oregon", error="RunPod API: HTTP 401 (check RUNPOD_API_KEY for oregon)"),
     )
     return FleetSnapshot(rows, NOW - 3, "seoul", shared_prometheus="http://10.0.0.9:9090",

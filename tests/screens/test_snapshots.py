@@ -149,6 +149,11 @@ SCREENS: dict[str, tuple[list[Callable[[], Screen]], list[Step]]] = {
     # G (issue 34): model groups, deployments (one in cooldown), users, from the real
     # LiteLLM capture read twice by the collector
     "gateway": ([lambda: GatewayScreen(states.gateway_state())], []),
+    # SLO attainment (issue 45): the column (100 % and 83.3 % below the objective, its
+    # alert), the wall's tiles (green, red) and the detail's rows with the edge used
+    "main-slo": ([lambda: MainScreen(states.slo_state(), states.log_lines())], []),
+    "wall-slo": ([lambda: WallScreen(states.slo_state(read_only=True), rotate_s=60)], []),
+    "detail-slo": ([lambda: SlotDetailScreen(states.slo_state(), "Q27")], []),
 }
 """name → (the screens pushed, bottom first; what is done once they are up)."""
 

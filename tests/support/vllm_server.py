@@ -66,6 +66,8 @@ class VllmServer:
     either way; the compiled path is the field's, not something a test here checks."""
     model_in_engine: bool = False
     """:data:`MODEL_IN_ENGINE`: for servers a test starts for itself."""
+    extra_args: list[str] = field(default_factory=list)
+    """Further flags, as a profile renders them (``--custom-histogram-buckets``)."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -94,7 +96,7 @@ class VllmServer:
             argv += ["--speculative-config", json.dumps(SPEC)]
         if self.enforce_eager:
             argv.append("--enforce-eager")
-        return argv
+        return argv + self.extra_args
 
     def start(self, timeout_s: float = 240.0) -> None:
         self.proc = procs.start(self.argv(), self.log, env=vllm_env(self.kv_space_gib,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from console.config.settings import AlertTiming, Settings
+from console.config.settings import AlertTiming, Settings, SlotThresholds
 from console.model.alerts import AlertBook, evaluate
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
@@ -167,3 +167,98 @@ def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
         r = subprocess.run(["amtool", "check-config", str(out / "alertmanager.yml")],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _slo_recording() -> list[tuple[int, int]]:
+    """Q27's requests per step of 10 s: (all, those at or under 0.25 s). Fast for a
+    while, then one in five slow for two minutes, fast again, then idle (no request: no
+    share, no alert on either side)."""
+    return [(20, 20)] * 8 + [(20, 16)] * 12 + [(20, 20)] * 14 + [(0, 0)] * 10
+
+
+def _slo_console(settings: Settings, rec: list[tuple[int, int]], start: float
+                 ) -> list[dict[str, dict[str, str]]]:
+    """The console's SLO alert at every evaluation: its bucket increases as Prometheus's
+    ``increase`` reads them (``extrapolated_increase`` over the window's samples)."""
+    from console.model.numbers import extrapolated_increase
+
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    book = AlertBook()
+    under, every, total_u, total_n = [], [], start, start
+    out = []
+    for i, (n, u) in enumerate(rec):
+        total_n += n
+        total_u += u
+        now = float(i * STEP)
+        every.append((now, total_n))
+        under.append((now, total_u))
+
+        def inc(series: list[tuple[float, float]], now: float = now) -> float:
+            kept = [(t, v) for t, v in series if now - settings.window_s <= t <= now]
+            return extrapolated_increase(kept, now - settings.window_s, now)
+
+        buckets = {} if i == 0 else {"ttft": ((0.25, inc(under)), (float("inf"), inc(every)))}
+        slots = [SlotSnapshot(
+            slot=name, served_model_name=s.served_model_name, port=s.port, url="",
+            health="up", fetched_at=now,
+            figures=ModelFigures(s.served_model_name, settings.window_s, {},
+                                 latency_buckets=buckets if name == "Q27" else {}))
+            for name, s in profile.slots.items()]
+        conds = [c for c in evaluate(DeploymentSnapshot(PROFILE, tuple(slots), now), None,
+                                     profile, settings, now) if c.key.startswith("slo:")]
+        book.update(conds, now)
+        out.append({a.key: labels_of(a, Where(PROFILE, POD)) for a in book.firing()})
+    return out
+
+
+def test_prometheus_fires_the_slo_alert_at_the_consoles_evaluations(tmp_path: Path) -> None:
+    """SLO attainment below the objective: the rendered rule (the same bucket edge, the
+    same least count of requests) fires and resolves at the evaluations the console's
+    own rule does, with the labels it sends Alertmanager."""
+    _need("promtool")
+    settings = _settings().model_copy(update={"thresholds": {"Q27": SlotThresholds(
+        ttft_target_s=0.25, slo_objective=0.99)}})
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    rules = alert_rules.render_rules(profile, settings, "default")
+    (rule,) = [r for g in rules["groups"] for r in g["rules"]
+               if r["alert"] == "SlotSloAttainmentLow"]
+    assert 'le=~"0\\\\.250*"' in rule["expr"] and rule["labels"]["slot"] == "Q27"
+    (tmp_path / "rules.yml").write_text(alert_rules.dump(rules))
+    r = subprocess.run(["promtool", "check", "rules", str(tmp_path / "rules.yml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = _slo_recording()
+    start = 100000.0  # the counters' value before the recording: no zero clamp
+    judged = _slo_console(settings, rec, start)
+    fired = [i for i, f in enumerate(judged) if "slo:Q27" in f]
+    assert fired and fired[0] > 8 and fired[-1] < len(judged) - 1, fired
+    labels = {"slot": "Q27", "pod": POD, "profile": PROFILE, **rule["labels"]}
+    ann = dict(rule["annotations"])
+    tests = []
+    for i, firing in enumerate(judged):
+        exp = []
+        if "slo:Q27" in firing:
+            assert firing["slo:Q27"].items() <= {**labels, "alertname":
+                                                 "SlotSloAttainmentLow"}.items()
+            exp.append({"exp_labels": labels, "exp_annotations": ann})
+        tests.append({"eval_time": f"{i * STEP}s", "alertname": "SlotSloAttainmentLow",
+                      "exp_alerts": exp})
+    target = f'slot="Q27",pod="{POD}",profile="{PROFILE}",model_name="m-Q27"'
+    cum_n, cum_u, n_vals, u_vals = start, start, [], []
+    for n, u in rec:
+        cum_n += n
+        cum_u += u
+        n_vals.append(f"{cum_n:g}")
+        u_vals.append(f"{cum_u:g}")
+    series = [
+        {"series": f'vllm:time_to_first_token_seconds_bucket{{job="vllm",le="0.25",'
+                   f'{target}}}', "values": " ".join(u_vals)},
+        {"series": f'vllm:time_to_first_token_seconds_bucket{{job="vllm",le="+Inf",'
+                   f'{target}}}', "values": " ".join(n_vals)}]
+    doc = {"rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
+           "tests": [{"interval": f"{STEP}s", "input_series": series,
+                      "alert_rule_test": tests}]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yml")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]

@@ -94,6 +94,10 @@ class Engine:
     slo: Mapping[str, str] = field(default_factory=dict)
     """Latency kind (``ttft``, ``tpot``) → the per-request histogram SLO attainment is
     counted from (``ModelFigures.attainment``); a kind absent here is not exported."""
+    slo_edges: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    """Latency kind → the engine's default bucket edges of that histogram (seconds): what
+    a target is snapped to where no exposition was read (the rendered Prometheus rules).
+    The console itself snaps to the edges the slot exports."""
     notes: Mapping[str, str] = field(default_factory=dict)
     """Catalog key → how this engine's source counts it, where a reader would assume
     otherwise (the screens show it beside the figure's label)."""

@@ -31,6 +31,9 @@ SGLANG = Engine(
     replicas=("tp_rank", "pp_rank", "moe_ep_rank"),
     extra_families=(STARTUP,),
     slo={"ttft": "sglang:time_to_first_token_seconds"},  # no per-request TPOT histogram
+    # SGLang 0.5.23's default TTFT buckets (its collector; tests/fixtures/sglang-0.5.23)
+    slo_edges={"ttft": (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0,
+                        60.0, 80.0, 100.0, 200.0, 400.0)},
     # the tokenizer counts a request's tokens when it finishes: a long generation shows
     # as nothing, then all at once
     notes={k: "counted at request end" for k in (

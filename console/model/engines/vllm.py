@@ -7,6 +7,7 @@ paths (``Gauge.across``)."""
 from __future__ import annotations
 
 from console.model.engines.base import Engine, Gauge, Increase, OverTime, Quantile, Ratio
+from pod_agent.engines.vllm import ITL_EDGES, TTFT_EDGES
 
 KV = Gauge(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), across="max")
 SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -24,6 +25,9 @@ VLLM = Engine(
     cache_config="vllm:cache_config_info",
     slo={"ttft": "vllm:time_to_first_token_seconds",
          "tpot": "vllm:request_time_per_output_token_seconds"},
+    # vLLM 0.32's default buckets, as the pod agent renders them (a profile's ``slo:``
+    # adds its targets to them through --custom-histogram-buckets)
+    slo_edges={"ttft": TTFT_EDGES, "tpot": ITL_EDGES},
     sources={
         "kv_cache_usage": KV,
         "running": Gauge(("vllm:num_requests_running",)),

@@ -133,6 +133,31 @@ def source_query(source: Source, window_s: float, sel: str = "",
     raise TypeError(f"no PromQL for {source!r}")
 
 
+def le_matcher(edge: float) -> str:
+    """``le=~"…"`` matching a bucket edge however the exposition spells it: vLLM writes
+    ``0.5`` and ``1.0``, Prometheus 3 normalises ``1.0`` to ``1``."""
+    text = f"{edge:g}"
+    if "e" in text:
+        text = repr(float(edge))
+    pattern = text.replace(".", "\\\\.") + ("0*" if "." in text else "(\\\\.0+)?")
+    return f'le=~"{pattern}"'
+
+
+def slo_share_query(engine: Engine, kind: str, edge: float, window_s: float,
+                    sel: str = "", by: tuple[str, ...] = MODEL_BY) -> tuple[str, str]:
+    """(share, requests): the window's requests at or under ``edge`` over all of them,
+    from the bucket increases of the engine's ``kind`` histogram (``Engine.slo``), and
+    their count (the ``+Inf`` bucket): SLO attainment (``console/model/slo.py``)."""
+    hist, w, g = engine.slo[kind] + "_bucket", _w(window_s), ", ".join(by)
+    inner = sel[1:-1] + "," if sel else ""
+
+    def increase(le: str) -> str:
+        return f"sum by ({g}) ({_one(f'increase({hist}{{{inner}{le}}}[{w}])', engine)})"
+
+    every = increase('le="+Inf"')
+    return f"{increase(le_matcher(edge))} / {every}", every
+
+
 def engines_query(key: str, window_s: float, sel: str = "",
                   by: tuple[str, ...] = MODEL_BY) -> str | None:
     """One figure's query across the engines that export it: vLLM's ``or`` SGLang's."""

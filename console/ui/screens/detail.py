@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import RichLog, Static
 
-from console.model import catalog, fmt, startup
+from console.model import catalog, fmt, slo, startup
 from console.model.engines import DEFAULT, engine
 from console.model.printable import printable
 from console.model.snapshot import SlotSnapshot
@@ -53,7 +53,7 @@ def source_words(source: str | None, window_s: float | None,
 
 
 def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
-                  agent: Mapping[str, Any] | None = None) -> Table:
+                  agent: Mapping[str, Any] | None = None, thresholds: Any = None) -> Table:
     """Every catalog figure of the slot's engine, ``per_row`` to a row, then what is not
     one number. A figure the engine does not export is no row; per-position acceptance,
     which SGLang does not export, says so (never 0)."""
@@ -78,7 +78,9 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
     cells += startup.detail_rows(agent)
     cells += [(fig.label + (f" ({eng.notes[fig.key]})" if fig.key in eng.notes else ""),
                fig.show(s.figure(fig.key))) for fig in detail_figures()
-              if fig.source_for(eng) is not None]
+              if not fig.words and fig.source_for(eng) is not None]
+    # SLO attainment: each latency's share, its target and the edge it was counted at
+    cells += [slo.detail(r) for r in slo.readings(f, thresholds)]
     cells += [
         ("preemptions/s", fmt.num(f.preemption_rate if f else None, 3)),
         ("requests/s", fmt.num(f.request_rate if f else None, 2)),
@@ -162,7 +164,8 @@ class SlotDetailScreen(ConsoleScreen):
             self.query_one("#dfig", Static).update("no data yet")
             return
         agent = state.pod.agent_slots.get(self.slot) if state.pod else None
-        self.query_one("#dfig", Static).update(figures_table(snap, now, agent=agent))
+        self.query_one("#dfig", Static).update(figures_table(
+            snap, now, agent=agent, thresholds=state.thresholds.get(self.slot)))
         self.query_one(PlotGrid).show(state.history, state.snapshot, [self.slot], now,
                                       exact=state.replay is not None,
                                       ahead=state.replay.ahead if state.replay else None,

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
-from console.model import fmt
+from console.model import fmt, slo
 from console.model.fleet import FleetSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import URGENT_BINDINGS, ConsoleScreen
@@ -28,7 +28,7 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
     each with what it holds per pod."""
     rows = fleet.rows
     ctx, state, hourly, today, alerts, slots, worst = [], [], [], [], [], [], []
-    ttft, kv, stop, gpus, month, pod = [], [], [], [], [], []
+    ttft, kv, slo_cells, stop, gpus, month, pod = [], [], [], [], [], [], []
     for r in rows:
         crit = sum(1 for s, _ in r.alerts if s == "crit")
         warn = len(r.alerts) - crit
@@ -47,16 +47,22 @@ def fleet_columns(fleet: FleetSnapshot) -> list[Column]:
                           style=HEALTH_STYLE.get(r.worst_health, "")))
         ttft.append(Text(fmt.secs(r.ttft_p95_s)))
         kv.append(Text(fmt.pct(r.kv_p99)))
+        # coloured by band as the wall's tile (vLLM's Service Status board)
+        slo_cells.append(Text(r.slo_text(), style=slo.STYLES[slo.colour(r.slo_attainment)]
+                              if r.slo_attainment is not None else "dim"))
         stop.append(Text(fmt.DASH if r.stop_in_s is None else
                          fmt.elapsed(r.stop_in_s)))
         gpus.append(Text(short_gpu(r.gpu_count, r.gpu_name)))
         month.append(Text(fmt.money(r.spend_month)))
         pod.append(Text(r.pod_id or fmt.DASH))
-    return [("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
-            ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
-            ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
-            ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus), ("MONTH", None, 6, month),
-            ("POD", 14, 7, pod)]
+    cols: list[Column] = [
+        ("CONTEXT", 14, 0, ctx), ("STATE", 9, 0, state), ("$/h", None, 0, hourly),
+        ("TODAY", None, 1, today), ("ALERTS", 14, 0, alerts), ("SLOTS", None, 2, slots),
+        ("WORST", 12, 2, worst), ("TTFT p95", None, 3, ttft), ("KV p99", None, 3, kv),
+        ("SLO", 14, 4, slo_cells), ("STOP", None, 4, stop), ("GPUs", 16, 5, gpus),
+        ("MONTH", None, 6, month), ("POD", 14, 7, pod)]
+    # no pod with an SLO target: no column of –
+    return cols if any(r.slo_set for r in rows) else [c for c in cols if c[0] != "SLO"]
 
 
 class FleetScreen(ConsoleScreen):

@@ -7,13 +7,16 @@ blanking.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Static
 
-from console.model import catalog
+from console.model import catalog, slo
 from console.model.snapshot import SlotSnapshot
 from console.session.view import ConsoleState
 from console.ui.screens.base import ConsoleScreen
@@ -28,18 +31,24 @@ from console.ui.widgets.panels import AlertsPanel
 from console.ui.widgets.plots import PlotGrid
 
 
-def overview_table(slots: tuple[SlotSnapshot, ...]) -> Table:
-    """Every slot's table figures side by side (the catalog's columns, in their order)."""
+def overview_table(slots: tuple[SlotSnapshot, ...],
+                   thresholds: Mapping[str, Any] | None = None) -> Table:
+    """Every slot's table figures side by side (the catalog's columns, in their order);
+    ``thresholds``: each slot's (its SLO targets)."""
     t = Table(box=None, padding=(0, 2), show_edge=False, header_style="dim")
     t.add_column("slot")
     t.add_column("health")
     cols = catalog.columns()
+    if not any(slo.targets(th) for th in (thresholds or {}).values()):
+        cols = [(f, c) for f, c in cols if f.key != "slo_attainment"]  # nothing to say
     for _fig, col in cols:
         t.add_column(col.header, justify="right")
     for s in slots:
         cells = [Text(s.slot, style="bold"), Text(s.health)]
+        th = (thresholds or {}).get(s.slot)
         for fig, col in cols:
-            text = (col.show or fig.show)(s.figure(fig.key))
+            text = (slo.cell(s.figures, th) if fig.key == "slo_attainment"
+                    else (col.show or fig.show)(s.figure(fig.key)))
             if col.joins:
                 text += "/" + catalog.BY_KEY[col.joins].show(s.figure(col.joins))
             cells.append(Text(text))
@@ -124,7 +133,7 @@ class WallScreen(ConsoleScreen):
             # a slot's own view on a short screen: the pod's card and that slot's, in
             # big digits (what the wall is read for from afar), the others' cards out
             self.query_one(WallBoard).only(focus if short else None)
-            self._focus_box(box, snap.slots, focus, short, now)
+            self._focus_box(box, snap.slots, focus, short, now, state.thresholds)
             # the plots keep every slot whatever the view (each line is labelled): a
             # rotation that redrew them for one slot cost ~150 KB of output and a build
             # of every plot per view, four times a minute, on a screen nobody touches
@@ -135,7 +144,8 @@ class WallScreen(ConsoleScreen):
         self.query_one(AlertsPanel).show(list(state.alerts), now)
 
     def _focus_box(self, box: TableLines, slots: tuple[SlotSnapshot, ...],
-                   focus: str | None, short: bool, now: float) -> None:
+                   focus: str | None, short: bool, now: float,
+                   thresholds: Mapping[str, Any] | None = None) -> None:
         """The focused slot's every figure, or (overview) every slot's table figures.
 
         On a tall screen the box is always there at one fixed height, whatever the view:
@@ -147,8 +157,10 @@ class WallScreen(ConsoleScreen):
         if short:  # no room below the board for small text: the digits say it
             box.display = False
             return
-        tables = {s.slot: figures_table(s, now, per_row) for s in slots}
-        overview = overview_table(slots)
+        th = thresholds or {}
+        tables = {s.slot: figures_table(s, now, per_row, thresholds=th.get(s.slot))
+                  for s in slots}
+        overview = overview_table(slots, th)
         shown = tables[focus] if focus in by_slot else overview
         rows = max([overview.row_count + 1, *(t.row_count for t in tables.values())])
         if not self._room_for(rows):

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Digits, Label, Static
 
-from console.model import catalog, fmt, startup
+from console.model import catalog, fmt, slo, startup
 from console.model.pod_stop import OVERDUE_S
 from console.model.snapshot import PodSnapshot, SlotSnapshot
 from console.ui.widgets.lines import safe_text
@@ -127,14 +127,31 @@ class Card(Vertical):
 
 
 class SlotCard(Card):
+    DEFAULT_CSS = """
+    SlotCard > .slo { width: 100%; height: 1; padding: 0 1; text-wrap: nowrap;
+                      text-overflow: ellipsis; }
+    """
+
     def __init__(self, slot: str, **kw: Any) -> None:
         super().__init__(**kw)
         self.slot = slot
 
     def compose(self) -> ComposeResult:
         yield Label(classes="title")
+        yield Label(classes="slo")
         for key in BOARD_FIGURES:
             yield Metric(classes=f"m-{key}")
+
+    def show_slo(self, s: SlotSnapshot | None, thresholds: Any, up: bool) -> None:
+        """The SLO tile, coloured as vLLM's Service Status board colours its tiles
+        (``console/model/slo.py``): shown where the slot has a target."""
+        tile = self.query_one(".slo", Label)
+        tile.display = bool(slo.targets(thresholds))
+        if not tile.display:
+            return
+        words, band = slo.tile(s.figures if s is not None and up else None, thresholds)
+        set_label(tile, Text(words, style=slo.STYLES[band], no_wrap=True,
+                             overflow="ellipsis"))
 
     def show(self, s: SlotSnapshot | None, thresholds: Any, agent_state: str | None,
              stalled: bool = False) -> None:
@@ -147,6 +164,7 @@ class SlotCard(Card):
         if s is not None and s.stale_since is not None:
             title.append(f"  since {fmt.clock(s.stale_since)}", "crit")
         set_label(self.query_one(".title", Label), title)
+        self.show_slo(s, thresholds, health == "up")
         for key in BOARD_FIGURES:
             # a slot that is not up shows no live-looking numbers
             value = s.figure(key) if s is not None and health == "up" else None

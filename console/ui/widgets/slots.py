@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
-from console.model import catalog, fmt, startup
+from console.model import catalog, fmt, slo, startup
 from console.model.snapshot import DeploymentSnapshot, SlotSnapshot
 from console.ui.widgets.lines import Spans, changed_spans, cut, same, strip_of
 
@@ -63,7 +63,7 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
     def value(key: str) -> float | None:
         if stalled and key in catalog.STALLED_NOW:  # what it serves now, not the
             return catalog.STALLED_NOW[key]  # window's rate decaying for minutes
-        return s.figure(key)
+        return s.figure(key, thresholds)
 
     for fig, _ in FIGURE_COLUMNS:
         if s.health != "up":
@@ -73,13 +73,14 @@ def row(s: SlotSnapshot, gpus: str, util: float | None, agent_state: str | None,
             continue
         th = fig.threshold
         warn = th is not None and th.breached(value(fig.key), thresholds)
-        cells.append(Text(catalog.cell_text(fig, value),
-                          style="warn.strong" if warn else dim))
+        text = (slo.cell(s.figures, thresholds) if fig.key == "slo_attainment"
+                else catalog.cell_text(fig, value))
+        cells.append(Text(text, style="warn.strong" if warn else dim))
     return cells
 
 
 def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str | None,
-               stalled: bool = False) -> tuple[int, str | float]:
+               stalled: bool = False, thresholds: Any = None) -> tuple[int, str | float]:
     """What a column sorts a slot by: its number (a figure, the port, gpu_util), else its
     text; a slot with no value for it (down, not measured) sorts last either way round."""
     if key == "slot":
@@ -95,7 +96,7 @@ def sort_value(s: SlotSnapshot, key: str, util: float | None, agent_state: str |
     if key == "health":
         return 0, STATE_ORDER.get(health_cell(s, agent_state, stalled=stalled).plain.split()[1],
                                   9)
-    v = s.figure(key) if s.health == "up" else None
+    v = s.figure(key, thresholds) if s.health == "up" else None
     return (1, 0.0) if v is None or v != v else (0, v)
 
 
@@ -113,22 +114,25 @@ def worst_first_reverse(key: str | None) -> bool:
     """The direction a column's first sort takes: largest first but for those above."""
     return key is not None and key not in ASCENDING_FIRST
 
+NO_SLO = frozenset({"slo_attainment"})
+"""The columns left out where no slot has an SLO target (a column of – says nothing)."""
 NARROW_BELOW = 100
 """Under this many terminal columns, columns use their narrow header where they have one."""
 CELL_PADDING = 2
 """Each cell is padded by one column on either side."""
 
 
-def fit_columns(width: int) -> tuple[str, ...]:
+def fit_columns(width: int, without: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The columns that fit ``width`` whole, by priority (ties: left to right), shown in
-    their usual order: the most important figures survive a narrow terminal."""
+    their usual order: the most important figures survive a narrow terminal. ``without``:
+    columns with nothing to say here (SLO where no slot has a target)."""
     narrow = width < NARROW_BELOW
     prio = dict(STATE_PRIORITY)
     widths = {k: w for k, _, w in STATE_COLUMNS}
     for f, c in FIGURE_COLUMNS:
         prio[f.key] = c.priority
         widths[f.key] = (c.narrow_width or c.width) if narrow else c.width
-    order = [k for k, _, _ in COLUMNS]
+    order = [k for k, _, _ in COLUMNS if k not in without]
     chosen: set[str] = set()
     used = 0
     for key in sorted(order, key=lambda k: (prio[k], order.index(k))):
@@ -190,6 +194,8 @@ class SlotsTable(Widget, can_focus=True):
         """Slots whose name or model contains this (any case) are shown; "" shows all."""
         self._last: tuple[Any, ...] | None = None
         """The latest ``show`` arguments: a new sort or filter re-orders without a poll."""
+        self.slo_targets = False
+        """Some slot has an SLO target: the SLO column is one to fit (else none)."""
 
     def on_mount(self) -> None:
         self.fit(self.app.size.width)
@@ -197,7 +203,8 @@ class SlotsTable(Widget, can_focus=True):
     # -- columns -----------------------------------------------------------------
     def fit(self, width: int) -> None:
         """Choose the columns for a terminal ``width`` wide (redrawn only on a change)."""
-        keys = fit_columns(width - 2)  # the screen's scrollbar gutter
+        # the screen's scrollbar gutter; SLO only where a slot has a target
+        keys = fit_columns(width - 2, frozenset() if self.slo_targets else NO_SLO)
         narrow = width < NARROW_BELOW
         if (keys, narrow) == self._layout:
             return
@@ -253,13 +260,18 @@ class SlotsTable(Widget, can_focus=True):
         ``stalled``: the slots the session finds stalled (``ConsoleState.stalled``);
         ``phases``: slot → its start-up phase while it starts (``model.startup``)."""
         self._last = (snap, gpus, utils, agent_states, thresholds, marks, stalled, phases)
+        targets = any(slo.targets(th) for th in (thresholds or {}).values())
+        if targets != self.slo_targets:  # the SLO column comes or goes
+            self.slo_targets = targets
+            self._layout = None
+            self.fit(self.app.size.width)
         rows = {s.slot: row(s, gpus.get(s.slot, ""), utils.get(s.slot),
                             agent_states.get(s.slot), (thresholds or {}).get(s.slot),
                             (marks or {}).get(s.slot), s.slot in stalled,
                             (phases or {}).get(s.slot))
                 for s in snap.slots}
         self._last_rows = rows
-        order = self._order(snap, utils, agent_states, stalled)
+        order = self._order(snap, utils, agent_states, stalled, thresholds or {})
         if order != self.slots:
             selected = self.selected_slot()
             self.slots = order
@@ -282,7 +294,8 @@ class SlotsTable(Widget, can_focus=True):
                     self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in runs))
 
     def _order(self, snap: DeploymentSnapshot, utils: dict[str, float],
-               agent_states: dict[str, str], stalled: Collection[str] = ()) -> list[str]:
+               agent_states: dict[str, str], stalled: Collection[str] = (),
+               thresholds: Mapping[str, Any] | None = None) -> list[str]:
         needle = self.filter.lower()
         shown = [s for s in snap.slots if not needle or needle in s.slot.lower()
                  or needle in s.served_model_name.lower()]
@@ -290,7 +303,7 @@ class SlotsTable(Widget, can_focus=True):
             return [s.slot for s in shown]
         key = self.sort_key
         vals = {s.slot: sort_value(s, key, utils.get(s.slot), agent_states.get(s.slot),
-                                   s.slot in stalled)
+                                   s.slot in stalled, (thresholds or {}).get(s.slot))
                 for s in shown}
         present = sorted((s.slot for s in shown if vals[s.slot][0] == 0),
                          key=lambda n: vals[n][1], reverse=self.sort_reverse)
