@@ -39,7 +39,8 @@ from console.config.defaults import THEME, THEMES
 
 ROLES = ("ok", "ok.strong", "warn", "warn.strong", "warn.faint", "crit", "crit.text",
          "fault", "info", "accent", "busy", "busy.strong", "unknown", "neutral",
-         "gauge.util", "gauge.mem", "badge.demo", "badge.readonly", "badge.replay")
+         "gauge.util", "gauge.mem", "badge.demo", "badge.readonly", "badge.replay",
+         "tile.ok", "tile.warn", "tile.crit")
 """Every semantic style name a widget may use; each theme maps every one of them."""
 
 SEVERITY_ROLES = ("ok", "warn", "crit", "info")

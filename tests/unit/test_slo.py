@@ -107,9 +107,9 @@ def test_the_slots_table_cell_and_its_warning() -> None:
         return row(s, "0", 0.5, "running", t)[i]
 
     low = cell(figures(under=190, n=200))
-    assert low.plain == "95.0%" and "yellow" in str(low.style)  # type: ignore[attr-defined]
+    assert low.plain == "95.0%" and str(low.style) == "warn.strong"  # type: ignore[attr-defined]
     ok = cell(figures(under=200, n=200))
-    assert ok.plain == "100.0%" and "yellow" not in str(ok.style)  # type: ignore[attr-defined]
+    assert ok.plain == "100.0%" and "warn" not in str(ok.style)  # type: ignore[attr-defined]
     assert cell(figures(0, 0)).plain == "no req"  # type: ignore[attr-defined]
 
 
