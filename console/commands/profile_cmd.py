@@ -95,8 +95,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     # the console's rules, for the team's Prometheus and Alertmanager (issue 43)
     files[alert_rules.RULES_FILE] = alert_rules.dump(alert_rules.render_rules(
         profile, settings, settings.context or DEFAULT_CONTEXT))
-    files[alert_rules.ALERTMANAGER_FILE] = alert_rules.dump(alert_rules.render_alertmanager(
-        args.slack_url_file or alert_rules.SLACK_URL_FILE))
+    files[alert_rules.ALERTMANAGER_FILE] = alert_rules.HEADER + alert_rules.dump(
+        alert_rules.render_alertmanager(args.slack_url_file or alert_rules.SLACK_URL_FILE))
     files = dict(sorted(files.items()))
     for p in write_all(files, Path(args.out)):
         print(p)

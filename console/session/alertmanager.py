@@ -30,6 +30,8 @@ from typing import Any
 
 from console.model.alerts import Alert
 from console.model.printable import printable
+from pod_agent import heartbeat
+from pod_agent.heartbeat import iso
 
 ALERTNAMES = {
     "down": "SlotDown", "probe": "SlotCompletionsFailing", "starting": "SlotStarting",
@@ -52,7 +54,6 @@ ALERTNAMES = {
 SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept"}
 GPU_KEYS = {"util", "ecc", "remap", "remapfail", "throttle", "heat", "stray", "xid"}
 SEVERITY = {"crit": "critical", "warn": "warning", "info": "info"}
-WATCHDOG = "Watchdog"
 ACK_COMMENT = "pod-console acknowledgement"
 """How the silences this console makes begin (it expires them when their alert clears)."""
 
@@ -103,11 +104,6 @@ def labels_of(alert: Alert, where: Where) -> dict[str, str]:
     return labels
 
 
-def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
-
-
 def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
               runbook_url: str | None = None) -> dict[str, Any]:
     """One alert as ``POST /api/v2/alerts`` takes it."""
@@ -123,12 +119,13 @@ def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
 
 
 def watchdog(where: Where, now: float, ends_at: float, started: float) -> dict[str, Any]:
-    """The always-firing heartbeat (``severity: none``: routed to a null receiver)."""
-    return {"labels": {"alertname": WATCHDOG, "severity": "none",
-                       "context": _label(where.context), "sender": "pod-console"},
-            "annotations": {"summary": "pod-console is watching: this alert always fires; "
-                                       "its absence means no console session is running"},
-            "startsAt": iso(min(started, now)), "endsAt": iso(ends_at), "generatorURL": ""}
+    """The always-firing heartbeat (``severity: none``: routed to the rendered config's
+    ``heartbeat`` receiver), in the shape the pod agent's own takes
+    (``pod_agent/heartbeat.py``): ``sender: pod-console`` and no ``pod`` label, so a
+    dead-man's switch tells "no console" from "this pod's agent is gone"."""
+    return heartbeat.alert({"context": _label(where.context), "sender": "pod-console"},
+                           "pod-console is watching: this alert always fires; its absence "
+                           "means no console session is running", now, started, ends_at)
 
 
 def silence(labels: dict[str, str], who: str, now: float, until: float) -> dict[str, Any]:

@@ -101,6 +101,33 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
                        {"name": "pod-console-heartbeat", "rules": heartbeat}]}
 
 
+HEADER = """\
+# Rendered by `pod-console profile render` (issue 43): routes by severity and context,
+# inhibit rules, and the heartbeats.
+#
+# Heartbeats: alertname="Watchdog" always fires while its sender lives; it is the
+# dead-man's-switch convention. sender="pod-console" comes from any console session,
+# sender="prometheus" from Prometheus running rules.yml (both to the "heartbeat"
+# receiver), sender="pod-agent" from each pod's agent, with its pod and profile labels
+# (to "heartbeat-pod-agent"; the agent sends it when POD_AGENT_ALERTMANAGER_URL is in
+# its environment or .env). Both receivers are empty: nothing is notified. To be paged
+# when a heartbeat stops, give its receiver a webhook pointing at a dead-man's-switch
+# service (one that pages when it has heard nothing for a few minutes), e.g.
+#
+#   - name: heartbeat-pod-agent
+#     webhook_configs:
+#       - url: https://deadman.example/ping/POD-AGENT-CHECK
+#         send_resolved: true
+#
+# Each heartbeat group is notified every minute while it fires, and once "resolved"
+# when its sender stopped sending (within 4 of its intervals: the console's 1 min, the
+# agent's 4 x `serve --heartbeat-interval`, 2 min by default). Give each receiver its own
+# check: one service hearing the console's heartbeat would not notice a pod agent gone.
+# The agent's heartbeat also ends when its pod stops (a planned stop included).
+"""
+"""The rendered ``alertmanager.yml``'s opening comment (YAML keeps no comments)."""
+
+
 def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
                         channel: str = "#oncall") -> dict[str, Any]:
     """A route by severity and context, the inhibit rules, the heartbeat to a null
@@ -116,11 +143,15 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
             "receiver": "team", "group_by": ["alertname", "context", "pod"],
             "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h",
             "routes": [
-                # the heartbeat: to nobody here. A dead-man's-switch service (one that
-                # pages when it stops hearing this) is wired by giving "heartbeat" a
-                # webhook_configs entry with that service's URL.
+                # the heartbeats (HEADER says how a dead-man's switch is wired): to
+                # nobody here. One group per sender and pod, each notified every minute
+                # (group_interval too: a repeat comes no sooner than the group's next
+                # flush); the pod agent's to a receiver of its own
                 {"matchers": ['alertname="Watchdog"'], "receiver": "heartbeat",
-                 "group_wait": "0s", "repeat_interval": "1m"},
+                 "group_by": ["alertname", "sender", "context", "pod"],
+                 "group_wait": "0s", "group_interval": "1m", "repeat_interval": "1m",
+                 "routes": [{"matchers": ['sender="pod-agent"'],
+                             "receiver": "heartbeat-pod-agent"}]},
                 {"matchers": ['severity="critical"'], "receiver": "team",
                  "group_by": ["alertname", "context", "pod", "slot"],
                  "group_wait": "10s", "repeat_interval": "1h", "continue": False},
@@ -129,7 +160,7 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
                 # info (a planned stop, a slot starting): on screens and in the API, no page
                 {"matchers": ['severity="info"'], "receiver": "null"},
             ]},
-        "receivers": [{"name": "null"}, {"name": "heartbeat"},
+        "receivers": [{"name": "null"}, {"name": "heartbeat"}, {"name": "heartbeat-pod-agent"},
                       {"name": "team", "slack_configs": [slack]}],
         "inhibit_rules": [
             # a planned stop (the pod-run model's PodStopPlanned, or the console's
