@@ -162,6 +162,17 @@ def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
                for rt in am["route"]["routes"])
     assert [rcv for rcv in am["receivers"] if rcv["name"] == "heartbeat"] == [
         {"name": "heartbeat"}]  # a null receiver until a dead-man's switch is wired
+    # the pod agent's heartbeat to a receiver of its own, each sender and pod its own
+    # group (a switch hearing the console's would not notice an agent gone)
+    (dog,) = [rt for rt in am["route"]["routes"] if rt["matchers"] == ['alertname="Watchdog"']]
+    assert {"sender", "pod"} <= set(dog["group_by"])
+    assert dog["routes"] == [{"matchers": ['sender="pod-agent"'],
+                              "receiver": "heartbeat-pod-agent"}]
+    assert {"name": "heartbeat-pod-agent"} in am["receivers"]
+    # and the file says how a dead-man's switch is wired
+    text = (out / "alertmanager.yml").read_text()
+    assert text.startswith("# Rendered by `pod-console profile render`")
+    assert "webhook_configs" in text.split("route:", 1)[0]
     if shutil.which("amtool"):
         (tmp_path / "slack_url").write_text("https://hooks.slack.invalid/x\n")
         r = subprocess.run(["amtool", "check-config", str(out / "alertmanager.yml")],
