@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from . import clock, paths, stoppolicy, stopstate, traffic
@@ -30,7 +31,7 @@ from .hostcheck import mem_available_gib, mem_total_gib
 from .launch import SlotCommand, slot_command
 from .patches import apply_patch, vllm_site_root
 from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
-from .profiles import load_profile
+from .profiles import load_profile, profile_name
 from .slots import SlotProcess, group_rss_kib
 from .stoppolicy import Decision, LastStop, PolicyState
 from .tickfailures import TickFailures
@@ -142,7 +143,7 @@ class Supervisor:
         # is set: a dead-man's switch then tells this pod's agent gone from no console
         self.heartbeat = Heartbeat(
             agent_labels(os.environ.get("RUNPOD_POD_ID") or socket.gethostname(),
-                         self.profile.name),
+                         profile_name(Path(self.profile_path), self.profile)),
             heartbeat_interval_s, lambda: configured_url(paths.env_file()),
             self._say_heartbeat)
 

@@ -128,6 +128,7 @@ async def test_a_refused_connection_and_a_redirect_are_failures(hook: HookReceiv
     await hb.beat()
     assert hb.state.failures == 1 and hb.state.last_error is not None
     assert "refused" in hb.state.last_error.lower(), hb.state.last_error
+    assert [r["ok"] for r in said] == [False]
     hb2, _ = _beat(hook.url.removesuffix("/hook"))
     hook.answers = [307]  # never followed: the redirect is the answer
     await hb2.beat()
@@ -183,7 +184,7 @@ async def test_a_hung_alertmanager_never_holds_up_the_watchdogs_tick(
 
 async def test_a_beat_while_a_send_still_hangs_sends_no_second_one(
         hook: HookReceiver) -> None:
-    hb, said = _beat(hook.url.removesuffix("/hook"))
+    hb, _ = _beat(hook.url.removesuffix("/hook"))
     hb._inflight = concurrent.futures.Future()  # a send whose thread has not returned
     await hb.beat()
     assert hook.tries == [] and hb.state.failures == 1
