@@ -192,6 +192,47 @@ async def test_an_alertmanager_down_gets_the_alert_once_it_is_back(
         await w.session.aclose()
 
 
+OUTAGE_S = 120.0
+"""The receiver's outage (the issue's "down for 2 minutes")."""
+
+
+def told(hook: HookReceiver, since: int) -> set[tuple[str, str]]:
+    """(slot, status) of every SlotDown alert in the notifications after the first
+    ``since`` (each notification lists its group's alerts, resolved ones too)."""
+    with hook.cond:
+        posts = list(hook.posts[since:])
+    return {(a["labels"].get("slot", ""), a["status"]) for _, b in posts
+            if isinstance(b, dict) and b.get("groupLabels", {}).get("alertname") == "SlotDown"
+            for a in b.get("alerts", [])}
+
+
+async def test_the_receiver_down_for_two_minutes_gets_everything_after(
+        tmp_path: Path, am: AlertmanagerServer, hook: HookReceiver) -> None:
+    """The receiver (Slack, here the loopback hook) answers 503 for two minutes while one
+    slot recovers and another dies; once it answers again, both are told: the first's
+    resolution and the second's alert (Alertmanager's retries; the console only kept
+    sending)."""
+    w = on(tmp_path, am)
+    w.slots.down = {"Q27"}
+    await poll_until([w], lambda: ("Q27", "firing") in told(hook, 0), "Q27's notification")
+    with hook.cond:
+        hook.answers = [503] * 1_000_000  # the receiver goes down
+        before = len(hook.posts)
+    w.slots.down = {"FLASH"}  # Q27 recovers and FLASH dies while nobody can be told
+    down_at = time.monotonic()
+    while time.monotonic() - down_at < OUTAGE_S:  # the outage's length, not a wait
+        await poll(w)
+        await asyncio.sleep(0.5)  # a console's refresh
+    with hook.cond:
+        refused = len(hook.tries) - len(hook.posts)
+        assert len(hook.posts) == before and refused >= 2, (refused, len(hook.posts))
+        hook.answers = []  # it answers again
+    await poll_until([w], lambda: {("Q27", "resolved"), ("FLASH", "firing")}
+                     <= told(hook, before), "both told after the outage")
+    print(f"{refused} notifications refused in {OUTAGE_S:g} s; all told after")
+    await w.session.aclose()
+
+
 async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
         tmp_path: Path, hook: HookReceiver) -> None:
     """The rendered ``alertmanager.yml`` in the real Alertmanager (its Slack receiver
