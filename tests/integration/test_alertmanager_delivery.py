@@ -170,8 +170,7 @@ async def test_an_acknowledgement_is_a_silence_and_a_silence_an_acknowledgement(
 
 async def test_an_alertmanager_down_gets_the_alert_once_it_is_back(
         tmp_path: Path, hook: HookReceiver) -> None:
-    if not alertmanager_server.available():
-        pytest.skip("prometheus-alertmanager not installed")
+    alertmanager_server.require()
     srv = AlertmanagerServer(tmp_path / "am", fast_config(hook.url))  # not started yet
     w = on(tmp_path, srv)
     w.slots.down = {"Q27"}
@@ -238,8 +237,7 @@ async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
     """The rendered ``alertmanager.yml`` in the real Alertmanager (its Slack receiver
     swapped for the loopback hook): a stopped pod is routed to nobody and inhibits the
     slot alerts of its pod, while a slot down elsewhere pages."""
-    if not alertmanager_server.available():
-        pytest.skip("prometheus-alertmanager not installed")
+    alertmanager_server.require()
     from console.sources.alert_rules import render_alertmanager
 
     cfg = render_alertmanager()
