@@ -153,7 +153,7 @@ class Supervisor:
         ``to`` is its scheme, host and port)."""
         if record.get("ok"):
             line = (f"heartbeat reaches Alertmanager at {record.get('to')} every "
-                    f"{record.get('interval_s'):g} s")
+                    f"{self.heartbeat.interval_s:g} s")
         else:
             line = (f"heartbeat to {record.get('to') or 'Alertmanager'} failed: "
                     f"{record.get('error')} ({record.get('failures')} failed so far; "
