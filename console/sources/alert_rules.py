@@ -61,7 +61,10 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
     rb = settings.runbook_url
     job = '{job="vllm"}'
     slots: list[dict[str, Any]] = [
-        _rule("SlotDown", f"up{job} == 0", "critical", "{{ $labels.slot }} down",
+        # by the labels the console sends (not the series' job and instance): the same
+        # label set, so Prometheus's SlotDown and the console's are one alert there
+        _rule("SlotDown", f"max by ({', '.join(BY)}) (up{job}) == 0", "critical",
+              "{{ $labels.slot }} down",
               "the slot's /metrics does not answer: see its log (l) or restart it (R)",
               t.down_for_s, t.hold_s, context, rb),
     ]
