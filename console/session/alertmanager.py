@@ -226,8 +226,8 @@ def acked_here(am_alerts: list[dict[str, Any]], silences: list[dict[str, Any]],
         if not isinstance(labels, dict) or not ids:
             continue
         for key, mine in ours.items():
-            # ours, or the same alert from the rendered Prometheus rules (which adds its
-            # series' labels: job, instance)
+            # ours, or the same alert from the rendered Prometheus rules (the same
+            # labels; a rule a team wrote may add more: job, instance)
             if mine.items() <= labels.items():
                 s = by_id.get(ids[0]) or {}
                 out[key] = (_label(str(s.get("createdBy") or "Alertmanager")),
