@@ -36,7 +36,7 @@ from pod_agent.heartbeat import iso
 ALERTNAMES = {
     "down": "SlotDown", "probe": "SlotCompletionsFailing", "starting": "SlotStarting",
     "stall": "SlotStalled", "kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh",
-    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow",
+    "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow", "restarting": "SlotRestarting",
     "stopped": "PodStopped", "agent": "PodAgentUnreachable", "provider": "ProviderApiError",
     "watchdog": "PodWatchdogStopFailed", "hours": "PodOutsideWorkingHours",
     "stop-soon": "PodStopSoon", "memory-guard": "PodMemoryGuard", "pod-clock": "PodClockSkew",
@@ -51,7 +51,12 @@ ALERTNAMES = {
     "gw-route": "GatewayRouteFailing",
 }
 """Alert key prefix → ``alertname`` (the rendered Prometheus rules use the same names)."""
-SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept"}
+SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept",
+             "restarting"}
+PLANNED_STOP = "PodStopPlanned"
+"""A stop somebody meant (severity info): issue 43's name. A stop nobody here made (the
+provider, someone at its console: a WARN) keeps ``PodStopped``; the rendered inhibit rule
+takes both, as the console holds its slots' and agent's alerts for both."""
 GPU_KEYS = {"util", "ecc", "remap", "remapfail", "throttle", "heat", "stray", "xid"}
 SEVERITY = {"crit": "critical", "warn": "warning", "info": "info"}
 ACK_COMMENT = "pod-console acknowledgement"
@@ -75,8 +80,10 @@ def _label(value: str) -> str:
     return printable(value, 200)
 
 
-def alertname(key: str) -> str:
+def alertname(key: str, severity: str | None = None) -> str:
     prefix = key.split(":", 1)[0]
+    if prefix == "stopped" and severity == "info":
+        return PLANNED_STOP
     if prefix in ALERTNAMES:
         return ALERTNAMES[prefix]
     return "".join(p.capitalize() for p in re.split(r"[^A-Za-z0-9]+", prefix) if p) or "Alert"
@@ -86,7 +93,8 @@ def labels_of(alert: Alert, where: Where) -> dict[str, str]:
     """The alert's label set: the same in every session that judges it (its identity in
     Alertmanager), never its title or figures (they change while it fires)."""
     prefix, _, rest = alert.key.partition(":")
-    labels = {"alertname": alertname(alert.key), "severity": SEVERITY[alert.severity],
+    labels = {"alertname": alertname(alert.key, alert.severity),
+              "severity": SEVERITY[alert.severity],
               "profile": _label(where.profile), "pod": _label(where.pod),
               "context": _label(where.context)}
     if prefix in SLOT_KEYS and rest:
@@ -116,6 +124,18 @@ def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
     starts = alert.fired_at if alert.fired_at is not None else alert.since
     return {"labels": labels, "annotations": ann, "startsAt": iso(min(starts, now)),
             "endsAt": iso(ends_at), "generatorURL": ""}
+
+
+def restarting(slot: str, op: str, where: Where, since: float, now: float, *,
+               ends_at: float) -> dict[str, Any]:
+    """``SlotRestarting`` (info): an operation of this console takes ``slot`` down on
+    purpose (``inhibit.InhibitBook.restarting``). The console holds that slot's alerts
+    itself; this tells Alertmanager, whose rendered inhibit rule then mutes the same
+    slot's alerts from Prometheus's rules (their ``for`` is shorter than a restart)."""
+    a = Alert(f"restarting:{slot}", "info", f"{slot} restarting ({op})",
+              "taken down on purpose by an operation: its alerts are held until it is "
+              "up again", since, fired_at=since)
+    return api_alert(a, where, now, ends_at=ends_at)
 
 
 def watchdog(where: Where, now: float, ends_at: float, started: float) -> dict[str, Any]:

@@ -272,6 +272,8 @@ class Session:
         self._am_busy = False
         self._am_error: str | None = None
         self._am_resolved: list[tuple[Alert, float]] = []
+        self._am_restarting: dict[str, tuple[str, float]] = {}
+        """Slot → (operation, since): the ``SlotRestarting`` alerts Alertmanager has."""
         """Cleared here, not yet told to Alertmanager: (alert, when it cleared)."""
         self._am_silence: list[tuple[Alert, str]] = []
         """Acknowledged here, no silence made yet: (alert, who)."""
@@ -892,6 +894,7 @@ class Session:
             Alertmanager,
             AlertmanagerError,
             api_alert,
+            restarting,
             watchdog,
         )
 
@@ -916,9 +919,18 @@ class Session:
                          for a in self.alerts.told()]  # not what a parent explains
                 batch += [api_alert(a, where, now, ends_at=at, runbook_url=st.runbook_url)
                           for a, at in resolved]
+                # a slot taken down on purpose, while it is: an inhibit source there
+                was = self._am_restarting
+                held = {slot: was.get(slot, (op, now))
+                        for slot, op in self.inhibits.restarting().items()}
+                batch += [restarting(slot, op, where, since, now, ends_at=ends)
+                          for slot, (op, since) in held.items()]
+                batch += [restarting(slot, op, where, since, now, ends_at=now)
+                          for slot, (op, since) in was.items() if slot not in held]
                 batch.append(watchdog(where, now, ends, self._am_started))
                 try:
                     await am.post_alerts(batch)
+                    self._am_restarting = held
                     self.watchdog_sent_at = now
                     await self._am_silences(am, where, now, [a for a, _ in resolved])
                     self._am_said(None)

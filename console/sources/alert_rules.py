@@ -30,6 +30,9 @@ BY = ("pod", "profile", "slot")
 """The labels ``profile render``'s targets give each slot's series."""
 SLOT_NAMES = {"kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh"}
 """Threshold rules rendered (their ``alertname`` as the console sends it)."""
+SLOT_TROUBLE = ("SlotDown|SlotStalled|SlotCompletionsFailing|SlotKvCacheHigh|SlotTtftHigh|"
+                "SlotPreempting|SlotAcceptanceLow")
+"""A slot's alerts that are trouble (not the info ones that say why it is down)."""
 RULES_FILE = "prometheus/rules.yml"
 ALERTMANAGER_FILE = "alertmanager.yml"
 SLACK_URL_FILE = "/etc/alertmanager/slack_api_url"
@@ -166,11 +169,18 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
         "receivers": [{"name": "null"}, {"name": "heartbeat"}, {"name": "heartbeat-pod-agent"},
                       {"name": "team", "slack_configs": [slack]}],
         "inhibit_rules": [
-            # a planned stop (the pod-run model's PodStopPlanned, or the console's
-            # PodStopped) silences its pod's slot, gateway, GPU and agent alerts
+            # a stop somebody meant (PodStopPlanned, info) silences its pod's slot,
+            # gateway, GPU and agent alerts; so does one nobody here made (PodStopped, a
+            # warning: the team is told once, not per slot), as the console does
             {"source_matchers": ['alertname=~"PodStopPlanned|PodStopped"'],
              "target_matchers": ['alertname=~"Slot.*|Gateway.*|Gpu.*|PodAgentUnreachable"'],
              "equal": ["context", "pod"]},
+            # a slot taken down on purpose (the console's restart, rebalance, resume:
+            # SlotRestarting while it runs and until the slot is up; the agent bringing
+            # it up: SlotStarting): not an outage, whoever's rules say it is
+            {"source_matchers": ['alertname=~"SlotRestarting|SlotStarting"'],
+             "target_matchers": [f'alertname=~"{SLOT_TROUBLE}"'],
+             "equal": ["context", "pod", "slot"]},
             # a slot down says it all: not its stall or its figures too
             {"source_matchers": ['alertname="SlotDown"'],
              "target_matchers": ['alertname=~"SlotStalled|SlotKvCacheHigh|SlotTtftHigh|'

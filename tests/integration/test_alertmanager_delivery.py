@@ -264,8 +264,10 @@ async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
         await poll(w)
         w.pod.pod = replace(w.pod.pod, status="EXITED", agent_error="connection refused",
                             stop_plan=None)
-        await poll_until([w], lambda: bool(am_alerts(srv, "PodStopped")), "PodStopped")
-        (stopped,) = am_alerts(srv, "PodStopped")
+        await poll_until([w], lambda: bool(am_alerts(srv, "PodStopPlanned")),
+                         "PodStopPlanned")
+        (stopped,) = am_alerts(srv, "PodStopPlanned")
+        assert stopped["labels"]["severity"] == "info"
         assert [r["name"] for r in stopped["receivers"]] == ["null"]
         pod = stopped["labels"]["pod"]
         # the same pod's slot down (Prometheus still scraping it) is inhibited...
@@ -286,7 +288,7 @@ async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
         await poll_until([w], lambda: bool(notifications(hook, "SlotDown")), "the page")
         assert [a["labels"]["pod"] for n in notifications(hook, "SlotDown")
                 for a in n["alerts"]] == ["another"]
-        assert not notifications(hook, "PodStopped")
+        assert not notifications(hook, "PodStopPlanned")
     finally:
         srv.stop()
         await w.session.aclose()

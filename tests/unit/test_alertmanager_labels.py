@@ -32,8 +32,12 @@ def test_labels_name_the_alert_and_where_it_is() -> None:
     xid = labels("xid:0:79:1800000000")
     assert (xid["alertname"], xid["gpu"], xid["xid"]) == ("GpuXid", "0", "79")
     assert labels("gw-5xx:the gateway", "warn")["scope"] == "the gateway"
-    assert labels("stopped", "info") == {**base, "alertname": "PodStopped",
+    # a stop somebody meant is issue 43's PodStopPlanned; one nobody here made, a WARN
+    assert labels("stopped", "info") == {**base, "alertname": "PodStopPlanned",
                                          "severity": "info"}
+    assert labels("stopped", "warn")["alertname"] == "PodStopped"
+    assert labels("restarting:Q27", "info") == {**base, "alertname": "SlotRestarting",
+                                                "severity": "info", "slot": "Q27"}
     assert labels("brand-new-thing")["alertname"] == "BrandNewThing"
     assert labels("brand-new-thing")["key"] == "brand-new-thing"
 
