@@ -100,11 +100,14 @@ def labels_of(alert: Alert, where: Where) -> dict[str, str]:
     if prefix in SLOT_KEYS and rest:
         labels["slot"] = _label(rest)
     elif prefix in GPU_KEYS and rest:
-        gpu, _, more = rest.partition(":")
+        # a hardware fault's key ends in "@pod" (``gpu_faults``): the pod is a label of
+        # its own, so the GPU is the index alone, as the exporter's ``gpu`` label
+        gpu, _, more = rest.split("@", 1)[0].partition(":")
         labels["gpu"] = _label(gpu)
         if prefix == "xid" and more:
+            # one alert per pod, GPU and code (the rendered rules' identity): a second
+            # Xid 79 of the same GPU is the same fault, not a second page
             labels["xid"] = _label(more.split(":", 1)[0])
-            labels["key"] = _label(alert.key)  # each Xid event is an alert of its own
     elif prefix in ALERTNAMES and rest:
         labels["scope"] = _label(rest)  # a gateway group, a model id
     elif prefix not in ALERTNAMES:

@@ -894,6 +894,7 @@ class Session:
             Alertmanager,
             AlertmanagerError,
             api_alert,
+            labels_of,
             restarting,
             watchdog,
         )
@@ -917,8 +918,12 @@ class Session:
                 resolved, self._am_resolved = self._am_resolved, []
                 batch = [api_alert(a, where, now, ends_at=ends, runbook_url=st.runbook_url)
                          for a in self.alerts.told()]  # not what a parent explains
-                batch += [api_alert(a, where, now, ends_at=at, runbook_url=st.runbook_url)
-                          for a, at in resolved]
+                # two alerts of one label set (two Xid 79 of a GPU): one ending while
+                # the other fires resolves nothing there
+                live = [x["labels"] for x in batch]
+                batch += [x for a, at in resolved if (x := api_alert(
+                    a, where, now, ends_at=at, runbook_url=st.runbook_url))["labels"]
+                    not in live]
                 # a slot taken down on purpose, while it is: an inhibit source there
                 was = self._am_restarting
                 held = {slot: was.get(slot, (op, now))
@@ -932,7 +937,8 @@ class Session:
                     await am.post_alerts(batch)
                     self._am_restarting = held
                     self.watchdog_sent_at = now
-                    await self._am_silences(am, where, now, [a for a, _ in resolved])
+                    await self._am_silences(am, where, now, [
+                        a for a, _ in resolved if labels_of(a, where) not in live])
                     self._am_said(None)
                 except AlertmanagerError as exc:
                     # a resolve not told is told at the next try; once its firing

@@ -49,7 +49,7 @@ def _rule(name: str, expr: str, severity: str, summary: str, todo: str, for_s: f
     rule: dict[str, Any] = {
         "alert": name, "expr": expr, "for": _dur(for_s),
         "labels": {"severity": severity, "context": context},
-        "annotations": {"summary": summary, "description": todo}}
+        "annotations": {"summary": summary, **({"description": todo} if todo else {})}}
     if hold_s > 0:
         rule["keep_firing_for"] = _dur(hold_s)
     if runbook_url:
@@ -104,7 +104,79 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
                   "annotations": {"summary": "the alerting pipeline is alive: this alert "
                                              "always fires (a dead-man's switch)"}}]
     return {"groups": [{"name": "pod-console-slots", "rules": slots},
+                       {"name": "pod-console-gpus", "rules": gpu_rules(settings, context)},
                        {"name": "pod-console-heartbeat", "rules": heartbeat}]}
+
+
+GPU_BY = ("pod", "profile", "gpu")
+"""The labels the GPU rules keep: the exporter's ``gpu`` (dcgm-exporter's index) and the
+pod and profile ``profile render``'s GPU targets give it; the console sends the same."""
+
+
+def _thermal_bits() -> tuple[int, ...]:
+    """NVML's throttle-reason bits the console calls heat (``gpu_state.THERMAL``)."""
+    from console.model.gpu_state import THERMAL
+    from pod_agent.gpus import THROTTLE_REASONS
+
+    return tuple(sorted(bit for bit, name in THROTTLE_REASONS.items() if name in THERMAL))
+
+
+def gpu_rules(settings: Settings, context: str) -> list[dict[str, Any]]:
+    """The console's GPU rules (``gpu_state.conditions``, ``gpu_faults``) over the
+    ``DCGM_FI_DEV_*`` series the pod's exporter serves under dcgm-exporter's names:
+    hardware faults at once, heat and throttling after ``for_s``. Not here: a process
+    holding GPU memory for no slot (no exporter series says whose a process is), and
+    the Xids the agent rates below critical (dcgm-exporter keeps only the last code)."""
+    from pod_agent.gpus import XID_MEANING
+
+    t = settings.alerts
+    rb = settings.runbook_url
+    by = ", ".join(GPU_BY)
+
+    def g(name: str) -> str:
+        return f"max by ({by}) ({name})"
+
+    # PromQL has no bitwise and: bit b of the mask is floor(mask / b) % 2
+    mask = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
+    hot = "max by (" + by + ") (" + " + ".join(
+        f"(floor({mask} / {bit}) % 2)" for bit in _thermal_bits()) + ")"
+    out = []
+    for code, (severity, meaning, advice) in sorted(XID_MEANING.items()):
+        if severity != "critical":
+            continue
+        # kept until the pod's next run, as the console keeps the fault: the exporter
+        # serves the GPU's last Xid until it restarts with the pod
+        r = _rule("GpuXid", f"{g('DCGM_FI_DEV_XID_ERRORS')} == {code}", "critical",
+                  f"GPU {{{{ $labels.gpu }}}} Xid {code}: {meaning}", advice, 0.0,
+                  t.hold_s, context, rb)
+        r["labels"]["xid"] = str(code)
+        out.append(r)
+    out += [
+        _rule("GpuEccErrors", f"{g('DCGM_FI_DEV_ECC_DBE_VOL_TOTAL')} > 0", "critical",
+              "GPU {{ $labels.gpu }} double-bit ECC errors",
+              "take this GPU out of service: a fallback pod (f)", 0.0, t.hold_s, context,
+              rb),
+        _rule("GpuRowRemapFailed", f"{g('DCGM_FI_DEV_ROW_REMAP_FAILURE')} == 1",
+              "critical", "GPU {{ $labels.gpu }} row remapping failed",
+              "the GPU cannot hide its bad memory: a fallback pod (f)", 0.0, 0.0, context,
+              rb),
+        _rule("GpuRowRemapPending",
+              f"(({g('DCGM_FI_DEV_ROW_REMAP_PENDING')} == 1) or "
+              f"({g('DCGM_FI_DEV_RETIRED_PENDING')} == 1)) unless on ({by}) "
+              f"({g('DCGM_FI_DEV_ROW_REMAP_FAILURE')} == 1)", "warning",
+              "GPU {{ $labels.gpu }} memory repair pending a reset",
+              "plan a pod restart (r after a stop)", 0.0, t.hold_s, context, rb),
+        _rule("GpuThrottled", f"{hot} > 0", "warning",
+              "GPU {{ $labels.gpu }} throttled (thermal)",
+              "the GPU slows itself down: check its temperature and the host's cooling",
+              t.for_s, t.hold_s, context, rb),
+        # within 5 degrees of its slowdown temperature; a throttled GPU says so instead
+        _rule("GpuHot", f"({g('DCGM_FI_DEV_GPU_TEMP')} >= on ({by}) "
+              f"({g('DCGM_FI_DEV_SLOWDOWN_TEMP')} - 5)) unless on ({by}) ({hot} > 0)",
+              "warning", "GPU {{ $labels.gpu }} near its slowdown temperature", "",
+              t.for_s, t.hold_s, context, rb),
+    ]
+    return out
 
 
 HEADER = """\

@@ -176,3 +176,152 @@ def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
         r = subprocess.run(["amtool", "check-config", str(out / "alertmanager.yml")],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- the GPUs: the exporter's DCGM_FI_DEV_* series against gpu_state and gpu_faults --------
+
+GPU_NAMES = {"ecc": "GpuEccErrors", "remapfail": "GpuRowRemapFailed",
+             "remap": "GpuRowRemapPending", "throttle": "GpuThrottled", "heat": "GpuHot",
+             "xid": "GpuXid"}
+"""The console's GPU rules this recording makes fire (key prefix → alertname)."""
+GpuPoll = dict[str, float]
+
+
+def _gpu_recording() -> tuple[list[float], dict[int, list[GpuPoll]]]:
+    """The pod's start time and each GPU's exporter readings at every poll. GPU 0 runs
+    hot (within 5 degrees of its slowdown), then throttles for heat, then is capped for
+    power (benign: no alert), then falls off the bus (Xid 79) until the pod's next run;
+    GPU 1 has double-bit ECC errors for a while, then a failed row remap, then a remap
+    pending."""
+    n = 48
+    ok: GpuPoll = {"temp": 70, "slow": 90, "mask": 0, "dbe": 0, "pending": 0, "failed": 0,
+                   "xid": 0}
+    g0 = [dict(ok) for _ in range(n)]
+    g1 = [dict(ok) for _ in range(n)]
+    for i in range(3, 11):
+        g0[i]["temp"] = 86
+    for i in range(11, 17):  # sw thermal slowdown (and idle), then hw slowdown
+        g0[i] |= {"temp": 88, "mask": 0x20 | 0x1 if i < 14 else 0x8 | 0x40}
+    for i in range(17, 20):
+        # power cap, sync boost, display clocks: the GPU working, not trouble (bits on
+        # either side of the thermal ones: the rules' bit arithmetic is tried)
+        g0[i]["mask"] = 0x4 | 0x10 | 0x100
+    for i in range(22, 38):
+        g0[i]["xid"] = 79
+    for i in range(5, 13):
+        g1[i]["dbe"] = 2
+    for i in range(15, 19):
+        g1[i]["failed"] = 1
+    for i in range(24, 29):
+        g1[i]["pending"] = 1
+    started = [0.0 if i < 38 else 38.0 * STEP for i in range(n)]  # the pod's next run
+    return started, {0: g0, 1: g1}
+
+
+def _gpu(index: int, r: GpuPoll) -> Any:
+    from console.model.gpu_state import Gpu
+    from pod_agent.gpus import BENIGN_THROTTLE, THROTTLE_REASONS
+
+    mask = int(r["mask"]) & ~BENIGN_THROTTLE
+    return Gpu(index=index, temp_c=r["temp"], temp_slowdown_c=r["slow"],
+               throttled=tuple(name for bit, name in THROTTLE_REASONS.items() if mask & bit),
+               ecc_dbe_volatile=int(r["dbe"]), remap_pending=bool(r["pending"]),
+               remap_failed=bool(r["failed"]), retired_pending=False)
+
+
+def _gpu_console(settings: Settings, started: list[float],
+                 rec: dict[int, list[GpuPoll]]) -> list[dict[str, Any]]:
+    """What the console's own GPU rules make of the recording, as a session judges it:
+    each reading told to its fault book first (``observe_pod``), then ``evaluate``."""
+    from console.model.alerts import observe_pod
+    from console.model.gpu_faults import FaultBook
+    from console.model.gpu_state import GpuReport, XidRecord
+    from console.model.snapshot import PodSnapshot
+
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    book, faults = AlertBook(), FaultBook()
+    xid_at: dict[int, float] = {}
+    out = []
+    for i in range(len(started)):
+        now = float(i * STEP)
+        xids = []
+        for gpu, series in rec.items():
+            code = int(series[i]["xid"])
+            if code and gpu not in xid_at:
+                xid_at[gpu] = now  # the agent's event, reported from then on
+            if not code:
+                xid_at.pop(gpu, None)  # a new agent (the pod's next run): no events
+            elif gpu in xid_at:
+                xids.append(XidRecord(xid_at[gpu], gpu, code, "critical", "off the bus", ""))
+        report = GpuReport(tuple(_gpu(g, s[i]) for g, s in rec.items()), "nvml",
+                           sampled_at=now, xids=tuple(xids))
+        pod = PodSnapshot(pod_id=POD, status="RUNNING", started_at=started[i], gpus=report,
+                          fetched_at=now)
+        ended = observe_pod(faults, pod, profile, settings, now)
+        conds = [c for c in evaluate(None, pod, profile, settings, now, faults=faults)
+                 if c.key.split(":")[0] in GPU_NAMES]
+        book.update(conds, now, ended)
+        out.append({a.key: labels_of(a, Where(PROFILE, POD)) for a in book.firing()})
+    return out
+
+
+def _gpu_series(rec: dict[int, list[GpuPoll]]) -> list[dict[str, str]]:
+    fields = {"temp": "DCGM_FI_DEV_GPU_TEMP", "slow": "DCGM_FI_DEV_SLOWDOWN_TEMP",
+              "mask": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+              "dbe": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "pending": "DCGM_FI_DEV_ROW_REMAP_PENDING",
+              "failed": "DCGM_FI_DEV_ROW_REMAP_FAILURE", "xid": "DCGM_FI_DEV_XID_ERRORS"}
+    out = []
+    for gpu, series in rec.items():
+        # the exporter's labels (dcgm-exporter's), and the GPU target's pod and profile
+        target = (f'job="gpu",instance="pod:9400",gpu="{gpu}",UUID="GPU-{gpu}",'
+                  f'device="nvidia{gpu}",modelName="NVIDIA H200",pod="{POD}",'
+                  f'profile="{PROFILE}"')
+        for key, name in fields.items():
+            out.append({"series": f"{name}{{{target}}}",
+                        "values": " ".join(f"{r[key]:g}" for r in series)})
+        out.append({"series": f"DCGM_FI_DEV_RETIRED_PENDING{{{target}}}",
+                    "values": " ".join("0" for _ in series)})
+    return out
+
+
+def test_prometheus_fires_and_resolves_the_gpu_alerts_at_the_consoles_evaluations(
+        tmp_path: Path) -> None:
+    _need("promtool")
+    settings = _settings()
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    rules = alert_rules.render_rules(profile, settings, "default")
+    (tmp_path / "rules.yml").write_text(alert_rules.dump(rules))
+    started, rec = _gpu_recording()
+    judged = _gpu_console(settings, started, rec)
+    # every GPU rule fires and resolves in the recording (else the comparison says little)
+    for prefix in GPU_NAMES:
+        fired = [i for i, f in enumerate(judged) if any(k.startswith(prefix + ":")
+                                                        for k in f)]
+        assert fired and fired[-1] < len(judged) - 1, (prefix, fired)
+    by_name = {r["alert"]: r for g in rules["groups"] for r in g["rules"]
+               if r["alert"] != "GpuXid"}
+    tests = []
+    for i, firing in enumerate(judged):
+        for prefix, name in GPU_NAMES.items():
+            exp = []
+            for key, labels in firing.items():
+                if key.split(":")[0] != prefix:
+                    continue
+                rule = by_name.get(name) or next(
+                    r for g in rules["groups"] for r in g["rules"]
+                    if r["alert"] == name and r["labels"]["xid"] == labels.get("xid"))
+                want = {"pod": POD, "profile": PROFILE, "gpu": labels["gpu"],
+                        **rule["labels"]}
+                # the console's labels are Prometheus's: one alert in Alertmanager
+                assert labels == {**want, "alertname": name}, (labels, want)
+                exp.append({"exp_labels": want, "exp_annotations": {
+                    k: v.replace("{{ $labels.gpu }}", labels["gpu"])
+                    for k, v in rule["annotations"].items()}})
+            tests.append({"eval_time": f"{i * STEP}s", "alertname": name, "exp_alerts": exp})
+    doc = {"rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
+           "tests": [{"interval": f"{STEP}s", "input_series": _gpu_series(rec),
+                      "alert_rule_test": tests}]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yml")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
