@@ -91,7 +91,10 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"pod-console profile render: {exc}", file=sys.stderr)
         return 1
     name = profile_name(path, profile)
-    files = render_all(profile, name, addr, args.p2p_disabled, alertmanager=args.alertmanager)
+    gw = ((settings.gateway_url, settings.gateway.metrics_path)
+          if settings.gateway_url and settings.gateway.watch else None)
+    files = render_all(profile, name, addr, args.p2p_disabled, alertmanager=args.alertmanager,
+                       gateway=gw)
     # the console's rules, for the team's Prometheus and Alertmanager (issue 43)
     files[alert_rules.RULES_FILE] = alert_rules.dump(alert_rules.render_rules(
         profile, settings, settings.context or DEFAULT_CONTEXT))

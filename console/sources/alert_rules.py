@@ -33,6 +33,10 @@ SLOT_NAMES = {"kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh"}
 SLOT_TROUBLE = ("SlotDown|SlotStalled|SlotCompletionsFailing|SlotKvCacheHigh|SlotTtftHigh|"
                 "SlotPreempting|SlotAcceptanceLow")
 """A slot's alerts that are trouble (not the info ones that say why it is down)."""
+SCRAPE_S = 15.0
+"""The rendered ``prometheus.yml``'s scrape interval."""
+GATEWAY_JOB = "litellm"
+"""The rendered scrape job of the gateway's ``/metrics``."""
 RULES_FILE = "prometheus/rules.yml"
 ALERTMANAGER_FILE = "alertmanager.yml"
 SLACK_URL_FILE = "/etc/alertmanager/slack_api_url"
@@ -57,9 +61,11 @@ def _rule(name: str, expr: str, severity: str, summary: str, todo: str, for_s: f
     return rule
 
 
-def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str, Any]:
-    """The rule groups: one for the slots (down, stalled, each threshold per slot), and
-    the always-firing heartbeat."""
+def render_rules(profile: Profile, settings: Settings, context: str,
+                 scrape_s: float = SCRAPE_S) -> dict[str, Any]:
+    """The rule groups: the slots (down, stalled, each threshold per slot), the GPUs,
+    the gateway, and the always-firing heartbeat. ``scrape_s``: Prometheus's scrape
+    interval (a counter's move is seen one scrape after the sample before it)."""
     t = settings.alerts
     rb = settings.runbook_url
     job = '{job="vllm"}'
@@ -105,6 +111,8 @@ def render_rules(profile: Profile, settings: Settings, context: str) -> dict[str
                                              "always fires (a dead-man's switch)"}}]
     return {"groups": [{"name": "pod-console-slots", "rules": slots},
                        {"name": "pod-console-gpus", "rules": gpu_rules(settings, context)},
+                       {"name": "pod-console-gateway",
+                        "rules": gateway_rules(settings, context, scrape_s)},
                        {"name": "pod-console-heartbeat", "rules": heartbeat}]}
 
 
@@ -253,6 +261,11 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
             {"source_matchers": ['alertname=~"SlotRestarting|SlotStarting"'],
              "target_matchers": [f'alertname=~"{SLOT_TROUBLE}"'],
              "equal": ["context", "pod", "slot"]},
+            # one cooldown is one page (the console tells its fallbacks and 5xx under
+            # it): Prometheus's of the same pod wait while it fires
+            {"source_matchers": ['alertname="GatewayDeploymentCooldown"'],
+             "target_matchers": ['alertname=~"Gateway5xxHigh|GatewayFallbacksRising"'],
+             "equal": ["context", "pod"]},
             # a slot down says it all: not its stall or its figures too
             {"source_matchers": ['alertname="SlotDown"'],
              "target_matchers": ['alertname=~"SlotStalled|SlotKvCacheHigh|SlotTtftHigh|'
@@ -271,3 +284,89 @@ def render_prometheus_alerting(am_target: str = "127.0.0.1:9093") -> dict[str, A
 def dump(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False,
                           allow_unicode=True, width=1000)
+
+
+GW_BY = ("pod", "profile")
+"""The labels ``profile render``'s gateway target gives its series (the console labels
+its gateway alerts with its own pod and profile: the same)."""
+THE_GATEWAY = "the gateway"
+"""The whole gateway's scope (``gateway.conditions``)."""
+
+
+def gateway_rules(settings: Settings, context: str, scrape_s: float = SCRAPE_S
+                  ) -> list[dict[str, Any]]:
+    """The console's gateway rules (``gateway.conditions``) over LiteLLM's own series
+    (``catalog.GW_*``) as Prometheus scrapes them (job ``litellm``): the gateway down,
+    a deployment cooling down (or failing with no call succeeding), its fallbacks, the
+    5xx share of calls per model group and overall, with the config's limits and
+    timing. One cooldown is one page: the rendered Alertmanager inhibits the fallbacks
+    and 5xx of its pod while it fires, as the console tells them under it.
+
+    Not here: readiness (``/health/readiness`` is no metric), figures unreadable, a
+    route failing while its slot is healthy (a join of the gateway with the slots by
+    port), the overhead p95."""
+    from console.model.catalog import (
+        FIVE_XX,
+        GW_COOLDOWNS,
+        GW_FAILURES,
+        GW_FALLBACK_FAILED,
+        GW_FALLBACK_OK,
+        GW_REQUESTS,
+        GW_STATE,
+    )
+
+    t = settings.alerts
+    gw = settings.gateway
+    rb = settings.runbook_url
+    win = _w(settings.window_s)
+    by = ", ".join(GW_BY)
+    dep = f"{by}, model_id"
+    grp = f"{by}, requested_model"
+    five = f'{{{FIVE_XX[0]}=~"{FIVE_XX[1]}"}}'
+
+    def inc(name: str, keys: str, sel: str = "") -> str:
+        return f"sum by ({keys}) (increase({name}{sel}[{win}]))"
+
+    def scoped(expr: str, label: str) -> str:
+        # the console's ``scope`` label (a model id, a group) in place of LiteLLM's
+        return (f'max by ({by}, scope) (label_replace({expr}, "scope", "$1", "{label}", '
+                '"(.*)"))')
+
+    # ``deployment_status``: state 2 is a cooldown while its counter moved within the
+    # router's cooldown_time (seen one scrape after the sample before it), or failing
+    # while its calls fail and none succeeds in the window
+    moved = (f"max by ({dep}) (changes({GW_COOLDOWNS}[{_w(gw.cooldown_s + scrape_s + 1)}]))"
+             " > 0")
+    # a success is a call not failed: their difference as a counter of its own (the
+    # two increases apart extrapolate differently: a failure counter born at 0 is not
+    # stretched to the window's start)
+    oks = (f"increase((sum by ({dep}) ({GW_REQUESTS}) - sum by ({dep}) ({GW_FAILURES}))"
+           f"[{win}:{_w(scrape_s)}])")
+    failing = f"({inc(GW_FAILURES, dep)} > 0) unless on ({dep}) ({oks} > 0)"
+    cooling = (f"(max by ({dep}) ({GW_STATE}) >= 1.5) and on ({dep}) "
+               f"(({moved}) or ({failing}))")
+    ratio = (f"({inc(GW_FAILURES, grp, five)} / {inc(GW_REQUESTS, grp)}) > "
+             f"{gw.error_5xx_ratio:g}")
+    total = (f"({inc(GW_FAILURES, by, five)} / {inc(GW_REQUESTS, by)}) > "
+             f"{gw.error_5xx_ratio:g}")
+    fallbacks = (f'sum by ({by}) (increase({{__name__=~"{GW_FALLBACK_OK}|'
+                 f'{GW_FALLBACK_FAILED}"}}[{win}])) > 0')
+    every = _rule("Gateway5xxHigh", total, "warning",
+                  f"gateway 5xx over {gw.error_5xx_ratio:.0%} of the calls", "", t.for_s,
+                  t.hold_s, context, rb)
+    every["labels"]["scope"] = THE_GATEWAY
+    return [
+        _rule("GatewayDown", f'max by ({by}) (up{{job="{GATEWAY_JOB}"}}) == 0', "critical",
+              "gateway down", "its /metrics does not answer: every model behind it is "
+              "unreachable for its users", t.down_for_s, t.hold_s, context, rb),
+        _rule("GatewayDeploymentCooldown", scoped(cooling, "model_id"), "warning",
+              "{{ $labels.scope }} cooling down at the gateway",
+              "LiteLLM routes around it; its fallbacks and the 5xx it causes are this "
+              "alert's (inhibited while it fires)", t.down_for_s, t.hold_s, context, rb),
+        _rule("GatewayFallbacksRising", fallbacks, "warning", "gateway fallbacks rising",
+              "requests fail over to another model group", t.for_s, t.hold_s, context, rb),
+        _rule("Gateway5xxHigh", scoped(ratio, "requested_model"), "warning",
+              f"gateway 5xx over {gw.error_5xx_ratio:.0%} of "
+              "{{ $labels.scope }} calls", "", t.for_s, t.hold_s, context, rb),
+        every,
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from console.config.settings import AlertTiming, Settings
+from console.config.settings import AlertTiming, GatewaySettings, Settings
 from console.model.alerts import AlertBook, evaluate
 from console.model.history import quantile_over_time
 from console.model.model_figures import ModelFigures
@@ -144,8 +144,13 @@ def test_prometheus_fires_and_resolves_at_the_consoles_evaluations(tmp_path: Pat
 def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
     _need("promtool")
     out = tmp_path / "out"
+    # a gateway (its URL with a password, which the rendered job must not carry)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"profiles_dir": str(PROFILES),
+                                   "gateway_url": "https://ops:s3cret@gw.example:4000"}))
     r = subprocess.run(["python3", "-m", "console.cli", "profile", "render",
-                        str(PROFILES / "10-rtx6000-2x.yaml"), "--out", str(out),
+                        str(PROFILES / "10-rtx6000-2x.yaml"), "--config", str(cfg),
+                        "--out", str(out),
                         "--pod-id", POD, "--slack-url-file", str(tmp_path / "slack_url")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -153,6 +158,13 @@ def test_the_rendered_files_pass_the_real_checkers(tmp_path: Path) -> None:
                  ["check", "config", str(out / "prometheus/prometheus.yml")]):
         r = subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stdout + r.stderr
+    # the gateway's series labelled as the console labels its gateway alerts
+    prom = yaml.safe_load((out / "prometheus/prometheus.yml").read_text())
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == alert_rules.GATEWAY_JOB]
+    assert job["scheme"] == "https" and job["metrics_path"] == "/metrics/"
+    assert job["static_configs"] == [{"targets": ["gw.example:4000"],
+                                      "labels": {"pod": POD, "profile": PROFILE}}]
+    assert "s3cret" not in (out / "prometheus/prometheus.yml").read_text()
     am = yaml.safe_load((out / "alertmanager.yml").read_text())
     (slack,) = [c for rcv in am["receivers"] for c in rcv.get("slack_configs", [])]
     assert slack["api_url_file"] == str(tmp_path / "slack_url")  # the URL is never in it
@@ -320,6 +332,154 @@ def test_prometheus_fires_and_resolves_the_gpu_alerts_at_the_consoles_evaluation
             tests.append({"eval_time": f"{i * STEP}s", "alertname": name, "exp_alerts": exp})
     doc = {"rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
            "tests": [{"interval": f"{STEP}s", "input_series": _gpu_series(rec),
+                      "alert_rule_test": tests}]}
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yml")],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+
+
+# -- the gateway: LiteLLM's series against gateway.conditions ----------------------------
+
+GW_NAMES = {"gw-down": "GatewayDown", "gw-cooldown": "GatewayDeploymentCooldown",
+            "gw-fallbacks": "GatewayFallbacksRising", "gw-5xx": "Gateway5xxHigh"}
+DEPLOYMENTS = {"tiny-a": ("tiny", 33391), "tiny-b": ("tiny", 42737), "small-c": ("small", 42183)}
+GwPoll = dict[str, float] | None
+"""One scrape of the gateway: each counter's value (None: the gateway is down)."""
+
+
+def _gw_recording() -> list[GwPoll]:
+    """LiteLLM's counters at every poll: each deployment serves 10 calls a poll; tiny-b
+    fails all of its calls and is cooled down twice (state 2) for eight polls, its
+    calls falling back to another group, then recovers; later one in ten of small-c's
+    calls fail (its group's 5xx over the limit, not the whole gateway's); then the
+    gateway is down for a while."""
+    c = {f"req:{d}": 0.0 for d in DEPLOYMENTS} | {f"fail:{d}": 0.0 for d in DEPLOYMENTS}
+    c |= {"cooled:tiny-b": 0.0, "fallback": 0.0, "state:tiny-b": 0.0}
+    out: list[GwPoll] = []
+    for i in range(60):
+        if 40 <= i < 45:
+            out.append(None)
+            continue
+        for d in DEPLOYMENTS:
+            c[f"req:{d}"] += 10
+        if 5 <= i < 13:
+            c["fail:tiny-b"] += 10
+            c["fallback"] += 10
+            c["state:tiny-b"] = 2.0
+            c["cooled:tiny-b"] += i in (5, 8)
+        else:
+            c["state:tiny-b"] = 0.0  # LiteLLM: back to 0 on its next success
+        if 25 <= i < 31:
+            c["fail:small-c"] += 1
+        out.append(dict(c))
+    return out
+
+
+def _gw_text(r: dict[str, float]) -> str:
+    """The scrape as LiteLLM's exposition (its label sets, ``tests/fixtures``)."""
+    lines = []
+    for d, (group, port) in DEPLOYMENTS.items():
+        base = (f'api_base="http://127.0.0.1:{port}/v1",api_provider="openai",'
+                f'litellm_model_name="{group}",model_id="{d}"')
+        call = base + f',requested_model="{group}"'
+        status = "500" if d == "tiny-b" else "503"
+        lines += [f"litellm_deployment_state{{{base}}} {r.get(f'state:{d}', 0.0)}",
+                  f"litellm_deployment_total_requests_total{{{call}}} {r[f'req:{d}']}",
+                  f'litellm_deployment_failure_responses_total{{{call},exception_status='
+                  f'"{status}"}} {r[f"fail:{d}"]}']
+        if d == "tiny-b":
+            lines.append(f'litellm_deployment_cooled_down_total{{{base},exception_status='
+                         f'"500"}} {r["cooled:tiny-b"]}')
+    lines.append('litellm_deployment_successful_fallbacks_total{exception_status="500",'
+                 'fallback_model="small",model_id="None",requested_model="tiny"} '
+                 f'{r["fallback"]}')
+    return "\n".join(lines) + "\n"
+
+
+def _gw_console(settings: Settings, rec: list[GwPoll]) -> list[dict[str, Any]]:
+    """What the console's own gateway rules make of the recording: each scrape read by
+    its gateway collector (the figures over the window, the cooldown trap), judged by
+    ``gateway.conditions``."""
+    from console.model.gateway import GatewaySnapshot
+    from console.model.gateway import conditions as gw_conditions
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.gateway import FAMILIES, GatewayCollector
+
+    col = GatewayCollector("http://gw", settings.gateway, settings.window_s, 5.0)
+    book = AlertBook()
+    out = []
+    for i, r in enumerate(rec):
+        now = float(i * STEP)
+        snap = (GatewaySnapshot("http://gw", now, live=False, ready=None) if r is None
+                else col.read(parse(_gw_text(r), FAMILIES), now))
+        conds = [c for c in gw_conditions(snap, None, settings.gateway, settings.alerts)
+                 if c.key.split(":")[0] in GW_NAMES]
+        book.update(conds, now)
+        out.append({a.key: labels_of(a, Where(PROFILE, POD)) for a in book.firing()})
+    return out
+
+
+def _gw_series(rec: list[GwPoll]) -> list[dict[str, str]]:
+    """The same scrapes as Prometheus stores them (job litellm, the target's pod and
+    profile labels; no sample while the gateway is down, and ``up`` 0)."""
+    target = f'job="litellm",instance="gw:4000",pod="{POD}",profile="{PROFILE}"'
+    up = {"series": f"up{{{target}}}", "values": " ".join("0" if r is None else "1"
+                                                             for r in rec)}
+    values: dict[str, list[str]] = {}
+    for i, r in enumerate(rec):
+        if r is None:
+            continue
+        for line in _gw_text(r).splitlines():
+            series, value = line.rsplit(" ", 1)
+            values.setdefault(series, ["_"] * len(rec))[i] = value
+    out = [up]
+    for series, vals in values.items():
+        name, labels = series.split("{", 1)
+        out.append({"series": f"{name}{{{target},{labels}", "values": " ".join(vals)})
+    return out
+
+
+def test_prometheus_fires_and_resolves_the_gateway_alerts_at_the_consoles_evaluations(
+        tmp_path: Path) -> None:
+    _need("promtool")
+    settings = Settings(profiles_dir=PROFILES, window_s=65,
+                        alerts=AlertTiming(down_for_s=20, for_s=30, hold_s=20),
+                        gateway=GatewaySettings(cooldown_s=15, error_5xx_ratio=0.05))
+    profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
+    rules = alert_rules.render_rules(profile, settings, "default", scrape_s=STEP)
+    (tmp_path / "rules.yml").write_text(alert_rules.dump(rules))
+    rec = _gw_recording()
+    judged = _gw_console(settings, rec)
+    for key in ("gw-down", "gw-cooldown:tiny-b", "gw-fallbacks", "gw-5xx:tiny",
+                "gw-5xx:the gateway", "gw-5xx:small"):
+        fired = [i for i, f in enumerate(judged) if key in f]
+        assert fired and fired[-1] < len(judged) - 1, (key, fired)
+    assert not any("gw-5xx:the gateway" in f for f in judged[20:40])  # small's alone
+    gw_rules = [r for g in rules["groups"] for r in g["rules"]
+                if r["alert"] in GW_NAMES.values()]
+    tests = []
+    for i, firing in enumerate(judged):
+        for prefix, name in GW_NAMES.items():
+            exp = []
+            for key, labels in firing.items():
+                if key.split(":")[0] != prefix:
+                    continue
+                scope = labels.get("scope")
+                (rule,) = [r for r in gw_rules if r["alert"] == name and (
+                    name != "Gateway5xxHigh"
+                    or (r["labels"].get("scope") == "the gateway") == (scope == "the gateway"))]
+                want = {"pod": POD, "profile": PROFILE, **rule["labels"]}
+                if scope is not None:
+                    want["scope"] = scope
+                # the console's labels are Prometheus's: one alert in Alertmanager
+                assert labels == {**want, "alertname": name}, (labels, want)
+                exp.append({"exp_labels": want, "exp_annotations": {
+                    k: v.replace("{{ $labels.scope }}", scope or "")
+                    for k, v in rule["annotations"].items()}})
+            tests.append({"eval_time": f"{i * STEP}s", "alertname": name, "exp_alerts": exp})
+    doc = {"rule_files": ["rules.yml"], "evaluation_interval": f"{STEP}s",
+           "tests": [{"interval": f"{STEP}s", "input_series": _gw_series(rec),
                       "alert_rule_test": tests}]}
     (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
     r = subprocess.run(["promtool", "test", "rules", str(tmp_path / "test.yml")],
