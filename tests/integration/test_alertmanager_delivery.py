@@ -292,3 +292,35 @@ async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
     finally:
         srv.stop()
         await w.session.aclose()
+
+
+async def test_one_of_two_alerts_of_one_label_set_ending_resolves_nothing_there(
+        tmp_path: Path, am: AlertmanagerServer, hook: HookReceiver) -> None:
+    """Two Xid 13 of one GPU, minutes apart: two alerts here, one label set there (the
+    rendered rules' identity: pod, GPU, code). The older one ages out while the newer
+    fires: Alertmanager's alert stays firing (its resolve is not sent)."""
+    from console.config.settings import AlertTiming
+    from console.model.gpu_state import Gpu, GpuReport, XidRecord
+
+    w = on(tmp_path, am, alerts=AlertTiming(down_for_s=1, for_s=0, hold_s=0))
+    now = time.time()
+    # the older one ends (15 min after it arrived) a few seconds from now
+    xids = tuple(XidRecord(t, 0, 13, "warning", "graphics engine exception", "")
+                 for t in (now - 15 * 60 + 3, now))
+    w.pod.pod = replace(w.pod.pod, gpus=GpuReport((Gpu(0),), "nvml", sampled_at=now,
+                                                  xids=xids))
+    try:
+        def xid_keys() -> set[str]:
+            return {a.key for a in w.session.alerts.firing() if a.key.startswith("xid:")}
+
+        await poll_until([w], lambda: len(xid_keys()) == 2 and bool(am_alerts(am, "GpuXid")),
+                         "both Xid alerts, one in Alertmanager")
+        (one,) = am_alerts(am, "GpuXid")
+        assert (one["labels"]["gpu"], one["labels"]["xid"]) == ("0", "13")
+        await poll_until([w], lambda: len(xid_keys()) == 1, "the older one ended")
+        (still,) = am_alerts(am, "GpuXid")  # straight after the poll that ended it
+        ends = datetime.datetime.fromisoformat(still["endsAt"].replace("Z", "+00:00"))
+        assert ends.timestamp() > time.time(), still
+        assert still["status"]["state"] == "active"
+    finally:
+        await w.session.aclose()
