@@ -253,7 +253,11 @@ def render_alertmanager(slack_url_file: str = SLACK_URL_FILE,
             # gateway, GPU and agent alerts; so does one nobody here made (PodStopped, a
             # warning: the team is told once, not per slot), as the console does
             {"source_matchers": ['alertname=~"PodStopPlanned|PodStopped"'],
-             "target_matchers": ['alertname=~"Slot.*|Gateway.*|Gpu.*|PodAgentUnreachable"'],
+             # the gateway's deployments and rates, not its own health: a gateway down
+             # is down for every pod behind it (``gateway.on_the_pod``)
+             "target_matchers": ['alertname=~"Slot.*|GatewayDeploymentCooldown|'
+                                 'GatewayRouteFailing|GatewayFallbacksRising|Gateway5xxHigh|'
+                                 'GatewayOverheadHigh|Gpu.*|PodAgentUnreachable"'],
              "equal": ["context", "pod"]},
             # a slot taken down on purpose (the console's restart, rebalance, resume:
             # SlotRestarting while it runs and until the slot is up; the agent bringing

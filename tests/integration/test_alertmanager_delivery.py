@@ -278,9 +278,13 @@ async def test_the_rendered_config_pages_nobody_for_a_planned_stop(
                      "startsAt": datetime.datetime.fromtimestamp(now, datetime.UTC
                                                                  ).isoformat()}
         other = {**slot_down, "labels": {**slot_down["labels"], "pod": "another"}}
-        httpx.post(srv.url + "/api/v2/alerts", json=[slot_down, other],
+        # the gateway's own health is not the stop's: down for every pod behind it
+        gw_down = {**slot_down, "labels": {**slot_down["labels"], "alertname": "GatewayDown"}}
+        del gw_down["labels"]["slot"]
+        httpx.post(srv.url + "/api/v2/alerts", json=[slot_down, other, gw_down],
                    timeout=10).raise_for_status()
         await poll_until([w], lambda: len(am_alerts(srv, "SlotDown")) == 2, "both SlotDown")
+        assert am_alerts(srv, "GatewayDown")[0]["status"]["state"] == "active"
         by_pod = {a["labels"]["pod"]: a for a in am_alerts(srv, "SlotDown")}
         assert by_pod[pod]["status"]["state"] == "suppressed"
         assert by_pod[pod]["status"]["inhibitedBy"] == [stopped["fingerprint"]]
