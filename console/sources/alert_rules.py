@@ -303,18 +303,20 @@ def gateway_rules(settings: Settings, context: str, scrape_s: float = SCRAPE_S
     (``catalog.GW_*``) as Prometheus scrapes them (job ``litellm``): the gateway down,
     a deployment cooling down (or failing with no call succeeding), its fallbacks, the
     5xx share of calls per model group and overall, with the config's limits and
-    timing. One cooldown is one page: the rendered Alertmanager inhibits the fallbacks
-    and 5xx of its pod while it fires, as the console tells them under it.
+    timing, and the gateway's own overhead p95 per model group and overall. One cooldown
+    is one page: the rendered Alertmanager inhibits the fallbacks and 5xx of its pod
+    while it fires, as the console tells them under it.
 
     Not here: readiness (``/health/readiness`` is no metric), figures unreadable, a
     route failing while its slot is healthy (a join of the gateway with the slots by
-    port), the overhead p95."""
+    port)."""
     from console.model.catalog import (
         FIVE_XX,
         GW_COOLDOWNS,
         GW_FAILURES,
         GW_FALLBACK_FAILED,
         GW_FALLBACK_OK,
+        GW_OVERHEAD,
         GW_REQUESTS,
         GW_STATE,
     )
@@ -355,6 +357,15 @@ def gateway_rules(settings: Settings, context: str, scrape_s: float = SCRAPE_S
              f"{gw.error_5xx_ratio:g}")
     fallbacks = (f'sum by ({by}) (increase({{__name__=~"{GW_FALLBACK_OK}|'
                  f'{GW_FALLBACK_FAILED}"}}[{win}])) > 0')
+    def p95(keys: str) -> str:
+        return (f"histogram_quantile(0.95, sum by ({keys}, le) "
+                f"(increase({GW_OVERHEAD}_bucket[{win}])))")
+
+    slow = f"{p95(by + ', model_group')} > {gw.overhead_p95_s:g}"
+    slow_all = _rule("GatewayOverheadHigh", f"{p95(by)} > {gw.overhead_p95_s:g}", "warning",
+                     f"gateway overhead p95 over {gw.overhead_p95_s:g}s on all calls", "",
+                     t.for_s, t.hold_s, context, rb)
+    slow_all["labels"]["scope"] = THE_GATEWAY
     every = _rule("Gateway5xxHigh", total, "warning",
                   f"gateway 5xx over {gw.error_5xx_ratio:.0%} of the calls", "", t.for_s,
                   t.hold_s, context, rb)
@@ -373,4 +384,8 @@ def gateway_rules(settings: Settings, context: str, scrape_s: float = SCRAPE_S
               f"gateway 5xx over {gw.error_5xx_ratio:.0%} of "
               "{{ $labels.scope }} calls", "", t.for_s, t.hold_s, context, rb),
         every,
+        _rule("GatewayOverheadHigh", scoped(slow, "model_group"), "warning",
+              f"gateway overhead p95 over {gw.overhead_p95_s:g}s on "
+              "{{ $labels.scope }} calls", "", t.for_s, t.hold_s, context, rb),
+        slow_all,
     ]

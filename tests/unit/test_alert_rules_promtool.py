@@ -342,7 +342,12 @@ def test_prometheus_fires_and_resolves_the_gpu_alerts_at_the_consoles_evaluation
 # -- the gateway: LiteLLM's series against gateway.conditions ----------------------------
 
 GW_NAMES = {"gw-down": "GatewayDown", "gw-cooldown": "GatewayDeploymentCooldown",
-            "gw-fallbacks": "GatewayFallbacksRising", "gw-5xx": "Gateway5xxHigh"}
+            "gw-fallbacks": "GatewayFallbacksRising", "gw-5xx": "Gateway5xxHigh",
+            "gw-overhead": "GatewayOverheadHigh"}
+LES = ("0.1", "0.5", "1.0", "+Inf")
+"""The overhead histogram's buckets here."""
+SCOPED = {"Gateway5xxHigh", "GatewayOverheadHigh"}
+"""Rendered twice: per model group, and for the whole gateway."""
 DEPLOYMENTS = {"tiny-a": ("tiny", 33391), "tiny-b": ("tiny", 42737), "small-c": ("small", 42183)}
 GwPoll = dict[str, float] | None
 """One scrape of the gateway: each counter's value (None: the gateway is down)."""
@@ -353,11 +358,15 @@ def _gw_recording() -> list[GwPoll]:
     fails all of its calls and is cooled down twice (state 2) for eight polls, its
     calls falling back to another group, then recovers; later one in ten of small-c's
     calls fail (its group's 5xx over the limit, not the whole gateway's); then the
-    gateway is down for a while."""
+    gateway is down for a while; after it, small-c's calls spend 0.5 s to 1 s in the
+    gateway itself (its group's overhead p95 over the limit), the others' under 0.1 s.
+    The histogram's buckets start well above 0 (a bucket that starts at 0 in Prometheus's
+    window is extrapolated less than the others: a p95 of its own)."""
     c = {f"req:{d}": 0.0 for d in DEPLOYMENTS} | {f"fail:{d}": 0.0 for d in DEPLOYMENTS}
     c |= {"cooled:tiny-b": 0.0, "fallback": 0.0, "state:tiny-b": 0.0}
+    c |= {f"oh:{d}:{le}": 1000.0 for d in DEPLOYMENTS for le in LES}
     out: list[GwPoll] = []
-    for i in range(60):
+    for i in range(72):
         if 40 <= i < 45:
             out.append(None)
             continue
@@ -372,6 +381,10 @@ def _gw_recording() -> list[GwPoll]:
             c["state:tiny-b"] = 0.0  # LiteLLM: back to 0 on its next success
         if 25 <= i < 31:
             c["fail:small-c"] += 1
+        for d in DEPLOYMENTS:
+            slow = d == "small-c" and 50 <= i < 55
+            for le in LES:
+                c[f"oh:{d}:{le}"] += 10 if not slow or le in ("1.0", "+Inf") else 0
         out.append(dict(c))
     return out
 
@@ -388,6 +401,9 @@ def _gw_text(r: dict[str, float]) -> str:
                   f"litellm_deployment_total_requests_total{{{call}}} {r[f'req:{d}']}",
                   f'litellm_deployment_failure_responses_total{{{call},exception_status='
                   f'"{status}"}} {r[f"fail:{d}"]}']
+        for le in LES:
+            lines.append(f'litellm_overhead_latency_metric_bucket{{{base},le="{le}",'
+                         f'model_group="{group}"}} {r[f"oh:{d}:{le}"]}')
         if d == "tiny-b":
             lines.append(f'litellm_deployment_cooled_down_total{{{base},exception_status='
                          f'"500"}} {r["cooled:tiny-b"]}')
@@ -452,7 +468,7 @@ def test_prometheus_fires_and_resolves_the_gateway_alerts_at_the_consoles_evalua
     rec = _gw_recording()
     judged = _gw_console(settings, rec)
     for key in ("gw-down", "gw-cooldown:tiny-b", "gw-fallbacks", "gw-5xx:tiny",
-                "gw-5xx:the gateway", "gw-5xx:small"):
+                "gw-5xx:the gateway", "gw-5xx:small", "gw-overhead:small"):
         fired = [i for i, f in enumerate(judged) if key in f]
         assert fired and fired[-1] < len(judged) - 1, (key, fired)
     assert not any("gw-5xx:the gateway" in f for f in judged[20:40])  # small's alone
@@ -467,7 +483,7 @@ def test_prometheus_fires_and_resolves_the_gateway_alerts_at_the_consoles_evalua
                     continue
                 scope = labels.get("scope")
                 (rule,) = [r for r in gw_rules if r["alert"] == name and (
-                    name != "Gateway5xxHigh"
+                    name not in SCOPED
                     or (r["labels"].get("scope") == "the gateway") == (scope == "the gateway"))]
                 want = {"pod": POD, "profile": PROFILE, **rule["labels"]}
                 if scope is not None:
