@@ -341,8 +341,12 @@ def gateway_rules(settings: Settings, context: str, scrape_s: float = SCRAPE_S
     # ``deployment_status``: state 2 is a cooldown while its counter moved within the
     # router's cooldown_time (seen one scrape after the sample before it), or failing
     # while its calls fail and none succeeds in the window
-    moved = (f"max by ({dep}) (changes({GW_COOLDOWNS}[{_w(gw.cooldown_s + scrape_s + 1)}]))"
-             " > 0")
+    moved = (f"(max by ({dep}) (changes({GW_COOLDOWNS}[{_w(gw.cooldown_s + scrape_s + 1)}]))"
+             " > 0) or "
+             # LiteLLM creates a deployment's counter at its first cooldown: a series
+             # born within cooldown_time has just moved (as the console counts it)
+             f"(max by ({dep}) ({GW_COOLDOWNS} unless {GW_COOLDOWNS} offset "
+             f"{_w(gw.cooldown_s + 1)}) > 0)")
     # a success is a call not failed: their difference as a counter of its own (the
     # two increases apart extrapolate differently: a failure counter born at 0 is not
     # stretched to the window's start)

@@ -381,6 +381,14 @@ def _gw_recording() -> list[GwPoll]:
             c["state:tiny-b"] = 0.0  # LiteLLM: back to 0 on its next success
         if 25 <= i < 31:
             c["fail:small-c"] += 1
+        if 60 <= i < 64:
+            # small-c's first cooldown (LiteLLM creates the counter at 1), and a second,
+            # while some of its calls still succeed (a cooldown, not "failing")
+            c["fail:small-c"] += 2
+            c["cooled:small-c"] = 1.0 if i < 62 else 2.0
+            c["state:small-c"] = 2.0
+        else:
+            c["state:small-c"] = 0.0
         for d in DEPLOYMENTS:
             slow = d == "small-c" and 50 <= i < 55
             for le in LES:
@@ -404,9 +412,9 @@ def _gw_text(r: dict[str, float]) -> str:
         for le in LES:
             lines.append(f'litellm_overhead_latency_metric_bucket{{{base},le="{le}",'
                          f'model_group="{group}"}} {r[f"oh:{d}:{le}"]}')
-        if d == "tiny-b":
+        if f"cooled:{d}" in r:
             lines.append(f'litellm_deployment_cooled_down_total{{{base},exception_status='
-                         f'"500"}} {r["cooled:tiny-b"]}')
+                         f'"{status}"}} {r[f"cooled:{d}"]}')
     lines.append('litellm_deployment_successful_fallbacks_total{exception_status="500",'
                  'fallback_model="small",model_id="None",requested_model="tiny"} '
                  f'{r["fallback"]}')
@@ -468,7 +476,8 @@ def test_prometheus_fires_and_resolves_the_gateway_alerts_at_the_consoles_evalua
     rec = _gw_recording()
     judged = _gw_console(settings, rec)
     for key in ("gw-down", "gw-cooldown:tiny-b", "gw-fallbacks", "gw-5xx:tiny",
-                "gw-5xx:the gateway", "gw-5xx:small", "gw-overhead:small"):
+                "gw-5xx:the gateway", "gw-5xx:small", "gw-overhead:small",
+                "gw-cooldown:small-c"):
         fired = [i for i, f in enumerate(judged) if key in f]
         assert fired and fired[-1] < len(judged) - 1, (key, fired)
     assert not any("gw-5xx:the gateway" in f for f in judged[20:40])  # small's alone
