@@ -88,11 +88,14 @@ def _config_before_or_after(parser: argparse.ArgumentParser) -> None:
     walk(parser)
 
 
-def _takes_config(parser: argparse.ArgumentParser, command: str) -> bool:
-    """Whether ``command`` has a ``--config`` of its own."""
+def _takes_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Whether the command chosen (down to its subcommand: ``profile render``) has a
+    ``--config`` of its own."""
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return any(a.dest == "config" for a in action.choices[command]._actions)
+        chosen = getattr(args, action.dest, None)
+        if isinstance(action, argparse._SubParsersAction) and chosen in action.choices:
+            sub = action.choices[chosen]
+            return any(a.dest == "config" for a in sub._actions) or _takes_config(sub, args)
     return False
 
 
@@ -102,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:  # plain `pod-console` (any of its options) opens the console
         args = parser.parse_args(["watch", *argv])
-    if args.config is not None and not _takes_config(parser, args.command):
+    if args.config is not None and not _takes_config(parser, args):
         parser.error(f"--config: `{args.command}` reads no config file")
     if getattr(args, "context", None):
         # every settings load of this run, and every process it starts (a web wall's

@@ -55,6 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     sup = Supervisor(args.profile, vllm=args.vllm, models_root=args.models_root,
                      watchdog_interval_s=args.watchdog_interval,
+                     heartbeat_interval_s=args.heartbeat_interval,
                      backoff_s=tuple(float(x) for x in args.backoff.split(",")),
                      apply_patches=not args.no_patches)
 
@@ -171,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--watchdog-interval", type=_interval, default=30.0,
                    help="seconds between watchdog ticks on the pod's clock (an accelerated "
                         "clock ticks as often in pod time: half a real second at x60)")
+    s.add_argument("--heartbeat-interval", type=_heartbeat_interval, default=30.0,
+                   metavar="S",
+                   help="real seconds between two sends of the agent's Watchdog alert to "
+                        "the Alertmanager at POD_AGENT_ALERTMANAGER_URL (environment or "
+                        ".env; none without it); each ends 4 intervals ahead")
     s.add_argument("--no-patches", action="store_true")
     s.add_argument("--backoff", default="5,10,30,60,120",
                    help="restart delays in seconds after a crash; the last repeats")
@@ -290,6 +296,13 @@ def _interval(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not (math.isfinite(v) and 0.05 <= v <= 3600):
         raise argparse.ArgumentTypeError("seconds from 0.05 to 3600")
+    return v
+
+
+def _heartbeat_interval(text: str) -> float:
+    v = _interval(text)
+    if v < 0.5:
+        raise argparse.ArgumentTypeError("seconds from 0.5 to 3600")
     return v
 
 

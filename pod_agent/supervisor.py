@@ -14,8 +14,10 @@ import datetime as dt
 import json
 import math
 import os
+import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from . import clock, paths, stoppolicy, stopstate, traffic
@@ -24,11 +26,12 @@ from .engines import ENGINES
 from .envfile import read_env
 from .events import encode, event
 from .gpu_monitor import SAMPLE_EVERY_S, GpuMonitor, slot_pgids
+from .heartbeat import DEFAULT_INTERVAL_S, Heartbeat, agent_labels, configured_url
 from .hostcheck import mem_available_gib, mem_total_gib
 from .launch import SlotCommand, slot_command
 from .patches import apply_patch, vllm_site_root
 from .profile import MAX_GPU_UTIL_PER_GPU, Profile, cross_checks
-from .profiles import load_profile
+from .profiles import load_profile, profile_name
 from .slots import SlotProcess, group_rss_kib
 from .stoppolicy import Decision, LastStop, PolicyState
 from .tickfailures import TickFailures
@@ -84,7 +87,8 @@ class Supervisor:
                  models_root: str | None = None, backoff_s: tuple = BACKOFF_S,
                  watchdog_interval_s: float = 30.0, grace_s: float = 20.0,
                  health_poll_s: float = 1.0, apply_patches: bool = True,
-                 pod_clock: Any = None) -> None:
+                 pod_clock: Any = None,
+                 heartbeat_interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.profile_path = os.path.abspath(profile_path)
         self.profile: Profile = load_profile(profile_path)
         self.vllm = vllm
@@ -135,6 +139,29 @@ class Supervisor:
                                if self.profile.gpu_metrics_port else SAMPLE_EVERY_S,
                                kmsg_path=os.environ.get("POD_AGENT_KMSG", "/dev/kmsg"))
         self._bg: set = set()
+        # the agent's own Watchdog alert to Alertmanager, when POD_AGENT_ALERTMANAGER_URL
+        # is set: a dead-man's switch then tells this pod's agent gone from no console
+        self.heartbeat = Heartbeat(
+            agent_labels(os.environ.get("RUNPOD_POD_ID") or socket.gethostname(),
+                         profile_name(Path(self.profile_path), self.profile)),
+            heartbeat_interval_s, lambda: configured_url(paths.env_file()),
+            self._say_heartbeat)
+
+    def _say_heartbeat(self, record: dict[str, Any]) -> None:
+        """The heartbeat starting to fail, failing for another reason, going through
+        (again): one line in the agent's log and one audit record (never the URL:
+        ``to`` is its scheme, host and port)."""
+        if record.get("ok"):
+            line = (f"heartbeat reaches Alertmanager at {record.get('to')} every "
+                    f"{self.heartbeat.interval_s:g} s")
+        else:
+            line = (f"heartbeat to {record.get('to') or 'Alertmanager'} failed: "
+                    f"{record.get('error')} ({record.get('failures')} failed so far; "
+                    "tried again at every beat)")
+        with contextlib.suppress(Exception):
+            print(f"pod-agent: {line}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            _audit(record)
 
     # -- configuration -------------------------------------------------------------
     def _state_path(self) -> str:
@@ -763,6 +790,7 @@ class Supervisor:
             "mem_available_gib": mem_available_gib(),
             "actions": self.book.recent(),
             "gpus": self.gpu_status(),
+            "heartbeat": self.heartbeat.state.to_json(),
         }
 
     def gpu_status(self) -> dict[str, Any]:
@@ -942,12 +970,14 @@ class Supervisor:
         for name in self.procs:
             self._start_supervising(name)
         wd = asyncio.ensure_future(self._watchdog_loop())
+        hb = asyncio.ensure_future(self.heartbeat.run(self._stop))
         self.gpus.start()
         exporter = await self._start_exporter()
         try:
             await self._stop.wait()
         finally:
             wd.cancel()
+            hb.cancel()
             self.gpus.stop()
             if exporter is not None and exporter.returncode is None:
                 exporter.terminate()

@@ -91,12 +91,15 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"pod-console profile render: {exc}", file=sys.stderr)
         return 1
     name = profile_name(path, profile)
-    files = render_all(profile, name, addr, args.p2p_disabled, alertmanager=args.alertmanager)
+    gw = ((settings.gateway_url, settings.gateway.metrics_path)
+          if settings.gateway_url and settings.gateway.watch else None)
+    files = render_all(profile, name, addr, args.p2p_disabled, alertmanager=args.alertmanager,
+                       gateway=gw)
     # the console's rules, for the team's Prometheus and Alertmanager (issue 43)
     files[alert_rules.RULES_FILE] = alert_rules.dump(alert_rules.render_rules(
         profile, settings, settings.context or DEFAULT_CONTEXT))
-    files[alert_rules.ALERTMANAGER_FILE] = alert_rules.dump(alert_rules.render_alertmanager(
-        args.slack_url_file or alert_rules.SLACK_URL_FILE))
+    files[alert_rules.ALERTMANAGER_FILE] = alert_rules.HEADER + alert_rules.dump(
+        alert_rules.render_alertmanager(args.slack_url_file or alert_rules.SLACK_URL_FILE))
     files = dict(sorted(files.items()))
     for p in write_all(files, Path(args.out)):
         print(p)

@@ -21,7 +21,7 @@ from console.commands.argtypes import seconds
 from console.model.printable import printable_lines
 
 if TYPE_CHECKING:
-    from console.model.snapshot import PodSnapshot
+    from console.model.snapshot import AgentHeartbeat, PodSnapshot
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,13 +80,17 @@ async def _snapshot(args: argparse.Namespace) -> dict[str, object]:
     out["alerts"] = [{"key": c.key, "severity": c.severity, "title": c.title,
                       "detail": c.detail, "state": "firing" if c.for_s <= 0 else "pending",
                       "for_s": c.for_s} for c in conds]
-    out["delivery"] = await asyncio.to_thread(delivery_json, settings, now)
+    out["delivery"] = await asyncio.to_thread(delivery_json, settings, now,
+                                              pod.agent_heartbeat)
     return out
 
 
-def delivery_json(settings: Any, now: float) -> dict[str, object]:
+def delivery_json(settings: Any, now: float,
+                  agent: AgentHeartbeat | None = None) -> dict[str, object]:
     """Where alerts go and what is still on the way: the webhook's outbox (depth, oldest
-    entry) and the heartbeat's last send, as the sessions on this state dir left them."""
+    entry), the console's heartbeat's last send, as the sessions on this state dir left
+    them, and the pod agent's own heartbeat as its ``status`` said it (None: no agent
+    answered, or one that does not say)."""
     from console.session.alertmanager import load_watchdog
     from console.session.outbox import Outbox
 
@@ -96,7 +100,8 @@ def delivery_json(settings: Any, now: float) -> dict[str, object]:
         outbox = {"error": f"{type(exc).__name__}: {exc}"[:200]}
     return {"webhook": settings.webhook_url is not None, "webhook_outbox": outbox,
             "alertmanager": settings.alertmanager_url,
-            "watchdog_sent_at": load_watchdog(settings.state_dir)}
+            "watchdog_sent_at": load_watchdog(settings.state_dir),
+            "agent_watchdog": None if agent is None else agent.to_json()}
 
 
 def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:

@@ -103,8 +103,24 @@ def render_gpu_targets(profile: Profile, profile_name: str, addr: PodAddress) ->
                    "labels": {"profile": profile_name, "pod": addr.pod_id}}])
 
 
+def render_gateway_job(url: str, metrics_path: str, profile_name: str, pod_id: str
+                       ) -> dict[str, object]:
+    """The gateway's (LiteLLM's) scrape job, its series labelled with the pod and
+    profile as the slots' are: the rendered gateway rules judge them, and the console
+    labels its gateway alerts the same. A proxy that asks a key for ``/metrics`` needs
+    the job's ``authorization`` added by hand (a key is never rendered)."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    return {"job_name": "litellm", "scheme": u.scheme or "http",
+            "metrics_path": metrics_path,
+            "static_configs": [{"targets": [u.netloc.rpartition("@")[2]],  # no credentials
+                                "labels": {"pod": pod_id, "profile": profile_name}}]}
+
+
 def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = False,
-                             alertmanager: str | None = None) -> str:
+                             alertmanager: str | None = None,
+                             gateway: dict[str, object] | None = None) -> str:
     """A minimal ``prometheus.yml`` that reads the targets files next to it (the GPU job
     when the profile has an exporter port; an exporter with a token needs the job's
     ``authorization`` added by hand: a token is never rendered). ``alertmanager``
@@ -121,6 +137,8 @@ def render_prometheus_config(scrape_interval: str = "15s", gpu_metrics: bool = F
             "metrics_path": "/metrics",
             "file_sd_configs": [{"files": ["gpu-targets.json"], "refresh_interval": "30s"}],
         })
+    if gateway is not None:
+        jobs.append(gateway)
     doc = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": jobs,
@@ -170,14 +188,19 @@ def render_gatus(profile: Profile, addr: PodAddress) -> str:
 
 
 def render_all(profile: Profile, profile_name: str, addr: PodAddress,
-               p2p_disabled: bool = False, alertmanager: str | None = None) -> dict[str, str]:
-    """Relative path → file content, for everything the laptop and the pod need."""
+               p2p_disabled: bool = False, alertmanager: str | None = None,
+               gateway: tuple[str, str] | None = None) -> dict[str, str]:
+    """Relative path → file content, for everything the laptop and the pod need.
+    ``gateway``: the gateway's URL and metrics path, scraped by the rendered
+    Prometheus."""
     files = render_slots(profile, p2p_disabled)
     files["litellm.yaml"] = render_litellm(profile, addr)
     files["prometheus/targets.json"] = render_targets(profile, profile_name, addr)
     has_gpu = profile.gpu_metrics_port is not None
-    files["prometheus/prometheus.yml"] = render_prometheus_config(gpu_metrics=has_gpu,
-                                                                  alertmanager=alertmanager)
+    files["prometheus/prometheus.yml"] = render_prometheus_config(
+        gpu_metrics=has_gpu, alertmanager=alertmanager,
+        gateway=None if gateway is None else render_gateway_job(*gateway, profile_name,
+                                                                addr.pod_id))
     if has_gpu:
         files["prometheus/gpu-targets.json"] = render_gpu_targets(profile, profile_name, addr)
     files["gatus.yaml"] = render_gatus(profile, addr)

@@ -175,6 +175,16 @@ class InhibitBook:
         caused = self._caused.get(key)
         return next((x for x in self.intents if (x.op, x.started) == caused), None)
 
+    def restarting(self) -> dict[str, str]:
+        """Slot → the operation taking it down on purpose now (running, or ended well
+        and the slot not up again yet): Alertmanager is told (``SlotRestarting``), so
+        that the rendered inhibit rule mutes Prometheus's own alerts of that slot too."""
+        out: dict[str, str] = {}
+        for x in self.intents:
+            for slot in sorted(x.waiting if x.ended is not None else x.slots):
+                out.setdefault(slot, x.op)
+        return out
+
     @staticmethod
     def _event(x: Intent, titles: list[str]) -> Condition:
         waiting = x.waiting if x.ended is not None else x.slots

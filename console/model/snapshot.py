@@ -145,6 +145,53 @@ class StopPlan:
 
 
 @dataclass(frozen=True)
+class AgentHeartbeat:
+    """The pod agent's own ``Watchdog`` alert to Alertmanager, as its ``status`` says
+    (``heartbeat``; ``pod_agent/heartbeat.py``). Times are the pod's wall clock."""
+
+    configured: bool = False
+    """Whether the agent has an Alertmanager URL (``POD_AGENT_ALERTMANAGER_URL``)."""
+    to: str | None = None
+    """Its scheme, host and port (never the credentials)."""
+    interval_s: float | None = None
+    sent_at: float | None = None
+    """The last send Alertmanager accepted."""
+    last_error: str | None = None
+    last_error_at: float | None = None
+    failing_since: float | None = None
+    failures: int = 0
+
+    @classmethod
+    def parse(cls, raw: Any) -> AgentHeartbeat | None:
+        """None from an agent that does not say (older than the heartbeat)."""
+        if not isinstance(raw, dict):
+            return None
+
+        def num(k: str) -> float | None:
+            v = raw.get(k)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+                else None
+
+        def text(k: str, n: int) -> str | None:
+            v = raw.get(k)
+            return printable(v, n) if isinstance(v, str) else None
+
+        fails = raw.get("failures")
+        return cls(configured=raw.get("configured") is True, to=text("to", 200),
+                   interval_s=num("interval_s"), sent_at=num("sent_at"),
+                   last_error=text("last_error", 200), last_error_at=num("last_error_at"),
+                   failing_since=num("failing_since"),
+                   failures=fails if isinstance(fails, int) and not isinstance(fails, bool)
+                   else 0)
+
+    def to_json(self) -> dict[str, object]:
+        return {"configured": self.configured, "to": self.to, "interval_s": self.interval_s,
+                "sent_at": self.sent_at, "last_error": self.last_error,
+                "last_error_at": self.last_error_at, "failing_since": self.failing_since,
+                "failures": self.failures}
+
+
+@dataclass(frozen=True)
 class SlotSnapshot:
     """One slot as last seen."""
 
@@ -259,6 +306,9 @@ class PodSnapshot:
     """The GPUs as the agent sampled them (NVML), None from an agent that does not say."""
     stop_plan: StopPlan | None = None
     """The agent's stop policy (None: no agent, or one that does not say)."""
+    agent_heartbeat: AgentHeartbeat | None = None
+    """The agent's own heartbeat to Alertmanager (None: no agent answer, or one that
+    does not say)."""
 
     def uptime_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)

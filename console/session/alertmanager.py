@@ -30,11 +30,14 @@ from typing import Any
 
 from console.model.alerts import Alert
 from console.model.printable import printable
+from pod_agent import heartbeat
+from pod_agent.heartbeat import iso
 
 ALERTNAMES = {
     "down": "SlotDown", "probe": "SlotCompletionsFailing", "starting": "SlotStarting",
     "stall": "SlotStalled", "kv": "SlotKvCacheHigh", "ttft": "SlotTtftHigh",
     "preempt": "SlotPreempting", "accept": "SlotAcceptanceLow", "slo": "SlotSloAttainmentLow",
+    "restarting": "SlotRestarting",
     "stopped": "PodStopped", "agent": "PodAgentUnreachable", "provider": "ProviderApiError",
     "watchdog": "PodWatchdogStopFailed", "hours": "PodOutsideWorkingHours",
     "stop-soon": "PodStopSoon", "memory-guard": "PodMemoryGuard", "pod-clock": "PodClockSkew",
@@ -49,10 +52,14 @@ ALERTNAMES = {
     "gw-route": "GatewayRouteFailing",
 }
 """Alert key prefix → ``alertname`` (the rendered Prometheus rules use the same names)."""
-SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept", "slo"}
+SLOT_KEYS = {"down", "probe", "starting", "stall", "kv", "ttft", "preempt", "accept", "slo",
+             "restarting"}
+PLANNED_STOP = "PodStopPlanned"
+"""A stop somebody meant (severity info): issue 43's name. A stop nobody here made (the
+provider, someone at its console: a WARN) keeps ``PodStopped``; the rendered inhibit rule
+takes both, as the console holds its slots' and agent's alerts for both."""
 GPU_KEYS = {"util", "ecc", "remap", "remapfail", "throttle", "heat", "stray", "xid"}
 SEVERITY = {"crit": "critical", "warn": "warning", "info": "info"}
-WATCHDOG = "Watchdog"
 ACK_COMMENT = "pod-console acknowledgement"
 """How the silences this console makes begin (it expires them when their alert clears)."""
 
@@ -74,8 +81,10 @@ def _label(value: str) -> str:
     return printable(value, 200)
 
 
-def alertname(key: str) -> str:
+def alertname(key: str, severity: str | None = None) -> str:
     prefix = key.split(":", 1)[0]
+    if prefix == "stopped" and severity == "info":
+        return PLANNED_STOP
     if prefix in ALERTNAMES:
         return ALERTNAMES[prefix]
     return "".join(p.capitalize() for p in re.split(r"[^A-Za-z0-9]+", prefix) if p) or "Alert"
@@ -85,27 +94,26 @@ def labels_of(alert: Alert, where: Where) -> dict[str, str]:
     """The alert's label set: the same in every session that judges it (its identity in
     Alertmanager), never its title or figures (they change while it fires)."""
     prefix, _, rest = alert.key.partition(":")
-    labels = {"alertname": alertname(alert.key), "severity": SEVERITY[alert.severity],
+    labels = {"alertname": alertname(alert.key, alert.severity),
+              "severity": SEVERITY[alert.severity],
               "profile": _label(where.profile), "pod": _label(where.pod),
               "context": _label(where.context)}
     if prefix in SLOT_KEYS and rest:
         labels["slot"] = _label(rest)
     elif prefix in GPU_KEYS and rest:
-        gpu, _, more = rest.partition(":")
+        # a hardware fault's key ends in "@pod" (``gpu_faults``): the pod is a label of
+        # its own, so the GPU is the index alone, as the exporter's ``gpu`` label
+        gpu, _, more = rest.split("@", 1)[0].partition(":")
         labels["gpu"] = _label(gpu)
         if prefix == "xid" and more:
+            # one alert per pod, GPU and code (the rendered rules' identity): a second
+            # Xid 79 of the same GPU is the same fault, not a second page
             labels["xid"] = _label(more.split(":", 1)[0])
-            labels["key"] = _label(alert.key)  # each Xid event is an alert of its own
     elif prefix in ALERTNAMES and rest:
         labels["scope"] = _label(rest)  # a gateway group, a model id
     elif prefix not in ALERTNAMES:
         labels["key"] = _label(alert.key)
     return labels
-
-
-def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
 
 
 def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
@@ -122,13 +130,26 @@ def api_alert(alert: Alert, where: Where, now: float, *, ends_at: float,
             "endsAt": iso(ends_at), "generatorURL": ""}
 
 
+def restarting(slot: str, op: str, where: Where, since: float, now: float, *,
+               ends_at: float) -> dict[str, Any]:
+    """``SlotRestarting`` (info): an operation of this console takes ``slot`` down on
+    purpose (``inhibit.InhibitBook.restarting``). The console holds that slot's alerts
+    itself; this tells Alertmanager, whose rendered inhibit rule then mutes the same
+    slot's alerts from Prometheus's rules (their ``for`` is shorter than a restart)."""
+    a = Alert(f"restarting:{slot}", "info", f"{slot} restarting ({op})",
+              "taken down on purpose by an operation: its alerts are held until it is "
+              "up again", since, fired_at=since)
+    return api_alert(a, where, now, ends_at=ends_at)
+
+
 def watchdog(where: Where, now: float, ends_at: float, started: float) -> dict[str, Any]:
-    """The always-firing heartbeat (``severity: none``: routed to a null receiver)."""
-    return {"labels": {"alertname": WATCHDOG, "severity": "none",
-                       "context": _label(where.context), "sender": "pod-console"},
-            "annotations": {"summary": "pod-console is watching: this alert always fires; "
-                                       "its absence means no console session is running"},
-            "startsAt": iso(min(started, now)), "endsAt": iso(ends_at), "generatorURL": ""}
+    """The always-firing heartbeat (``severity: none``: routed to the rendered config's
+    ``heartbeat`` receiver), in the shape the pod agent's own takes
+    (``pod_agent/heartbeat.py``): ``sender: pod-console`` and no ``pod`` label, so a
+    dead-man's switch tells "no console" from "this pod's agent is gone"."""
+    return heartbeat.alert({"context": _label(where.context), "sender": "pod-console"},
+                           "pod-console is watching: this alert always fires; its absence "
+                           "means no console session is running", now, started, ends_at)
 
 
 def silence(labels: dict[str, str], who: str, now: float, until: float) -> dict[str, Any]:
@@ -229,8 +250,8 @@ def acked_here(am_alerts: list[dict[str, Any]], silences: list[dict[str, Any]],
         if not isinstance(labels, dict) or not ids:
             continue
         for key, mine in ours.items():
-            # ours, or the same alert from the rendered Prometheus rules (which adds its
-            # series' labels: job, instance)
+            # ours, or the same alert from the rendered Prometheus rules (the same
+            # labels; a rule a team wrote may add more: job, instance)
             if mine.items() <= labels.items():
                 s = by_id.get(ids[0]) or {}
                 out[key] = (_label(str(s.get("createdBy") or "Alertmanager")),

@@ -23,6 +23,7 @@ from console.model.alerts import Alert, AlertBook
 if TYPE_CHECKING:
     from console.model.snapshot import PodSnapshot
     from console.session.alertmanager import Alertmanager, Where
+    from console.session.intents import OperationIntents
     from console.session.outbox import Outbox
     from console.session.shared_alerts import SharedAlerts
     from console.session.view import ConsoleContext, ConsoleView
@@ -49,6 +50,8 @@ class DeliveryHost(Protocol):
     ctx: ConsoleContext | None
     wall: bool
     alerts: AlertBook
+    intents: OperationIntents
+    """The operations that take slots down on purpose (``SlotRestarting`` is sent)."""
 
     def now(self) -> float: ...
 
@@ -92,6 +95,8 @@ class AlertDelivery:
         self._am_error: str | None = None
         self.am_resolved: list[tuple[Alert, float]] = []
         """Cleared here, not yet told to Alertmanager: (alert, when it cleared)."""
+        self._am_restarting: dict[str, tuple[str, float]] = {}
+        """Slot → (operation, since): the ``SlotRestarting`` alerts Alertmanager has."""
         self.am_silence: list[tuple[Alert, str]] = []
         """Acknowledged here, no silence made yet: (alert, who)."""
         self._am_acks_at = -math.inf
@@ -222,6 +227,8 @@ class AlertDelivery:
             Alertmanager,
             AlertmanagerError,
             api_alert,
+            labels_of,
+            restarting,
             watchdog,
         )
 
@@ -244,13 +251,27 @@ class AlertDelivery:
                 resolved, self.am_resolved = self.am_resolved, []
                 batch = [api_alert(a, where, now, ends_at=ends, runbook_url=st.runbook_url)
                          for a in self.host.alerts.told()]  # not what a parent explains
-                batch += [api_alert(a, where, now, ends_at=at, runbook_url=st.runbook_url)
-                          for a, at in resolved]
+                # two alerts of one label set (two Xid 79 of a GPU): one ending while
+                # the other fires resolves nothing there
+                live = [x["labels"] for x in batch]
+                batch += [x for a, at in resolved if (x := api_alert(
+                    a, where, now, ends_at=at, runbook_url=st.runbook_url))["labels"]
+                    not in live]
+                # a slot taken down on purpose, while it is: an inhibit source there
+                was = self._am_restarting
+                held = {slot: was.get(slot, (op, now))
+                        for slot, op in self.host.intents.inhibits.restarting().items()}
+                batch += [restarting(slot, op, where, since, now, ends_at=ends)
+                          for slot, (op, since) in held.items()]
+                batch += [restarting(slot, op, where, since, now, ends_at=now)
+                          for slot, (op, since) in was.items() if slot not in held]
                 batch.append(watchdog(where, now, ends, self._am_started))
                 try:
                     await am.post_alerts(batch)
+                    self._am_restarting = held
                     self.watchdog_sent_at = now
-                    await self._silences(am, where, now, [a for a, _ in resolved])
+                    await self._silences(am, where, now, [
+                        a for a, _ in resolved if labels_of(a, where) not in live])
                     self._said(None)
                 except AlertmanagerError as exc:
                     # a resolve not told is told at the next try; once its firing

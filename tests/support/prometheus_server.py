@@ -34,6 +34,10 @@ class PrometheusServer:
     """``host:port`` of a Prometheus to federate from (``/federate``, every ``vllm:``
     series, its labels and timestamps kept) instead of scraping targets: a global
     Prometheus in front of per-site ones."""
+    rules: Path | None = None
+    """A rule file to evaluate (``profile render``'s ``prometheus/rules.yml``)."""
+    alertmanager: str | None = None
+    """``host:port`` of the Alertmanager its alerts go to (resent every second)."""
     metrics_path: str | None = None
     """The targets' exposition path when not ``/metrics`` (LiteLLM's ``/metrics/``)."""
     port: int = field(default_factory=procs.free_port)
@@ -59,15 +63,21 @@ class PrometheusServer:
         if self.bearer_file is not None:
             job["authorization"] = {"type": "Bearer",
                                     "credentials_file": str(self.bearer_file)}
-        cfg = {"global": {"scrape_interval": iv, "evaluation_interval": iv},
-               "scrape_configs": [job]}
+        cfg: dict = {"global": {"scrape_interval": iv, "evaluation_interval": iv},
+                     "scrape_configs": [job]}
+        if self.rules is not None:
+            cfg["rule_files"] = [str(self.rules)]
+        if self.alertmanager is not None:
+            cfg["alerting"] = {"alertmanagers": [
+                {"static_configs": [{"targets": [self.alertmanager]}]}]}
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(cfg))
         log = self.workdir / "prometheus.log"
         self.proc = procs.start([
             "prometheus", f"--config.file={self.workdir / 'prometheus.yml'}",
             f"--storage.tsdb.path={self.workdir / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
-            "--storage.tsdb.retention.time=1h", "--log.level=warn"], log)
+            "--storage.tsdb.retention.time=1h", "--log.level=warn",
+            *(["--rules.alert.resend-delay=1s"] if self.alertmanager else [])], log)
         procs.wait_http(self.url + "/-/ready", 60, self.proc, log)
 
     def stop(self) -> None:

@@ -31,9 +31,19 @@ def test_labels_name_the_alert_and_where_it_is() -> None:
                                         "severity": "warning", "gpu": "1"}
     xid = labels("xid:0:79:1800000000")
     assert (xid["alertname"], xid["gpu"], xid["xid"]) == ("GpuXid", "0", "79")
+    # a hardware fault's key names its pod (gpu_faults): the labels as the rendered GPU
+    # rules make them (the exporter's gpu index; one alert per pod, GPU and Xid code)
+    assert labels("xid:0:79:1800000000@p1") == {**base, "alertname": "GpuXid",
+                                                "severity": "critical", "gpu": "0",
+                                                "xid": "79"}
+    assert labels("ecc:1@p1")["gpu"] == "1" and labels("remapfail:3@p1")["gpu"] == "3"
     assert labels("gw-5xx:the gateway", "warn")["scope"] == "the gateway"
-    assert labels("stopped", "info") == {**base, "alertname": "PodStopped",
+    # a stop somebody meant is issue 43's PodStopPlanned; one nobody here made, a WARN
+    assert labels("stopped", "info") == {**base, "alertname": "PodStopPlanned",
                                          "severity": "info"}
+    assert labels("stopped", "warn")["alertname"] == "PodStopped"
+    assert labels("restarting:Q27", "info") == {**base, "alertname": "SlotRestarting",
+                                                "severity": "info", "slot": "Q27"}
     assert labels("brand-new-thing")["alertname"] == "BrandNewThing"
     assert labels("brand-new-thing")["key"] == "brand-new-thing"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from console.model import gpu_state
 from console.model.printable import clean
-from console.model.snapshot import PodSnapshot, StopPlan
+from console.model.snapshot import AgentHeartbeat, PodSnapshot, StopPlan
 from console.sources.agent_client import AgentClient
 from console.sources.collect.gpu_metrics import GpuMetrics
 from console.sources.provider.base import Provider, ProviderError
@@ -77,7 +77,8 @@ class PodCollector:
                                   agent_actions=tuple(st.get("actions") or ()),
                                   gpus=gpu_state.parse(st.get("gpus")),
                                   stop_plan=StopPlan.parse(wd, time.time())
-                                  if isinstance(wd, dict) else None)
+                                  if isinstance(wd, dict) else None,
+                                  agent_heartbeat=AgentHeartbeat.parse(st.get("heartbeat")))
                 else:
                     fields["agent_error"] = r.message
             except AgentError as exc:
