@@ -51,6 +51,7 @@ RECORDED_TYPES = (
     "console.model.model_figures:ModelFigures",
     "console.model.pod_run:PodRun",
     "console.model.pod_stop:PlannedStop",
+    "console.model.snapshot:AgentHeartbeat",
     "console.model.snapshot:DeploymentSnapshot",
     "console.model.snapshot:PodSnapshot",
     "console.model.snapshot:SlotSnapshot",
