@@ -46,7 +46,7 @@ from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
 from tests.support.tiny_model import build
-from tests.support.waits import polled_until
+from tests.support.waits import polled_until, until_true
 
 pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.realtime]
 
@@ -274,12 +274,6 @@ class Traffic:
             t.join(120)
 
 
-async def _until(cond, what: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        await asyncio.sleep(0.1)
 
 
 async def _agent(pod, *args: str):
@@ -299,7 +293,7 @@ async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
         # Loading is no idleness
         assert _stops(pod) == [], _stops(pod)
         assert not any(a["op"] == "stop-warning" for a in _audit(pod)), _audit(pod)
-        await _until(lambda: tr.ok >= 3, "the traffic reaching the slot", 120)
+        await until_true(lambda: tr.ok >= 3, "the traffic reaching the slot", 120)
         busy_from = time.monotonic()
         while time.monotonic() - busy_from < (IDLE_S + 20) / SPEED:  # past the idle limit
             wd = (await _status(pod))["watchdog"]
@@ -317,7 +311,7 @@ async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
         t.close()
     assert snap.stop_plan is not None and snap.stop_plan.next_reason == "idle"
     assert snap.stop_plan.idle_after_s == IDLE_S
-    await _until(lambda: _stops(pod), "the idle stop", 60 + IDLE_S / SPEED)
+    await until_true(lambda: _stops(pod), "the idle stop", 60 + IDLE_S / SPEED)
     stopped_at = time.time()
     assert _stops(pod)[0] == f"stop pod {pod['pid']}"
     # never before the limit of silence (the pod's clock runs SPEED times the test's),
@@ -328,7 +322,7 @@ async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
     assert stopped_at - silent_from >= IDLE_S / SPEED - TRAFFIC_TIMEOUT_S - 0.5, \
         stopped_at - silent_from
     # the record follows runpodctl's answer
-    await _until(lambda: any(a["op"] == "watchdog-stop" for a in _audit(pod)),
+    await until_true(lambda: any(a["op"] == "watchdog-stop" for a in _audit(pod)),
                  "the stop's record", 30)
     after = [a for a in _audit(pod) if a["t"] >= silent_from - 1 and a["op"] in
              ("stop-warning", "watchdog-stop")]
@@ -400,7 +394,7 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
     assert len(_stops(pod)) == n_stops
     # its end, with requests running: the grace holds the stop back, and is bounded
     with Traffic(pod["port"]) as tr:
-        await _until(lambda: tr.ok >= 2, "the traffic reaching the slot", 60)
+        await until_true(lambda: tr.ok >= 2, "the traffic reaching the slot", 60)
         await _wait(pod, lambda s: s["watchdog"]["idle_s"] < IDLE_S / 2, "traffic seen", 60)
         # no shorter than warn_before: every stop is warned that long ahead
         r = await _agent(pod, "extend", f"+{WARN_S}s", "--by=alice", "--reason=wrap up")
@@ -411,7 +405,7 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
         # never before the grace); here it is enough that the stop did not come early
         st = await _wait(pod, lambda s: s["watchdog"]["grace_until"] is not None
                          or len(_stops(pod)) > n_stops, "held by the grace", 60)
-        await _until(lambda: len(_stops(pod)) > n_stops, "the stop after the grace",
+        await until_true(lambda: len(_stops(pod)) > n_stops, "the stop after the grace",
                      60 + GRACE_S / SPEED)
         running_after = [e for e in tr.ends if e > _real(pod, ends) + GRACE_S / SPEED / 2]
     assert len(_stops(pod)) == n_stops + 1

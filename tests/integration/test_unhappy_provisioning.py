@@ -31,6 +31,7 @@ from console.operations.provision import (
 from tests.conftest import REPO
 from tests.support import sshd
 from tests.support.emulated_pods import KEY, World
+from tests.support.waits import held_within
 
 pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"),
                                 reason="openssh-server not installed")
@@ -44,13 +45,6 @@ def ledger(w: World) -> Ledger:
     return Ledger(w.root / "state" / "pods.jsonl")
 
 
-async def _until(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 @pytest.mark.parametrize("knob", ["create_garbage_after_create",
@@ -180,8 +174,8 @@ async def test_cancelling_bring_up_terminates_the_new_pod(slow_world: World) -> 
     w.state.stock["GPU A1"] = 2
     prov = w.provisioner(health_wait_s=120)
     task = asyncio.create_task(prov.fallback())
-    assert await _until(lambda: bool(w.running()), 60)
-    assert await _until(lambda: _bringing_up(w), 60)  # well inside the bring-up
+    assert await held_within(lambda: bool(w.running()), 60)
+    assert await held_within(lambda: _bringing_up(w), 60)  # well inside the bring-up
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -196,8 +190,8 @@ async def test_cancelling_a_resume_stops_the_pod(slow_world: World) -> None:
     old = w.state.add_stopped_pod("pod-console-kind-a", "GPU A1")
     prov = w.provisioner(health_wait_s=120)
     task = asyncio.create_task(prov.resume(old, prov.profiles[0]))
-    assert await _until(lambda: w.state.pods[old]["status"] == "RUNNING", 30)
-    assert await _until(lambda: _bringing_up(w), 60)
+    assert await held_within(lambda: w.state.pods[old]["status"] == "RUNNING", 30)
+    assert await held_within(lambda: _bringing_up(w), 60)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
