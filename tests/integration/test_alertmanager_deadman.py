@@ -27,6 +27,7 @@ from tests.conftest import REPO
 from tests.support import alertmanager_server
 from tests.support.alertmanager_server import AlertmanagerServer
 from tests.support.hook_receiver import HookReceiver
+from tests.support.waits import held_by
 
 pytestmark = pytest.mark.realtime
 
@@ -58,14 +59,6 @@ def _heartbeats(hook: HookReceiver) -> list[str]:
                 and b.get("groupLabels", {}).get("alertname") == "Watchdog"]
 
 
-def _until(cond: Any, limit_s: float, what: str) -> float:
-    deadline = time.monotonic() + limit_s
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-    return time.monotonic()
-
-
 def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
         tmp_path: Path, hook: HookReceiver) -> None:
     alertmanager_server.require()
@@ -79,7 +72,7 @@ def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
                               str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              env=env, cwd=REPO, start_new_session=True)
     try:
-        _until(lambda: "firing" in _heartbeats(hook), 120, "the heartbeat's first page")
+        held_by(lambda: "firing" in _heartbeats(hook), "the heartbeat's first page", 120)
         assert child.poll() is None
         os.kill(child.pid, signal.SIGKILL)
         child.wait(30)
@@ -88,8 +81,8 @@ def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
         # the last send's endsAt is at most 4 x max(refresh 1 s, the floor) ahead; the
         # resolved notification follows at the next group interval (2 s here)
         lapse = 4 * AM_RESEND_FLOOR_S
-        heard = _until(lambda: "resolved" in _heartbeats(hook), lapse + 30,
-                       "the resolved heartbeat")
+        heard = held_by(lambda: "resolved" in _heartbeats(hook), "the resolved heartbeat",
+                        lapse + 30)
         print(f"heartbeat resolved {heard - killed:.1f} s after kill -9 (bound {lapse:.0f} s)")
         assert heard - killed <= lapse + 10
     finally:

@@ -32,6 +32,7 @@ from console.operations.provision import (
 from tests.conftest import REPO
 from tests.support import sshd
 from tests.support.emulated_pods import KEY, World
+from tests.support.waits import held_by
 
 pytestmark = pytest.mark.skipif(not sshd.available() and not os.environ.get("CI"),
                                 reason="openssh-server not installed")
@@ -68,17 +69,6 @@ def _run(cfg: Path, env: dict[str, str], *argv: str, timeout: float = 180
          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "console.cli", *argv, "--config", str(cfg)],
                           env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def _until(cond, timeout: float, proc: subprocess.Popen[str] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None:
-            assert proc.poll() is None, proc.communicate()
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -198,7 +188,8 @@ async def test_the_consoles_f_and_a_cron_up_or_down_never_run_at_once(
     # a cron up is bringing its pod up (a 60 s slot start): the console's f is refused
     up = _up(cfg, env)
     try:
-        await asyncio.to_thread(_until, lambda: bool(w.running()), 90, up)
+        await asyncio.to_thread(held_by, lambda: bool(w.running()), "a pod running", 90,
+                                up)
         [cron_pod] = w.running()
         prov = w.provisioner()
         out = await prov.fallback_action(said)
@@ -215,7 +206,7 @@ async def test_the_consoles_f_and_a_cron_up_or_down_never_run_at_once(
     prov = w.provisioner(health_wait_s=120)
     task = asyncio.create_task(prov.fallback_action(said))
     try:
-        await asyncio.to_thread(_until, lambda: bool(w.running()), 90)
+        await asyncio.to_thread(held_by, lambda: bool(w.running()), "a pod running", 90)
         [console_pod] = w.running()
         r = await asyncio.to_thread(_run, cfg, env, "down", timeout=120)
         assert r.returncode == EXIT_FATAL and "another pod-console up/down" in r.stderr, \
@@ -241,7 +232,7 @@ def test_sigterm_during_a_hanging_create_says_the_pod_may_bill_before_the_stop_t
     cfg, env = _cli_env(w, tmp_path)
     up = _up(cfg, env)
     try:
-        _until(lambda: bool(w.state.pods), 90, up)
+        held_by(lambda: bool(w.state.pods), "the create reaching the provider", 90, alive=up)
         [pod] = w.state.pods
         time.sleep(0.5)  # the create is in flight, well inside the client's timeout
         t0 = time.monotonic()

@@ -91,3 +91,18 @@ async def polled_until(probe: Callable[[], Awaitable[T]], cond: Callable[[T], bo
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {limit_s} s: {what}; last: {say(value)}")
         await asyncio.sleep(every_s)
+
+
+def held_by(cond: Callable[[], bool], what: str, limit_s: float = LIMIT_S,
+            alive: Any = None) -> float:
+    """As ``holds_within``, failing naming ``what`` after ``limit_s``, and at once when
+    ``alive`` (a ``subprocess.Popen`` the condition waits on) has ended; the monotonic
+    time at which ``cond`` was seen to hold (a test that measures how long it took)."""
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        if alive is not None:
+            assert alive.poll() is None, f"{what}: the process ended: {alive.communicate()}"
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {limit_s} s: {what}")
+        time.sleep(0.05)
+    return time.monotonic()
