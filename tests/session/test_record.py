@@ -342,11 +342,14 @@ async def test_record_false_records_nothing(tmp_path: Path) -> None:
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A 512 KiB filesystem of its own (tmpfs), where this machine lets the test mount
-    one; skipped elsewhere (the injected ENOSPC above covers the same path)."""
+    """A 4 MiB filesystem of its own (tmpfs), where this machine lets the test mount
+    one; skipped elsewhere (the injected ENOSPC above covers the same path). Filled to
+    the last byte by the test, whatever its size; large enough that, once the filler is
+    gone, the recording's next chunk and its WAL fit (at 512 KiB the database took up to
+    350 KiB, and the writes after the resume filled the disk again about one run in two)."""
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a small filesystem here: {r.stderr.strip()}")
