@@ -31,14 +31,16 @@ def pod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     podbin = root / "podbin"
     podbin.mkdir()
     # on the pod's PATH before the system's: a `date` a test replaces with a clock five
-    # minutes fast (the agent missing is the demo's test: here the login shell's own
-    # PATH finds this machine's Python, and its editable install finds an agent)
+    # minutes fast, and the pod's Python (this one, whose editable install finds an agent;
+    # the agent missing is the demo's test). The session reads no rc file (tests/support/
+    # sshd.py), so nothing but this PATH says which Python the pod has.
     (podbin / "date").symlink_to(shutil.which("date") or "/bin/date")
+    (podbin / "python3").symlink_to(sys.executable)
     agent_dir = root / "agent-dir"
     shutil.copytree(REPO / "pod_agent", agent_dir / "pkg" / "pod_agent",
                     ignore=shutil.ignore_patterns("__pycache__"))
     srv = sshd.SshServer(root / "sshd")
-    srv.extra_config = [f"SetEnv PATH={podbin}:/usr/bin:/bin POD_AGENT_HOME={root / 'home'}"]
+    srv.env = {"PATH": f"{podbin}:/usr/bin:/bin", "POD_AGENT_HOME": str(root / "home")}
     srv.start()
     try:
         yield {"root": root, "srv": srv, "podbin": podbin, "agent_dir": agent_dir}

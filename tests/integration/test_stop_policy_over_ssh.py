@@ -115,8 +115,7 @@ def pod(tmp_path_factory):
            "FAKE_RUNPODCTL_LOG": str(rpc_log), "HF_HUB_OFFLINE": "1",
            "VLLM_NO_USAGE_STATS": "1", **vllm_server.MODEL_IN_ENGINE,
            "POD_AGENT_WEBHOOK_URL": f"http://127.0.0.1:{hook.server_address[1]}/hook"}
-    srv = sshd.SshServer(root / "sshd", extra_config=[
-        "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())])
+    srv = sshd.SshServer(root / "sshd", env=env)
     srv.start()
     port = free_port()
     profiles = root / "profiles"

@@ -93,7 +93,7 @@ class PodHosts:
             "PYTHONPATH": f"{REPO}:{FAKETORCH}", "FAKE_TORCH_MODE": "good",
             "POD_AGENT_MEM_FLOOR_GIB": "0.1",
         }
-        srv.extra_config = ["SetEnv " + " ".join(f"{k}={v}" for k, v in env.items())]
+        srv.env = env
         srv.start()
         self.servers[pid] = srv
         self.started.append(pid)

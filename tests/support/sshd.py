@@ -25,6 +25,9 @@ class SshServer:
     port: int = field(default_factory=procs.free_port)
     proc: subprocess.Popen[bytes] | None = None
     extra_config: list[str] = field(default_factory=list)
+    # the session environment a pod's sshd gives every command (one SetEnv line: sshd
+    # keeps only the first SetEnv it reads)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def client_key(self) -> Path:
@@ -59,6 +62,12 @@ class SshServer:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
             "StrictModes no", "PermitRootLogin prohibit-password", "LogLevel ERROR",
             "Subsystem sftp internal-sftp", "MaxSessions 20", "MaxStartups 50",
+            # sshd runs each command through root's login shell, and Debian's bash sources
+            # ~/.bashrc for a top-level ssh command. This machine's rc is not the pod under
+            # test: here it runs `pyenv init`, whose rehash waits 60 s on a lock file that a
+            # killed shell left behind (every agent command then timed out in CI). SHLVL=1
+            # makes bash count the command as nested, so it reads no rc file.
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in {"SHLVL": "1", **self.env}.items()),
             *self.extra_config,
         ]) + "\n")
         log = self.workdir / "sshd.log"
