@@ -177,9 +177,18 @@ class OperationRegistry:
             self.history.append((time.time(), operation_id, out))
             return out
         if spec.recorded:
-            # fsync can take tens of ms on a busy disk: never on the event loop
+            # fsync can take tens of ms on a busy disk: never on the event loop. The write
+            # is shielded: a cancel that lands while it runs (the record may already be on
+            # disk) waits for it, so a started record always gets its end record
+            start = asyncio.ensure_future(
+                asyncio.to_thread(self.audit.append, operation_id, args, "started"))
             try:
-                await asyncio.to_thread(self.audit.append, operation_id, args, "started")
+                await asyncio.shield(start)
+            except asyncio.CancelledError:
+                if await _settled(start):
+                    await self._end(spec, operation_id, args, Outcome(
+                        False, f"{spec.title} cancelled", state="cancelled"))
+                raise
             except AuditError as exc:
                 # nothing that acts on the pod runs without its record
                 out = Outcome(False, f"{spec.title} not started: the audit log cannot be "
@@ -226,3 +235,12 @@ class OperationRegistry:
                               out.state)
         self.history.append((time.time(), operation_id, out))
         return out
+
+
+async def _settled(write: asyncio.Future[Any]) -> bool:
+    """Whether ``write`` (already under way) ended with its record written."""
+    try:
+        await write
+    except AuditError:  # nothing was recorded
+        return False
+    return True

@@ -251,6 +251,41 @@ async def test_a_cancelled_action_still_gets_its_end_record(tmp_path: Path) -> N
     assert [r["result"] for r in reg.audit.records()] == ["started", "cancelled"]
 
 
+async def test_a_cancel_while_the_start_is_written_still_gets_its_end_record(
+        tmp_path: Path) -> None:
+    # the race a loaded CI machine hit: the start record reached the disk, the cancel
+    # landed before its write returned, and no end record followed
+    import threading
+
+    gate = threading.Event()
+    writing = threading.Event()
+
+    class SlowStart(AuditLog):
+        def append(self, operation_id: str, args: dict, result: str, **kw: object) -> None:
+            super().append(operation_id, args, result, **kw)
+            if result == "started":
+                writing.set()
+                gate.wait(30)  # the write's fsync, held
+
+    reg = OperationRegistry(SlowStart(tmp_path / "audit.jsonl"))
+    ran = []
+
+    async def handler(args, progress) -> Outcome:
+        ran.append(1)
+        return Outcome(True, "done")
+
+    reg.register(OperationSpec("fallback", "f", "Fallback", "new pod", dangerous=True), handler)
+    task = asyncio.create_task(reg.invoke("fallback"))
+    await until_true(writing.is_set, "the start record written, its write not returned")
+    task.cancel()
+    await asyncio.sleep(0)  # the cancel is delivered while the write is held
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r["result"] for r in reg.audit.records()] == ["started", "cancelled"]
+    assert ran == []  # a cancelled operation never ran
+
+
 # -- the agent's arguments -----------------------------------------------------------------
 
 def _agent(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
