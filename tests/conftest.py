@@ -74,11 +74,6 @@ AGENT_VLLM = {"integration/test_agent_over_ssh.py", "integration/test_stop_polic
 """Modules whose vLLM the real agent starts (not the session's shared server)."""
 FIXTURE_PARTS = {"real_vllm": ("vllm",), "real_prometheus": ("prometheus", "vllm"),
                  "real_sshd": ("sshd",), "world": ("sshd",), "slow_world": ("sshd",)}
-NO_PROCESS_TUI = {"test_operations_in_flight.py", "test_gateway_key.py", "test_partial_writes.py",
-                  "test_plot_determinism.py", "test_screen_text.py", "test_snapshots.py",
-                  "test_wall_offers_nothing.py", "test_worker_failures.py"}
-"""TUI modules that run the real app on static sources and start no process: the screen
-tier's, whatever their folder."""
 
 
 def _isolate() -> None:
@@ -145,10 +140,7 @@ def _rel(item: pytest.Item) -> str:
 
 
 def tier_of(rel: str) -> str:
-    folder, _, name = rel.partition("/")
-    if folder == "tui" and name in NO_PROCESS_TUI:
-        return "screen"
-    return TIERS.get(folder, "unit")
+    return TIERS.get(rel.partition("/")[0], "unit")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

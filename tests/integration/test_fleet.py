@@ -110,7 +110,8 @@ async def _console(cfg: Path, env: dict, pods: dict[str, str]) -> None:
     from console.session.view import SwitchRequest
     from console.ui.app import make_app
     from console.ui.screens.fleet import FleetScreen
-    from tests.tui.conftest import live, wait_for
+    from tests.support.waits import wait_for
+    from tests.tui.conftest import live
 
     saved = dict(os.environ)
     os.environ.update({k: env[k] for k in ("RUNPOD_API_KEY", "RUNPOD_API_BASE")})

@@ -25,6 +25,16 @@ async def until(pilot: Any, cond: Callable[[], bool], what: str,
         await pilot.pause(0.02)
 
 
+PATIENCE = 3.0
+"""For waits written with what a quiet machine needs: ``wait_for`` allows this many times
+that (CI has 2 cores, sometimes shared)."""
+
+
+async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """``pilot_until`` with ``timeout`` stretched by ``PATIENCE``."""
+    return await pilot_until(pilot, cond, timeout * PATIENCE)
+
+
 async def pilot_until(pilot: Any, cond: Callable[[], bool], timeout: float = LIMIT_S) -> bool:
     """As ``until``, saying whether it held (the caller's assert says what it wanted)."""
     deadline = time.monotonic() + timeout

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from console.demo.deployment import DemoDeployment
-from tests.support.waits import holds_within, pilot_until
+from tests.support.waits import PATIENCE, holds_within
 
 
 @pytest.fixture(scope="module")
@@ -21,15 +21,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoDeployment]:
         yield d
     finally:
         d._stop_all()
-
-
-PATIENCE = 3.0
-"""Every wait is a condition polled with a generous limit: the limits written in the
-tests are what a quiet machine needs, times this (CI has 2 cores, sometimes shared)."""
-
-
-async def wait_for(pilot, cond, timeout: float = 30.0) -> bool:
-    return await pilot_until(pilot, cond, timeout * PATIENCE)
 
 
 def live(app) -> bool:

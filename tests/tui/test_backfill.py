@@ -13,7 +13,7 @@ import pytest
 from console.model.history import History
 from console.ui.widgets.plot_widgets import SeriesPlot
 from tests.support import prometheus_server
-from tests.tui.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 def test_backfill_merges_older_points_under_live_ones() -> None:

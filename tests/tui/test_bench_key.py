@@ -9,7 +9,8 @@ from console.commands.tui_cmd import demo_context
 from console.config.settings import BenchSettings
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 
 def _audit(demo) -> list[dict]:

@@ -18,7 +18,8 @@ from console.ui.screens.modals import (
 from console.ui.screens.wall import WallScreen
 from console.ui.widgets.header import PodHeader
 from console.ui.widgets.slots import SlotsTable
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 DANGEROUS = {"resume", "fallback", "host_checks", "rebalance", "watchdog", "bench"}
 

@@ -12,7 +12,8 @@ from console.commands.tui_cmd import demo_context
 from console.demo.deployment import DemoDeployment
 from console.ui.app import make_app
 from tests.conftest import FIXTURES
-from tests.tui.conftest import live, wait_for, why_not_live
+from tests.support.waits import wait_for
+from tests.tui.conftest import live, why_not_live
 
 
 @pytest.fixture(scope="module")

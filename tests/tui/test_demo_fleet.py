@@ -12,7 +12,8 @@ from pathlib import Path
 
 from console.commands.tui_cmd import build_demo, demo_context
 from console.demo.deployment import FLEET_CONTEXTS
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 
 async def test_demo_fleet_shows_three_pods_and_opens_another(tmp_path: Path) -> None:

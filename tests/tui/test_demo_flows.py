@@ -11,7 +11,8 @@ from console.commands.tui_cmd import demo_context
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen, RebalanceScreen
 from console.ui.widgets.slots import SlotsTable
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 
 def _alerts(app) -> set[str]:

@@ -405,7 +405,8 @@ async def test_the_palette_runs_the_doctor_in_the_console(demo) -> None:
     Alertmanager planted down) is a red line with its id and next step."""
     from console.commands.tui_cmd import demo_context
     from console.ui.app import make_app
-    from tests.tui.conftest import live, wait_for
+    from tests.support.waits import wait_for
+    from tests.tui.conftest import live
 
     ctx = demo_context(demo, 1.0, stop_demo_on_exit=False)
     app = make_app(ctx)

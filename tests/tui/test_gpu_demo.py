@@ -12,7 +12,8 @@ from console.commands.tui_cmd import demo_context
 from console.ui.app import make_app
 from console.ui.screens.gpus import GpuScreen
 from console.ui.widgets.gpu_strip import GpuStrip
-from tests.tui.conftest import PATIENCE, live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import PATIENCE, live
 
 
 def _text(renderable) -> str:

@@ -12,8 +12,8 @@ from console.operations.registry import OperationRegistry, Outcome
 from console.operations.specs import SPECS
 from console.ui.screens.main import OPERATION_BINDINGS
 from console.ui.widgets.header import PodHeader
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 def test_every_operation_key_is_written_once_in_the_specs() -> None:

@@ -11,7 +11,8 @@ from console.commands.tui_cmd import demo_context
 from console.ui.app import make_app
 from console.ui.screens.gateway import GatewayScreen
 from console.ui.screens.modals import ProgressScreen
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 
 async def test_t_runs_the_smoke_test_on_the_demo(demo) -> None:

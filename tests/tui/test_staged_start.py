@@ -25,7 +25,7 @@ from console.demo.deployment import DEMO_KEY
 from console.session.boot import plan
 from console.ui.widgets.plots import PlotGrid
 from tests.conftest import PROFILES, REPO
-from tests.tui.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 @pytest.fixture

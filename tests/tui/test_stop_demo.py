@@ -14,7 +14,8 @@ from console.commands.tui_cmd import build_demo
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, WatchdogScreen
 from console.ui.widgets.header import stop_text
-from tests.tui.conftest import PATIENCE, live, wait_for, why_not_live
+from tests.support.waits import wait_for
+from tests.tui.conftest import PATIENCE, live, why_not_live
 
 SPEED = 60.0  # the idle limit (43 min) is 43 s here, the warning 38 s ahead
 

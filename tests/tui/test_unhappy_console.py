@@ -16,7 +16,8 @@ from console.commands.tui_cmd import demo_context
 from console.demo.deployment import DemoDeployment
 from console.ui.app import make_app
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen
-from tests.tui.conftest import live, wait_for
+from tests.support.waits import wait_for
+from tests.tui.conftest import live
 
 
 @pytest.fixture(scope="module")

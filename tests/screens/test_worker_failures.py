@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from console.ui.widgets.header import PodHeader
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 class Flaky:

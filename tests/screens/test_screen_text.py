@@ -7,8 +7,8 @@ from pathlib import Path
 from textual.widgets import Button, Static
 
 from console.ui.screens.modals import ConfirmScreen, HelpScreen, WatchdogScreen
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 async def test_key_hints_and_names_are_literal(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """SVG snapshots of the screens with a fixed clock and fixed data (pytest-textual-snapshot).
 
-Update after an intended change with ``pytest tests/tui/test_snapshots.py --snapshot-update``.
+Update after an intended change with
+``pytest tests/screens/test_app_snapshots.py --snapshot-update``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
 
 # Rendering depends on the environment's colour support: pin it.
 pytestmark = pytest.mark.usefixtures("_pin_colors")
@@ -37,7 +38,7 @@ def _pin_colors(monkeypatch):
 async def _settle(pilot) -> None:
     # the first poll (slots and pod) must have landed: on a loaded machine half a second
     # was not always enough, and the pod line was captured still blank
-    from tests.tui.conftest import wait_for
+    from tests.support.waits import wait_for
 
     # and the context ready (its registry attached: the help and the footer read it).
     # This app is built with its context, so that holds from mount; the wait keeps the
@@ -54,7 +55,7 @@ SIZES = [(80, 24), (120, 40), (160, 48)]
 
 async def _detail(pilot) -> None:
     from console.ui.screens.detail import SlotDetailScreen
-    from tests.tui.conftest import wait_for
+    from tests.support.waits import wait_for
 
     await _settle(pilot)
     await pilot.press("enter")
@@ -68,12 +69,12 @@ async def _action(pilot) -> None:
     """An operation in progress: the dialog as an operation drives it (step, fraction,
     lines, elapsed time from the app's fixed clock)."""
     from console.ui.screens.modals import ProgressScreen
-    from tests.tui.snapshot_app import NOW
+    from tests.support.static_app import NOW
 
     await _settle(pilot)
     screen = ProgressScreen("Host checks", clock=lambda: NOW)
     screen.started = NOW - 37
-    from tests.tui.conftest import wait_for
+    from tests.support.waits import wait_for
 
     pilot.app.push_screen(screen)
     assert await wait_for(pilot, lambda: pilot.app.screen is screen and screen.is_mounted)
@@ -108,7 +109,7 @@ def test_help(snap_compare, tmp_path) -> None:
     async def run(pilot) -> None:
         await _settle(pilot)
         from console.ui.screens.modals import HelpScreen
-        from tests.tui.conftest import wait_for
+        from tests.support.waits import wait_for
 
         await pilot.press("question_mark")
         assert await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen)

@@ -10,8 +10,8 @@ import pytest
 
 from console.ui.widgets.slots import SlotsTable
 from tests.screens.test_themes import _cells, _chromatic, _colours
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ from console.ui.screens.gpus import GpuScreen
 from console.ui.screens.log import LogScreen
 from console.ui.screens.main import MainScreen
 from console.ui.screens.modals import ConfirmScreen, ProgressScreen, WatchdogScreen
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 def _app(tmp_path: Path, gate: asyncio.Event | None = None, ok: bool = True):

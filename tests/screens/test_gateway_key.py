@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from console.ui.screens.gateway import GatewayScreen
 from console.ui.screens.main import MainScreen
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 async def test_g_opens_the_gateway(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -15,8 +15,7 @@ from textual.widgets import Static
 
 from console.ui.widgets import partial_writes
 from console.ui.widgets.lines import LinesView, changed_span
-
-from .conftest import wait_for
+from tests.support.waits import wait_for
 
 W, H = 60, 6
 

@@ -18,8 +18,8 @@ from textual.command import CommandList, CommandPalette
 
 from console.ui.screens.log import LogScreen
 from console.ui.screens.main import MainScreen
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
+from tests.support.waits import wait_for
 
 
 def _alive(app) -> bool:

@@ -17,8 +17,8 @@ from textual.command import CommandList, CommandPalette
 from console.ui.screens.alerts import AlertHistoryScreen
 from console.ui.screens.main import OPERATION_BINDINGS
 from console.ui.screens.wall import WallScreen
-from tests.tui.conftest import wait_for
-from tests.tui.snapshot_app import NOW, build
+from tests.support.static_app import NOW, build
+from tests.support.waits import wait_for
 
 
 class Clock:

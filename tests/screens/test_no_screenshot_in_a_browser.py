@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.snapshot_app import build
+from tests.support.static_app import build
 
 
 @pytest.mark.parametrize(("wall", "web", "offered"), [
