@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.control import Control
 from textual import _compositor
 
-from console.ui.widgets.sgr_runs import render_strip
+from console.ui.widgets.sgr_runs import StyleRuns
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,7 @@ def digest(method: Callable[..., object]) -> str | None:
 
 
 def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
-    out: list[str] = []
-    append = out.append
+    runs = StyleRuns(console.color_system)  # one running style across the update's pieces
     move_to = Control.move_to
     last_y = self.spans[-1][0]
     for y, x1, x2 in self.spans:
@@ -62,11 +61,11 @@ def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
             stop = min(end, x2)
             if start > x or stop < end:
                 strip = strip.crop(start - x, stop - x)
-            append(move_to(start, y).segment.text)
-            append(render_strip(strip, console.color_system))
+            runs.raw(move_to(start, y).segment.text)
+            runs.add(strip)
         if y != last_y:
-            append("\n")
-    return "".join(out)
+            runs.raw("\n")
+    return runs.end()
 
 
 def install() -> bool:

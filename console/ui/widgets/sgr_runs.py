@@ -80,27 +80,48 @@ def change(was: Look, now: Look) -> str:
     return f"\x1b[{';'.join(codes)}m"
 
 
+class StyleRuns:
+    """Terminal output written piece by piece with the terminal's style tracked across
+    pieces: a cursor move between two pieces keeps the style, so the pieces of one
+    screen update (the changed cells of several lines) share one running style."""
+
+    def __init__(self, color_system: str | None) -> None:
+        self.system = SYSTEMS.get(color_system or "", ColorSystem.TRUECOLOR)
+        self.out: list[str] = []
+        self.was = PLAIN
+
+    def raw(self, text: str) -> None:
+        """Text that moves the cursor or ends a line: it prints no styled cell."""
+        self.out.append(text)
+
+    def add(self, segments: Iterable[Segment]) -> None:
+        append = self.out.append
+        for text, style, _control in segments:
+            if not text:
+                continue
+            if style is not None and style.link:
+                # a hyperlink is opened and closed around its own text, as Rich writes it
+                if self.was != PLAIN:
+                    append(RESET)
+                    self.was = PLAIN
+                append(style.render(text, color_system=self.system))
+                continue
+            now = PLAIN if style is None else look(style, self.system)
+            append(change(self.was, now))
+            append(text)
+            self.was = now
+
+    def end(self) -> str:
+        """All that was written, back to the terminal's default style at its end."""
+        if self.was != PLAIN:
+            self.out.append(RESET)
+            self.was = PLAIN
+        return "".join(self.out)
+
+
 def render_strip(segments: Iterable[Segment], color_system: str | None) -> str:
     """The segments as terminal output: their text, each preceded by the change of style
     it needs, from and back to the terminal's default."""
-    system = SYSTEMS.get(color_system or "", ColorSystem.TRUECOLOR)
-    out: list[str] = []
-    append = out.append
-    was = PLAIN
-    for text, style, _control in segments:
-        if not text:
-            continue
-        if style is not None and style.link:
-            # a hyperlink is opened and closed around its own text, as Rich writes it
-            if was != PLAIN:
-                append(RESET)
-                was = PLAIN
-            append(style.render(text, color_system=system))
-            continue
-        now = PLAIN if style is None else look(style, system)
-        append(change(was, now))
-        append(text)
-        was = now
-    if was != PLAIN:
-        append(RESET)
-    return "".join(out)
+    runs = StyleRuns(color_system)
+    runs.add(segments)
+    return runs.end()
