@@ -28,10 +28,11 @@ class Lines(App):
 
 
 
-def styled(ttft: str, kv: str, state: str) -> list[Text]:
+def styled(ttft: str, kv: str, state: str, rate: str = "470") -> list[Text]:
     a = Text.assemble(("FLASH  ", "bold #e0e0e0 on #1e1e1e"), (state, "bold #f4005f"),
                       ("  4/0  ", "#e0e0e0 on #1e1e1e"), (kv, "reverse #98e024"),
-                      ("  ", ""), (ttft, "italic #9d65ff on #121212"), ("  470 tok/s", ""))
+                      ("  ", ""), (ttft, "italic #9d65ff on #121212"), (f" {rate}", "italic #e0e0e0"),
+                      (" tok/s", ""))
     b = Text.assemble(("Q27    ", "#e0e0e0 on #1e1e1e"), ("UP  ", "green"),
                       ("1/0  3.2%  ", "dim"), (ttft, "underline #e0e0e0 on #0c3555"))
     return [a, b]
@@ -54,8 +55,8 @@ async def test_a_partial_update_shows_every_cell_as_a_full_repaint_does() -> Non
         term = pyte.Screen(W, H)
         pyte.Stream(term).feed(comp.render_update(full=True).render_segments(app.console))
 
-        # three changes on two lines, in different styles
-        view.show_lines(styled("2.41s", "9.7%", "HOT "))
+        # changes on two lines, in different styles (a colour to none, an attribute off)
+        view.show_lines(styled("2.41s", "9.7%", "HOT ", rate="512"))
         comp.update_widgets({view})
         update = comp.render_partial_update()
         assert update is not None
