@@ -7,7 +7,8 @@ to 2.31s is then rewritten from its first column: ~400 bytes a row per poll, mos
 the console's terminal output over SSH. (Its Rich path, ``__rich_console__``, does skip
 to the region's start; only the path used for real terminals does not.)
 
-``install()`` replaces that one method with one that crops both ends. The output is the
+``install()`` replaces that one method with one that crops both ends, and writes each
+piece's style as a change from the piece before it (``sgr_runs``). The output is the
 same cells at the same places, minus the unchanged ones to the left. It is installed
 once, by the app factory, and only over the implementation it was written against: the
 SHA-256 of that method's source is pinned here. A Textual whose method reads otherwise
@@ -26,6 +27,8 @@ import textual
 from rich.console import Console
 from rich.control import Control
 from textual import _compositor
+
+from console.ui.widgets.sgr_runs import StyleRuns
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,7 @@ def digest(method: Callable[..., object]) -> str | None:
 
 
 def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
-    out: list[str] = []
-    append = out.append
+    runs = StyleRuns(console.color_system)  # one running style across the update's pieces
     move_to = Control.move_to
     last_y = self.spans[-1][0]
     for y, x1, x2 in self.spans:
@@ -59,11 +61,11 @@ def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:
             stop = min(end, x2)
             if start > x or stop < end:
                 strip = strip.crop(start - x, stop - x)
-            append(move_to(start, y).segment.text)
-            append(strip.render(console))
+            runs.raw(move_to(start, y).segment.text)
+            runs.add(strip)
         if y != last_y:
-            append("\n")
-    return "".join(out)
+            runs.raw("\n")
+    return runs.end()
 
 
 def install() -> bool:
