@@ -41,7 +41,7 @@ from console.sources.collect.pod import PodCollector
 from console.sources.provider.emulator import EmulatorServer, EmulatorState
 from console.sources.remote import AgentEndpoint, AgentError, AgentTransport
 from pod_agent import clock
-from pod_agent.supervisor import MIN_TICK_S, TRAFFIC_TIMEOUT_S
+from pod_agent.stop_watch import MIN_TICK_S, TRAFFIC_TIMEOUT_S
 from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
