@@ -278,7 +278,8 @@ class Traffic:
 async def _agent(pod, *args: str):
     t = AgentTransport(pod["ep"], pod["state"])
     try:
-        return await AgentClient(t).watchdog(*args[:1], extra=list(args[1:]))
+        # as an operator types it on the pod: `pod-agent watchdog extend 19:00 --by=alice`
+        return await t.run(["watchdog", *args], timeout_s=300)
     finally:
         t.close()
 
