@@ -52,6 +52,11 @@ class BadRequest(ValueError):
     """A request that is no request: answered ``bad request: …``, never a crash."""
 
 
+class Refused(Exception):
+    """A well-formed request the agent will not carry out (an unknown slot, a floor this
+    host cannot meet): its handler raises it and the message is the error event."""
+
+
 class AgentRequest(BaseModel):
     """What every request has: its socket ``op`` (and, for the watchdog's, its ``cmd``),
     the words that name it on ``pod-agent``'s command line, and how long the console
@@ -479,6 +484,3 @@ def explain(key: str, exc: ValidationError) -> str:
         parts.append(f"{where}: {err['msg']} (got {got})")
     return f"{key}: " + "; ".join(parts)
 
-
-class Refused(Exception):
-    """A well-formed request the agent will not carry out; said as the error event."""
