@@ -10,34 +10,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
-
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    TypeAdapter,
-    ValidationError,
-)
+from typing import Any
 
 from . import paths
 from .events import encode, event
+from .requests import valid_action_id
 
 MAX_ACTIONS = 50
 MAX_EVENTS = 2000
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
-
-
-def valid_action_id(action_id: str) -> bool:
-    """Ids name files under ``actions/``: letters, digits, ``_.-``, never a path."""
-    return bool(_ID.fullmatch(action_id)) and ".." not in action_id
 
 
 class Action:
@@ -139,113 +121,3 @@ def read_recorded(action_id: str) -> list[dict[str, Any]]:
     except FileNotFoundError:
         pass
     return out
-
-
-# -- the socket's requests ------------------------------------------------------------
-
-class BadRequest(ValueError):
-    """A request line that is no request: answered ``bad request: …``, never a crash."""
-
-
-Util = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-
-
-class _Request(BaseModel):
-    # fields this agent does not know pass through untouched (a newer console may send
-    # more); the ones it reads are checked here, once, before any code uses them
-    model_config = ConfigDict(extra="allow")
-
-
-class StatusRequest(_Request):
-    op: Literal["status"]
-
-
-class GpusRequest(_Request):
-    op: Literal["gpus"]
-
-
-class LogsRequest(_Request):
-    op: Literal["logs"]
-    slot: StrictStr
-    lines: StrictInt = 50
-
-
-class AttachRequest(_Request):
-    op: Literal["attach"]
-    action_id: StrictStr
-
-
-class RebalanceRequest(_Request):
-    op: Literal["rebalance"]
-    set: dict[StrictStr, Util] = Field(default_factory=dict)
-    action_id: StrictStr | None = None
-
-
-class RestartRequest(_Request):
-    op: Literal["restart"]
-    slot: StrictStr
-    action_id: StrictStr | None = None
-
-
-class StopNowRequest(_Request):
-    op: Literal["stop-now"]
-    action_id: StrictStr | None = None
-    by: StrictStr | None = None
-
-
-class WatchdogRequest(_Request):
-    op: Literal["watchdog"]
-    cmd: StrictStr
-    value: StrictStr | StrictInt | StrictFloat | None = None
-    until: StrictStr | None = None
-    clear: StrictBool = False
-    by: StrictStr | None = None
-    reason: StrictStr | None = None
-    replaces_next_stop: StrictBool | None = None
-
-
-class ShutdownRequest(_Request):
-    op: Literal["shutdown"]
-
-
-Request = Annotated[
-    StatusRequest | GpusRequest | LogsRequest | AttachRequest | RebalanceRequest
-    | RestartRequest | StopNowRequest | WatchdogRequest | ShutdownRequest,
-    Field(discriminator="op")]
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(Request)
-OPS = frozenset(("status", "gpus", "logs", "attach", "rebalance", "restart", "stop-now",
-                 "watchdog", "shutdown"))
-
-
-def check_request(req: Any) -> dict[str, Any]:
-    """The request with the fields its op reads checked for type; BadRequest saying which
-    field is wrong. An unknown op passes (the supervisor answers "unknown op")."""
-    if not isinstance(req, dict):
-        raise BadRequest(f"request must be an object, not {type(req).__name__}")
-    if not isinstance(req.get("op"), str) or req["op"] not in OPS:
-        return req
-    try:
-        model = _ADAPTER.validate_python(req)
-    except ValidationError as exc:
-        raise BadRequest(_explain(req["op"], exc)) from None
-    return model.model_dump(exclude_unset=True)
-
-
-def parse_request(line: bytes) -> dict[str, Any]:
-    """One request line of the agent's socket, decoded and checked."""
-    try:
-        req = json.loads(line.decode("utf-8") or "{}")
-    except RecursionError:  # json gives up on deep nesting this way, not as ValueError
-        raise BadRequest("nested too deeply") from None
-    except ValueError as exc:  # not JSON, not UTF-8
-        raise BadRequest(str(exc)[:200]) from None
-    return check_request(req)
-
-
-def _explain(op: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:5]:
-        where = ".".join(str(x) for x in err["loc"][1:]) or "request"
-        got = type(err.get("input")).__name__
-        parts.append(f"{where}: {err['msg']} (got {got})")
-    return f"{op}: " + "; ".join(parts)

@@ -12,12 +12,10 @@ import json
 import os
 import signal
 import sys
-import uuid
 from typing import Any
 
 from . import __version__, paths
 from .client import relay
-from .events import Emitter
 
 
 def _profile(path: str | None):
@@ -182,47 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restart delays in seconds after a crash; the last repeats")
     s.set_defaults(func=cmd_serve)
 
-    st = sub.add_parser("status", help="supervisor, slots and watchdog state")
-    st.add_argument("--json", action="store_true", required=True)
-    st.set_defaults(func=lambda a: relay({"op": "status"}))
+    # the requests the supervisor takes: one subcommand each, made from its model
+    # (pod_agent/requests.py), so what the console sends parses back into that model
+    from .requests import add_commands
 
-    lg = sub.add_parser("logs", help="recent log lines of a slot")
-    lg.add_argument("slot")
-    lg.add_argument("-n", "--lines", type=int, default=50)
-    lg.set_defaults(func=lambda a: relay({"op": "logs", "slot": a.slot, "lines": a.lines}))
-
-    rb = sub.add_parser("rebalance", help="apply a new gpu_util split (rolls back on failure)")
-    rb.add_argument("--set", action="append", required=True, metavar="SLOT=UTIL")
-    rb.add_argument("--action-id", default=None, type=_action_id)
-    rb.set_defaults(func=cmd_rebalance)
-
-    rs = sub.add_parser("restart", help="restart one slot")
-    rs.add_argument("slot")
-    rs.add_argument("--action-id", default=None, type=_action_id)
-    rs.set_defaults(func=lambda a: relay({"op": "restart", "slot": a.slot,
-                                          "action_id": a.action_id or _aid("restart")}))
-
-    wd = sub.add_parser("watchdog", help="arm, disarm, extend, or stop the pod now")
-    wd.add_argument("cmd", choices=("arm", "disarm", "stop-now", "status", "mem-floor",
-                                    "extend", "stopping"))
-    wd.add_argument("value", nargs="?",
-                    help="GiB, for mem-floor; for extend: +1h, +90m, HH:MM (today, the "
-                         "profile's zone; refused once past), 'tomorrow HH:MM' or an ISO "
-                         "time")
-    wd.add_argument("--by", help="extend, stop-now, stopping: who (default: this user)")
-    wd.add_argument("--reason", default="", help="extend: why, said in every warning; "
-                                                 "stopping: what stops the pod (down)")
-    wd.add_argument("--clear", action="store_true", help="extend: end the extension now")
-    wd.add_argument("--replaces-next-stop", action="store_true",
-                    help="extend: its end is a stop even in working hours, in place of "
-                         "that evening's scheduled stop (default: an end in working hours "
-                         "stops nothing; the evening's stop applies)")
-    wd.add_argument("--action-id", default=None, type=_action_id)
-    wd.set_defaults(func=cmd_watchdog)
-
-    at = sub.add_parser("attach", help="follow an action by id (after a dropped connection)")
-    at.add_argument("action_id", type=_action_id)
-    at.set_defaults(func=lambda a: relay({"op": "attach", "action_id": a.action_id}))
+    add_commands(sub, relay)
 
     g = sub.add_parser("gpus", help="GPU telemetry now: utilisation, memory, heat, power, "
                                     "throttling, ECC, remapped rows, processes")
@@ -239,52 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "of loading NVML here: one process on the pod holds NVML")
     ex.set_defaults(func=cmd_exporter)
 
-    sd = sub.add_parser("shutdown", help="stop every slot and the supervisor")
-    sd.set_defaults(func=lambda a: relay({"op": "shutdown"}))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
-
-
-def _action_id(value: str) -> str:
-    from .actions import valid_action_id
-
-    if not valid_action_id(value):
-        raise argparse.ArgumentTypeError("letters, digits and _.- only (it names a file)")
-    return value
-
-
-def _mem_floor_problem(value: str | None) -> str | None:
-    """Why ``value`` is no memory floor (the supervisor checks against this host's memory
-    too); None when it is one. Said as a JSON error event: the console reads those."""
-    import math
-
-    try:
-        v = float(value or "")
-    except ValueError:
-        return f"mem-floor needs a number of GiB, got {str(value)[:40]!r}"
-    if not (math.isfinite(v) and 0 <= v <= 4096):
-        return f"mem-floor needs a number of GiB from 0 to 4096, got {str(value)[:40]!r}"
-    return None
-
-
-def _aid(op: str) -> str:
-    return f"{op}-{uuid.uuid4().hex[:12]}"
-
-
-def cmd_rebalance(args: argparse.Namespace) -> int:
-    new = {}
-    for item in args.set:
-        try:
-            k, v = item.split("=", 1)
-            new[k] = float(v)
-        except ValueError:
-            Emitter().error(f"--set {item!r}: expected SLOT=UTIL")
-            return 1
-    return relay({"op": "rebalance", "set": new, "action_id": args.action_id or _aid("rebalance")})
 
 
 def _interval(text: str) -> float:
@@ -304,34 +226,6 @@ def _heartbeat_interval(text: str) -> float:
     if v < 0.5:
         raise argparse.ArgumentTypeError("seconds from 0.5 to 3600")
     return v
-
-
-def cmd_watchdog(args: argparse.Namespace) -> int:
-    import getpass
-
-    if args.cmd == "stop-now":
-        return relay({"op": "stop-now", "action_id": args.action_id or _aid("stop-now"),
-                      "by": args.by or getpass.getuser()})
-    if args.cmd == "stopping":
-        return relay({"op": "watchdog", "cmd": "stopping", "by": args.by or getpass.getuser(),
-                      "reason": args.reason or "down"})
-    if args.cmd == "status":
-        return relay({"op": "status"})
-    if args.cmd == "mem-floor":
-        problem = _mem_floor_problem(args.value)
-        if problem:
-            Emitter().error(problem)
-            return 2
-        return relay({"op": "watchdog", "cmd": "mem-floor", "value": args.value})
-    if args.cmd == "extend":
-        if not args.clear and not args.value:
-            Emitter().error("extend needs +1h, +90m, HH:MM or an ISO time (or --clear)")
-            return 2
-        return relay({"op": "watchdog", "cmd": "extend", "until": args.value,
-                      "clear": args.clear, "by": args.by or getpass.getuser(),
-                      "reason": args.reason,
-                      "replaces_next_stop": args.replaces_next_stop})
-    return relay({"op": "watchdog", "cmd": args.cmd})
 
 
 if __name__ == "__main__":

@@ -6,23 +6,22 @@ import json
 import socket
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import paths
 from .events import encode, event, parse_line
+
+if TYPE_CHECKING:
+    from .requests import AgentRequest, BadRequest
 
 
 class NotRunning(Exception):
     pass
 
 
-def request(req: dict[str, Any], timeout: float | None = None) -> Iterator[dict[str, Any]]:
-    """Send one request and yield its events until ``result`` or ``error``. A request
-    the supervisor would refuse as malformed is refused here (``BadRequest``), by the
-    same check, before anything is sent."""
-    from .actions import check_request  # pydantic: only where requests are sent
-
-    req = check_request(req)
+def request(req: AgentRequest, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+    """Send one request (its model: checked when it was made, read back with the same
+    model by the supervisor) and yield its events until ``result`` or ``error``."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
@@ -31,7 +30,7 @@ def request(req: dict[str, Any], timeout: float | None = None) -> Iterator[dict[
         s.close()
         raise NotRunning(f"the supervisor is not running ({exc.strerror})") from None
     with s:
-        s.sendall((json.dumps(req) + "\n").encode())
+        s.sendall((json.dumps(req.wire()) + "\n").encode())
         buf = b""
         while True:
             chunk = s.recv(65536)
@@ -46,10 +45,14 @@ def request(req: dict[str, Any], timeout: float | None = None) -> Iterator[dict[
                     return
 
 
-def relay(req: dict[str, Any], out=None) -> int:
-    """Stream a request's events to ``out``; exit 0 on result, 1 on error, 2 not running."""
+def relay(req: AgentRequest | BadRequest, out=None) -> int:
+    """Stream a request's events to ``out``; exit 0 on result, 1 on error, 2 not running
+    or a malformed request (``BadRequest``, from the command line: nothing is sent)."""
     out = out or sys.stdout
     final = None
+    if isinstance(req, ValueError):
+        out.write(encode(event("error", message=f"bad request: {req}")) + "\n")
+        return 2
     try:
         for ev in request(req):
             out.write(encode(ev) + "\n")
@@ -57,9 +60,6 @@ def relay(req: dict[str, Any], out=None) -> int:
             final = ev.get("kind") if ev.get("kind") in ("result", "error") else final
     except NotRunning as exc:
         out.write(encode(event("error", message=str(exc), supervisor="not running")) + "\n")
-        return 2
-    except ValueError as exc:  # BadRequest: nothing was sent
-        out.write(encode(event("error", message=f"bad request: {exc}")) + "\n")
         return 2
     if final is None:
         out.write(encode(event("error", message="the supervisor closed the connection")) + "\n")

@@ -388,11 +388,12 @@ class AgentFeed:
 
     def poll(self) -> None:
         from .client import NotRunning, request
+        from .requests import GpusRequest
 
         try:
             doc: Dict[str, Any] | None = None
             # shorter than the interval, so polls never overlap or pile up
-            for ev in request({"op": "gpus"}, timeout=max(0.2, 0.8 * self.interval_s)):
+            for ev in request(GpusRequest(), timeout=max(0.2, 0.8 * self.interval_s)):
                 if ev.get("kind") == "result":
                     doc = ev
             if doc is None:

@@ -107,3 +107,8 @@ def active(before: SlotTraffic | None, now: SlotTraffic | None) -> bool:
     if now.in_flight > 0:
         return True
     return before is not None and now.finished > before.finished
+
+
+def read_all(ports: dict[str, int], timeout_s: float) -> dict[str, SlotTraffic | None]:
+    """Every slot's traffic (blocking: the watchdog runs it in a thread)."""
+    return {name: read(port, timeout_s) for name, port in ports.items()}

@@ -295,12 +295,13 @@ async def _extension_holds(settings: Settings) -> str | None:
     from console.session.context import ssh_transport
     from console.sources.agent_client import AgentClient
     from console.sources.remote import AgentError
+    from pod_agent.requests import StatusRequest
 
     transport = ssh_transport(settings)
     if transport is None:
         return None
     try:
-        r = await AgentClient(transport).status(timeout_s=30)
+        r = await AgentClient(transport).request(StatusRequest(), timeout_s=30)
     except AgentError as exc:
         _log(f"could not read the pod's extension ({exc}); stopping it")
         return None

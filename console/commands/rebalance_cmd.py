@@ -48,8 +48,10 @@ async def _run(args: argparse.Namespace) -> int:
         current = {n: s.gpu_util for n, s in ctx.profile.slots.items()}
         agent_slots: dict = {}
         if ctx.agent is not None and ctx.agent.configured:
+            from pod_agent.requests import StatusRequest
+
             try:
-                r = await ctx.agent.status()
+                r = await ctx.agent.request(StatusRequest())
                 agent_slots = (r.final or {}).get("slots") or {}
                 current.update({n: float(v.get("gpu_util", current[n]))
                                 for n, v in agent_slots.items() if n in current})

@@ -146,7 +146,7 @@ def warning_lag_s(clock_speed: float) -> float:
     within ``warn_before`` of the stop: the agent finds it at its next watchdog tick, the
     console reads the pod every ``POD_POLL_S`` (and the reading takes ``READ_S``)."""
     from console.session.session import POD_POLL_S
-    from pod_agent.supervisor import tick_wait_s
+    from pod_agent.stop_watch import tick_wait_s
 
     return tick_wait_s(WATCHDOG_INTERVAL_S, clock_speed) + POD_POLL_S + READ_S
 

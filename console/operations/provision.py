@@ -66,6 +66,7 @@ from console.sources.provider.base import (
 )
 from console.sources.remote import AgentError, agent_command, report_from
 from pod_agent.profiles import LoadedProfile
+from pod_agent.requests import StatusRequest
 
 EXIT_OK, EXIT_NO_CAPACITY, EXIT_FATAL, EXIT_HOST_CHECKS, EXIT_UNHEALTHY = 0, 2, 3, 4, 5
 EXIT_INTERRUPTED = 6
@@ -448,7 +449,7 @@ class Provisioner:
         last = ""
         while time.monotonic() < deadline:
             try:
-                res = await AgentClient(t).status()
+                res = await AgentClient(t).request(StatusRequest())
             except AgentError as exc:
                 last = str(exc)
                 await self.sleep(self.cfg.poll_s)

@@ -699,8 +699,10 @@ class Session:
         agent = self.ctx.agent if self.ctx is not None else None
         if agent is None or not agent.configured:
             return [f"(no agent connection: {'wall mode' if self.wall else 'not configured'})"]
+        from pod_agent.requests import LogsRequest
+
         try:
-            r = await agent.logs(slot, lines)
+            r = await agent.request(LogsRequest(slot=slot, lines=lines))
         except Exception as exc:  # the panel shows why, it never crashes
             return [printable(f"(could not fetch logs: {exc})")]
         got = r.final.get("lines", []) if r.ok and r.final else [r.message]

@@ -1,4 +1,5 @@
-"""The pod agent as the console calls it: every agent command is built here, once.
+"""The pod agent as the console calls it: a request is its model (``pod_agent.requests``,
+shared with the agent), sent as the model's own command line.
 
 It runs over a :class:`Transport` — SSH (``remote.AgentTransport``) or a local
 process (``remote.LocalAgentTransport``, the demo). Operations, the pod collector,
@@ -11,9 +12,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from console.sources.remote import AgentEndpoint, AgentResult
+
+if TYPE_CHECKING:  # pydantic: not on the path to the first frame (tests/unit/test_boot.py)
+    from pod_agent.requests import AgentRequest
 
 EventSink = Callable[[dict[str, Any]], None]
 
@@ -57,36 +61,13 @@ class AgentClient:
             raise RuntimeError("no pod agent configured (pod.ssh_host)")
         return self.transport
 
-    async def status(self, timeout_s: float = 30.0) -> AgentResult:
-        return await self._t().run(["status", "--json"], timeout_s=timeout_s)
-
-    async def logs(self, slot: str, lines: int = 200, timeout_s: float = 10.0) -> AgentResult:
-        return await self._t().run(["logs", slot, "-n", str(lines)], timeout_s=timeout_s)
-
-    async def rebalance(self, split: dict[str, float], action_id: str,
-                        on_event: EventSink | None = None,
-                        timeout_s: float = 3600.0) -> AgentResult:
-        args = ["rebalance"]
-        for k, v in sorted(split.items()):
-            args += ["--set", f"{k}={v:g}"]
-        return await self._t().run([*args, "--action-id", action_id], on_event=on_event,
-                                   timeout_s=timeout_s)
-
-    async def restart(self, slot: str, action_id: str, on_event: EventSink | None = None,
-                      timeout_s: float = 3600.0) -> AgentResult:
-        """Stop one slot and start it again (the agent's ``restart``); its events are the
-        progress, the final event its end (``startup_s`` when it came back up)."""
-        return await self._t().run(["restart", slot, "--action-id", action_id],
-                                   on_event=on_event, timeout_s=timeout_s)
-
-    async def watchdog(self, cmd: str, action_id: str | None = None,
-                       on_event: EventSink | None = None,
-                       timeout_s: float = 300.0, extra: list[str] | None = None
-                       ) -> AgentResult:
-        args = ["watchdog", cmd, *(extra or [])]
-        if action_id:
-            args += ["--action-id", action_id]
-        return await self._t().run(args, on_event=on_event, timeout_s=timeout_s)
+    async def request(self, req: AgentRequest, on_event: EventSink | None = None,
+                      timeout_s: float | None = None) -> AgentResult:
+        """Send one request (its model, ``pod_agent.requests``: the pod's ``pod-agent``
+        parses its argv back into the same model); ``timeout_s`` defaults to the
+        request's own (an hour for the long actions)."""
+        return await self._t().run(req.argv(), on_event=on_event,
+                                   timeout_s=req.timeout_s if timeout_s is None else timeout_s)
 
     async def check_host(self, on_event: EventSink | None = None,
                          timeout_s: float = 180.0, agent_cmd: str | None = None
@@ -108,11 +89,3 @@ class AgentClient:
         return await self._t().run_raw(
             f"{agent_cmd} status --json >/dev/null 2>&1 || (setsid nohup {agent_cmd} serve "
             f"--profile {profile} > {log} 2>&1 < /dev/null &)", timeout_s=timeout_s)
-
-    async def attach(self, action_id: str, on_event: EventSink | None = None,
-                     timeout_s: float = 3600.0) -> AgentResult:
-        return await self._t().run(["attach", action_id], on_event=on_event,
-                                   timeout_s=timeout_s)
-
-    async def shutdown(self, timeout_s: float = 60.0) -> AgentResult:
-        return await self._t().run(["shutdown"], timeout_s=timeout_s)

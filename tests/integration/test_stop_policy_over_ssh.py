@@ -41,7 +41,7 @@ from console.sources.collect.pod import PodCollector
 from console.sources.provider.emulator import EmulatorServer, EmulatorState
 from console.sources.remote import AgentEndpoint, AgentError, AgentTransport
 from pod_agent import clock
-from pod_agent.supervisor import MIN_TICK_S, TRAFFIC_TIMEOUT_S
+from pod_agent.stop_watch import MIN_TICK_S, TRAFFIC_TIMEOUT_S
 from tests.conftest import REPO
 from tests.support import procs, sshd, vllm_server
 from tests.support.procs import free_port
@@ -278,7 +278,8 @@ class Traffic:
 async def _agent(pod, *args: str):
     t = AgentTransport(pod["ep"], pod["state"])
     try:
-        return await AgentClient(t).watchdog(*args[:1], extra=list(args[1:]))
+        # as an operator types it on the pod: `pod-agent watchdog extend 19:00 --by=alice`
+        return await t.run(["watchdog", *args], timeout_s=300)
     finally:
         t.close()
 

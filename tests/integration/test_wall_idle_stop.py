@@ -24,6 +24,7 @@ import pytest
 from console.session.context import make_context
 from console.session.session import Session
 from console.sources.agent_client import AgentClient
+from pod_agent.requests import StatusRequest
 
 pytestmark = pytest.mark.realtime
 
@@ -37,7 +38,7 @@ loaded cores with everything else."""
 
 async def _watchdog(agent: AgentClient) -> dict:
     try:
-        r = await agent.status(timeout_s=10)
+        r = await agent.request(StatusRequest(), timeout_s=10)
     except Exception:  # the pod (and its agent) stopping: no answer is an answer here
         return {}
     return dict((r.final or {}).get("watchdog") or {}) if r.ok else {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pod_agent.actions import BadRequest, check_request, parse_request
+from pod_agent.requests import BadRequest, parse, parse_line
 from tests.conftest import PROFILES, REPO
 
 WRONG = {
@@ -115,27 +115,39 @@ def test_well_typed_requests_still_work(agent) -> None:
     assert ev["kind"] == "error" and ev["message"] == "unknown op 'frobnicate'"
 
 
-def test_the_client_refuses_the_same_before_sending(tmp_path, monkeypatch) -> None:
-    """``relay`` checks with the same models: refused without a supervisor at all."""
-    from pod_agent.client import relay
+def test_the_command_line_refuses_the_same_before_sending(tmp_path, monkeypatch) -> None:
+    """``pod-agent`` parses into the same models: a malformed request is refused, with
+    the field named, without a supervisor at all (nothing is sent)."""
+    from pod_agent import cli
 
     monkeypatch.setenv("POD_AGENT_HOME", str(tmp_path))  # no socket here
+    for argv, says in ((["watchdog", "mem-floor", "nan"], "watchdog mem-floor: value: "),
+                       (["watchdog", "extend"], "extend needs +1h"),
+                       (["rebalance", "--set", "FLASH=inf"], "set.FLASH: Input should be "
+                                                             "a finite number")):
+        out = io.StringIO()
+        monkeypatch.setattr("sys.stdout", out)
+        assert cli.main(argv) == 2
+        last = json.loads(out.getvalue().splitlines()[-1])
+        assert last["kind"] == "error" and last["message"].startswith("bad request: ")
+        assert says in last["message"], last["message"]
     out = io.StringIO()
-    assert relay({"op": "logs", "slot": "FLASH", "lines": None}, out) == 2
-    last = json.loads(out.getvalue().splitlines()[-1])
-    assert last["kind"] == "error" and "bad request: logs: lines" in last["message"]
-    out = io.StringIO()
-    assert relay({"op": "status"}, out) == 2  # well formed: reaches for the supervisor
+    monkeypatch.setattr("sys.stdout", out)
+    assert cli.main(["status", "--json"]) == 2  # well formed: reaches for the supervisor
     assert "not running" in out.getvalue()
 
 
-def test_checked_requests_keep_what_was_sent() -> None:
-    sent = {"op": "watchdog", "cmd": "extend", "until": "+1h", "clear": False, "by": "erin",
-            "reason": "", "a_newer_field": [1, 2]}
-    assert check_request(dict(sent)) == sent
-    assert parse_request(b"") == {}  # an empty line: the supervisor says "unknown op"
+def test_a_field_this_agent_does_not_know_is_ignored_not_refused() -> None:
+    """The console may replace the package under a running (older) supervisor: a field
+    a newer command line sends is no error, and every field it reads is still checked."""
+    req = parse({"op": "watchdog", "cmd": "extend", "until": "+1h", "clear": False,
+                 "by": "erin", "reason": "", "a_newer_field": [1, 2]})
+    assert req.wire() == {"op": "watchdog", "cmd": "extend", "until": "+1h", "clear": False,
+                          "by": "erin", "reason": "", "replaces_next_stop": False}
+    with pytest.raises(BadRequest, match="unknown op"):
+        parse_line(b"")  # an empty line: the supervisor says "unknown op None"
     with pytest.raises(BadRequest):
-        check_request(["op", "status"])
+        parse(["op", "status"])
 
 
 def test_a_home_too_deep_for_a_socket_path_gets_a_short_private_one(tmp_path) -> None:

@@ -29,8 +29,8 @@ from console.demo.deployment import (
 from console.session.session import POD_POLL_S
 from pod_agent import stoppolicy
 from pod_agent.profile import Profile, duration_s
+from pod_agent.stop_watch import tick_wait_s
 from pod_agent.stoppolicy import PolicyState
-from pod_agent.supervisor import tick_wait_s
 from tests.conftest import PROFILES
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,8 @@ def agent(monkeypatch):
         def __init__(self, transport) -> None:
             pass
 
-        async def status(self, timeout_s: float = 30.0) -> AgentResult:
+        async def request(self, req: Any, timeout_s: float | None = None) -> AgentResult:
+            assert req.key() == "status"
             if "error" in answer:
                 raise AgentError(answer["error"])
             return answer["result"]

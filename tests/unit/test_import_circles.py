@@ -109,7 +109,7 @@ def test_the_graph_counts_imports_in_functions_and_type_checking() -> None:
     # `from console.session.fleet import FleetCollector` under TYPE_CHECKING
     assert "console.session.fleet" in graph["console.session.session"]
     # `from . import clock, paths, ...`: submodules of the package, by name
-    assert {"pod_agent.clock", "pod_agent.paths"} <= graph["pod_agent.supervisor"]
+    assert {"pod_agent.audit", "pod_agent.paths"} <= graph["pod_agent.supervisor"]
     # `from .. import MODE` (not a module): the package one level up
     assert "console.demo.faketorch.torch" in graph["console.demo.faketorch.torch.distributed"]
 

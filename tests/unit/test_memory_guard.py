@@ -28,26 +28,26 @@ async def sup(tmp_path: Path, monkeypatch):
     vllm.chmod(0o755)
     s = sv.Supervisor(str(PROFILES / "10-rtx6000-2x.yaml"), vllm=str(vllm),
                       apply_patches=False)
-    s.watchdog.armed = False  # the stop policy stays out of this test
+    s.watch.state.armed = False  # the stop policy stays out of this test
     mem = {"avail": 20.6}
-    monkeypatch.setattr(sv, "mem_available_gib", lambda: mem["avail"])
-    monkeypatch.setattr(sv, "mem_total_gib", lambda: 23.5)
+    monkeypatch.setattr("pod_agent.hostcheck.mem_available_gib", lambda: mem["avail"])
+    monkeypatch.setattr("pod_agent.hostcheck.mem_total_gib", lambda: 23.5)
     held = {"FLASH": 6 << 20, "Q27": 2 << 20}  # KiB, as /proc says
 
     def rss(pgid: int) -> int:
         return next(held[n] for n, p in s.procs.items() if p.proc and p.proc.pid == pgid)
 
-    monkeypatch.setattr(sv, "group_rss_kib", rss)
+    monkeypatch.setattr("pod_agent.slots.group_rss_kib", rss)
     s.mem = mem  # type: ignore[attr-defined]
     for name in s.procs:
-        s._start_supervising(name)
+        s.keeper.start_supervising(name)
     assert await held_within(lambda: all(p.running() for p in s.procs.values()))
     try:
         yield s
     finally:
         s._stop.set()
         for name in list(s.procs):
-            await s._pause(name)
+            await s.keeper.pause(name)
 
 
 async def ask(sup: Any, req: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +72,7 @@ async def test_a_floor_above_what_the_slots_leave_free_is_refused(sup) -> None:
     assert ev["kind"] == "error"
     assert "above the 20.6 GiB the running slots leave free" in ev["message"]
     assert "at most 20.6 GiB" in ev["message"]
-    assert sup.watchdog.mem_floor_gib == 12.0  # unchanged
+    assert sup.watch.state.mem_floor_gib == 12.0  # unchanged
     await sup.watchdog_tick()
     await sup.watchdog_tick()
     assert all(p.running() for p in sup.procs.values())  # nothing stopped
@@ -87,16 +87,16 @@ async def test_what_the_guard_stopped_starts_again_once_the_floor_allows(sup) ->
     sup.mem["avail"] = 9.0  # something else on the host grew
     await sup.watchdog_tick()
     assert not flash.running() and sup.procs["Q27"].running()  # the biggest went
-    assert "stopped FLASH" in sup.watchdog.last_mem_action
+    assert "stopped FLASH" in sup.watch.state.last_mem_action
     sup.mem["avail"] = 15.0  # FLASH's 6 GiB came back to the host
     for _ in range(3):  # back now would put MemAvailable at 9 < 10: it would flap
         await sup.watchdog_tick()
-        assert not flash.running() and "FLASH" not in sup.tasks
+        assert not flash.running() and "FLASH" not in sup.keeper.tasks
     ev = await ask(sup, {"op": "watchdog", "cmd": "mem-floor", "value": "8"})
     assert ev["kind"] == "result" and ev["guard_stopped"] == ["FLASH"]
     await sup.watchdog_tick()
     assert await held_within(flash.running), "the guard never started FLASH again"
-    assert "restarted FLASH" in sup.watchdog.last_mem_action
+    assert "restarted FLASH" in sup.watch.state.last_mem_action
     ops = [(a["op"], a.get("slot")) for a in audit(sup)
            if a["op"].startswith("memory-guard")]
     assert ops == [("memory-guard", "FLASH"), ("memory-guard-restart", "FLASH")]
@@ -109,9 +109,9 @@ async def test_a_slot_restarted_by_hand_is_no_longer_the_guards(sup) -> None:
     sup.mem["avail"] = 9.0
     await sup.watchdog_tick()
     assert not sup.procs["FLASH"].running()
-    sup._start_supervising("FLASH")  # what a `restart FLASH` does
+    sup.keeper.start_supervising("FLASH")  # what a `restart FLASH` does
     assert await held_within(sup.procs["FLASH"].running)
     sup.mem["avail"] = 30.0
     await sup.watchdog_tick()
-    assert sup._guard_stopped == {}
+    assert sup.watch.guard.stopped == {}
     assert "memory-guard-restart" not in [a["op"] for a in audit(sup)]

@@ -466,7 +466,7 @@ class _AgentOnThePod:
         from console.sources.remote import AgentResult
 
         self.sent.append(args)
-        ev = {"kind": "progress", "step": f"stop {args[1]}", "fraction": 0.0}
+        ev = {"kind": "progress", "step": f"stop {args[-1]}", "fraction": 0.0}
         if on_event is not None:
             on_event(ev)
         return AgentResult(0, self.final, (ev, self.final))
@@ -490,7 +490,9 @@ async def test_restart_asks_names_the_slot_runs_through_the_agent_and_is_audited
     out = await run_operation(host, "restart", {"slot": "FLASH"})
     assert out is not None and out.ok and out.message == "FLASH restarted (up after 41 s)"
     [cmd] = agent.sent
-    assert cmd[:3] == ["restart", "FLASH", "--action-id"] and cmd[3].startswith("restart-")
+    # `pod-agent restart --action-id ID -- FLASH`: the request's own command line
+    assert cmd[0] == "restart" and cmd[-2:] == ["--", "FLASH"]
+    assert cmd[cmd.index("--action-id") + 1].startswith("restart-")
     assert [(r["action"], r["arguments"], r["result"]) for r in reg.audit.records()] == [
         ("restart", {"slot": "FLASH"}, "started"), ("restart", {"slot": "FLASH"}, "ok")]
     assert host.progress and host.progress[0].steps[0][0] == "stop FLASH"

@@ -132,7 +132,8 @@ async def test_the_pod_enters_the_state_printable() -> None:
     class Agent:
         configured = True
 
-        async def status(self, timeout_s: float) -> Any:
+        async def request(self, req: Any, timeout_s: float | None = None) -> Any:
+            assert req.key() == "status"
             return SimpleNamespace(ok=False, final=None, message=f"refused{ESC}]0;x\x07")
 
     pod = await PodCollector("p1", Provider(), Agent()).poll()  # type: ignore[arg-type]
@@ -147,7 +148,8 @@ async def test_a_slots_log_lines_enter_the_state_printable(tmp_path) -> None:
     class Agent:
         configured = True
 
-        async def logs(self, slot: str, lines: int) -> Any:
+        async def request(self, req: Any) -> Any:
+            assert (req.key(), req.slot) == ("logs", "A")
             return SimpleNamespace(ok=True, final={"lines": [
                 f"{ESC}[32mINFO{ESC}[0m ready", f"{ESC}]0;pwned\x07title", "로그 ✅"]})
 

@@ -112,13 +112,13 @@ async def test_after_the_clock_steps_back_the_warning_comes_warn_before_ahead(po
     assert p.status()["warning"] is False  # not "stops in 65 min" as a warning
     mono_at_warning: list[float] = []
     assert p.sup is not None
-    warn = p.sup._warn
+    warn = p.sup.watch.warn
 
     async def seen_warn(reason: str, at_: float, now: float) -> None:
         mono_at_warning.append(p.mono)
         await warn(reason, at_, now)
 
-    p.sup._warn = seen_warn  # type: ignore[method-assign]
+    p.sup.watch.warn = seen_warn  # type: ignore[method-assign]
     mono0, wall0 = p.mono, p.wall
     stops = await p.until(local("seoul", 0, 18, 30))
     assert stops == [(local("seoul", 0, 18, 0), "schedule")]
@@ -177,7 +177,7 @@ async def test_w_can_replace_the_next_stop_through_the_agent(pod) -> None:
         out = await agent.w({"cmd": "extend", "until": "tomorrow 10:00", "reason": "eval",
                              "replaces_next_stop": True})
     assert out.ok, out.message
-    ext = sup.policy.extension
+    ext = sup.watch.policy.extension
     assert ext is not None and ext.replaces_next_stop
     assert out.data["next_stop_reason"] == "extension ends"  # its end, in working hours
     stops = await p.until(local("seoul", 1, 10, 30))

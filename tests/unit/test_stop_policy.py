@@ -322,22 +322,22 @@ async def test_the_supervisor_warns_before_the_memory_guard_and_before_a_stop(
         sent.append(text)
         return True, "HTTP 200"
 
-    monkeypatch.setattr(sv, "post_webhook", post)
+    monkeypatch.setattr("pod_agent.watchdog.post_webhook", post)
     monkeypatch.setenv("POD_AGENT_WEBHOOK_URL", "http://127.0.0.1:9/hook")
     sup = sv.Supervisor(str(PROFILES / "10-rtx6000-2x.yaml"), vllm="false",
                         apply_patches=False)
-    sup.watchdog.mem_floor_gib = 8.0
+    sup.watch.state.mem_floor_gib = 8.0
     mem = {"gib": 9.0}
-    monkeypatch.setattr(sv, "mem_available_gib", lambda: mem["gib"])
+    monkeypatch.setattr("pod_agent.hostcheck.mem_available_gib", lambda: mem["gib"])
     monday_1750 = at(*MON, 17, 50)  # Seoul: 10 minutes before the profile's stop
     await sup.watchdog_tick(monday_1750)
-    wd = sup.watchdog_json(monday_1750)
+    wd = sup.watch.to_json(monday_1750)
     assert wd["memory_warning"] and "below it the guard stops slot" in wd["memory_warning"]
     assert wd["warning"] and wd["next_stop_reason"] == "schedule"
     await sup.watchdog_tick(monday_1750 + 30)  # once, not every tick
     mem["gib"] = 20.0
     await sup.watchdog_tick(monday_1750 + 60)
-    assert sup.watchdog_json(monday_1750 + 60)["memory_warning"] is None
+    assert sup.watch.to_json(monday_1750 + 60)["memory_warning"] is None
     audit = [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
     warns = [a["reason"] for a in audit if a["op"] == "stop-warning"]
     assert sorted(warns) == ["memory guard", "schedule"], warns
@@ -374,12 +374,13 @@ async def test_an_extension_that_cannot_be_audited_is_refused_and_not_kept(
     def full_disk(rec: dict) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sv, "_audit", full_disk)
+    monkeypatch.setattr("pod_agent.audit.record", full_disk)
     sent: list[dict] = []
 
     async def send(ev: dict) -> None:
         sent.append(ev)
 
-    await sup._extend({"until": "+1h", "by": "alice"}, send)
+    await sup.dispatch({"op": "watchdog", "cmd": "extend", "until": "+1h", "by": "alice"},
+                       send)
     assert sent[-1]["kind"] == "error" and "No space left" in sent[-1]["message"]
-    assert sup.policy.extension is None and not (tmp_path / "extension.json").exists()
+    assert sup.watch.policy.extension is None and not (tmp_path / "extension.json").exists()

@@ -43,10 +43,8 @@ class Agent:
         self.starting = starting
         self.calls: list[list[str]] = []
 
-    async def watchdog(self, cmd: str, action_id: str | None = None, on_event: Any = None,
-                       timeout_s: float = 300.0, extra: list[str] | None = None
-                       ) -> AgentResult:
-        self.calls.append([cmd, *(extra or [])])
+    async def request(self, req: Any, on_event: Any = None) -> AgentResult:
+        self.calls.append(req.argv())
         if len(self.calls) <= self.starting:
             return AgentResult(2, NOT_RUNNING)
         return AgentResult(0, EXTENDED)

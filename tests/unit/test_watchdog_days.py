@@ -30,6 +30,7 @@ from pod_agent import stoppolicy as sp
 from pod_agent import supervisor as sv
 from pod_agent.profile import Schedule
 from pod_agent.profiles import check_file
+from pod_agent.stop_watch import tick_wait_s
 from pod_agent.traffic import SlotTraffic
 from tests.conftest import REPO
 
@@ -78,14 +79,14 @@ class Pod:
         monkeypatch.delenv("POD_AGENT_CLOCK", raising=False)
         monkeypatch.setattr(clock, "now", lambda: self.wall)
         monkeypatch.setattr(clock, "monotonic", lambda: self.mono, raising=False)
-        monkeypatch.setattr(sv, "stop_pod", self._stop_pod)
-        monkeypatch.setattr(sv, "mem_available_gib", lambda: 64.0)
-        monkeypatch.setattr(sv, "_read_traffic", self._traffic)
+        monkeypatch.setattr("pod_agent.watchdog.stop_pod", self._stop_pod)
+        monkeypatch.setattr("pod_agent.hostcheck.mem_available_gib", lambda: 64.0)
+        monkeypatch.setattr("pod_agent.traffic.read_all", self._traffic)
         self._mp = monkeypatch
 
     # -- stand-ins for RunPod and the slots ---------------------------------------------
     def _stop_pod(self, pod_id: str | None, timeout_s: float = 60.0) -> tuple[bool, str]:
-        self.stops.append((self.wall, self.sup.decision.reason if self.sup else None))
+        self.stops.append((self.wall, self.sup.watch.decision.reason if self.sup else None))
         return True, 'pod "pod-days" stopped'
 
     def _traffic(self, ports: dict[str, int], timeout_s: float) -> dict[str, SlotTraffic]:
@@ -131,7 +132,7 @@ class Pod:
 
     def status(self) -> dict[str, Any]:
         assert self.sup is not None
-        return self.sup.watchdog_json(self.wall)
+        return self.sup.watch.to_json(self.wall)
 
     def audit(self) -> list[dict[str, Any]]:
         p = self.home / "audit.jsonl"
@@ -288,12 +289,12 @@ async def test_an_overnight_extension_can_replace_the_next_evenings_stop(
 def test_the_cli_says_whether_an_extension_replaces_the_next_stop(monkeypatch) -> None:
     from pod_agent import cli
 
-    sent: list[dict] = []
+    sent: list = []
     monkeypatch.setattr(cli, "relay", lambda req: sent.append(req) or 0)
     cli.main(["watchdog", "extend", "tomorrow 10:00", "--replaces-next-stop", "--by", "x"])
     cli.main(["watchdog", "extend", "+23h", "--by", "x"])
-    assert [r["replaces_next_stop"] for r in sent] == [True, False]
-    assert sent[0]["until"] == "tomorrow 10:00"
+    assert [r.replaces_next_stop for r in sent] == [True, False]
+    assert sent[0].until == "tomorrow 10:00"
 
 
 async def test_a_disarm_holds_across_an_agent_restart_not_across_a_pod_stop(pod) -> None:
@@ -317,7 +318,7 @@ async def test_a_clock_time_already_past_today_is_refused(pod) -> None:
     evs = await p.op({"op": "watchdog", "cmd": "extend", "until": "17:45", "by": "erin"})
     assert evs[-1]["kind"] == "error" and "already past today" in evs[-1]["message"]
     assert "tomorrow 17:45" in evs[-1]["message"]
-    assert p.sup is not None and p.sup.policy.extension is None
+    assert p.sup is not None and p.sup.watch.policy.extension is None
     ext = _result(await p.op({"op": "watchdog", "cmd": "extend", "until": "tomorrow 17:45",
                               "by": "erin"}))["extension"]
     assert ext["until"] == local("seoul", 1, 17, 45)
@@ -415,8 +416,8 @@ async def test_the_watchdog_ticks_in_pod_time_on_an_accelerated_clock(
     async def tick(now: float | None = None) -> None:
         seen.append(time.monotonic())
 
-    monkeypatch.setattr(sup, "watchdog_tick", tick)
-    loop = asyncio.ensure_future(sup._watchdog_loop())
+    monkeypatch.setattr(sup.watch, "tick", tick)
+    loop = asyncio.ensure_future(sup.watch.loop())
     deadline = time.monotonic() + 60
     while len(seen) < 5 and time.monotonic() < deadline:  # four gaps, however long
         await asyncio.sleep(0.05)
@@ -429,8 +430,8 @@ async def test_the_watchdog_ticks_in_pod_time_on_an_accelerated_clock(
     gaps = sorted(b - a for a, b in itertools.pairwise(seen))
     assert len(gaps) >= 4, seen
     assert gaps[0] >= 0.5 - 0.05 and gaps[len(gaps) // 2] < 2.5, gaps
-    assert sv.tick_wait_s(30.0, 60.0) == 0.5 and sv.tick_wait_s(5.0, 1.0) == 5.0
-    assert sv.tick_wait_s(5.0, 600.0) == 0.5  # never a spinning host
+    assert tick_wait_s(30.0, 60.0) == 0.5 and tick_wait_s(5.0, 1.0) == 5.0
+    assert tick_wait_s(5.0, 600.0) == 0.5  # never a spinning host
 
 
 # -- issue 31, 6: durations on a monotonic clock -----------------------------------------

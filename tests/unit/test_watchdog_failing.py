@@ -23,7 +23,6 @@ from console.config.settings import Settings
 from console.model.alerts import evaluate
 from console.model.snapshot import PodSnapshot, StopPlan
 from pod_agent import stoppolicy as sp
-from pod_agent import supervisor as sv
 from pod_agent import traffic
 from tests.conftest import FIXTURES, PROFILES, REPO
 from tests.unit.test_watchdog_days import TICK, Pod, local
@@ -65,7 +64,7 @@ async def test_a_traffic_read_that_raises_is_said_and_the_stop_still_comes(
     def broken(ports: dict[str, int], timeout_s: float) -> dict[str, Any]:
         raise exc
 
-    monkeypatch.setattr(sv, "_read_traffic", broken)
+    monkeypatch.setattr("pod_agent.traffic.read_all", broken)
     failing_from = p.wall
     await _ticks(p, 2)  # within two ticks
     failing = p.status()["failing"]
@@ -97,10 +96,10 @@ async def test_a_tick_that_recovers_says_so_and_clears_the_crit(
     def broken(ports: dict[str, int], timeout_s: float) -> dict[str, Any]:
         raise ERRORS["module missing"]
 
-    monkeypatch.setattr(sv, "_read_traffic", broken)
+    monkeypatch.setattr("pod_agent.traffic.read_all", broken)
     await _ticks(p, 3)
     assert "Traceback" in capsys.readouterr().err  # the agent's log has it
-    monkeypatch.setattr(sv, "_read_traffic", p._traffic)  # the harness's slots again
+    monkeypatch.setattr("pod_agent.traffic.read_all", p._traffic)  # the harness's slots again
     await _ticks(p, 1)
     assert p.status()["failing"] is None and not _console_crits(p)
     rec = [a for a in p.audit() if a["op"] == "watchdog-tick-recovered"]
@@ -115,7 +114,7 @@ async def test_a_memory_guard_that_raises_does_not_skip_the_stop(
     def unreadable() -> float:
         raise PermissionError(13, "Permission denied", "/proc/meminfo")
 
-    monkeypatch.setattr(sv, "mem_available_gib", unreadable)
+    monkeypatch.setattr("pod_agent.hostcheck.mem_available_gib", unreadable)
     await _ticks(p, 2)
     assert "memory guard: PermissionError" in p.status()["failing"]["last_error"]
     assert any(c.startswith("watchdog failing since 17:40: memory guard")
@@ -193,7 +192,7 @@ def test_the_traffic_read_needs_no_prometheus_client(
     assert idle == traffic.SlotTraffic(0.0, 0.0) and load == traffic.SlotTraffic(0.0, 18.0)
     assert traffic.active(idle, load)
     # the supervisor's own read of every slot, as a tick makes it
-    assert sv._read_traffic({"A": port}, 5.0) == {"A": load}
+    assert traffic.read_all({"A": port}, 5.0) == {"A": load}
 
 
 def test_the_parser_reads_what_prometheus_client_reads() -> None:
@@ -345,7 +344,7 @@ async def test_a_wall_reading_the_exporter_says_the_watchdog_fails_too(
     def broken(ports: dict[str, int], timeout_s: float) -> dict[str, Any]:
         raise ERRORS["module missing"]
 
-    monkeypatch.setattr(sv, "_read_traffic", broken)
+    monkeypatch.setattr("pod_agent.traffic.read_all", broken)
     await _ticks(p, 2)
     wd = p.status()
 

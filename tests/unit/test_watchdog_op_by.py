@@ -19,9 +19,10 @@ class Agent:
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[str]]] = []
 
-    async def watchdog(self, cmd: str, action_id: str | None = None, on_event: Any = None,
-                       timeout_s: float = 300.0, extra: list[str] | None = None) -> Any:
-        self.calls.append((cmd, list(extra or [])))
+    async def request(self, req: Any, on_event: Any = None) -> Any:
+        # what the pod's `pod-agent` is run with: the subcommand words, then the rest
+        words = req.argv()
+        self.calls.append((words[1], [w for w in words[2:] if w.startswith("--by")]))
         return SimpleNamespace(ok=True, final={"message": "stopping"})
 
 

@@ -61,8 +61,11 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     values = {str(k): float(v) for k, v in (args.get("set") or {}).items()}
     # the agent's own id for the run: the same id again replays its end, never restarts
     aid = str(args.get("action_id") or f"rebalance-{uuid.uuid4().hex[:10]}")
+    from pod_agent.requests import RebalanceRequest
+
     try:
-        res = await agent.rebalance(values, aid, on_event=relay_events(progress))
+        res = await agent.request(RebalanceRequest(set=values, action_id=aid),
+                                  on_event=relay_events(progress))
     except AgentError as exc:
         return Outcome(False, f"{exc} — the rebalance {aid} keeps running on the pod; "
                               f"`pod-agent attach {aid}` shows its end", state="failed")

@@ -36,8 +36,11 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
         return Outcome(False, "no slot chosen", state="failed")
     # the agent's own id for the run: the same id again replays its end, never restarts
     aid = str(args.get("action_id") or f"restart-{uuid.uuid4().hex[:10]}")
+    from pod_agent.requests import RestartRequest
+
     try:
-        res = await agent.restart(slot, aid, on_event=relay_events(progress))
+        res = await agent.request(RestartRequest(slot=slot, action_id=aid),
+                                  on_event=relay_events(progress))
     except AgentError as exc:
         return Outcome(False, f"{exc} — the restart {aid} keeps running on the pod; "
                               f"`pod-agent attach {aid}` shows its end", state="failed")

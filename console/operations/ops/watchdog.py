@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from console.model import fmt
 from console.operations.operation import (
@@ -19,6 +20,9 @@ from console.operations.operation import (
     relay_events,
 )
 from console.operations.registry import OperationSpec, Outcome, Progress
+
+if TYPE_CHECKING:  # pydantic: not on the path to the first frame (tests/unit/test_boot.py)
+    from pod_agent.requests import AgentRequest
 
 SPEC = OperationSpec(
     "watchdog", "w", "Watchdog", "arm, disarm, or stop the pod now", True,
@@ -107,6 +111,29 @@ def stop_now_question(facts: OperationFacts) -> str:
             "r starts it again.")
 
 
+def request_for(cmd: str, args: Args) -> AgentRequest:
+    """The agent's request for ``cmd`` (one of COMMANDS), from the flow's args."""
+    from pod_agent import requests as rq
+
+    if cmd == "stop-now":
+        from console.operations.audit import who
+
+        # who asked, as the audit names them: the agent's record of the stop says so too
+        # (its own default is the pod's user, "root")
+        return rq.StopNowRequest(action_id=f"stop-{uuid.uuid4().hex[:10]}",
+                                 by=str(args.get("by") or who()))
+    if cmd == "extend":
+        if args.get("clear"):
+            return rq.ExtendRequest(clear=True)
+        import getpass
+
+        return rq.ExtendRequest(until=str(args.get("until") or ""),
+                                by=str(args.get("by") or getpass.getuser()),
+                                reason=str(args.get("reason") or ""),
+                                replaces_next_stop=bool(args.get("replaces_next_stop")))
+    return rq.ArmRequest() if cmd == "arm" else rq.DisarmRequest()
+
+
 async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcome:
     from console.sources.remote import AgentError
 
@@ -115,28 +142,19 @@ async def handler(deps: OperationDeps, args: Args, progress: Progress) -> Outcom
     cmd = str(args.get("cmd", ""))
     if cmd not in COMMANDS:
         return Outcome(False, f"unknown watchdog command {cmd!r}", state="failed")
-    aid = f"stop-{uuid.uuid4().hex[:10]}" if cmd == "stop-now" else None
-    extra: list[str] = []
-    if cmd == "stop-now":
-        from console.operations.audit import who
+    from pydantic import ValidationError
 
-        # who asked, as the audit names them: the agent's record of the stop says so too
-        # (its own default is the pod's user, "root")
-        extra = [f"--by={args.get('by') or who()}"]
-    if cmd == "extend":
-        import getpass
+    from pod_agent.requests import explain
 
-        # --opt=value: a reason that starts with "-" is still a reason
-        extra = ["--clear"] if args.get("clear") else [
-            str(args.get("until") or ""), f"--by={args.get('by') or getpass.getuser()}",
-            f"--reason={args.get('reason') or ''}"]
-        if args.get("replaces_next_stop") and not args.get("clear"):
-            extra.append("--replaces-next-stop")
+    try:
+        req = request_for(cmd, args)
+    except ValidationError as exc:  # the model's own check: refused here, never sent
+        return Outcome(False, f"bad request: {explain(f'watchdog {cmd}', exc)}",
+                       state="failed")
     deadline = time.monotonic() + STARTING_WAIT_S
     while True:
         try:
-            res = await agent.watchdog(cmd, aid, on_event=relay_events(progress),
-                                       extra=extra)
+            res = await agent.request(req, on_event=relay_events(progress))
         except AgentError as exc:
             return Outcome(False, str(exc), state="failed")
         final = res.final or {}

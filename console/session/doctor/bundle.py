@@ -217,14 +217,15 @@ async def _from_the_pod(b: Bundle, settings: Settings, deployment: Deployment | 
     from console.sources.agent_client import AgentClient
     from console.sources.collect.http import HttpError
     from console.sources.remote import AgentError
+    from pod_agent.requests import StatusRequest
 
     async def status() -> None:
         if transport is None:
             b.missing["agent-status.json"] = "no agent configured (pod.ssh_host)"
             return
         try:
-            r = await asyncio.wait_for(AgentClient(transport).status(STEP_TIMEOUT_S),
-                                       STEP_TIMEOUT_S)
+            r = await asyncio.wait_for(AgentClient(transport).request(
+                StatusRequest(), timeout_s=STEP_TIMEOUT_S), STEP_TIMEOUT_S)
         except (AgentError, TimeoutError) as exc:
             b.missing["agent-status.json"] = str(exc) or "timed out"
             return

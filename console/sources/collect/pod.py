@@ -65,8 +65,10 @@ class PodCollector:
             except (ProviderError, TimeoutError) as exc:
                 fields["provider_error"] = getattr(exc, "message", None) or "timed out"
         if self.agent is not None and self.agent.configured:
+            from pod_agent.requests import StatusRequest
+
             try:
-                r = await self.agent.status(timeout_s=self.timeout_s)
+                r = await self.agent.request(StatusRequest(), timeout_s=self.timeout_s)
                 st = r.final or {}
                 if r.ok:
                     wd = st.get("watchdog") or {}
