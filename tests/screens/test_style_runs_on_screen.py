@@ -31,8 +31,8 @@ class Lines(App):
 def styled(ttft: str, kv: str, state: str, rate: str = "470") -> list[Text]:
     a = Text.assemble(("FLASH  ", "bold #e0e0e0 on #1e1e1e"), (state, "bold #f4005f"),
                       ("  4/0  ", "#e0e0e0 on #1e1e1e"), (kv, "reverse #98e024"),
-                      ("  ", ""), (ttft, "italic #9d65ff on #121212"), (f" {rate}", "italic #e0e0e0"),
-                      (" tok/s", ""))
+                      ("  ", ""), (ttft, "italic #9d65ff on #121212"),
+                      (f" {rate}", "italic #e0e0e0"), (" tok/s", ""))
     b = Text.assemble(("Q27    ", "#e0e0e0 on #1e1e1e"), ("UP  ", "green"),
                       ("1/0  3.2%  ", "dim"), (ttft, "underline #e0e0e0 on #0c3555"))
     return [a, b]
