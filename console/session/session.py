@@ -290,6 +290,7 @@ class Session:
         """Why the deployment's numbers are not fresh, said in the header
         (``reading.stale_text``)."""
         return reading.stale_text(self.cycle.failure, self.cycle.reading)
+
     # -- start, alerts, fleet ---------------------------------------------------------
     async def adopt(self, ctx: ConsoleContext) -> bool:
         """A staged start's full context takes over. True when it polls with a poller of

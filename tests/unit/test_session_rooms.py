@@ -15,8 +15,8 @@ from console.session.record.replay import ReplaySession
 from console.session.session import Session
 
 SESSION = Path(__file__).resolve().parents[2] / "console" / "session" / "session.py"
-MAX_LINES = 765
-MAX_ATTRIBUTES = 34
+MAX_LINES = 404
+MAX_ATTRIBUTES = 21
 
 ROOMS = {
     # an attribute the session must not hold again → the room that holds it now
