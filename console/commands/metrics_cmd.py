@@ -136,8 +136,8 @@ def _gateway_key(args: argparse.Namespace) -> str | None:
 
 def cmd_gateway(args: argparse.Namespace) -> int:
     """The gateway's figures from one LiteLLM exposition (lifetime) or two (window)."""
-    from console.config.settings import GatewaySettings
-    from console.sources.collect.gateway import FAMILIES, GatewayCollector
+    from console.session.deployment import capture_reader
+    from console.sources.collect.gateway import FAMILIES
 
     try:
         key = _gateway_key(args)
@@ -156,8 +156,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         print("pod-console metrics: no litellm_ metrics in the exposition (the proxy needs "
               "callbacks: [\"prometheus\"])", file=sys.stderr)
         return 1
-    col = GatewayCollector(args.source, GatewaySettings(), window_s=86400.0,
-                           timeout_s=args.timeout)
+    col = capture_reader(args.source, args.timeout)
     snap = col.read(first, t1)
     if second is not None:
         # the window between the two captures as it is (0.63 s is not 1 s); equal times

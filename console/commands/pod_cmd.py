@@ -171,13 +171,6 @@ def _setup(args: argparse.Namespace) -> tuple[Settings, Provider]:
     return settings, provider
 
 
-def _in_use(settings: Settings) -> Callable[[], set[str]]:
-    """Every context's current pod, for the sweep to keep its hands off."""
-    from console.config.settings import pods_in_use
-
-    return lambda: pods_in_use(settings)
-
-
 async def _up(args: argparse.Namespace) -> int:
     from console.operations.ledger import exclusive
 
@@ -328,17 +321,12 @@ async def _extension_holds(settings: Settings) -> str | None:
 
 async def _down_locked(settings: Settings, client: Provider, force: bool = False) -> int:
     from console.operations.audit import audit_log_for
-    from console.operations.provision import (
-        EXIT_LEAKED,
-        ProvisionConfig,
-        Provisioner,
-        ProvisionFailed,
-    )
+    from console.operations.provision import EXIT_LEAKED, ProvisionFailed
+    from console.session.deployment import provisioner
 
-    prov = Provisioner(client, [], lambda *a: None,
-                       ProvisionConfig(ledger=config_file.ledger_path(settings.state_dir),
-                                       in_use=_in_use(settings)),
-                       log=_log, pod_id=settings.pod.machine_id)
+    # the composition root's, with no profile: terminating needs none, and a broken
+    # profiles directory must never keep a pod billing
+    prov = provisioner(settings, client, log=_log)
     audit = audit_log_for(settings)
     swept = await prov.sweep()
     for line in swept:

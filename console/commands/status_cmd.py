@@ -108,17 +108,9 @@ def _gateway_collector(settings: Any, client: Any, profile: Any) -> Any:
     """The gateway's collector when one is watched (``gateway_url``), else None."""
     if not settings.gateway_url or not settings.gateway.watch:
         return None
-    from console.session.judging import day_zone
-    from console.sources.collect.gateway import GatewayCollector
-    from console.sources.collect.promql import PromClient
+    from console.session.deployment import gateway_collector
 
-    prom = (PromClient(settings.prometheus_url, client, settings.request_timeout_s)
-            if settings.prometheus_url and settings.gateway.via == "prometheus" else None)
-    return GatewayCollector(settings.gateway_url, settings.gateway, settings.window_s,
-                            settings.request_timeout_s, client=client,
-                            zone=day_zone(profile), prom=prom,
-                            prom_selector=(f",{settings.gateway.prometheus_match}"
-                                           if settings.gateway.prometheus_match else ""))
+    return gateway_collector(settings, client, settings.request_timeout_s, profile)
 
 
 def pod_json(pod: PodSnapshot, now: float) -> dict[str, object]:

@@ -194,7 +194,9 @@ class Alertmanager:
 
         try:
             async with asyncio.timeout(self.timeout_s):
-                r = await self._http().request(method, self.url + path, json=body)
+                # the deadline of now, not the client's first (the refresh may change)
+                r = await self._http().request(method, self.url + path, json=body,
+                                               timeout=self.timeout_s)
         except TimeoutError:
             raise AlertmanagerError(
                 f"Alertmanager: no answer within {self.timeout_s:g} s") from None

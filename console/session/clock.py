@@ -115,3 +115,25 @@ class WallSteps:
         step = Step(off, wall)
         self.steps.append(step)
         return step
+
+
+class SessionClock:
+    """The clock a session runs on: the one it was given, else its context's (read
+    anew when the context changes: a staged start's full context brings its own), else
+    the machine's."""
+
+    def __init__(self, given: Clock | Callable[[], float] | None) -> None:
+        self._given = clock_of(given) if given is not None else None
+        self._of_ctx: tuple[object, Clock] | None = None
+        """The context's clock as read last, and its two readings."""
+
+    def of(self, src: Clock | Callable[[], float] | None) -> Clock:
+        """The clock now, for a session whose context runs on ``src`` (None: no
+        context yet)."""
+        if self._given is not None:
+            return self._given
+        if src is None:
+            return clock_of(None)
+        if self._of_ctx is None or self._of_ctx[0] is not src:
+            self._of_ctx = (src, clock_of(src))
+        return self._of_ctx[1]

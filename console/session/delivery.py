@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from console.model.alerts import Alert, AlertBook
+from console.session.pacing import webhook_timeout_s
 
 if TYPE_CHECKING:
     from console.model.snapshot import PodSnapshot
@@ -45,7 +46,7 @@ Note = Callable[[str, str], None]
 
 class DeliveryHost(Protocol):
     """What delivery reads of its session: the context, the clocks, the alert book,
-    the last pod reading and the timeouts derived from the refresh."""
+    the last pod reading and the refresh its timeouts are derived from."""
 
     ctx: ConsoleContext | None
     wall: bool
@@ -65,9 +66,6 @@ class DeliveryHost(Protocol):
 
     @property
     def refresh_s(self) -> float: ...
-
-    @property
-    def webhook_timeout_s(self) -> float: ...
 
 
 class AlertDelivery:
@@ -197,8 +195,8 @@ class AlertDelivery:
         errors: list[str] = []
         try:
             await drain(self._outbox, ctx.settings.webhook_url.get_secret_value(),
-                        self.host.webhook_timeout_s, self._run_blocking, errors.append,
-                        now=self.host.now())
+                        webhook_timeout_s(self.host.refresh_s), self._run_blocking,
+                        errors.append, now=self.host.now())
         except Exception as exc:  # an unusable outbox: said once, the next poll tries again
             errors.append(f"webhook outbox not usable: {type(exc).__name__}: {exc}"[:200])
         finally:
@@ -238,9 +236,9 @@ class AlertDelivery:
             return
         st = ctx.settings
         if self._am is None:
-            self._am = Alertmanager(url, self.host.webhook_timeout_s)
+            self._am = Alertmanager(url, webhook_timeout_s(self.host.refresh_s))
         am = self._am
-        am.timeout_s = self.host.webhook_timeout_s  # derived from the refresh now
+        am.timeout_s = webhook_timeout_s(self.host.refresh_s)  # derived from the refresh now
         self.am_busy = True
         try:
             while True:
@@ -362,7 +360,7 @@ class AlertDelivery:
         from console.model.alerts import notify
 
         err = await notify(url, raised, cleared, f"pod-console {self.host.view.profile_name}",
-                           timeout_s=self.host.webhook_timeout_s)
+                           timeout_s=webhook_timeout_s(self.host.refresh_s))
         if err:
             self._note(err, "crit.text")
             self._unposted.update(a.key for a in raised)  # another session may post them

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,8 +39,10 @@ from pod_agent.profiles import LoadedProfile, load_profiles
 if TYPE_CHECKING:
     from console.operations.provision import ProvisionConfig, Provisioner
     from console.session.spend import SpendBook
+    from console.sources.collect.gateway import GatewayCollector
     from console.sources.provider import SharedProviders
     from console.sources.provider.base import Machine, Provider
+    from pod_agent.profile import Profile
 
 
 class DeploymentError(Exception):
@@ -190,40 +192,27 @@ class Deployment:
 
     def pod_transport(self, pod: Machine, agent_cmd: str) -> AgentTransport:
         """The agent on a pod that provisioning made or started (``up``, ``f``, ``r``):
-        the one place such a transport is built, with the configured SSH user and key
-        (``f`` once said ``root`` whatever ``pod.ssh_user`` was)."""
-        p = self.settings.pod
-        if pod.ssh_endpoint is None:
-            raise DeploymentError(f"pod {pod.id} has no SSH address yet")
-        host, port = pod.ssh_endpoint
-        return AgentTransport(AgentEndpoint(host=host, port=port, user=p.ssh_user,
-                                            key_path=p.ssh_key, pod_id=pod.id,
-                                            agent_cmd=agent_cmd), self.settings.state_dir)
+        :func:`pod_transport`."""
+        return pod_transport(self.settings, pod, agent_cmd)
 
     def provision_config(self, **given: Any) -> ProvisionConfig:
-        """How this deployment provisions: where it renders, its agent's directory, its
-        ledger, and every context's pod kept out of a sweep; ``given`` (``up``'s rounds
-        and waits) on top."""
-        from console.config.settings import pods_in_use
-        from console.operations.provision import ProvisionConfig
-
-        s = self.settings
-        return ProvisionConfig(**{
-            "render_dir": s.state_dir / "rendered", "prometheus_url": s.prometheus_url,
-            "agent_dir": s.pod.agent_dir, "ledger": config_file.ledger_path(s.state_dir),
-            "in_use": lambda: pods_in_use(s), **given})
+        """How this deployment provisions (:func:`provision_config`)."""
+        return provision_config(self.settings, **given)
 
     def provisioner(self, client: Provider, *, cfg: ProvisionConfig | None = None,
                     transport_factory: Callable[[Machine, str], Any] | None = None,
                     **kw: Any) -> Provisioner:
-        """The deployment's provisioner (``up``, ``down``, the console's ``f`` and
-        ``r``): its profiles, its pod, and :meth:`pod_transport` for a new pod's agent
-        unless ``transport_factory`` says otherwise (the demo's, a test's)."""
-        from console.operations.provision import Provisioner
+        """The deployment's provisioner (``up``, the console's ``f`` and ``r``): its
+        profiles, its pod, and :meth:`pod_transport` for a new pod's agent unless
+        ``transport_factory`` says otherwise (the demo's, a test's)."""
+        return provisioner(self.settings, client, self.profiles,
+                           cfg=cfg or self.provision_config(),
+                           transport_factory=transport_factory or self.pod_transport, **kw)
 
-        return Provisioner(client, list(self.profiles), transport_factory or self.pod_transport,
-                           cfg or self.provision_config(), pod_id=self.settings.pod.machine_id,
-                           **kw)
+    def gateway_collector(self, client: HttpClient, timeout_s: float) -> GatewayCollector:
+        """This deployment's gateway collector (:func:`gateway_collector`), its day in
+        today's profile's zone."""
+        return gateway_collector(self.settings, client, timeout_s, self.today.profile)
 
     async def spend_book(self) -> SpendBook:
         """Every run of this deployment's machines the console saw (read once, off the
@@ -276,6 +265,80 @@ class Deployment:
             return False
         self.switch_pod(cur["machine_id"], host, port_map, profile)
         return True
+
+
+def pod_transport(settings: Settings, pod: Machine, agent_cmd: str) -> AgentTransport:
+    """The agent on a pod that provisioning made or started: the one place such a
+    transport is built, with the configured SSH user and key (``f`` once said ``root``
+    whatever ``pod.ssh_user`` was)."""
+    p = settings.pod
+    if pod.ssh_endpoint is None:
+        raise DeploymentError(f"pod {pod.id} has no SSH address yet")
+    host, port = pod.ssh_endpoint
+    return AgentTransport(AgentEndpoint(host=host, port=port, user=p.ssh_user,
+                                        key_path=p.ssh_key, pod_id=pod.id,
+                                        agent_cmd=agent_cmd), settings.state_dir)
+
+
+def provisioner(settings: Settings, client: Provider,
+                profiles: Sequence[LoadedProfile] = (), *,
+                cfg: ProvisionConfig | None = None,
+                transport_factory: Callable[[Machine, str], Any] | None = None,
+                **kw: Any) -> Provisioner:
+    """The one place a provisioner is built. ``profiles``: none for ``down``, which only
+    terminates (a missing or broken profiles directory must never keep a pod billing);
+    ``transport_factory``: :func:`pod_transport` with these settings unless given."""
+    from console.operations.provision import Provisioner
+
+    def transport(pod: Machine, agent_cmd: str) -> AgentTransport:
+        return pod_transport(settings, pod, agent_cmd)
+
+    return Provisioner(client, list(profiles), transport_factory or transport,
+                       cfg or provision_config(settings), pod_id=settings.pod.machine_id,
+                       **kw)
+
+
+def provision_config(settings: Settings, **given: Any) -> ProvisionConfig:
+    """How these settings provision: where it renders, its agent's directory, its
+    ledger, and every context's pod kept out of a sweep; ``given`` (``up``'s rounds and
+    waits) on top."""
+    from console.config.settings import pods_in_use
+    from console.operations.provision import ProvisionConfig
+
+    s = settings
+    return ProvisionConfig(**{
+        "render_dir": s.state_dir / "rendered", "prometheus_url": s.prometheus_url,
+        "agent_dir": s.pod.agent_dir, "ledger": config_file.ledger_path(s.state_dir),
+        "in_use": lambda: pods_in_use(s), **given})
+
+
+def gateway_collector(settings: Settings, client: HttpClient, timeout_s: float,
+                      profile: Profile | None = None) -> GatewayCollector:
+    """The configured gateway's collector (``gateway_url``; read through Prometheus when
+    ``gateway.via`` says so): the one place one is built, for the console's poll,
+    ``status`` and ``doctor``. ``timeout_s``: the request timeout of the refresh in force
+    now; a collector kept across polls is given the new one at each
+    (``gateway_polling``). ``profile``: whose zone the gateway's day is counted in."""
+    from console.session.judging import day_zone
+    from console.sources.collect.gateway import GatewayCollector
+    from console.sources.collect.promql import PromClient
+
+    gw = settings.gateway
+    prom = (PromClient(settings.prometheus_url, client, timeout_s)
+            if settings.prometheus_url and gw.via == "prometheus" else None)
+    return GatewayCollector(settings.gateway_url or "", gw, settings.window_s, timeout_s,
+                            client=client, zone=day_zone(profile), prom=prom,
+                            prom_selector=f",{gw.prometheus_match}" if gw.prometheus_match
+                            else "")
+
+
+def capture_reader(url: str, timeout_s: float) -> GatewayCollector:
+    """A collector that reads captured expositions of the gateway at ``url``
+    (``pod-console metrics``): the default gateway settings, a day's window."""
+    from console.config.settings import GatewaySettings
+    from console.sources.collect.gateway import GatewayCollector
+
+    return GatewayCollector(url, GatewaySettings(), window_s=86400.0, timeout_s=timeout_s)
 
 
 def no_profiles_hint(profiles_dir: Path) -> str:

@@ -1,16 +1,17 @@
 """The gateway (LiteLLM) polled beside the slots: one room of the session (issue 46).
 
-Its collector is made here, from the settings in force (a new ``gateway_url`` makes a
-new one), and read with the pod's run in mind: after a planned stop the gateway's
-window starts at the new run's start (:func:`since`), and until that window has passed
-the failures in it are the stop's (:func:`counts_the_stop`).
+Its collector is kept here, made by the composition root
+(``deployment.gateway_collector``) from the settings in force (a new ``gateway_url``
+makes a new one) and given the request timeout of the refresh in force at every poll.
+It is read with the pod's run in mind: after a planned stop the gateway's window
+starts at the new run's start (:func:`since`), and until that window has passed the
+failures in it are the stop's (:func:`counts_the_stop`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
-
-from console.session.judging import day_zone
 
 if TYPE_CHECKING:
     from console.model.gateway import GatewaySnapshot
@@ -56,21 +57,18 @@ class GatewayPolling:
         self.collector: GatewayCollector | None = None
 
     async def poll(self, ctx: ConsoleContext, client: HttpClient, now: float,
-                   run: PodRun | None) -> GatewaySnapshot:
-        """One reading, with the slots' client and request timeout."""
-        from console.sources.collect.gateway import GatewayCollector
-        from console.sources.collect.promql import PromClient
+                   run: PodRun | None, timeout_s: float) -> GatewaySnapshot:
+        """One reading, with the slots' client and the request timeout of the refresh in
+        force now (``timeout_s``: set again at every poll, never kept from creation)."""
+        from console.session.deployment import gateway_collector
 
         st = ctx.settings
         col = self.collector
         if col is None or col.url != (st.gateway_url or "").rstrip("/"):
-            prom = (PromClient(st.prometheus_url, client, st.request_timeout_s)
-                    if st.prometheus_url and st.gateway.via == "prometheus" else None)
-            col = self.collector = GatewayCollector(
-                st.gateway_url or "", st.gateway, st.window_s, st.request_timeout_s,
-                client=client, zone=day_zone(ctx.profile), prom=prom,
-                prom_selector=f",{st.gateway.prometheus_match}" if st.gateway.prometheus_match
-                else "")
+            col = self.collector = gateway_collector(st, client, timeout_s, ctx.profile)
+        col.timeout_s = timeout_s
+        if col.prom is not None and col.prom.timeout != timeout_s:
+            col.prom = replace(col.prom, timeout=timeout_s)
         return await col.poll(now, since(run))
 
     def shift(self, by: float) -> None:

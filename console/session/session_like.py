@@ -26,8 +26,12 @@ class SessionLike(Protocol):
     staged: StagedStart | None
     wall: bool
     alerts: AlertBook
-    polls: int
-    poll_failure: tuple[float, str] | None
+
+    @property
+    def polls(self) -> int: ...
+
+    @property
+    def poll_failure(self) -> tuple[float, str] | None: ...
 
     @property
     def ready(self) -> bool: ...

@@ -291,7 +291,7 @@ def state(*, down: tuple[str, ...] = (), read_only: bool = False, ready: bool = 
     assert not isinstance(p, str)
     snap = snapshot(down)
     if stale is None:  # as the session words it: the header's STALE is the pod's data
-        from console.session.session import stale_header
+        from console.session.reading import stale_header
 
         stale = stale_header(snap, planned_stop(p, p, NOW))
     stalls = {name: Stall(name, 3.0, NOW - 45, NOW) for name in stalled}

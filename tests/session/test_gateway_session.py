@@ -136,3 +136,41 @@ async def test_after_a_planned_stop_the_gateways_window_is_the_new_runs(
     finally:
         server.close()
         await w.slots.client.aclose()  # type: ignore[attr-defined]
+
+
+async def test_the_gateway_is_read_with_the_timeout_of_the_refresh_in_force(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The gateway's collector is kept across polls; its request timeout is not: it is
+    the one of the refresh in force at each poll (it kept the start value once, so a
+    faster refresh let a slow gateway hold every poll past its interval)."""
+    from typing import Any
+
+    from console.config import defaults
+
+    monkeypatch.setenv("GW_SESSION_KEY", "gw-key")
+    server, url = await _gateway({"metrics": CAPTURE})
+    asked: list[float] = []
+
+    class Recording(HttpClient):
+        async def get(self, u: str, *, timeout: float, **kw: Any):  # type: ignore[no-untyped-def,override]
+            if u.startswith(url):
+                asked.append(timeout)
+            return await super().get(u, timeout=timeout, **kw)
+
+    w = world(tmp_path, T0, refresh_s=10.0, gateway_url=url,
+              gateway=GatewaySettings(key_env="GW_SESSION_KEY"))
+    w.slots.client = Recording()  # type: ignore[attr-defined]
+    try:
+        assert await w.session.poll()
+        assert w.session.state().gateway is not None
+        assert asked and set(asked) == {defaults.request_timeout_s(10.0)}, asked
+        collector = w.session.cycle.gateway_polling.collector
+        asked.clear()
+        assert w.session.step_refresh(+1) == 5.0 and w.session.step_refresh(+1) == 2.0
+        w.clock.advance(2)
+        assert await w.session.poll()
+        assert w.session.cycle.gateway_polling.collector is collector  # kept, not remade
+        assert asked and set(asked) == {defaults.request_timeout_s(2.0)}, asked
+    finally:
+        server.close()
+        await w.slots.client.aclose()  # type: ignore[attr-defined]

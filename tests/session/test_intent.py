@@ -50,7 +50,7 @@ async def poll(w: World, after: float, *, pod: bool = True) -> None:
     w.clock.advance(after)
     if pod:
         w.session.refresh_now()  # the pod's reading too (as after an operation)
-        w.session.pod_reads.wanted = True
+        w.session.cycle.pod_reads.wanted = True
     assert await w.session.poll()
 
 

@@ -151,7 +151,7 @@ async def test_a_resume_holds_the_pod_its_agent_and_every_slot(tmp_path: Path) -
     task = await start(w, "resume", {})
     w.pod.pod = replace(w.pod.pod, status="RUNNING", cost_per_hr=4.0,
                         agent_error="connection refused", started_at=w.clock())
-    w.session.pod_reads.wanted = True
+    w.session.cycle.pod_reads.wanted = True
     await poll(w, 2.0)
     assert loud(w) == {}, firing(w)  # no "agent unreachable", no slot down
     assert any("Resume pod running" in t for t in held_info(w)), firing(w)
@@ -159,6 +159,6 @@ async def test_a_resume_holds_the_pod_its_agent_and_every_slot(tmp_path: Path) -
     gates["resume"].go.set()
     assert (await task).ok
     w.slots.down = set()
-    w.session.pod_reads.wanted = True
+    w.session.cycle.pod_reads.wanted = True
     await poll(w, 2.0)
     assert loud(w) == {}, firing(w)

@@ -230,22 +230,22 @@ async def test_a_planned_stop_silences_the_gateways_routes_to_the_pod(
 
     await poll(w, 0.0)
     # the same gateway on a running pod: loud (this test can fail)
-    w.session.gateway = failing()
+    w.session.cycle.gateway = failing()
     await poll(w, 2.0)
     assert [k for k in loud(w) if "gateway" in k], loud(w)
-    w.session.gateway = None
+    w.session.cycle.gateway = None
     await poll(w, 2.0)
     assert loud(w) == [], loud(w)
     await _idle_stop(w)
-    w.session.gateway = failing()
+    w.session.cycle.gateway = failing()
     for _ in range(3):
         await poll(w, 12.0)
     assert loud(w) == [], loud(w)
     # the gateway itself not ready is its own trouble, stop or not
-    w.session.gateway = failing(ready=False)
+    w.session.cycle.gateway = failing(ready=False)
     await poll(w, 12.0)
     assert [k for k in loud(w) if "gateway not ready" in k], loud(w)
-    w.session.gateway = failing()
+    w.session.cycle.gateway = failing()
     await poll(w, 12.0)
     # `r`: its window still counts the calls that failed during the stop (the demo's
     # "gateway 5xx 41%" a few seconds after the resume): the stop's, not the new run's

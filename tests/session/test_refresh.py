@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from console.config import defaults
-from console.session.session import next_refresh
+from console.session.pacing import next_refresh
 from tests.session.world import world
 
 T0 = 1_800_000_000.0
@@ -62,8 +62,8 @@ async def test_what_follows_from_the_refresh_is_derived_when_used(
     assert w.slots.timeout_s == defaults.request_timeout_s(2.0) < 2.0
     assert w.pod.timeout_s == max(2.0, defaults.request_timeout_s(2.0) * 2)
     assert s.state().view.refresh_s == 2.0
-    assert s.backfill_step_s == max(2.0, HOUR / 240)
-    assert s.fleet_timeout_s == 2 * max(5.0, 4.0)
+    assert s.pacing.backfill_step_s == max(2.0, HOUR / 240)
+    assert s.pacing.fleet_timeout_s == 2 * max(5.0, 4.0)
     w.slots.down = {"Q27"}  # an alert: the webhook is called with the deadline of now
     assert await s.poll()
     await s.settle()
@@ -76,7 +76,7 @@ async def test_what_follows_from_the_refresh_is_derived_when_used(
     await s.settle()
     assert w.slots.timeout_s == defaults.request_timeout_s(1.0)
     assert sent == [5.0, 4.0]  # at 10 s the start value gave 5 s for ever
-    assert s.backfill_step_s == HOUR / 240
+    assert s.pacing.backfill_step_s == HOUR / 240
 
 
 def test_the_refresh_steps() -> None:
@@ -100,3 +100,22 @@ async def test_a_staged_start_keeps_the_chosen_refresh_when_its_context_comes(
     assert s.step_refresh(+1) == 1.0  # pressed while the context loads
     assert await s.adopt(w.ctx) is False  # the same poller carries over
     assert s.refresh_s == 1.0 and s.view.refresh_s == 1.0
+
+
+async def test_the_pods_gpu_source_follows_the_refresh(tmp_path: Path) -> None:
+    """The pod's GPU source (``gpu_metrics_url`` or Prometheus) is made with the refresh
+    of the start; its request timeout is the one of the refresh in force, set again with
+    the pod collector's before every poll (it kept the start value once)."""
+    from console.sources.collect.gpu_metrics import GpuMetrics
+    from console.sources.collect.http import HttpClient
+
+    w = world(tmp_path, T0, refresh_s=10.0)
+    client = HttpClient()
+    gpus = GpuMetrics(client, max(2.0, defaults.request_timeout_s(10.0) * 2),
+                      url="http://127.0.0.1:9/metrics")
+    w.pod.gpu_metrics = gpus  # type: ignore[assignment]
+    try:
+        assert w.session.step_refresh(+1) == 5.0 and w.session.step_refresh(+1) == 2.0
+        assert gpus.timeout_s == w.pod.timeout_s == max(2.0, defaults.request_timeout_s(2.0) * 2)
+    finally:
+        await client.aclose()

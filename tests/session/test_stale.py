@@ -22,12 +22,12 @@ async def test_one_dead_slot_does_not_stale_the_header(tmp_path: Path) -> None:
     # as the poller marks a slot that failed after good data: its last figures, stale
     one = tuple(replace(s, stale_since=T0) if s.slot == "Q27" else s
                 for s in st.snapshot.slots)
-    w.session._reading = replace(w.session._reading,
-                                 snapshot=replace(st.snapshot, slots=one))
+    w.session.cycle.reading = replace(w.session.cycle.reading,
+                                      snapshot=replace(st.snapshot, slots=one))
     assert w.session.stale_text() is None and w.session.state().stale is None
     # every slot stale: the deployment's numbers are old, said in the header
     stale = tuple(replace(s, stale_since=T0) for s in st.snapshot.slots)
-    w.session._reading = replace(w.session._reading,
-                                 snapshot=replace(st.snapshot, slots=stale))
+    w.session.cycle.reading = replace(w.session.cycle.reading,
+                                      snapshot=replace(st.snapshot, slots=stale))
     text = w.session.stale_text()
     assert text is not None and text.startswith("STALE since")

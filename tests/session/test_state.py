@@ -10,7 +10,8 @@ from typing import Any
 
 from console.model.gpu_state import Gpu, GpuReport
 from console.model.snapshot import StopPlan
-from console.session.session import FRESH_SLACK_S, POD_POLL_S
+from console.session.reading import FRESH_SLACK_S
+from console.session.session import POD_POLL_S
 from tests.session.world import inline, world
 from tests.support.waits import steps_until as until
 

@@ -50,3 +50,18 @@ def test_the_consoles_fallback_connects_as_the_configured_user(
     t = prov.transport_factory(POD, "python3 -m pod_agent")
     assert (t.ep.user, t.ep.host, t.ep.port) == ("ubuntu", "10.9.8.7", 40022)
     assert ctx.deployment is not None
+
+
+def test_down_provisions_through_the_root_without_profiles(tmp_path: Path) -> None:
+    """``down`` once built a provisioner of its own (no profiles, no transport): it goes
+    through the composition root now, and still needs no profile — a missing profiles
+    directory must never keep a pod billing."""
+    s = Settings(profiles_dir=tmp_path / "no-profiles", state_dir=tmp_path / "state",
+                 pod=PodSettings(machine_id="pod-old", ssh_host="10.0.0.1", ssh_user="ubuntu",
+                                 ssh_key=tmp_path / "id_pod"))
+    prov = deployment_mod.provisioner(s, object())  # type: ignore[arg-type]  # never called
+    assert prov.profiles == [] and prov.pod_id == "pod-old"
+    assert prov.cfg.ledger == tmp_path / "state" / "pods.jsonl"
+    assert "pod-old" in prov.cfg.in_use()  # a sweep keeps its hands off the pods in use
+    t = prov.transport_factory(POD, "python3 -m pod_agent")
+    assert (t.ep.user, t.ep.host, t.ep.port) == ("ubuntu", "10.9.8.7", 40022)

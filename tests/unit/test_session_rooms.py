@@ -2,19 +2,21 @@
 module of its own, the live and replay sessions are both a ``SessionLike`` (no
 inheritance), and the session does not grow back. The sizes are a ratchet on the way to
 the issue's targets (``session.py`` ≤ 500 lines, the class ≤ 25 attributes): lower them
-as rooms move out, never raise them."""
+as rooms move out, never raise them. They are below the targets now (the poll's body,
+the refresh's pacing, the jobs and the clock have rooms of their own)."""
 
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 from console.session.record.replay import ReplaySession
 from console.session.session import Session
 
 SESSION = Path(__file__).resolve().parents[2] / "console" / "session" / "session.py"
-MAX_LINES = 765
-MAX_ATTRIBUTES = 34
+MAX_LINES = 404
+MAX_ATTRIBUTES = 21
 
 ROOMS = {
     # an attribute the session must not hold again → the room that holds it now
@@ -28,6 +30,13 @@ ROOMS = {
     "_ops": "run_tracking.RunTracking", "inhibits": "intents.OperationIntents",
     "_raw_pod": "pod_reads.PodReads", "_agent_seen": "pod_reads.PodReads",
     "_gpu_line": "pod_reads.PodReads",
+    "_reading": "poll_cycle.PollCycle", "_polling": "poll_cycle.PollCycle",
+    "_poll_started_at": "poll_cycle.PollCycle", "polls": "poll_cycle.PollCycle",
+    "poll_failure": "poll_cycle.PollCycle", "pod_reads": "poll_cycle.PollCycle",
+    "gateway": "poll_cycle.PollCycle", "gateway_polling": "poll_cycle.PollCycle",
+    "stalls": "poll_cycle.PollCycle", "wall_steps": "poll_cycle.PollCycle",
+    "_chosen_refresh": "pacing.Pacing", "_probe_pause_said": "pacing.Pacing",
+    "_tasks": "jobs.Jobs", "_spawn_job": "jobs.Jobs", "_ctx_clock": "clock.SessionClock",
 }
 
 
@@ -72,6 +81,7 @@ def test_a_replay_is_a_session_like_not_a_session() -> None:
     members = [n for n in vars(session_like.SessionLike) if not n.startswith("_")]
     members += list(session_like.SessionLike.__annotations__)
     for cls in (Session, ReplaySession):
-        missing = [m for m in members if m not in dir(cls)
-                   and m not in session_like.SessionLike.__annotations__]
+        tree = ast.parse(inspect.getsource(cls))
+        own = _attributes(next(n for n in tree.body if isinstance(n, ast.ClassDef)))
+        missing = [m for m in members if m not in dir(cls) and m not in own]
         assert missing == [], (cls.__name__, missing)

@@ -109,7 +109,7 @@ async def gateway_key(d: Doctor, timeout_s: float) -> Verdict:
     """The key users' requests and the console's smoke test send (``LITELLM_MASTER_KEY``)
     on ``/v1/models``, and the one the console's watcher sends on ``/metrics``
     (``gateway.key_env`` or ``gateway.key_file``), each as the console sends it."""
-    from console.sources.collect.gateway import GatewayCollector
+    from console.session.deployment import gateway_collector
     from console.sources.collect.http import HttpError
 
     s = d.s
@@ -148,7 +148,7 @@ async def gateway_key(d: Doctor, timeout_s: float) -> Verdict:
                     f"{outside(r.text, 120)}",
                     "see the proxy's own log")
     if s.gateway.watch and s.gateway.via == "direct":
-        col = GatewayCollector(url, s.gateway, s.window_s, timeout_s - 0.2, client=d.client)
+        col = gateway_collector(s, d.client, timeout_s - 0.2)
         _, err = await col.scrape()
         if err is not None and ("key" in err or "401" in err or "403" in err):
             return fail(f"the gateway's metrics: {outside(err, 200)}",
