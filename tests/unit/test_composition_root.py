@@ -49,3 +49,20 @@ def test_the_check_finds_a_constructor_call() -> None:
     tree = ast.parse("from x import Provisioner\nimport y\n"
                      "def f():\n    return Provisioner(1), y.GatewayCollector(2)\n")
     assert constructor_calls(tree) == [("Provisioner", 4), ("GatewayCollector", 4)]
+
+
+def test_the_context_is_assembled_in_a_page() -> None:
+    # make_context was 129 lines of wiring; what it builds is the root's now
+    tree = ast.parse((REPO / "console/session/context.py").read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+              and n.name == "make_context")
+    assert fn.end_lineno is not None and fn.end_lineno - fn.lineno + 1 <= 60
+
+
+def test_runpod_id_is_only_an_old_name_read_with_the_config() -> None:
+    # the pod's id is `machine_id` everywhere; `runpod_id` is accepted where a config is
+    # read (the settings' alias and the boot's fast read of the file), nowhere else
+    readers = {Path("console/config/settings.py"), Path("console/session/boot.py")}
+    used = sorted(str(p.relative_to(REPO)) for p in (REPO / "console").rglob("*.py")
+                  if "runpod_id" in p.read_text() and p.relative_to(REPO) not in readers)
+    assert used == []

@@ -15,7 +15,7 @@ from console.session.record.replay import ReplaySession
 from console.session.session import Session
 
 SESSION = Path(__file__).resolve().parents[2] / "console" / "session" / "session.py"
-MAX_LINES = 404
+MAX_LINES = 406
 MAX_ATTRIBUTES = 21
 
 ROOMS = {
