@@ -23,7 +23,7 @@ from tests.tui.snapshot_app import build
 
 
 def _alive(app) -> bool:
-    return not app._exit and app.crash is None and app.return_code is None
+    return not app.exiting and app.crash is None and app.return_code is None
 
 
 async def _main(app, pilot) -> None:
