@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import gc
 import inspect
-import signal
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -46,10 +45,10 @@ from console.ui.keys import PAUSE_BINDING, REPLAY_BINDINGS
 from console.ui.navigation import Navigation
 from console.ui.no_color import NoColorEmphasis
 from console.ui.palette_commands import PaletteCommands
+from console.ui.quitting import Quitting
 from console.ui.replay_keys import ReplayKeys
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
-from console.ui.terminal import terminal_closed
 from console.ui.themes import Themed, chosen
 
 if TYPE_CHECKING:
@@ -60,10 +59,6 @@ __all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "mak
 
 FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
-QUIT_CLEANUP_S = 180.0
-"""How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
-SIGNAL_CODES = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGHUP: 128 + signal.SIGHUP}
-"""The exit status after quitting on a signal (the shell's convention)."""
 
 
 def _session_reads(name: str) -> Any:
@@ -94,6 +89,7 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         self.replay_keys = ReplayKeys(self)
         self.palette_commands = PaletteCommands(self)
         self.error_boundary = ErrorBoundary(self)
+        self.quitting = Quitting(self, self.error_boundary.state_dir)
         self.replay: Replay | None = None
         """The recording shown instead of the live state: a replay (``pod-console
         replay``), or the live pause (``p``) on what this console has polled."""
@@ -125,7 +121,6 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         """Seconds from mount to a full context (None until then)."""
         self.fatal: str | None = None
         """Why the context could not be built (a config or profile problem)."""
-        self._quitting = False
         self.log_lines: deque[tuple[float, str, str]] = deque(maxlen=500)
         self._finishing = False
         self._mounted_at = time.monotonic()
@@ -133,8 +128,6 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         self._timer_every = 0.0  # the session's refresh when the poll timer was made
         self.crash: str | None = None
         """The traceback of what ended the console (a crash report is written from it)."""
-        self._quit_code = 0
-        self._signals_before: dict[int, Any] = {}
         # the config's theme (mono under NO_COLOR); a recording's view says the recorder's,
         # not the viewer's: a replay gets the one its command read from the viewer's config
         self._config_theme = theme if theme is not None or isinstance(start, Replay) \
@@ -181,14 +174,7 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         else:
             self.note("console started" + (" (DEMO)" if view.demo else "")
                       + (" in READ-ONLY wall mode" if view.read_only else ""))
-        # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
-        # SIGTERM too: quitting stops what the console started (the demo's processes).
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                before = signal.getsignal(sig)
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                self._signals_before[sig] = before
+        self.quitting.catch_signals()  # SIGHUP (the terminal went away), SIGTERM
         if self.ctx is not None:
             self._became_ready()
         self.tick()
@@ -238,38 +224,10 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         self.call_later(self.refresh_screens)
         return titles
 
-    def _on_signal(self, sig: int) -> None:
-        self._quit_code = SIGNAL_CODES.get(signal.Signals(sig), 128 + sig)
-        self._on_hangup()
-
-    def _on_hangup(self) -> None:
-        if self._quit_code == 0:
-            self._quit_code = SIGNAL_CODES[signal.SIGHUP]
-        if not self.is_headless:
-            # nobody is left to press a key: the process ends, even if a thread (or
-            # Textual's own exit) never returns, once an operation's cleanup has had its time
-            from console.ui.exit_guard import QUIT_GRACE_S, bound_exit
-
-            busy = any(w.group == "operation" and w.is_running for w in self.workers)
-            bound_exit(self._quit_code, QUIT_GRACE_S + (QUIT_CLEANUP_S if busy else 0.0),
-                       self.error_boundary.state_dir())
-        self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
-
     async def action_quit(self) -> None:
-        """Quit (q, ctrl+q, SIGHUP): an operation in flight is cancelled first and its
-        cleanup — terminating what it created, stopping what it resumed — runs to its
-        end before the app exits. Exiting straight away would drop that cleanup."""
-        running = [w for w in self.workers if w.group == "operation" and w.is_running]
-        if running:
-            self.note("quitting: cancelling the operation in flight and waiting for its "
-                      "cleanup", "warn.strong")
-            for w in running:
-                w.cancel()
-            for w in running:
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(QUIT_CLEANUP_S):
-                        await w.wait()
-        self.exit(return_code=self._quit_code)
+        """q, ctrl+q (a signal too): an operation in flight is cancelled and its cleanup
+        runs to its end first (``console/ui/quitting.py``)."""
+        await self.quitting.quit()
 
     async def _finish(self) -> None:
         """Build the full context in a thread; on failure show why and stop there."""
@@ -318,20 +276,12 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         try:
             await self.session.aclose()  # the demo's processes stop here
         finally:
-            # what handled them before (the demo's: stop its processes) handles them again
-            loop = asyncio.get_running_loop()
-            for sig, before in self._signals_before.items():
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(sig)
-                    signal.signal(sig, before)
+            self.quitting.release_signals()
 
     # -- the session's beat -------------------------------------------------------------
     def tick(self) -> None:
-        if not self.is_headless and not self._quitting and terminal_closed():
-            self._quitting = True
-            self._on_hangup()
-            return
-        self.session.tick()
+        if not self.quitting.terminal_gone():
+            self.session.tick()
 
     def action_refresh_now(self) -> None:
         """ctrl+r, f5, the palette's "Refresh now": a viewer asks for a poll."""
