@@ -71,7 +71,7 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
     """The timers, the screens and the dialogs. What keys and failures do is in the
     collaborators it holds, one module each: ``replay_keys`` (the live pause and a
     recording's keys), ``error_boundary``, ``navigation`` (the screens a key opens),
-    ``palette_commands``. Textual finds a key's action by name on the app: the
+    ``palette_commands``, ``quitting``. Textual finds a key's action by name on the app: the
     ``action_*`` methods below hand each to its collaborator."""
 
     TITLE = "pod-console"

@@ -1,8 +1,8 @@
 """What the app's collaborators need of the app.
 
 The app (``console/ui/app.py``) holds its collaborators — ``navigation``,
-``replay_keys``, ``palette_commands``, ``error_boundary`` and the operation flow's host —
-and hands itself to each. None of them imports the app: each names what it uses as a
+``replay_keys``, ``palette_commands``, ``error_boundary``, ``quitting`` and the operation
+flow's host — and hands itself to each. None of them imports the app: each names what it uses as a
 protocol of its own that extends :class:`Host`, and mypy checks that the app is that
 protocol where it hands itself over. A test can hand them a plain object.
 """

@@ -178,8 +178,10 @@ def test_a_crash_leaves_a_report_and_a_non_zero_status(tmp_path: Path, capsys) -
         def run(self) -> None:
             raise RuntimeError("the driver fell over")
 
-        def _state_dir(self) -> Path:
-            return tmp_path / "state"
+        class error_boundary:  # the app's collaborator, as the app holds it
+            @staticmethod
+            def state_dir() -> Path:
+                return tmp_path / "state"
 
     assert run_console(Crashing()) == 1  # type: ignore[arg-type]
     reports = list((tmp_path / "state").glob("crash-*.txt"))
