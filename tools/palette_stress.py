@@ -118,7 +118,7 @@ async def stress(seconds: float, seed: int, workdir: Path, load: int = 2,
                 return now < end or (short and now < cap)
 
             while more():
-                if app._exit or app.crash is not None:
+                if app.exiting or app.crash is not None:
                     break
                 result.actions += 1
                 overtime = time.monotonic() >= end  # only there to reach `at_least`
@@ -141,7 +141,7 @@ async def stress(seconds: float, seed: int, workdir: Path, load: int = 2,
                 await pause()
             _stop(burners)
             burners = []
-            result.alive = not app._exit and app.crash is None
+            result.alive = not app.exiting and app.crash is None
             if result.alive:
                 for _ in range(12):  # back to the main screen, whatever is open
                     if isinstance(app.screen, MainScreen):
@@ -156,7 +156,8 @@ async def stress(seconds: float, seed: int, workdir: Path, load: int = 2,
                 result.answered_keys = isinstance(app.screen, LogScreen)
                 await pilot.press("escape")
             result.crash = app.crash
-            result.survived = [f"{where}: {reason}" for _, where, reason in app.failures]
+            result.survived = [f"{where}: {reason}"
+                               for _, where, reason in app.error_boundary.failures]
     finally:
         _stop(burners)
         await asyncio.to_thread(demo._stop_all)

@@ -150,7 +150,7 @@ def run_console(app: PodConsoleApp) -> int:
         app.crash = app.crash or traceback.format_exc()
     if app.crash is None:
         return int(app.return_code or 0)
-    state_dir = app._state_dir()
+    state_dir = app.error_boundary.state_dir()
     path = write_crash_report(state_dir, app.crash)
     where = f"crash report: {path}" if path is not None else \
         f"(no crash report: {state_dir} is not writable)"
@@ -197,6 +197,8 @@ def cmd_web_wall(args: argparse.Namespace, config: Path | None = None,
         if args.max_sessions < 1:
             raise web_wall.WebWallError("--max-sessions must be at least 1")
         import textual_serve  # noqa: F401 — the optional dependency, asked for here
+
+        web_wall.check_library()
     except web_wall.WebWallError as exc:
         print(f"pod-console: {exc}", file=sys.stderr)
         return 2

@@ -17,13 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import signal
+import inspect
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.command import CommandPalette
+from textual.screen import Screen
 from textual.timer import Timer
+from textual.worker import Worker
 
 from console.session.record.replay import LiveTape, Replay
 from console.session.session import Session
@@ -41,21 +45,20 @@ from console.ui.keys import PAUSE_BINDING, REPLAY_BINDINGS
 from console.ui.navigation import Navigation
 from console.ui.no_color import NoColorEmphasis
 from console.ui.palette_commands import PaletteCommands
+from console.ui.quitting import Quitting
 from console.ui.replay_keys import ReplayKeys
 from console.ui.screens.base import ConsoleScreen
 from console.ui.screens.main import OPERATION_BINDINGS, MainScreen
-from console.ui.terminal import terminal_closed
 from console.ui.themes import Themed, chosen
+
+if TYPE_CHECKING:
+    from console.ui.screens.fleet import FleetScreen
 
 __all__ = ["ConsoleContext", "ConsoleView", "PodConsoleApp", "StagedStart", "make_app",
            "state_path", "view_of"]
 
 FIRST_PAINT_WAIT_S = 0.15
 """How long the first paint waits for the first poll (see ``on_mount``)."""
-QUIT_CLEANUP_S = 180.0
-"""How long quitting waits for an interrupted operation to clean up (its DELETEs)."""
-SIGNAL_CODES = {signal.SIGTERM: 128 + signal.SIGTERM, signal.SIGHUP: 128 + signal.SIGHUP}
-"""The exit status after quitting on a signal (the shell's convention)."""
 
 
 def _session_reads(name: str) -> Any:
@@ -64,11 +67,12 @@ def _session_reads(name: str) -> Any:
                     doc=f"The session's ``{name}`` (``console.session.session.Session``).")
 
 
-class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoColorEmphasis,
-                    Themed, App[Any]):
-    """The timers, the screens and the dialogs. What keys and failures do is in its
-    mixins, one module each: ``replay_keys`` (the live pause and a recording's keys),
-    ``error_boundary``, ``navigation`` (the screens a key opens), ``palette_commands``."""
+class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
+    """The timers, the screens and the dialogs. What keys and failures do is in the
+    collaborators it holds, one module each: ``replay_keys`` (the live pause and a
+    recording's keys), ``error_boundary``, ``navigation`` (the screens a key opens),
+    ``palette_commands``, ``quitting``. Textual finds a key's action by name on the app: the
+    ``action_*`` methods below hand each to its collaborator."""
 
     TITLE = "pod-console"
     CSS_PATH = "console.tcss"
@@ -79,12 +83,18 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
                  theme: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.wall = wall
+        self.exiting = False
+        """Quitting (``exit`` was called): nothing new starts."""
+        self.navigation = Navigation(self)
+        self.replay_keys = ReplayKeys(self)
+        self.palette_commands = PaletteCommands(self)
+        self.error_boundary = ErrorBoundary(self)
+        self.quitting = Quitting(self, self.error_boundary.state_dir)
         self.replay: Replay | None = None
         """The recording shown instead of the live state: a replay (``pod-console
         replay``), or the live pause (``p``) on what this console has polled."""
         self.live_tape: LiveTape | None = None
         """The live pause's tape: every poll's state as shown, bounded; None in a replay."""
-        self._replay_timer: Timer | None = None
         # the session's jobs run as workers: an unexpected exception lands in
         # on_worker_state_changed, and quitting cancels them
         spawn = lambda job, group: self.run_worker(  # noqa: E731
@@ -101,16 +111,16 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
             self.live_tape = LiveTape()
             self.session = Session(start, wall=wall, note=self.note, spawn=spawn,
                                    on_change=self._session_changed,
-                                   fleet_wanted=self._fleet_shown,
+                                   fleet_wanted=self.navigation.fleet_shown,
                                    waiting_operations=(b.id for b in OPERATION_BINDINGS
                                                        if b.id))
-        self._context_ready = asyncio.Event()
+        self.context_ready = asyncio.Event()
+        """Set once the full context is built (a staged start builds it in a thread)."""
         self._polled = asyncio.Event()
         self.ready_after_s: float | None = None
         """Seconds from mount to a full context (None until then)."""
         self.fatal: str | None = None
         """Why the context could not be built (a config or profile problem)."""
-        self._quitting = False
         self.log_lines: deque[tuple[float, str, str]] = deque(maxlen=500)
         self._finishing = False
         self._mounted_at = time.monotonic()
@@ -118,10 +128,6 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self._timer_every = 0.0  # the session's refresh when the poll timer was made
         self.crash: str | None = None
         """The traceback of what ended the console (a crash report is written from it)."""
-        self.failures: deque[tuple[float, str, str]] = deque(maxlen=200)
-        """Failures the console survived: (time, where, reason)."""
-        self._quit_code = 0
-        self._signals_before: dict[int, Any] = {}
         # the config's theme (mono under NO_COLOR); a recording's view says the recorder's,
         # not the viewer's: a replay gets the one its command read from the viewer's config
         self._config_theme = theme if theme is not None or isinstance(start, Replay) \
@@ -140,6 +146,11 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
     polls = _session_reads("polls")
     poll_failure = _session_reads("poll_failure")
     refresh_s = _session_reads("refresh_s")
+
+    @property
+    def replaying(self) -> bool:
+        """A recording opened with ``pod-console replay`` (not the live pause)."""
+        return self.live_tape is None
 
     def now(self) -> float:
         return self.session.now()
@@ -163,14 +174,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         else:
             self.note("console started" + (" (DEMO)" if view.demo else "")
                       + (" in READ-ONLY wall mode" if view.read_only else ""))
-        # A terminal that goes away (SSH dropped) must end the app, not leave it spinning.
-        # SIGTERM too: quitting stops what the console started (the demo's processes).
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                before = signal.getsignal(sig)
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                self._signals_before[sig] = before
+        self.quitting.catch_signals()  # SIGHUP (the terminal went away), SIGTERM
         if self.ctx is not None:
             self._became_ready()
         self.tick()
@@ -188,7 +192,7 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self._keep_pace()
         rotate = self.ctx.pod_rotate_s if self.ctx is not None else 0.0
         if self.wall and rotate > 0 and len(view.contexts) > 1:
-            self.set_timer(rotate, self._next_pod)
+            self.set_timer(rotate, self.navigation.next_pod)
 
     def _keep_pace(self) -> None:
         """The poll timer at the session's refresh (a Textual timer keeps the interval it
@@ -220,38 +224,10 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.call_later(self.refresh_screens)
         return titles
 
-    def _on_signal(self, sig: int) -> None:
-        self._quit_code = SIGNAL_CODES.get(signal.Signals(sig), 128 + sig)
-        self._on_hangup()
-
-    def _on_hangup(self) -> None:
-        if self._quit_code == 0:
-            self._quit_code = SIGNAL_CODES[signal.SIGHUP]
-        if not self.is_headless:
-            # nobody is left to press a key: the process ends, even if a thread (or
-            # Textual's own exit) never returns, once an operation's cleanup has had its time
-            from console.ui.exit_guard import QUIT_GRACE_S, bound_exit
-
-            busy = any(w.group == "operation" and w.is_running for w in self.workers)
-            bound_exit(self._quit_code, QUIT_GRACE_S + (QUIT_CLEANUP_S if busy else 0.0),
-                       self._state_dir())
-        self.run_worker(self.action_quit(), group="quit", exclusive=True, exit_on_error=False)
-
     async def action_quit(self) -> None:
-        """Quit (q, ctrl+q, SIGHUP): an operation in flight is cancelled first and its
-        cleanup — terminating what it created, stopping what it resumed — runs to its
-        end before the app exits. Exiting straight away would drop that cleanup."""
-        running = [w for w in self.workers if w.group == "operation" and w.is_running]
-        if running:
-            self.note("quitting: cancelling the operation in flight and waiting for its "
-                      "cleanup", "warn.strong")
-            for w in running:
-                w.cancel()
-            for w in running:
-                with contextlib.suppress(Exception):
-                    async with asyncio.timeout(QUIT_CLEANUP_S):
-                        await w.wait()
-        self.exit(return_code=self._quit_code)
+        """q, ctrl+q (a signal too): an operation in flight is cancelled and its cleanup
+        runs to its end first (``console/ui/quitting.py``)."""
+        await self.quitting.quit()
 
     async def _finish(self) -> None:
         """Build the full context in a thread; on failure show why and stop there."""
@@ -287,33 +263,25 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         if self.replay is None:  # the validated config's (a staged start read it quickly)
             self._config_theme = self.view.theme
         wanted = chosen(self._config_theme)
-        if wanted is not self.console_theme and not self.theme_picked:
+        if wanted is not self.console_theme and not self.palette_commands.theme_picked:
             self.use_theme(wanted.name)
-        self._context_ready.set()
+        self.context_ready.set()
         self.session.started()
 
     async def on_unmount(self) -> None:
         if not self.is_headless:  # the exit's guard, armed after the app, writes there
             from console.ui.exit_guard import remember_state_dir
 
-            remember_state_dir(self._state_dir())
+            remember_state_dir(self.error_boundary.state_dir())
         try:
             await self.session.aclose()  # the demo's processes stop here
         finally:
-            # what handled them before (the demo's: stop its processes) handles them again
-            loop = asyncio.get_running_loop()
-            for sig, before in self._signals_before.items():
-                with contextlib.suppress(Exception):
-                    loop.remove_signal_handler(sig)
-                    signal.signal(sig, before)
+            self.quitting.release_signals()
 
     # -- the session's beat -------------------------------------------------------------
     def tick(self) -> None:
-        if not self.is_headless and not self._quitting and terminal_closed():
-            self._quitting = True
-            self._on_hangup()
-            return
-        self.session.tick()
+        if not self.quitting.terminal_gone():
+            self.session.tick()
 
     def action_refresh_now(self) -> None:
         """ctrl+r, f5, the palette's "Refresh now": a viewer asks for a poll."""
@@ -360,10 +328,71 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         self.start_operation(message.operation_id, message.args)
 
     def on_console_screen_open_detail(self, message: ConsoleScreen.OpenDetail) -> None:
-        self.open_detail(message.slot)
+        self.navigation.open_detail(message.slot)
 
     def on_console_screen_want_logs(self, message: ConsoleScreen.WantLogs) -> None:
-        self.load_slot_logs(message.slot, message.done)
+        self.navigation.load_slot_logs(message.slot, message.done)
+
+    def on_fleet_screen_switch_context(self, message: FleetScreen.SwitchContext) -> None:
+        self.navigation.switch_context(message.context)
+
+    # -- keys: Textual finds an action by its name here; each is its collaborator's ------
+    def action_full_log(self) -> None:
+        self.navigation.full_log()
+    def action_gpus(self) -> None:
+        self.navigation.gpus()
+    def action_gateway(self) -> None:
+        self.navigation.gateway()
+    def action_fleet(self) -> None:
+        self.navigation.fleet()
+    def action_alert_history(self) -> None:
+        self.navigation.alert_history()
+    def action_help(self) -> None:
+        self.navigation.help()
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.replay_keys.allowed(action)
+    def action_live_pause(self) -> None:
+        self.replay_keys.live_pause()
+    def action_replay_toggle(self) -> None:
+        self.replay_keys.toggle()
+    def action_replay_step(self, n: int) -> None:
+        self.replay_keys.step(n)
+    def action_replay_marker(self, direction: int) -> None:
+        self.replay_keys.marker(direction)
+    def action_replay_speed(self, which: int) -> None:
+        self.replay_keys.speed(which)
+    def action_replay_jump(self, direction: int) -> None:
+        self.replay_keys.ask_jump(direction)
+
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(self.palette_commands.palette())
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        return self.palette_commands.commands(super().get_system_commands(screen))
+
+    # -- failures: the error boundary's ------------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.error_boundary.worker_changed(event)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's hook for every failure it catches (a guarded private reach): the
+        boundary says if the console goes on; if not, it ends with a crash report
+        (``console/commands/tui_cmd.py`` writes it from ``self.crash``)."""
+        frame = inspect.currentframe()
+        caller = frame.f_back.f_code if frame is not None and frame.f_back else None
+        del frame
+        if self.error_boundary.survived(error, caller):
+            return
+        from console.ui.crash import format_error
+
+        if self.crash is None:
+            self.crash = format_error(error)
+        super()._handle_exception(error)
+
+    def exit(self, result: Any = None, return_code: int = 0, message: Any = None) -> None:
+        self.exiting = True
+        super().exit(result, return_code, message)
 
     # -- action log ----------------------------------------------------------------
     def note(self, text: str, style: str = "", replace: bool = False) -> None:
@@ -386,30 +415,15 @@ class PodConsoleApp(ReplayKeys, ErrorBoundary, Navigation, PaletteCommands, NoCo
         """Preflight, ask, confirm, progress: the one flow (``ui/operation_flow.py``)."""
         from console.ui.operation_flow import AppFlowHost, run_operation
 
-        if self._exit:
+        if self.exiting:
             return  # quitting: nothing new starts (its coroutine would never be awaited)
         if self.replay is not None:
-            self.run_worker(self._refused(operation_id, args), group="operation",
+            self.run_worker(self.replay_keys.refused(operation_id, args), group="operation",
                             exit_on_error=False)
             return
-        host = AppFlowHost(self, self._context_ready)
+        host = AppFlowHost(self, self.context_ready)
         self.run_worker(run_operation(host, operation_id, dict(args or {})),
                         group="operation", exit_on_error=False)
-
-    async def _refused(self, operation_id: str, args: dict[str, Any] | None) -> None:
-        """A recording is shown: no operation runs. A replay's registry (a wall's) refuses
-        it at the sender and records the refusal; the live pause says how to return."""
-        from console.session.record.replay import ReplaySession
-
-        if isinstance(self.session, ReplaySession):
-            reg = self.session.registry
-            if operation_id in reg.specs:
-                out = await reg.invoke(operation_id, args)
-                self.note(f"{out.message} (a replay)", "warn")
-            return
-        self.note(f"{operation_id}: not while paused (p returns to live)", "warn")
-
-
 
 
 def collect_garbage_again() -> None:

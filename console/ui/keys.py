@@ -66,7 +66,7 @@ def help_rows(wall: bool, specs: Mapping[str, Any], allowed: Callable[[str], boo
 
     rows.append(("up,down", "choose a slot (then enter)", False, True))
     rows.extend((b.key, b.description, False, True) for b in SlotsTable.BINDINGS
-                if b.action.startswith(("sort", "invert")))
+                if isinstance(b, Binding) and b.action.startswith(("sort", "invert")))
     rows.append(("slash", "filter slots by name or model (escape clears)", False, True))
     return rows
 

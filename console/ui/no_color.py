@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style
+from textual.app import App
 from textual.color import Color
 from textual.filter import LineFilter, Monochrome, NoColor
 
@@ -84,13 +86,14 @@ def with_emphasis(filters: Sequence[LineFilter]) -> list[LineFilter]:
 _EMPHASIS = Emphasis()
 
 
-class NoColorEmphasis:
-    """Mixed into an app (before ``App``): its line filters with :class:`Emphasis`."""
+class NoColorEmphasis(App[Any]):
+    """An app (the console's, the screen tests' host) whose line filters have
+    :class:`Emphasis` before the no-colour one."""
 
     _emphasis_cache: tuple[tuple[LineFilter, ...], list[LineFilter]] | None = None
 
     def get_line_filters(self) -> Sequence[LineFilter]:
-        base = tuple(super().get_line_filters())  # type: ignore[misc]
+        base = tuple(super().get_line_filters())
         cached = self._emphasis_cache
         if cached is None or cached[0] != base:
             cached = self._emphasis_cache = (base, with_emphasis(base))

@@ -19,9 +19,10 @@ from console.model import fmt
 from console.model.alerts import AlertEvent
 from console.operations.operation import Dialogs, Operation, OperationFacts
 from console.operations.registry import OperationRegistry, Outcome
+from console.ui.host import Host
 
 if TYPE_CHECKING:
-    from console.ui.app import PodConsoleApp
+    from textual.screen import Screen
 
 
 class ProgressView(Protocol):
@@ -200,10 +201,20 @@ def args_text(args: dict[str, Any]) -> str:
 
 
 # -- the app's side ---------------------------------------------------------------------
+class FlowApp(Host, Protocol):
+    """What :class:`AppFlowHost` needs of the app besides :class:`~console.ui.host.Host`."""
+
+    def now(self) -> float: ...
+
+    async def push_screen_wait(self, screen: Screen[Any]) -> Any: ...
+
+    def call_later(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
+
+
 class ScreenDialogs:
     """The ``ask`` hooks' questions as the app's modal screens."""
 
-    def __init__(self, app: PodConsoleApp) -> None:
+    def __init__(self, app: FlowApp) -> None:
         self.app = app
 
     async def choose_split(self, rows: list[dict[str, Any]], plan_lines: list[str],
@@ -230,27 +241,30 @@ class ScreenDialogs:
 class AppFlowHost:
     """The flow's host in the Textual app (the flow runs in one of its workers)."""
 
-    def __init__(self, app: PodConsoleApp, ready: asyncio.Event) -> None:
+    def __init__(self, app: FlowApp, ready: asyncio.Event) -> None:
         self.app = app
         self._ready = ready
         self.dialogs: Dialogs = ScreenDialogs(app)
 
     def registry_now(self) -> OperationRegistry | None:
-        return self.app.ctx.registry if self.app.ctx is not None else None
+        ctx = self.app.session.ctx
+        return ctx.registry if ctx is not None else None
 
     async def registry_ready(self) -> OperationRegistry:
         await self._ready.wait()
-        assert self.app.ctx is not None
-        return self.app.ctx.registry
+        ctx = self.app.session.ctx
+        assert ctx is not None
+        return ctx.registry
 
     def facts(self) -> OperationFacts:
         from console.model.gateway import who_text
 
-        ctx = self.app.ctx
+        session = self.app.session
+        ctx = session.ctx
         assert ctx is not None
         state = self.app.console_state()
-        return OperationFacts(now=self.app.now(), pod=self.app.pod,
-                              snapshot=self.app.snapshot, settings=ctx.settings,
+        return OperationFacts(now=self.app.now(), pod=session.pod,
+                              snapshot=session.snapshot, settings=ctx.settings,
                               profile_name=ctx.profile_name, profile=ctx.profile,
                               targets=ctx.poller.targets,
                               agent_configured=ctx.agent is not None and ctx.agent.configured,
@@ -288,4 +302,4 @@ class AppFlowHost:
         self.app.session.refresh_now()
 
     def record_event(self, event: AlertEvent) -> None:
-        self.app.alerts.event(event)
+        self.app.session.alerts.event(event)

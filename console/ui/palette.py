@@ -8,11 +8,14 @@ other dismissed it twice: the second ``dismiss`` popped the screen beneath — t
 screen — and left a blank console that ignored every key, and ran the command twice.
 
 This palette gathers nothing once it is closing, treats a missing list as "closed
-meanwhile", and dismisses itself only while it is the screen on top, once.
+meanwhile", and dismisses itself only while it is the screen on top, once. It overrides
+and calls Textual's private gathering and selection: the app opens it only while those
+are the code it was written against (``console/ui/private_reach.py``), else Textual's own.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from textual import work
@@ -21,7 +24,7 @@ from textual.command import CommandPalette
 from textual.css.query import NoMatches
 from textual.worker import get_current_worker
 
-_GATHER = CommandPalette._gather_commands.__wrapped__  # type: ignore[attr-defined]
+_GATHER = inspect.unwrap(CommandPalette._gather_commands)
 """Textual's own gathering (the coroutine inside its ``@work`` wrapper)."""
 
 

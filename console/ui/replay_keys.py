@@ -1,127 +1,168 @@
 """The app's keys over a recording: ``p`` (the live pause) and, while a recording is
-shown, space t/T j/J [/] 1/2/3. A mixin of :class:`~console.ui.app.PodConsoleApp`: what
-these keys move is the app's ``replay`` (``console/session/record/replay.py`` holds the
-cursor and what each move says); this module turns keys into those moves and repaints."""
+shown, space t/T j/J [/] 1/2/3. Held by the app (``app.replay_keys``), whose key actions
+call it: what these keys move is the app's ``replay`` (``console/session/record/replay.py``
+holds the cursor and what each move says); this module turns keys into those moves and
+repaints. While a recording is shown no operation runs (:meth:`ReplayKeys.refused`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.screen import ModalScreen
 
 from console.session.record.replay import Replay
+from console.ui.host import Host
 
 if TYPE_CHECKING:
-    from console.ui.app import PodConsoleApp
+    from textual.timer import Timer
+    from textual.widget import Widget
+
+    from console.session.record.replay import LiveTape
+
+
+class ReplayHost(Host, Protocol):
+    """What the replay's keys need of the app besides :class:`~console.ui.host.Host`."""
+
+    replay: Replay | None
+    """Set here: the live pause starts and ends a recording of what was polled."""
+
+    @property
+    def live_tape(self) -> LiveTape | None: ...
+
+    @property
+    def replaying(self) -> bool: ...
+
+    @property
+    def focused(self) -> Widget | None: ...
+
+    def set_interval(self, interval: float,
+                     callback: Callable[[], None] | None = None) -> Timer: ...
 
 
 class ReplayKeys:
-    """Methods of the app (``self`` is a :class:`PodConsoleApp`)."""
+    def __init__(self, app: ReplayHost) -> None:
+        self.app = app
+        self._timer: Timer | None = None
+        """The live pause's playing (a replay's own session has the app's timer)."""
+        self._noted = False
+        """The last move's line is in the log: the next one replaces it."""
 
-    @property
-    def replaying(self: PodConsoleApp) -> bool:
-        """A recording opened with ``pod-console replay`` (not the live pause)."""
-        return self.live_tape is None
-
-    def check_action(self: PodConsoleApp, action: str,
-                     parameters: tuple[object, ...]) -> bool | None:
+    def allowed(self, action: str) -> bool | None:
         """The replay keys only while a recording is shown, ``p`` only live; neither
-        while a dialog or a text box has the keys (the jump dialog's own typing)."""
+        while a dialog or a text box has the keys (the jump dialog's own typing). True
+        for every other action."""
         if action.startswith("replay_") or action == "live_pause":
             from textual.widgets import Input
 
-            if isinstance(self.screen, ModalScreen) or isinstance(self.focused, Input):
+            if isinstance(self.app.screen, ModalScreen) or isinstance(self.app.focused,
+                                                                       Input):
                 return False
             if action == "live_pause":
-                return not self.replaying
-            return self.replay is not None
+                return not self.app.replaying
+            return self.app.replay is not None
         return True
 
-    def action_live_pause(self: PodConsoleApp) -> None:
+    def live_pause(self) -> None:
         """``p``: hold the screen on the poll shown now (polling and recording go on; the
         replay keys move over what was polled); ``p`` again: live."""
-        if self.replaying or self.live_tape is None:
+        app, tape = self.app, self.app.live_tape
+        if app.replaying or tape is None:
             return
-        if self.replay is not None:
-            self.replay = None
-            self._stop_replay_timer()
-            self.note("live again")
-        elif not self.live_tape.times():
-            self.note("nothing polled yet to pause on", "warn")
+        if app.replay is not None:
+            app.replay = None
+            self._stop_timer()
+            app.note("live again")
+        elif not tape.times():
+            app.note("nothing polled yet to pause on", "warn")
             return
         else:
-            self.replay = Replay(self.live_tape, at=self.live_tape.times()[-1], live=True)
-            self.note("paused: polling goes on; t/T step, j/J jump, [/] alerts, space "
-                      "plays, p returns to live", "bold")
-        self.refresh_screens()
+            app.replay = Replay(tape, at=tape.times()[-1], live=True)
+            app.note("paused: polling goes on; t/T step, j/J jump, [/] alerts, space "
+                     "plays, p returns to live", "bold")
+        app.refresh_screens()
 
-    def _stop_replay_timer(self: PodConsoleApp) -> None:
-        if self._replay_timer is not None:
-            self._replay_timer.stop()
-            self._replay_timer = None
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
 
-    def _replay_moved(self: PodConsoleApp, said: str | None, bell: bool = True) -> None:
+    def _moved(self, said: str | None, bell: bool = True) -> None:
         if said is None:
             if bell:
-                self.bell()  # at an end: nothing that way
+                self.app.bell()  # at an end: nothing that way
         else:
-            self.note(said, "dim", replace=self._replay_noted)
-        self._replay_noted = said is not None
-        self.refresh_screens()
+            self.app.note(said, "dim", replace=self._noted)
+        self._noted = said is not None
+        self.app.refresh_screens()
 
-    _replay_noted = False
-
-    def action_replay_toggle(self: PodConsoleApp) -> None:
-        if self.replay is None:
+    def toggle(self) -> None:
+        replay = self.app.replay
+        if replay is None:
             return
-        said = self.replay.toggle()
-        if self.replay.live:  # the live session's timer polls: the pause has its own
-            self._stop_replay_timer()
-            if self.replay.cursor.playing:
+        said = replay.toggle()
+        if replay.live:  # the live session's timer polls: the pause has its own
+            self._stop_timer()
+            if replay.cursor.playing:
                 from console.session.record.replay import REPLAY_TICK_S
 
-                self._replay_timer = self.set_interval(REPLAY_TICK_S, self._replay_tick)
-        self._replay_moved(said)
+                self._timer = self.app.set_interval(REPLAY_TICK_S, self._tick)
+        self._moved(said)
 
-    def _replay_tick(self: PodConsoleApp) -> None:
-        if self.replay is not None and self.replay.tick():
-            self.refresh_screens()
-        if self.replay is None or not self.replay.cursor.playing:
-            self._stop_replay_timer()
+    def _tick(self) -> None:
+        replay = self.app.replay
+        if replay is not None and replay.tick():
+            self.app.refresh_screens()
+        if replay is None or not replay.cursor.playing:
+            self._stop_timer()
 
-    def action_replay_step(self: PodConsoleApp, n: int) -> None:
-        if self.replay is not None:
-            self._replay_moved(self.replay.step(n))
+    def step(self, n: int) -> None:
+        if self.app.replay is not None:
+            self._moved(self.app.replay.step(n))
 
-    def action_replay_marker(self: PodConsoleApp, direction: int) -> None:
-        if self.replay is not None:
-            said = self.replay.marker(direction)
+    def marker(self, direction: int) -> None:
+        if self.app.replay is not None:
+            said = self.app.replay.marker(direction)
             if said is None:
-                self.bell()
-                self.note("no marker " + ("after" if direction > 0 else "before") + " this",
-                          "dim")
-            self._replay_moved(said, bell=False)
+                self.app.bell()
+                self.app.note("no marker " + ("after" if direction > 0 else "before")
+                              + " this", "dim")
+            self._moved(said, bell=False)
 
-    def action_replay_speed(self: PodConsoleApp, which: int) -> None:
-        if self.replay is not None:
-            self._replay_moved(self.replay.speed(which))
+    def speed(self, which: int) -> None:
+        if self.app.replay is not None:
+            self._moved(self.app.replay.speed(which))
 
-    def action_replay_jump(self: PodConsoleApp, direction: int) -> None:
+    def ask_jump(self, direction: int) -> None:
         from console.ui.screens.jump import JumpScreen
 
-        if self.replay is not None:
-            self.push_screen(JumpScreen(direction > 0, lambda text: self.replay_jump(
+        if self.app.replay is not None:
+            self.app.push_screen(JumpScreen(direction > 0, lambda text: self.jump(
                 text, direction > 0)))
 
-    def replay_jump(self: PodConsoleApp, text: str, forward: bool = True) -> str | None:
+    def jump(self, text: str, forward: bool = True) -> str | None:
         """Move the replay to what was typed; None when it moved, else why not."""
         from console.session.record.cursor import WhenError
 
-        if self.replay is None:
+        if self.app.replay is None:
             return "no recording is shown"
         try:
-            said = self.replay.jump(text, forward)
+            said = self.app.replay.jump(text, forward)
         except WhenError as exc:
             return str(exc)
-        self._replay_moved(said)
+        self._moved(said)
         return None
+
+    async def refused(self, operation_id: str, args: dict[str, Any] | None) -> None:
+        """A recording is shown: no operation runs. A replay's registry (a wall's) refuses
+        it at the sender and records the refusal; the live pause says how to return."""
+        from console.session.record.replay import ReplaySession
+
+        session = self.app.session
+        if isinstance(session, ReplaySession):
+            reg = session.registry
+            if operation_id in reg.specs:
+                out = await reg.invoke(operation_id, args)
+                self.app.note(f"{out.message} (a replay)", "warn")
+            return
+        self.app.note(f"{operation_id}: not while paused (p returns to live)", "warn")

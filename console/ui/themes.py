@@ -210,7 +210,8 @@ class RoleStylesheet(Stylesheet):
     def copy(self) -> Stylesheet:
         new = super().copy()  # (Textual's CSS live reload in development)
         new.__class__ = RoleStylesheet
-        new.roles = self.roles  # type: ignore[attr-defined]
+        assert isinstance(new, RoleStylesheet)
+        new.roles = self.roles
         return new
 
 

@@ -21,7 +21,7 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.sources.collect.http import (
     DEFAULT_MAX_BYTES,
@@ -32,6 +32,9 @@ from console.sources.collect.http import (
     HttpError,
     Response,
 )
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 MAX_ENTRIES = 512
 """Answers kept (the oldest go first): a deployment has a handful of URLs."""
@@ -64,7 +67,7 @@ class ScrapeRelay:
         self.upstream = 0
         """Requests made upstream (what the slots see)."""
         self.url: str | None = None
-        self._runner: Any = None
+        self._runner: web.AppRunner | None = None
 
     def environ(self) -> dict[str, str]:
         """What a session's environment needs to use this relay."""
@@ -130,11 +133,10 @@ class ScrapeRelay:
 
         app = web.Application()
         app.router.add_get("/get", self.handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner = self._runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        bound = runner.addresses[0][1]  # (host, port[, …]) of the socket it bound
         self.url = f"http://{host}:{bound}"
         return self.url
 

@@ -156,11 +156,26 @@ def session_command(config: Path | None, refresh: float | None, rotate: float) -
     return shlex.join(argv)
 
 
+def check_library() -> None:
+    """The guard below overrides textual-serve's private ``_make_app`` (to put its
+    middleware on the aiohttp app) and ``_process_messages`` (to check every envelope):
+    a textual-serve whose code there is not what it was written against could serve
+    without them, so the wall refuses to serve (``console/ui/private_reach.py``)."""
+    from console.ui.private_reach import BY_NAME, holds
+
+    if not holds("web wall guard"):
+        reach = BY_NAME["web wall guard"]
+        raise WebWallError("the installed textual-serve is not the one the wall's guard "
+                           f"was written for ({', '.join(reach.read.values())}): not "
+                           "serving without it (console/ui/private_reach.py)")
+
+
 def make_server(command: str, host: str, port: int, token: str | None, max_sessions: int,
                 public_url: str | None = None, refresh_s: float | None = None) -> Any:
     """A textual-serve ``Server`` with the token and the session cap in front of it;
     ``refresh_s``: the sessions' refresh, which the scrape relay keeps each answer for
     (None: no relay, every session polls on its own)."""
+    check_library()
     from aiohttp import web
     from textual_serve.server import Server
 

@@ -23,7 +23,7 @@ from tests.support.waits import wait_for
 
 
 def _alive(app) -> bool:
-    return not app._exit and app.crash is None and app.return_code is None
+    return not app.exiting and app.crash is None and app.return_code is None
 
 
 async def _main(app, pilot) -> None:
@@ -178,8 +178,10 @@ def test_a_crash_leaves_a_report_and_a_non_zero_status(tmp_path: Path, capsys) -
         def run(self) -> None:
             raise RuntimeError("the driver fell over")
 
-        def _state_dir(self) -> Path:
-            return tmp_path / "state"
+        class error_boundary:  # the app's collaborator, as the app holds it
+            @staticmethod
+            def state_dir() -> Path:
+                return tmp_path / "state"
 
     assert run_console(Crashing()) == 1  # type: ignore[arg-type]
     reports = list((tmp_path / "state").glob("crash-*.txt"))

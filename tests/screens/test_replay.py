@@ -180,8 +180,8 @@ async def test_the_plots_show_the_recorded_hour_around_the_cursor() -> None:
         def kv() -> Any:
             return next(p for p in app.screen.query(SeriesPlot) if p.metric == "kv_cache_usage")
 
-        await until(pilot, lambda: kv().layout is not None, "the KV plot drawn")
-        lay = kv().layout
+        await until(pilot, lambda: kv().drawn is not None, "the KV plot drawn")
+        lay = kv().drawn
         assert lay.cursor == at and at < lay.end <= at + AROUND_SPAN_S / 2
         assert lay.end - lay.span_s <= at  # the cursor is on the axis
         assert lay.newest == at  # the tables' poll: the newest point at or before it
@@ -189,5 +189,5 @@ async def test_the_plots_show_the_recorded_hour_around_the_cursor() -> None:
         assert after, "no point recorded after the cursor is drawn"
         # one step back: the axis follows the cursor
         await pilot.press("T")
-        await until(pilot, lambda: kv().layout is not None and kv().layout.cursor == at - 60,
+        await until(pilot, lambda: kv().drawn is not None and kv().drawn.cursor == at - 60,
                     "the plot around the poll before")

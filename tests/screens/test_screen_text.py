@@ -198,8 +198,8 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         plot.show(app.history, ["FLASH", "Q27"], now, force=True)
         drawn = plot.render().plain  # the figure is built at render, for its size
         # the right end of the time axis is the last poll
-        assert plot.layout is not None
-        assert _time.strftime("%H:%M:%S", _time.localtime(plot.layout.end)) in drawn
+        assert plot.drawn is not None
+        assert _time.strftime("%H:%M:%S", _time.localtime(plot.drawn.end)) in drawn
         # without colour the second series has a glyph of its own
         import os as _os
 

@@ -59,12 +59,12 @@ async def test_a_poll_between_axis_steps_repaints_the_new_points_cells_alone() -
         plot.render()  # built at its size
         asked = _record(plot)
         cells = plot.size.area
-        end = plot.layout.end if plot.layout else None
+        end = plot.drawn.end if plot.drawn else None
         t += DRAW_EVERY_S  # the next drawing, still before the axis' next step
         h.add("A", "ttft_p95_s", t, 0.95)  # within the Y range: no new scale
         plot.show(h, ["A"], t)
-        assert plot.layout is not None and plot.layout.end == end
-        assert plot.layout.newest == t  # the new point is drawn now, not at the next step
+        assert plot.drawn is not None and plot.drawn.end == end
+        assert plot.drawn.newest == t  # the new point is drawn now, not at the next step
         assert asked and None not in asked, asked  # never the whole plot
         painted = sum(r.area for r in asked if r is not None)
         assert painted < cells / 10, (painted, cells)

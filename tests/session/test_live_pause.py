@@ -81,7 +81,7 @@ async def test_p_freezes_the_screen_while_polling_goes_on_and_p_returns(tmp_path
         await until(pilot, lambda: clock(paused_at - 2) in header(app), "one poll back")
         # the plots end where the cursor is (not once a plot_refresh_s, as live)
         kv = next(p for p in app.screen.query(SeriesPlot) if p.metric == "kv_cache_usage")
-        await until(pilot, lambda: kv.layout is not None and kv.layout.newest == paused_at - 2,
+        await until(pilot, lambda: kv.drawn is not None and kv.drawn.newest == paused_at - 2,
                     "the KV plot ends at the poll shown")
         await pilot.press("right_square_bracket")  # the alert that fired: Q27 down
         await until(pilot, lambda: q27_health(app) == "down", "at the marker")

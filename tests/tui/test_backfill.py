@@ -44,11 +44,11 @@ def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
     for now in range(1000, 1400, 2):
         h.add("A", "kv", float(now), 0.5)
         plot.show(h, ["A"], float(now))
-        if plot.layout is not None:
-            spans.append(plot.layout.span_s)
+        if plot.drawn is not None:
+            spans.append(plot.drawn.span_s)
             # the axis holds the data and is at most half as long again
-            data = plot.layout.newest - 1000
-            assert data <= plot.layout.span_s <= max(60.0, data * GROWTH)
+            data = plot.drawn.newest - 1000
+            assert data <= plot.drawn.span_s <= max(60.0, data * GROWTH)
     # new points are drawn as polls bring them, every DRAW_EVERY_S at most (not every
     # plot_refresh_s); the axis grows in a dozen steps, not at every poll
     assert all(b - a <= DRAW_EVERY_S + 2 for a, b in itertools.pairwise(draws))

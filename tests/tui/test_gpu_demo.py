@@ -28,7 +28,7 @@ def _text(renderable) -> str:
 
 def _fault(app, demo, title: str) -> None:
     fn = next(f for t, _, f in demo.faults() if t == title)
-    app._demo_fault(fn, title)  # the palette's path: audited as a demo fault
+    app.palette_commands.demo_fault(fn, title)  # the palette's path: audited as a demo fault
 
 
 async def test_gpu_faults_reach_every_screen(demo) -> None:

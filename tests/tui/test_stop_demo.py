@@ -53,7 +53,7 @@ async def test_warning_extend_then_idle_stop(fast_demo) -> None:
         assert plan().clock_speed == SPEED and plan().idle_after_s == 43 * 60
         assert f"pod clock ×{SPEED:g}" in stop_text(app.pod, time.time()).plain
         fn = next(f for t, _, f in demo.faults() if t == "traffic stops")
-        app._demo_fault(fn, "traffic stops")
+        app.palette_commands.demo_fault(fn, "traffic stops")
 
         def warned() -> bool:
             return any(a.key == "stop-soon" and "(idle)" in a.title

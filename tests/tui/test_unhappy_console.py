@@ -90,7 +90,7 @@ async def test_the_wall_offers_and_runs_no_demo_fault(demo) -> None:
         assert await wait_for(pilot, lambda: app.ctx is not None, 60)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert not [t for t in titles if "Demo fault" in t]
-        app._demo_fault(lambda: ran.append(1), "kill a slot")
+        app.palette_commands.demo_fault(lambda: ran.append(1), "kill a slot")
         assert await wait_for(pilot, lambda: any("refused: read-only" in text
                                                  for _, text, _ in app.log_lines), 10)
     assert ran == []

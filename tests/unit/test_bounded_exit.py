@@ -68,6 +68,6 @@ def test_a_signal_arms_the_guard_only_outside_the_tests() -> None:
     """The app arms it when a signal or a closed terminal ends a real console (where the
     wait can be inside Textual's own exit), never in a headless app: a test's process
     would be ended by it."""
-    src = (REPO / "console" / "ui" / "app.py").read_text()
+    src = (REPO / "console" / "ui" / "quitting.py").read_text()
     hangup = src.split("def _on_hangup(self) -> None:", 1)[1].split("\n    def ", 1)[0]
-    assert "if not self.is_headless:" in hangup and "bound_exit(" in hangup
+    assert "if not self.app.is_headless:" in hangup and "bound_exit(" in hangup

@@ -40,10 +40,10 @@ def test_the_newest_point_is_the_last_poll_and_the_axis_moves_in_steps() -> None
     for now in range(2001, 2300):
         h.add("A", "kv_cache_usage", float(now), 0.05)
         plot.show(h, ["A", "B"], float(now))
-        assert plot.layout is not None
-        behind.append(now - plot.layout.newest)
-        ends.add(plot.layout.end)
-        assert plot.layout.newest <= plot.layout.end < plot.layout.newest + 60
+        assert plot.drawn is not None
+        behind.append(now - plot.drawn.newest)
+        ends.add(plot.drawn.end)
+        assert plot.drawn.newest <= plot.drawn.end < plot.drawn.newest + 60
     assert max(behind) < DRAW_EVERY_S, behind  # was up to plot_refresh_s (60 s) behind
     assert ends == {2040, 2100, 2160, 2220, 2280, 2340}  # one step a minute, not per poll
 

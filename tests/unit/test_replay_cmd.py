@@ -172,4 +172,4 @@ def test_replay_keeps_its_crash_reports_and_errors_under_the_state_dir(
     code, _, err = run(["replay", str(f)], capsys)
     assert code == 0, err
     (app,) = apps
-    assert app.ctx is None and app._state_dir() == state
+    assert app.ctx is None and app.error_boundary.state_dir() == state

@@ -20,7 +20,7 @@ import math
 import os
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,14 +137,31 @@ _RX: dict[tuple[str, str], re.Pattern[str]] = {}
 
 
 def increases(later: Exposition, earlier: Exposition | None, name: str, key: ScopeKey,
-              match: tuple[str, str] | None = None, by_le: bool = False
-              ) -> dict[str, dict[str, float]] | dict[str, float]:
+              match: tuple[str, str] | None = None) -> dict[str, float]:
     """Per scope key, the counter's increase between the scrapes (each series on its own,
-    a drop read as a restart from zero, as Prometheus does), or its value with one scrape.
-    ``by_le``: per key, per bucket bound."""
-    before = earlier.series(name) if earlier is not None else {}
+    a drop read as a restart from zero, as Prometheus does), or its value with one scrape."""
     out: dict[str, float] = {}
-    outb: dict[str, dict[str, float]] = {}
+    for k, _, d in _series_increases(later, earlier, name, key, match):
+        out[k] = out.get(k, 0.0) + d
+    return out
+
+
+def bucket_increases(later: Exposition, earlier: Exposition | None, name: str,
+                     key: ScopeKey) -> dict[str, dict[str, float]]:
+    """:func:`increases` of a histogram's buckets: per scope key, per bucket bound."""
+    out: dict[str, dict[str, float]] = {}
+    for k, labels, d in _series_increases(later, earlier, name, key, None):
+        le = dict(labels).get("le", "")
+        per = out.setdefault(k, {})
+        per[le] = per.get(le, 0.0) + d
+    return out
+
+
+def _series_increases(later: Exposition, earlier: Exposition | None, name: str,
+                      key: ScopeKey, match: tuple[str, str] | None
+                      ) -> Iterator[tuple[str, Labels, float]]:
+    """(scope key, labels, increase) of each series of ``name`` (see :func:`increases`)."""
+    before = earlier.series(name) if earlier is not None else {}
     for labels, v in later.series(name).items():
         if not _matches(labels, match, _RX):
             continue
@@ -157,15 +174,8 @@ def increases(later: Exposition, earlier: Exposition | None, name: str, key: Sco
             d = counter_delta(a, v) if a is not None else v
         else:
             d = v
-        if math.isnan(d):
-            continue
-        if by_le:
-            le = dict(labels).get("le", "")
-            per = outb.setdefault(k, {})
-            per[le] = per.get(le, 0.0) + d
-        else:
-            out[k] = out.get(k, 0.0) + d
-    return outb if by_le else out
+        if not math.isnan(d):
+            yield k, labels, d
 
 
 def _first(exp: Exposition, names: tuple[str, ...], suffix: str = "") -> str | None:
@@ -205,17 +215,16 @@ def evaluate(source: Source, later: Exposition, earlier: Exposition | None,
         if name is None:
             return {}
         inc = increases(later, earlier, name, key, source.match)
-        assert not any(isinstance(v, dict) for v in inc.values())
         if not source.per_second:
-            return {k: finite(v) for k, v in inc.items()}  # type: ignore[arg-type]
-        return {k: (finite(safe_ratio(v, window_s)) if window_s else None)  # type: ignore[arg-type]
+            return {k: finite(v) for k, v in inc.items()}
+        return {k: (finite(safe_ratio(v, window_s)) if window_s else None)
                 for k, v in inc.items()}
     if isinstance(source, Quantile):
         name = _first(later, source.names, "_bucket")
         if name is None:
             return {}
-        per = increases(later, earlier, name + "_bucket", key, by_le=True)
-        return {k: _quantile(source.q, les) for k, les in per.items()}  # type: ignore[arg-type]
+        per = bucket_increases(later, earlier, name + "_bucket", key)
+        return {k: _quantile(source.q, les) for k, les in per.items()}
     if isinstance(source, Ratio):
         num_n, den_n = _first(later, source.num), _first(later, source.den)
         if den_n is None:
@@ -224,7 +233,7 @@ def evaluate(source: Source, later: Exposition, earlier: Exposition | None,
         num = increases(later, earlier, num_n, key, source.match) if num_n else {}
         res: dict[str, float | None] = {}
         for k, d in den.items():
-            r = safe_ratio(num.get(k, 0.0), d)  # type: ignore[arg-type]
+            r = safe_ratio(num.get(k, 0.0), d)
             res[k] = None if r is None else finite(source.plus + r)
         return res
     raise TypeError(f"not a gateway figure source: {source!r}")
@@ -445,7 +454,7 @@ class GatewayCollector:
                 self._get("/health/liveliness"), self._get("/health/readiness"),
                 self.via_prometheus(now, since), return_exceptions=True)
             if isinstance(prom, BaseException):
-                scraped: object = prom
+                scraped: tuple[Exposition | None, str | None] | BaseException = prom
             else:
                 got, perr = prom
                 scraped = (None, perr) if got is None else (got[0], None)
@@ -477,7 +486,7 @@ class GatewayCollector:
         if isinstance(scraped, BaseException):
             exp, err = None, _describe(scraped)
         else:
-            exp, err = scraped  # type: ignore[misc]
+            exp, err = scraped
         if exp is None:
             return GatewaySnapshot(url=self.shown_url, t=now, live=live, ready=ready,
                                    ready_detail=detail, metrics_error=err)

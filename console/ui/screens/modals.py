@@ -425,7 +425,8 @@ class WatchdogScreen(ModalScreen[dict | None]):
 
     def action_pick(self, what: str, until: str = "") -> None:
         if what == "extend":
-            args = {"cmd": "extend", "until": until, "reason": self._reason()}
+            args: dict[str, str | bool] = {"cmd": "extend", "until": until,
+                                           "reason": self._reason()}
             if self.query_one("#replaces", Checkbox).value:
                 args["replaces_next_stop"] = True
             self.dismiss(args)

@@ -245,16 +245,16 @@ class PodHeader(LinesView):
         if plan is not None and plan.idle_after_s is not None and plan.idle_s is not None \
                 and stop is None and not ended:
             idle = idle_for(plan.idle(now), self.gateway, self.idle_source, now) or 0.0
-            who = (self.gateway.active_users(now, self.active_window_s)
-                   if self.gateway is not None else ())
+            users = (self.gateway.active_users(now, self.active_window_s)
+                     if self.gateway is not None else ())
             # yellow from the idle stop's own warning on (its warn_before)
             warn = plan.warn_before_s if plan.warn_before_s is not None \
                 else 0.25 * plan.idle_after_s
             out.append(Field(Rank.IDLE, Text.assemble(("idle ", "dim"), (
                 f"{fmt.duration(idle, False)} of {fmt.duration(plan.idle_after_s, False)}",
                 "warn" if idle >= plan.idle_after_s - warn else ""), *(
-                ((f" · {len(who)} user{'s' if len(who) > 1 else ''} "
-                  f"{fmt.duration(self.active_window_s, False)}", "info"),) if who else ()))))
+                ((f" · {len(users)} user{'s' if len(users) > 1 else ''} "
+                  f"{fmt.duration(self.active_window_s, False)}", "info"),) if users else ()))))
         # dimes: the spend changes ~every 90 s, not every poll
         spent, proj = p.spend_today(now), p.projected_today(now)
         out.append(Field(Rank.TODAY, Text.assemble(("today ", "dim"), fmt.money(spent, 1), *(

@@ -214,7 +214,8 @@ class TableLines(LinesView):
             console = self.app.console
             for line in console.render_lines(self._renderable,
                                              console.options.update_width(width), pad=False):
-                lines.append(Text.assemble(*((s.text, s.style) for s in line
+                # (a segment without a style: "", which Rich treats as none)
+                lines.append(Text.assemble(*((s.text, s.style or "") for s in line
                                              if not s.control and s.text)))
         self.show_lines((lines + [Text()] * self._count)[:self._count])
 

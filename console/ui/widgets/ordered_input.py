@@ -5,19 +5,28 @@ editing keys (backspace, delete, the arrows, home/end) through its bindings, whi
 only once the key has bubbled back up to the app: a burst of keys (one read of the
 terminal, a fast typist) had its characters land before the backspace typed ahead of
 them, which then deleted them (``⌫8`` on ``0.76`` left ``0.76``; the rebalance editor's
-``0.80`` came out ``0.``). Here the box's own bindings act when their key arrives."""
+``0.80`` came out ``0.``). Here the box's own editing bindings act when their key
+arrives: before Input's private key handler, whose code (and the blink restart called
+here) is pinned in ``console/ui/private_reach.py``; where it has changed, Input's own
+behaviour."""
 
 from __future__ import annotations
 
 from textual import events
+from textual.binding import BindingsMap
 from textual.widgets import Input
+
+from console.ui.private_reach import holds
+
+EDITING_KEYS = BindingsMap(Input.BINDINGS)
+"""Input's own bindings (its editing keys), by key."""
 
 
 class OrderedInput(Input):
-    async def _on_key(self, event: events.Key) -> None:
-        if event.is_printable:
+    async def on_key(self, event: events.Key) -> None:
+        if event.is_printable or not holds("keys in the order typed"):
             return  # Input's own handler (after this one) inserts it, in order already
-        bindings = self._bindings.key_to_bindings.get(event.key)
+        bindings = EDITING_KEYS.key_to_bindings.get(event.key)
         if not bindings:
             return  # not the box's key (enter, escape, a screen's key): as Input does
         # acted on here, before the next key of the burst: not after a trip to the app

@@ -11,42 +11,31 @@ to the region's start; only the path used for real terminals does not.)
 piece's style as a change from the piece before it (``sgr_runs``). The output is the
 same cells at the same places, minus the unchanged ones to the left. It is installed
 once, by the app factory, and only over the implementation it was written against: the
-SHA-256 of that method's source is pinned here. A Textual whose method reads otherwise
-(an upgrade, a patch) keeps its own writes, and the log says why; whoever upgrades
-compares the new method with ``render_segments`` below and adds its digest.
+SHA-256 of that method's source is pinned (``console/ui/private_reach.py``). A Textual
+whose method reads otherwise (an upgrade, a patch) keeps its own writes, and the log
+says why; whoever upgrades compares the new method with ``render_segments`` below and
+adds its digest.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import logging
-from collections.abc import Callable
 
 import textual
 from rich.console import Console
 from rich.control import Control
 from textual import _compositor
 
+from console.ui.private_reach import BY_NAME, digest
 from console.ui.widgets.sgr_runs import StyleRuns
 
 log = logging.getLogger(__name__)
 
-WRITTEN_FOR = {
-    "4c1cdb567e0b8354bd70cb129da78a42314c39eb8aacd5bf21951cbd5aaba0ef": "textual 8.2.8",
-}
+WRITTEN_FOR = BY_NAME["partial terminal writes"].read
 """SHA-256 of the source of each ``ChopsUpdate.render_segments`` that this replaces
-(read and checked against that version), and the version it was read from."""
-
-
-def digest(method: Callable[..., object]) -> str | None:
-    """SHA-256 of a function's source, or None where the source cannot be read (an
-    install without .py files): then nothing can be checked and nothing is replaced."""
-    try:
-        src = inspect.getsource(method)
-    except (OSError, TypeError):
-        return None
-    return hashlib.sha256(src.encode()).hexdigest()
+(read and checked against that version), and the version it was read from: its entry
+among the console's private reaches (``console/ui/private_reach.py``)."""
+__all__ = ["WRITTEN_FOR", "digest", "install", "render_segments"]
 
 
 def render_segments(self: _compositor.ChopsUpdate, console: Console) -> str:

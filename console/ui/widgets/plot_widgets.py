@@ -21,6 +21,7 @@ from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
 from console.model.history import History
+from console.ui.private_reach import holds
 from console.ui.themes import DEFAULT as DEFAULT_THEME
 from console.ui.themes import no_color as env_no_color
 from console.ui.themes import plotext_colour, theme_of
@@ -185,11 +186,13 @@ class FreshPlot(PlotextPlot):
         """The figure, line by line: textual-plotext's ``render`` without its round trip
         (``Text.from_ansi`` joins the decoded lines into one text, which the line diff
         then splits again: a third of a drawing's CPU). Where that package's size and
-        theme steps are not there to call, its own ``render``."""
+        theme steps (private: ``console/ui/private_reach.py``) are not the code this was
+        written against, its own ``render``."""
         plt = self.plt
         theme_name = getattr(self, "_get_plotext_theme_name", None)
         set_size = getattr(plt, "_set_size", None)
-        if theme_name is None or set_size is None:
+        if theme_name is None or set_size is None or not holds(
+                "plot lines without a round trip"):
             text = super().render()
             assert isinstance(text, Text)
             return list(text.split("\n", allow_blank=True))
@@ -408,8 +411,9 @@ class SeriesPlot(FreshPlot):
     _drawn_end: float = -1e18
     _drawn_at: float = -1e18
     _drawn_figure: tuple | None = None
-    layout: SeriesLayout | None = None
-    """What was drawn last (None: nothing to plot)."""
+    drawn: SeriesLayout | None = None
+    """What was drawn last (None: nothing to plot). Not ``layout``: a widget's own
+    ``layout`` is Textual's (how a container arranges its children)."""
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
                  every_s: float = PLOT_EVERY_S, **kw) -> None:
@@ -438,7 +442,7 @@ class SeriesPlot(FreshPlot):
         if not (force or due or key != self._drawn_key):
             return
         self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
-        layout = self.layout = series_layout(history, slots, self.metric, self.scale,
+        layout = self.drawn = series_layout(history, slots, self.metric, self.scale,
                                              self.unit, now, self.every_s, self.size.width,
                                              cursor=now if around else None,
                                              limits=limits)
