@@ -5,16 +5,23 @@ reverse…) as Textual's own writes of the same update do; and it costs less."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import pyte
+from rich.color import ColorSystem
 from rich.console import Console
 from rich.control import Control
+from rich.segment import Segment
 from rich.text import Text
 from textual import _compositor
 from textual.app import App, ComposeResult
+from textual.strip import Strip
 from textual.widgets import Static
 
 from console.ui.widgets import partial_writes
 from console.ui.widgets.lines import LinesView
+from console.ui.widgets.sgr_runs import SYSTEMS
 from tests.support.waits import pilot_until
 
 W, H = 70, 6
@@ -38,15 +45,36 @@ def styled(ttft: str, kv: str, state: str, rate: str = "470") -> list[Text]:
     return [a, b]
 
 
+def whole(segments: Iterable[Segment], system: ColorSystem) -> str:
+    """Segments as Textual writes them, each in its whole style and a reset. The codes are
+    read for this console's colour system (``Strip.render`` reuses the codes a style
+    object first got, in whichever colour system an earlier test drew it)."""
+    out = []
+    for text, style, _ in segments:
+        codes = Strip.render_ansi(style, system) if style is not None else ""
+        out.append(f"\x1b[{codes}m{text}\x1b[0m" if codes else text)
+    return "".join(out)
+
+
+def full(comp: Any, console: Console) -> str:
+    """The whole screen as Textual writes it: each line from its left edge."""
+    update = comp.render_update(full=True)
+    system = SYSTEMS.get(console.color_system or "", ColorSystem.TRUECOLOR)
+    return "".join(Control.move_to(update.region.x, y).segment.text
+                   + "".join(whole(strip, system) for strip in line)
+                   for y, line in enumerate(update.strips, update.region.y))
+
+
 def textuals(update: _compositor.ChopsUpdate, console: Console) -> str:
     """What Textual's own writer sends for ``update``: every piece of a changed line
-    from its left edge, each segment in its whole style and a reset."""
+    from its left edge."""
+    system = SYSTEMS.get(console.color_system or "", ColorSystem.TRUECOLOR)
     out = []
     for y, x1, x2 in update.spans:
         for end, (x, strip) in zip(update.chop_ends[y], update.chops[y].items(), strict=False):
             if strip is None or x > x2 or end <= x1:
                 continue
-            out.append(Control.move_to(x, y).segment.text + strip.render(console))
+            out.append(Control.move_to(x, y).segment.text + whole(strip, system))
     return "".join(out)
 
 
@@ -65,7 +93,7 @@ async def test_a_partial_update_shows_every_cell_as_textuals_own_writes_do() -> 
         await pilot.pause()
         comp = app.screen._compositor
         term = pyte.Screen(W, H)
-        before = comp.render_update(full=True).render_segments(app.console)
+        before = full(comp, app.console)
         pyte.Stream(term).feed(before)
 
         # changes on two lines, in different styles (a colour to none, an attribute off)
