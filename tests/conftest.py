@@ -17,7 +17,7 @@ a server starting, a clock running). ``REAL_PARTS`` below says it for modules th
 a part themselves; a test that uses the session's fixtures (``real_vllm``…) gets its
 markers from them.
 
-The suite runs on three workers (``-n 3 --dist loadgroup``, pyproject.toml). A module whose
+The suite runs on four workers (``-n 4 --dist loadgroup``, set below: ``WORKERS``). A module whose
 tests share one expensive world (a module-scoped fixture) runs on one worker; every test
 that reads the session's real vLLM runs on one worker (it is started once), and the two
 modules whose vLLM the agent starts run on another, one after the other.
@@ -90,16 +90,17 @@ def _isolate() -> None:
     os.environ["POD_CONSOLE_DEMO_PORTS"] = "free"
 
 
-WORKERS = 3
-"""The machine has two cores (CI's too), and three workers: much of the suite waits on real
-time (servers starting, demo clocks, polls), which leaves a core idle under two
-workers. Measured on one 2-core machine: 1,436 s at ``-n 2``, 1,214 s at ``-n 3``,
-the cores 90-100 % busy through most of the ``-n 3`` run."""
+WORKERS = 4
+"""The machine has two cores (CI's too), and four workers: much of the suite waits on real
+time (servers starting, demo clocks, polls), which leaves the cores idle under two. Measured
+on one 2-core machine, the whole suite: 1,436 s at ``-n 2``, 1,214 s at ``-n 3`` (an earlier
+suite); 1,009 s at ``-n 3`` and 837 s at ``-n 4`` (this one, 1,751 tests, CPU 1,058 s: the
+cores about two-thirds busy, the workers' time spent in tests 98 % of the run)."""
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``-n 3 --dist loadgroup`` unless the command line says how many workers (``-n 0``:
+    """``-n WORKERS --dist loadgroup`` unless the command line says how many workers (``-n 0``:
     one process). Set here, not in ``addopts``: ``-p no:xdist`` must still work."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
