@@ -9,7 +9,7 @@ An app starts from a full :class:`ConsoleContext` (tests, screenshots, the demo)
 a :class:`StagedStart` (``watch``/``wall``): then the first poll and frame run on the boot
 plan's poller while the context is built in a worker thread; until it is ready,
 operations wait for it and alerts are not evaluated. This module imports nothing heavy
-at the top for that reason (pydantic, httpx, plotext).
+at the top for that reason (pydantic, httpx, the plots).
 """
 
 from __future__ import annotations

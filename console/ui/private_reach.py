@@ -1,7 +1,7 @@
 """Every place the console reaches into a library's private parts, each pinned to the
 code it was written against.
 
-Textual, textual-serve and textual-plotext leave a few things the console needs without
+Textual and textual-serve leave a few things the console needs without
 a public way to do them (a palette that closes once, a failure that must not end the
 console, a guard on the web wall's requests). Each such reach is listed here with the
 SHA-256 of the source of every private thing it touches (a method, or a module), as read
@@ -77,15 +77,6 @@ REACHES: tuple[Reach, ...] = (
           ("textual.widgets:Input._on_key", "textual.widgets:Input._restart_blink"),
           {"7339cbd41dbb93ea4732d1aaa44468e99f59dffa77caa4afad9e8f87923e9bf4":
            "textual 8.2.8"}),
-    Reach("plot lines without a round trip",
-          "console.ui.widgets.plot_widgets (textual-plotext's render steps, plotext's "
-          "themes)",
-          ("textual_plotext.plotext_plot:PlotextPlot._get_plotext_theme_name",
-           "textual_plotext.plotext_plot:PlotextPlot.render",
-           "textual_plotext.plot:Plot._set_size",
-           "plotext._dict"),
-          {"fbd7d12cdfa4b1c121f43d003b6075bf2d20b13e8f9a6f4d4f1aece768727fa4":
-           "textual-plotext 1.0.1, plotext 5.3.2"}),
 )
 BY_NAME = {r.name: r for r in REACHES}
 

@@ -9,7 +9,8 @@ mechanisms carry a theme to every screen:
   resolved through the app's console whenever Textual turns it into cells, so every
   ``Text``/``Table`` a widget builds follows the theme;
 - Textual's own (``App.register_theme``): the stylesheet's ``$error``, ``$warning``,
-  ``$primary``… (borders, the key bar, the palette) and textual-plotext's plot colours.
+  ``$primary``… (borders, the key bar, the palette); the plots take theirs from
+  ``ConsoleTheme.series``.
 
 :class:`Themed` (mixed into the console's app and the screen-test host) registers both
 and switches them together, live: after a switch every open screen is drawn again.
@@ -56,10 +57,10 @@ class ConsoleTheme:
     styles: Mapping[str, str]
     """Semantic name → Rich style (every name in :data:`ROLES`)."""
     series: tuple[str, ...] = ()
-    """Colours of the plots' and position bars' series, in order (empty: plotext's own
-    order, the default theme's)."""
+    """Colours of the plots' and position bars' series, in order (empty: the terminal's
+    bright colours, ``position_bars.SLOT_COLORS``, the default theme's)."""
     limit: str | None = "red"
-    """A plot's threshold line (plotext: a colour name or ``#rrggbb``; None: the text's)."""
+    """A plot's threshold line (a colour name or ``#rrggbb``; None: the text's)."""
     cursor: str | None = "gray"
     """A replay's cursor line on a plot."""
     colour: bool = True
@@ -184,13 +185,6 @@ def theme_of(app: Any) -> ConsoleTheme:
     """The console theme an app shows (a Textual theme not among them: the default's
     styles, which are the Textual dark theme's)."""
     return _BY_TEXTUAL.get(getattr(app, "theme", ""), DEFAULT)
-
-
-def plotext_colour(colour: str | None) -> str | tuple[int, int, int] | None:
-    """A theme's colour as plotext takes it: a name as it is, ``#rrggbb`` as (r, g, b)."""
-    if colour is None or not colour.startswith("#"):
-        return colour
-    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
 class RoleStylesheet(Stylesheet):

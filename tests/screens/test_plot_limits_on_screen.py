@@ -18,8 +18,9 @@ from console.ui.widgets.plot_widgets import SeriesPlot
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
 
-LIMIT_ROW = re.compile(r"^\s*(?P<label>[\d.]+)\s*├.*─{12,}.*┤\s*$")
-"""A plot row with a long horizontal line across the frame, labelled with its value."""
+LIMIT_ROW = re.compile(r"^\s*(?P<label>[\d.]+) ┤.*([⠁⠂⠄⡀])\2{11,}.*│\s*$")
+"""A plot row with a long dotted line across the frame (one braille dot a cell, the same
+in each), labelled with its value."""
 
 
 @pytest.fixture(autouse=True)
@@ -37,8 +38,8 @@ async def _plots(st) -> dict[str, list[str]]:
         await settle(pilot)
         out: dict[str, list[str]] = {}
         for _ in range(100):  # the plots are mounted after the first frame
-            out = {p.metric: [t.plain for t in p._lines] for p in app.top.query(SeriesPlot)
-                   if p._lines}
+            out = {p.metric: p.text.splitlines() for p in app.top.query(SeriesPlot)
+                   if p.text}
             if {"ttft_p95_s", "kv_cache_usage"} <= set(out):
                 return out
             await pilot.pause()

@@ -196,7 +196,7 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         plot = app.screen.query(SeriesPlot).first()
         now = app.now()
         plot.show(app.history, ["FLASH", "Q27"], now, force=True)
-        drawn = plot.render().plain  # the figure is built at render, for its size
+        drawn = plot.text
         # the right end of the time axis is the last poll
         assert plot.drawn is not None
         assert _time.strftime("%H:%M:%S", _time.localtime(plot.drawn.end)) in drawn
@@ -206,11 +206,11 @@ async def test_plots_have_a_clock_axis_and_no_empty_axes(tmp_path: Path) -> None
         _os.environ["NO_COLOR"] = "1"
         try:
             plot.show(app.history, ["FLASH", "Q27"], now, force=True)
-            assert "•" in plot.render().plain
+            assert "•" in plot.text
         finally:
             del _os.environ["NO_COLOR"]
         plot.show(History(3600, 1), ["FLASH"], now, force=True)
-        empty = plot.render().plain
+        empty = plot.text
         assert "waiting for data" in empty and "┤" not in empty and "-1" not in empty
 
 

@@ -56,7 +56,6 @@ async def test_a_poll_between_axis_steps_repaints_the_new_points_cells_alone() -
             h.add("A", "ttft_p95_s", t, 0.9 + 0.1 * math.sin(i / 9))
         plot.show(h, ["A"], t)
         await settle(pilot)
-        plot.render()  # built at its size
         asked = _record(plot)
         cells = plot.size.area
         end = plot.drawn.end if plot.drawn else None

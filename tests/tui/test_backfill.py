@@ -40,7 +40,7 @@ def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
     plot = SeriesPlot("KV", "kv")
     draws: list[float] = []
     spans: list[float] = []
-    plot.paint = lambda draw: draws.append(now)  # type: ignore[method-assign]
+    plot._paint = lambda: draws.append(now)  # type: ignore[method-assign]
     for now in range(1000, 1400, 2):
         h.add("A", "kv", float(now), 0.5)
         plot.show(h, ["A"], float(now))

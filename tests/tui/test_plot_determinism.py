@@ -1,8 +1,10 @@
 """A plot is a function of its data and its size: the same in every process.
 
-plotext, given more y ticks than rows (or time labels that collide), keeps the ones that
-win a hash-ordered contest, so two processes (two string-hash seeds) labelled the same
-data differently: snapshots flaked and a wall could re-label itself after a restart."""
+The plots were plotext figures once: given more y ticks than rows (or time labels that
+collide), plotext kept the ones that won a hash-ordered contest, so two processes (two
+string-hash seeds) labelled the same data differently: snapshots flaked and a wall could
+re-label itself after a restart. The drawing now is the console's own; this holds it to
+the same promise."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ async def main():
         # laid out (a plot is drawn for its size): a condition, not a delay
         while not all(app.query_one(w).size.width for w in ("#s", "#b")):
             await pilot.pause()
-        print(app.query_one("#s").render().plain)
+        print(app.query_one("#s").text)
         print(app.query_one("#b").text)
 asyncio.run(main())
 """

@@ -117,7 +117,7 @@ def test_floor_and_defaults_are_the_settings_ones(tmp_path) -> None:
 
 
 def test_first_frame_path_imports_nothing_heavy() -> None:
-    """What ``watch`` loads before its first frame: no pydantic, httpx, plotext, asyncssh.
+    """What ``watch`` loads before its first frame: no pydantic, httpx, asyncssh, nor the plots.
 
     These are what the first frame was made to not wait for (~250 ms together); they
     load in the worker thread that builds the full context."""
@@ -128,8 +128,8 @@ def test_first_frame_path_imports_nothing_heavy() -> None:
             "import console.cli, console.commands.tui_cmd, console.ui.app, console.session.boot\n"
             "import console.sources.collect.poller, console.ui.screens.main\n"
             "import console.ui.widgets.plots\n"
-            "heavy = ('pydantic', 'pydantic_settings', 'httpx', 'plotext', 'textual_plotext',"
-            " 'asyncssh', 'pod_agent.profile')\n"
+            "heavy = ('pydantic', 'pydantic_settings', 'httpx', 'asyncssh', 'pod_agent.profile',"
+            " 'console.ui.widgets.plot_widgets')\n"
             "print(sorted(m for m in heavy if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.strip()

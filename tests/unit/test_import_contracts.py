@@ -32,7 +32,7 @@ try:
 except SystemExit as exc:
     rc = exc.code
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in
-               ("textual", "textual_plotext", "plotext"))
+               ("textual",))
 print("LOADED " + json.dumps({"rc": rc, "heavy": heavy}), file=sys.stderr)
 """
 

@@ -118,13 +118,7 @@ def test_the_ttft_and_kv_plots_draw_their_thresholds_in_force() -> None:
     lay = series_layout(_history(1000, 1300, 5), ["A"], "kv_cache_usage", 100, "%", 1300,
                         limits=(0.6,))
     assert lay is not None and lay.limits == (60.0,) and lay.y_ticks[-1] >= 60
-    drawn: list[float] = []
-
-    class Plt:
-        def __getattr__(self, name: str):
-            return lambda *a, **k: drawn.append(a[0]) if name == "hline" else None
-
     plot = SeriesPlot("KV", "kv_cache_usage", scale=100, unit="%")
-    plot.paint = lambda draw: draw(Plt(), 10)  # type: ignore[method-assign]
     plot.show(_history(1000, 1300, 5), ["A"], 1300.0, limits=(0.6,))
-    assert drawn == [60.0]
+    fig = plot.figure(("blue",), limit="red")
+    assert [(r.at, r.colour, r.label) for r in fig.across] == [(60.0, "red", "60")]

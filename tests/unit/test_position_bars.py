@@ -48,7 +48,7 @@ def test_slots_keep_the_series_plots_colours_and_no_color_draws_none() -> None:
     coloured = bar_lines(data, 40, 8)
     styles = [str(s.style) for line in coloured[1:] for s in line.spans if "█" in
               line.plain[s.start:s.end]]
-    assert styles == ["bright_blue", "bright_green"]  # plotext's first two: blue+, green+
+    assert styles == ["bright_blue", "bright_green"]  # the first two: blue+, green+
     plain = bar_lines(data, 40, 8, no_color=True)
     assert not [s for line in plain[1:] for s in line.spans if "█" in line.plain[s.start:s.end]
                 and s.style]

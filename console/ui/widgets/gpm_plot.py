@@ -1,14 +1,12 @@
 """A plot of one GPM figure (SM activity, tensor pipe, DRAM bandwidth) per GPU, which
 says why it has none where no GPU has NVML's GPM (before Hopper): never a flat 0.
 
-Lives apart from the GPU screen so that plotext is imported with the plots, not with
+Lives apart from the GPU screen so that the plots are imported with the plots, not with
 the screen (``plot_widgets``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from console.ui.widgets.plot_widgets import SeriesPlot, sentence
+from console.ui.widgets.plot_widgets import SeriesPlot
 
 
 class GpmPlot(SeriesPlot):
@@ -23,13 +21,5 @@ class GpmPlot(SeriesPlot):
             return why is not None
         self._absent = why
         self._drawn_key = ()  # the figure is drawn afresh when it comes back
-        if why is not None:
-            title = f"{self.title} ({self.unit})" if self.unit else self.title
-            said: str = why
-
-            def draw(plt: Any, rows: int) -> None:
-                plt.title(title)
-                sentence(plt, said)
-
-            self.paint(draw)
+        self.say(why)
         return why is not None

@@ -1,31 +1,26 @@
-"""The plot widgets (plotext): TTFT p95, KV usage and acceptance over time (the
-per-position bars are text: ``position_bars``).
+"""The series plots: TTFT p95, KV usage and acceptance over time, drawn as braille text
+(``plot_figure``; the per-position bars beside them are text too: ``position_bars``).
 
-Imported only once the console has loaded (``PlotGrid.mount_plots``): plotext and
-textual-plotext cost ~60 ms of start-up that the first frame should not wait for.
+Imported only once the console has loaded (``PlotGrid.mount_plots``): the first frame
+with live numbers does not wait for them.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from plotext._dict import themes as PLOTEXT_THEMES  # where textual-plotext registers them
-from rich.ansi import AnsiDecoder
-from rich.text import Text
-from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual_plotext import PlotextPlot
 
 from console.model.history import History
-from console.ui.private_reach import holds
 from console.ui.themes import DEFAULT as DEFAULT_THEME
 from console.ui.themes import no_color as env_no_color
-from console.ui.themes import plotext_colour, theme_of
-from console.ui.widgets.lines import Spans, changed_spans, cut, same, strip_of
+from console.ui.themes import theme_of
+from console.ui.widgets.lines import LinesView
+from console.ui.widgets.plot_figure import CHROME_ROWS, Figure, Rule, Series, draw
+from console.ui.widgets.position_bars import SLOT_COLORS
 
 PLOT_EVERY_S = 60.0
 """Default for ``Settings.plot_refresh_s``: how far a full plot's time axis moves on at a
@@ -76,14 +71,9 @@ def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     return [round(first + i * step, 12) for i in range(math.ceil((hi - first) / step) + 1)]
 
 
-PLOT_CHROME_ROWS = 4
-"""Rows of a plot that are not data: title, top frame, x axis and its labels."""
-
-
 def fit_ticks(ticks: list[float], rows: int) -> list[float]:
-    """At most one labelled tick every other row. plotext, given more ticks than rows,
-    keeps one per row in an order that changes from process to process (string hashing),
-    so the same data would be labelled differently on each run."""
+    """At most one labelled tick every other row, the ends always labelled: labels on
+    adjacent rows read as one column of numbers, not as marks on an axis."""
     room = max(2, (rows + 1) // 2)
     last = len(ticks) - 1
     for step in range(1, max(1, last) + 1):  # the ends always labelled
@@ -93,8 +83,8 @@ def fit_ticks(ticks: list[float], rows: int) -> list[float]:
 
 
 X_LABEL_ROOM = 14
-"""Columns between time labels (the last, HH:MM:SS, is 8 wide): closer labels collide,
-and plotext settles a collision differently from process to process."""
+"""Columns between time labels (the last, HH:MM:SS, is 8 wide): closer labels collide
+(``plot_figure`` leaves out one that would touch the label before it)."""
 
 
 def time_ticks(width: int, span_s: float = SPAN_S) -> list[float]:
@@ -111,131 +101,6 @@ def tick_label(v: float, step: float) -> str:
     """As many decimals as the tick step needs: 0.98, not 0.987500000000000044."""
     decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
     return f"{v:.{min(decimals, 6)}f}"
-
-
-class FreshPlot(PlotextPlot):
-    """A plot whose figure is built anew, from what it was last shown, at every drawing,
-    and whose drawing reaches the terminal as the cells that changed.
-
-    plotext's figure keeps state from the sizes it was built at before (textual-plotext
-    notes resizing "doesn't work right"): a plot first drawn during a layout change and
-    then at its final size can place its ticks differently from one drawn at that size
-    directly. Building from scratch each time makes the picture a function of the data
-    and the size alone.
-
-    A new drawing is compared with the last one line by line, and only the changed span
-    of each line is repainted (as ``LinesView`` does): a poll that adds a point at the
-    right edge of an axis that has not moved costs the few cells that point changes,
-    not the ~3 KB of the whole plot.
-
-    Each line is also converted for the terminal alone (``render_line``). Textual's own
-    path converts every line of a widget whenever any region of it is dirty: for four
-    plots redrawn every few seconds that was a seventh of the console's CPU."""
-
-    _draw: Callable[[Any, int], None] | None = None
-    _lines: list[Text] | None = None
-    """The figure as last built, line by line (None: build it at the next render)."""
-    _built_for: tuple[Size, str, bool] | None = None
-    _strips: dict[int, tuple[Text, Strip]] | None = None
-    """Line → (the line, its strip): converted once per line drawn."""
-    _spans: dict[int, Spans] | None = None
-    """Line → the cells that changed at the last drawing (the strip is cut there)."""
-
-    def paint(self, draw: Callable[[Any, int], None]) -> None:
-        """``draw(plt, rows)`` builds the figure; ``rows`` is the height of its data area."""
-        self._draw = draw
-        old = self._lines
-        if old is None or not self.is_mounted or self._built_for != self._build_key():
-            self._lines = None
-            self.refresh()
-            return
-        new = self._build()
-        if len(new) != len(old):
-            self._spans = None
-            self.refresh()
-            return
-        width = self.size.width
-        spans: dict[int, Spans] = {}
-        for y, (a, b) in enumerate(zip(old, new, strict=True)):
-            if same(a, b):
-                new[y] = a  # the same line object: its strip is kept
-                continue
-            runs = changed_spans(a, b, self.app.console, width)
-            if runs:
-                spans[y] = runs
-                self.refresh(*(Region(x1, y, x2 - x1, 1) for x1, x2 in runs))
-        self._spans = spans
-
-    def _build_key(self) -> tuple[Size, str, bool]:
-        # and whether textual-plotext has made the theme's plot colours yet: it makes them
-        # when the app announces a new theme, which can come after a frame drawn in it
-        name = getattr(self, "_get_plotext_theme_name", lambda t: t)(self.app.theme)
-        return self.size, self.app.theme, name in PLOTEXT_THEMES
-
-    def _build(self) -> list[Text]:
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        if self._draw is not None:
-            self._draw(plt, max(1, self.size.height - PLOT_CHROME_ROWS))
-        self._built_for = self._build_key()
-        self._lines = self._figure_lines()
-        return self._lines
-
-    def _figure_lines(self) -> list[Text]:
-        """The figure, line by line: textual-plotext's ``render`` without its round trip
-        (``Text.from_ansi`` joins the decoded lines into one text, which the line diff
-        then splits again: a third of a drawing's CPU). Where that package's size and
-        theme steps (private: ``console/ui/private_reach.py``) are not the code this was
-        written against, its own ``render``."""
-        plt = self.plt
-        theme_name = getattr(self, "_get_plotext_theme_name", None)
-        set_size = getattr(plt, "_set_size", None)
-        if theme_name is None or set_size is None or not holds(
-                "plot lines without a round trip"):
-            text = super().render()
-            assert isinstance(text, Text)
-            return list(text.split("\n", allow_blank=True))
-        width, height = self.size
-        plt.plotsize(width, height)
-        set_size(width, height)  # as textual-plotext's render does (its issue #5)
-        plt.theme(theme_name(self.app.theme))
-        return list(AnsiDecoder().decode(plt.build()))
-
-    def render(self) -> Text:
-        lines = self._lines
-        if lines is None or self._built_for != self._build_key():
-            lines = self._build()
-        return Text("\n").join(lines)
-
-    def render_line(self, y: int) -> Strip:
-        lines = self._lines
-        if lines is None or self._built_for != self._build_key():
-            lines = self._build()
-            self._spans = None
-        strips = self._strips if self._strips is not None else {}
-        self._strips = strips
-        width = self.size.width
-        if not 0 <= y < len(lines):
-            return Strip.blank(width, self.rich_style)
-        text = lines[y]
-        hit = strips.get(y)
-        if hit is None or hit[0] is not text:
-            span = self._spans.get(y) if self._spans else None
-            strip = cut(strip_of(text, self.app.console, width), span)
-            hit = strips[y] = (text, strip.apply_style(self.rich_style))
-        return hit[1]
-
-
-def sentence(plt: Any, text: str) -> None:
-    """A plot with nothing to draw says so: no frame, no axes running −1…1 around
-    nothing."""
-    plt.frame(False)
-    plt.xaxes(False, False)
-    plt.yaxes(False, False)
-    plt.xticks([])
-    plt.yticks([])
-    plt.text(text, x=0, y=0, alignment="center")
 
 
 @dataclass(frozen=True)
@@ -397,23 +262,27 @@ def newest_at(points: Any, now: float) -> float:
     return -1e18
 
 
-class SeriesPlot(FreshPlot):
+class SeriesPlot(LinesView):
     """One figure for every slot against clock time; its newest point is the last poll.
 
     Drawn at every poll that brings a point (or at once when the slots shown or a
     backfill change it). The time axis moves in steps (``series_layout``: by ``every_s``,
     the settings' ``plot_refresh_s``, once 15 minutes are plotted), so a drawing between
     two steps differs from the last one by the new point's cells alone, and only those
-    reach the terminal (``FreshPlot``); a step is one full drawing."""
+    reach the terminal (``LinesView``); a step is one full drawing."""
 
     DEFAULT_CSS = "SeriesPlot { height: 1fr; min-height: 8; }"
     _drawn_key: tuple = ()
     _drawn_end: float = -1e18
     _drawn_at: float = -1e18
-    _drawn_figure: tuple | None = None
     drawn: SeriesLayout | None = None
     """What was drawn last (None: nothing to plot). Not ``layout``: a widget's own
     ``layout`` is Textual's (how a container arranges its children)."""
+    _said: str | None = None
+    """Shown instead of the figure (``say``): why there is none."""
+    _built: tuple | None = None
+    """What the lines were built from (the layout, what is said, the size, the theme):
+    a drawing that would build the same lines builds nothing."""
 
     def __init__(self, title: str, metric: str, scale: float = 1.0, unit: str = "",
                  every_s: float = PLOT_EVERY_S, **kw) -> None:
@@ -423,6 +292,10 @@ class SeriesPlot(FreshPlot):
         self.metric = metric
         self.scale = scale
         self.unit = unit
+
+    @property
+    def heading(self) -> str:
+        return f"{self.title}{f' ({self.unit})' if self.unit else ''}"
 
     def show(self, history: History, slots: list[str], now: float, force: bool = False,
              exact: bool = False, around: bool = False, limits: tuple[float, ...] = ()
@@ -442,53 +315,67 @@ class SeriesPlot(FreshPlot):
         if not (force or due or key != self._drawn_key):
             return
         self._drawn_key, self._drawn_end, self._drawn_at = key, newest, now
-        layout = self.drawn = series_layout(history, slots, self.metric, self.scale,
-                                             self.unit, now, self.every_s, self.size.width,
-                                             cursor=now if around else None,
-                                             limits=limits)
-        # the figure is a function of what the layout draws, the size and the theme: a
-        # new point that changes no column's lowest or highest dot (``thin``) draws the
-        # same picture, and plotext is not asked to build it again
-        drawn = (layout.series, layout.end, layout.span_s, layout.y_ticks, layout.cursor,
-                 layout.limits) if layout is not None else None
-        if not force and drawn == self._drawn_figure and self._lines is not None \
-                and self._built_for == self._build_key():
+        self.drawn = series_layout(history, slots, self.metric, self.scale, self.unit, now,
+                                   self.every_s, self.size.width,
+                                   cursor=now if around else None, limits=limits)
+        self._paint()
+
+    def say(self, why: str | None) -> None:
+        """Show ``why`` under the title instead of the figure (None: the figure again)."""
+        self._said = why
+        self._paint()
+
+    def _paint(self) -> None:
+        width, height = self.size.width, self.size.height
+        if not width or not height:
+            return  # not laid out yet: drawn at its first size (on_resize)
+        theme = theme_of(self.app) if self.is_attached else DEFAULT_THEME
+        no_color = not theme.colour or env_no_color()
+        key = (self.drawn, self._said, width, height, theme.name, no_color)
+        if key == self._built:
             return
-        self._drawn_figure = drawn
-        title = f"{self.title}{f' ({self.unit})' if self.unit else ''}"
+        self._built = key
+        self.show_lines(draw(self.figure(theme.series or SLOT_COLORS, theme.limit,
+                                         theme.cursor, no_color), width, height))
 
-        def draw(plt: Any, rows: int) -> None:
-            # the theme when drawn, not when asked: a theme switch draws it again
-            # (a plot drawn before it is mounted, as a test draws one: the default's)
-            theme = theme_of(self.app) if self.is_attached else DEFAULT_THEME
-            no_color = not theme.colour or env_no_color()
-            series = theme.series
-            plt.title(title)
-            if layout is None:
-                sentence(plt, "waiting for data")
-                return
-            for i, (slot, pts) in enumerate(layout.series):
-                marker = MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color else "braille"
-                # no colour: the terminal's own text colour (plotext's "default")
-                colour = ({"color": "default"} if no_color else
-                          {"color": plotext_colour(series[i % len(series)])} if series else {})
-                plt.plot([t for t, _ in pts], [v for _, v in pts], label=slot, marker=marker,
-                         **colour)
-            plt.xlim(-layout.span_s, 0)
-            for limit in layout.limits:  # the threshold: yellow cells, then an alert
-                plt.hline(limit, plotext_colour(theme.limit) if not no_color else None)
-            if layout.cursor is not None:  # where the replay is: the tables' moment
-                plt.vline(layout.cursor - layout.end,
-                          plotext_colour(theme.cursor) if not no_color else None)
-            xs = time_ticks(self.size.width, layout.span_s)
-            fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
-            plt.xticks(xs, [time.strftime(fmt_, time.localtime(layout.end + x))
-                            for x in xs[:-1]]
-                       + [time.strftime("%H:%M:%S", time.localtime(layout.end))])
-            ticks = list(layout.y_ticks)
-            if len(ticks) >= 2:
-                plt.ylim(ticks[0], ticks[-1])
-                shown = fit_ticks(ticks, rows)
-                plt.yticks(shown, [tick_label(v, ticks[1] - ticks[0]) for v in shown])
+    def figure(self, colours: tuple[str, ...], limit: str | None = None,
+               cursor: str | None = None, no_color: bool = False) -> Figure:
+        """What the plot shows, as a ``plot_figure.Figure`` for its width."""
+        layout = self.drawn
+        if self._said is not None or layout is None:
+            return Figure(self.heading, sentence=self._said or "waiting for data")
+        series = tuple(
+            Series(slot, pts,
+                   None if no_color else colours[i % len(colours)],
+                   MARKERS_NO_COLOR[i % len(MARKERS_NO_COLOR)] if no_color and i else None)
+            for i, (slot, pts) in enumerate(layout.series))
+        xs = time_ticks(self.size.width, layout.span_s)
+        fmt_ = "%H:%M" if layout.span_s >= 300 else "%H:%M:%S"
+        x_labels = [time.strftime(fmt_, time.localtime(layout.end + x)) for x in xs[:-1]]
+        x_labels.append(time.strftime("%H:%M:%S", time.localtime(layout.end)))
+        ticks = list(layout.y_ticks)
+        rows = max(1, self.size.height - CHROME_ROWS)
+        step = ticks[1] - ticks[0] if len(ticks) >= 2 else 1.0
+        if len(ticks) >= 2:
+            y_range = (ticks[0], ticks[-1])
+            y_ticks = tuple((v, tick_label(v, step)) for v in fit_ticks(ticks, rows))
+        else:
+            y_range, y_ticks = (0.0, 1.0), ()
+        return Figure(
+            self.heading, series, x_range=(-layout.span_s, 0.0), y_range=y_range,
+            x_ticks=tuple(zip(xs, x_labels, strict=True)), y_ticks=y_ticks,
+            # the threshold: yellow cells, then an alert; the replay's cursor: the
+            # tables' moment
+            across=tuple(Rule(v, None if no_color else limit, tick_label(v, step))
+                         for v in layout.limits),
+            down=(() if layout.cursor is None else
+                  (Rule(layout.cursor - layout.end, None if no_color else cursor),)))
 
-        self.paint(draw)
+    def on_resize(self) -> None:
+        self._paint()
+        super().on_resize()
+
+    def render_line(self, y: int) -> Strip:
+        # a theme switch repaints every widget: the plot's colours are the theme's
+        self._paint()
+        return super().render_line(y)

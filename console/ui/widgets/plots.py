@@ -1,8 +1,9 @@
 """The grid of four plots every screen shows, mounted once the console has loaded.
 
-The plot widgets live in ``plot_widgets`` (plotext) and ``position_bars`` (text); this
-module stays light so the first frame with live numbers does not wait for them. Until
-``mount_plots`` runs the grid shows one line saying the plots are loading.
+The plot widgets live in ``plot_widgets`` (braille text: ``plot_figure``) and
+``position_bars`` (text); this module stays light so the first frame with live numbers
+does not wait for them. Until ``mount_plots`` runs the grid shows one line saying the
+plots are loading.
 """
 
 from __future__ import annotations

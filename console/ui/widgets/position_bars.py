@@ -23,8 +23,9 @@ TITLE = "acceptance by draft position (%)"
 EMPTY = "no speculative decoding data"
 SLOT_COLORS = ("bright_blue", "bright_green", "bright_red", "bright_cyan", "bright_magenta",
                "yellow", "grey50", "blue")
-"""Slot i's colour: plotext's default colour order (blue+, green+, red+, …), the one the
-series plots beside the bars give their lines, so a slot reads the same in all four."""
+"""Slot i's colour where a theme names none: the terminal's bright colours (blue+, green+,
+red+, …), the ones the series plots beside the bars give their lines too, so a slot reads
+the same in all four."""
 EIGHTHS = " ▏▎▍▌▋▊▉"
 """A bar's last cell by eighths (the first is empty: a bar that ends on a cell edge)."""
 LABEL_MAX = 12
