@@ -322,6 +322,9 @@ def write_config(demo: DemoDeployment, tmp: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=3.0)
+    ap.add_argument("--only", metavar="REFRESH:PLOTS", action="append",
+                    help="measure this configuration alone (e.g. 2:60; repeatable); "
+                         "the closing numbers are the three default ones")
     args = ap.parse_args()
     subprocess.run([sys.executable, "-m", "compileall", "-q", "console", "pod_agent"],
                    cwd=ROOT, check=True)
@@ -341,7 +344,9 @@ def main() -> int:
               f"{'CPU':>7} "
               f"{'KB/min':>8} {'oldest number':>14} {'GPU line':>9} {'samples':>8} "
               f"{'never served':>13}  verdict")
-        for refresh, plots in ((1.0, 60), (2.0, 60), (2.0, 300)):
+        configs = [(float(a), int(b)) for a, b in (c.split(":") for c in args.only)] \
+            if args.only else [(1.0, 60), (2.0, 60), (2.0, 300)]
+        for refresh, plots in configs:
             argv = [sys.executable, "-m", "console.cli", "watch", "--config", str(cfg),
                     "--refresh", str(refresh)]
             penv = dict(env, POD_CONSOLE_PLOT_REFRESH_S=str(plots))

@@ -14,7 +14,7 @@ import pytest
 
 from console.model.history import History
 from console.ui.screens.main import MainScreen
-from console.ui.widgets.plot_widgets import SeriesPlot
+from console.ui.widgets.plot_widgets import YOUNG_STEPS, SeriesPlot
 from tests.screens import states
 from tests.screens.host import ScreenHost, settle
 
@@ -68,7 +68,7 @@ async def test_the_ttft_and_kv_plots_draw_their_limits_and_end_at_now(ttft: floa
     from console.config.settings import SlotThresholds
 
     th = {t.slot: SlotThresholds(ttft_p95_s=ttft, kv_p99=0.6) for t in states.view().targets}
-    # 460 s of data: the young axis grows to 683 s (60 s × 1.5ⁿ), which once ended
+    # 460 s of data: the young axis grows to 683 s (90 s × 1.5ⁿ), which once ended
     # 223 s after now
     h = History(3600, 1)
     for i in range(93):
@@ -81,7 +81,7 @@ async def test_the_ttft_and_kv_plots_draw_their_limits_and_end_at_now(ttft: floa
     for metric, label in (("ttft_p95_s", want), ("kv_cache_usage", "60")):
         rows = [m["label"] for line in plots[metric] if (m := LIMIT_ROW.match(line))]
         assert rows == [label], (metric, "\n".join(plots[metric]))
-        # the axis ends at now: its last label within an eighth of the axis of it
+        # the axis ends at now: its last label within a young step of it
         ticks = _ticks(plots[metric])
         span = _at(ticks[-1]) - _at(ticks[0])
-        assert span > 0 and abs(_at(ticks[-1]) - states.NOW) <= span / 8, (metric, ticks)
+        assert span > 0 and abs(_at(ticks[-1]) - states.NOW) <= span / YOUNG_STEPS, (metric, ticks)

@@ -34,7 +34,7 @@ def test_backfill_merges_older_points_under_live_ones() -> None:
 
 
 def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
-    from console.ui.widgets.plot_widgets import DRAW_EVERY_S, GROWTH
+    from console.ui.widgets.plot_widgets import DRAW_EVERY_S, GROWTH, MIN_AXIS_S
 
     h = History(3600, 1)
     plot = SeriesPlot("KV", "kv")
@@ -48,11 +48,11 @@ def test_a_young_plot_is_drawn_again_as_its_data_grows() -> None:
             spans.append(plot.drawn.span_s)
             # the axis holds the data and is at most half as long again
             data = plot.drawn.newest - 1000
-            assert data <= plot.drawn.span_s <= max(60.0, data * GROWTH)
+            assert data <= plot.drawn.span_s <= max(MIN_AXIS_S, data * GROWTH)
     # new points are drawn as polls bring them, every DRAW_EVERY_S at most (not every
     # plot_refresh_s); the axis grows in a dozen steps, not at every poll
     assert all(b - a <= DRAW_EVERY_S + 2 for a, b in itertools.pairwise(draws))
-    assert len(set(spans)) <= 6, sorted(set(spans))  # 60 s x 1.5^k past 400 s
+    assert len(set(spans)) <= 6, sorted(set(spans))  # 90 s x 1.5^k past 400 s
 
 
 @pytest.fixture

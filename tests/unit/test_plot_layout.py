@@ -10,6 +10,7 @@ from console.ui.widgets.plot_widgets import (
     GROWTH,
     MIN_AXIS_S,
     SPAN_S,
+    YOUNG_STEPS,
     SeriesPlot,
     series_layout,
     thin,
@@ -35,7 +36,7 @@ def test_the_newest_point_is_the_last_poll_and_the_axis_moves_in_steps() -> None
     # the plot draws the points polls bring (every DRAW_EVERY_S at most, not every
     # plot_refresh_s): the newest point drawn is never more than that behind the table
     plot = SeriesPlot("KV", "kv_cache_usage", scale=100, unit="%", every_s=60)
-    plot.paint = lambda draw: None  # type: ignore[method-assign]
+    plot._paint = lambda: None  # type: ignore[method-assign]
     behind, ends = [], set()
     for now in range(2001, 2300):
         h.add("A", "kv_cache_usage", float(now), 0.05)
@@ -77,7 +78,7 @@ def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() ->
     assert lay.end - lay.span_s <= 1000
     for last in range(1010, 1900, 5):  # at every age of a young plot
         lay = series_layout(_history(1000, last, 5), ["A"], "kv_cache_usage", 100, "%", last)
-        assert lay is not None and last <= lay.end <= last + lay.span_s / 8, (last, lay.end)
+        assert lay is not None and last <= lay.end <= last + lay.span_s / YOUNG_STEPS, (last, lay.end)
         assert lay.end - lay.span_s <= 1000  # every point on it
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S

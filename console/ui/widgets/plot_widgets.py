@@ -35,7 +35,7 @@ SPAN_S = 15 * 60
 AROUND_SPAN_S = 60 * 60
 """A replay's axis at most: the recorded hour around its cursor (half an hour either
 side, as far as the recording goes)."""
-MIN_AXIS_S = 60.0
+MIN_AXIS_S = 90.0
 """The time axis at least. Between the two it spans the data: a console started two
 minutes ago plots two minutes across most of the width, not a sliver at the right of a
 mostly empty 15-minute axis."""
@@ -44,8 +44,12 @@ GROWTH = 1.5
 spans ``MIN_AXIS_S`` times a power of this: when the data reaches its right end the axis
 grows by this factor (one full drawing, ~8 KB of terminal output for the three plots:
 seven in the first quarter hour), and at most a third of a young plot is empty."""
-YOUNG_STEPS = 8
-"""A young plot's axis ends at most 1/this of its span after the newest point."""
+YOUNG_STEPS = 6
+"""A young plot's axis ends at most 1/this of its span after the newest point, and moves
+on by that much at a time. Each move draws the whole plot again (every point shifts): a
+young plot moves about ``YOUNG_STEPS`` times per span of time, the larger part of the
+console's terminal output in its first minutes (``bench/tui_bench.py``); at 8 moves a
+span (and a 60 s first axis) the console wrote ~24 KB/min in its first three minutes."""
 DRAW_EVERY_S = 5.0
 """New points are drawn at most this often (and at once when the slots shown change or
 a backfill comes): a drawing costs ~10-15 ms of CPU for each of the four plots, which
