@@ -78,7 +78,8 @@ def test_a_short_history_fills_the_axis_and_a_long_one_is_cut_at_15_minutes() ->
     assert lay.end - lay.span_s <= 1000
     for last in range(1010, 1900, 5):  # at every age of a young plot
         lay = series_layout(_history(1000, last, 5), ["A"], "kv_cache_usage", 100, "%", last)
-        assert lay is not None and last <= lay.end <= last + lay.span_s / YOUNG_STEPS, (last, lay.end)
+        assert lay is not None, last
+        assert last <= lay.end <= last + lay.span_s / YOUNG_STEPS, (last, lay.end)
         assert lay.end - lay.span_s <= 1000  # every point on it
     lay = series_layout(_history(1000, 1010, 5), ["A"], "kv_cache_usage", 100, "%", 1010)
     assert lay is not None and lay.span_s == MIN_AXIS_S
