@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import inspect
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +239,8 @@ class Story:
         self.seen.append(self.session.state())
         return self.seen[-1]
 
-    async def until(self, cond: Any, what: str, limit_s: float) -> ConsoleState:
+    async def until(self, cond: Callable[[ConsoleState], bool], what: str, limit_s: float
+                    ) -> ConsoleState:
         """Time passes until the console's state says ``cond`` (``limit_s`` at the most,
         on the test's clock)."""
         end = self.clock.t + limit_s
@@ -250,8 +253,6 @@ class Story:
                              f"{header(last) if last else 'no state'}")
 
     def audit(self) -> list[dict[str, Any]]:
-        import json
-
         p = Path(self.ctx.registry.audit.path)
         return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
 
@@ -262,11 +263,10 @@ def warned(st: ConsoleState) -> bool:
 
 
 def loud(st: ConsoleState) -> list[str]:
-    """WARN and CRIT that fire, but the watchdog's own warning before its stop, and the
-    working hours (judged on this machine's clock, not the demo pod's)."""
+    """WARN and CRIT that fire, but the watchdog's own warning before its stop."""
     return [f"{a.severity} {a.title}" for a in st.alerts
             if a.state == "firing" and a.severity in ("warn", "crit")
-            and a.key not in ("stop-soon", "hours")]
+            and a.key != "stop-soon"]
 
 
 def stopped(st: ConsoleState) -> bool:
