@@ -202,21 +202,17 @@ def _screen_until(session: str, cond, limit_s: float) -> tuple[str, float | None
 
 LOG_LINE = re.compile(r"\d\d:\d\d:\d\d (ALERT|cleared:) ")
 """An action-log line about an alert (its time, then ALERT or cleared)."""
-LOUD = re.compile(r"[▲✖] (WARN|CRIT) ")
-"""An active WARN or CRIT in the alerts panel (a PEND one reads "◌ PEND WARN")."""
 
 
-def _header(screen: str) -> str:
-    """The pod header: the screen's first two lines (it wraps at 160 columns)."""
-    return "\n".join(screen.splitlines()[:2])
-
-
-def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
-    """The demo's story of ``demo --clock-speed 60`` (docs/demo.md), typed by a person in a
-    real terminal: the palette stops the traffic, the warning comes, ``w 1 y`` (a second
-    and a half per key, a few seconds to read first) extends the pod in time, and when
-    the extension runs out the pod's own watchdog warns again and stops it — with at
-    least 20 real seconds between the warning on screen and the stop."""
+def test_clock_speed_keys_land_in_a_real_terminal(tmp_path) -> None:
+    """``demo --clock-speed 60`` (docs/demo.md) typed by a person in a real terminal: the
+    palette stops the traffic, the idle warning comes on screen, ``w 1 y`` (a second and
+    a half per key) extends the pod through the real agent, the warning clears, and ``q``
+    quits. The rest of the story — the extension running out, the watchdog's second
+    warning kept ≥ 25 s before its stop at every phase of the console's reads, the one
+    INFO of the stop and nothing loud, the resume's header — is told on a driven clock
+    in tests/session/test_clock_speed_story.py, with the same agent, session and alert
+    rules."""
     session = f"podconsole-speed-{os.getpid()}"
     state = tmp_path / "state"
     cmd = (f"cd {REPO} && TERM=xterm-256color PYTHONPATH={REPO} POD_CONSOLE_STATE_DIR={state} "
@@ -241,72 +237,23 @@ def test_clock_speed_story_at_a_human_pace(tmp_path) -> None:
         _tmux("send-keys", "-t", session, "Enter")
         screen, first = _screen_until(session, warned, 150)
         assert first is not None, screen
-        time.sleep(3 * human)  # reading the warning
+        assert "EXITED" not in screen, screen
         for key in ("w", "1", "y"):
             _tmux("send-keys", "-t", session, key)
             time.sleep(human)
-        # extended in time: the pod is still running, and the console says it was extended
+        # extended in time: the agent said so, and the console wrote it down
         audit = state / "audit.jsonl"
         _, ok = _screen_until(session, lambda s: audit.exists() and any(
             '"cmd": "extend"' in line and '"result": "ok"' in line
             for line in audit.read_text().splitlines()), 60)
         assert ok is not None, audit.read_text() if audit.exists() else "no audit"
-        time.sleep(human)  # reads "✓ pod kept until …" and closes the dialog
-        _tmux("send-keys", "-t", session, "Escape")
-        screen = _tmux("capture-pane", "-p", "-t", session)
-        assert "EXITED" not in screen, screen
-        screen, cleared = _screen_until(session, lambda s: not warned(s), 60)
-        assert cleared is not None, screen  # the extension answered the warning
-        # the extension (+1 pod hour: a real minute) runs out; the watchdog warns again
-        screen, second = _screen_until(session, lambda s: warned(s) and "EXITED" not in s,
-                                       180)
-        assert second is not None, screen
-        screen, stopped = _screen_until(session, lambda s: "EXITED" in s, 180)
-        assert stopped is not None, screen
-        # the 20 s warning is kept; the pane shows the warning up to a refresh (1 s) and a
-        # capture step (0.5 s) after it was raised, so the gap seen may read ~1.5 s short
-        # (a run read 19.95 s)
-        assert stopped - second >= 18, (stopped - second, screen)
-        # the planned stop (issue 42): one INFO with its cause and who, no WARN or CRIT
-        # for the slots, the agent or the gateway that stopped with the pod; the header
-        # says when it stopped and why
-        screen, told = _screen_until(session, lambda s: "INFO pod stopped" in s
-                                     and "by watchdog" in s and "stopped at" in s, 60)
-        assert told is not None, screen
-        quiet_until = time.time() + 10  # a few polls of the stopped pod
-        while time.time() < quiet_until:
-            loud = [line for line in screen.splitlines() if LOUD.search(line)]
-            assert not loud, (loud, screen)
-            time.sleep(0.5)
-            screen = _tmux("capture-pane", "-p", "-t", session)
-        # `r y`: a new run, busy from its first reading: the header never tells the old
-        # stop's story on it ("stopping (idle)" on a running pod was the finding)
-        _tmux("send-keys", "-t", session, "C-p")
-        time.sleep(human)
-        _tmux("send-keys", "-t", session, "-l", "traffic resumes")
-        time.sleep(human)
-        _tmux("send-keys", "-t", session, "Enter")
-        time.sleep(human)
-        for key in ("r", "y"):
-            _tmux("send-keys", "-t", session, key)
-            time.sleep(human)
-        screen, resumed = _screen_until(session, lambda s: "✓ pod" in s and "up with" in s,
-                                        240)
-        assert resumed is not None, screen
-        _tmux("send-keys", "-t", session, "Escape")  # the resume's result read: closed
-        screen, running = _screen_until(
-            session, lambda s: "RUNNING" in _header(s) and s.count(" UP ") >= 2, 120)
-        assert running is not None, screen
-        # its first polls: nothing of the last run's idle stop on the running pod (its
-        # next stop, idle or scheduled, is this run's own, and may come soon at ×60)
-        for _ in range(6):
-            if "RUNNING" not in _header(screen):
-                break
-            head = _header(screen)  # "stop in 42m (idle)": the new run's own plan
-            assert "stopping (idle)" not in head and "stopped at" not in head, screen
-            time.sleep(1)
-            screen = _tmux("capture-pane", "-p", "-t", session)
-        assert "Traceback" not in screen
+        _tmux("send-keys", "-t", session, "Escape")  # "✓ pod kept until …" read: closed
+        # the extension answered the warning: the action log says it cleared (not a
+        # dialog drawn over the alerts panel for a moment)
+        screen, cleared = _screen_until(session, lambda s: not warned(s) and any(
+            "cleared: pod stops in" in line for line in s.splitlines()), 60)
+        assert cleared is not None, screen
+        assert "EXITED" not in screen and "Traceback" not in screen, screen
         _quit_with_q(session)
     finally:
         _tmux("kill-session", "-t", session, check=False)

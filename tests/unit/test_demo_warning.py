@@ -1,7 +1,9 @@
 """The demo on an accelerated pod clock warns early enough for a person: the demo's
 story (docs/demo.md: ``demo --clock-speed 60``: the warning, then ``w 1 y``) needs real
-seconds on the console's screen, not pod minutes at the agent. The tmux test in
-tests/tui/test_pty.py walks the story at a human pace.
+seconds on the console's screen, not pod minutes at the agent.
+tests/session/test_clock_speed_story.py walks the story on a driven clock (the real agent
+and session, at every phase of the console's reads); tests/tui/test_pty.py types its
+first keys in a real terminal.
 
 Issue 42: at ×60 the scheduled stop's warning was on screen 13 s before the stop, not the
 ~25 of docs/demo.md. ``warn_before`` was 25 pod minutes (25 real s at the agent), and the console

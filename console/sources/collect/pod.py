@@ -38,13 +38,16 @@ def _iso_ts(s: str | None) -> float | None:
 class PodCollector:
     def __init__(self, pod_id: str | Callable[[], str | None] | None, client: Provider | None,
                  agent: AgentClient | None, timeout_s: float = 5.0,
-                 gpu_metrics: GpuMetrics | None = None) -> None:
+                 gpu_metrics: GpuMetrics | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self._pod_id = pod_id if callable(pod_id) else (lambda: pod_id)
         self.client = client
         self.agent = agent
         self.timeout_s = timeout_s
         self.gpu_metrics = gpu_metrics
         """Where GPUs are read when the agent does not say (a wall: no SSH)."""
+        self._clock = clock
+        """The wall clock a reading is dated on (a test's own)."""
 
     @property
     def pod_id(self) -> str | None:
@@ -55,7 +58,7 @@ class PodCollector:
         import asyncio
 
         pod_id = self.pod_id  # one poll, one pod
-        fields: dict[str, Any] = {"pod_id": pod_id, "fetched_at": time.time()}
+        fields: dict[str, Any] = {"pod_id": pod_id, "fetched_at": self._clock()}
         if self.client is not None and pod_id:
             try:
                 m = await asyncio.wait_for(self.client.get(pod_id), self.timeout_s)
@@ -78,7 +81,7 @@ class PodCollector:
                                   agent_slots=st.get("slots") or {},
                                   agent_actions=tuple(st.get("actions") or ()),
                                   gpus=gpu_state.parse(st.get("gpus")),
-                                  stop_plan=StopPlan.parse(wd, time.time())
+                                  stop_plan=StopPlan.parse(wd, self._clock())
                                   if isinstance(wd, dict) else None,
                                   agent_heartbeat=AgentHeartbeat.parse(st.get("heartbeat")))
                 else:
