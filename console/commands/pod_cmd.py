@@ -23,7 +23,6 @@ import contextlib
 import datetime as dt
 import math
 import signal
-import sqlite3
 import sys
 import time
 import traceback
@@ -186,6 +185,8 @@ async def _tell_up_failed(settings: Settings, why: str) -> None:
     """A failed ``up`` told through the webhook's outbox (``session/outbox.py``): posted
     now if the receiver answers, else kept for the next session with a webhook to
     deliver (a cron ``up`` at 08:30 whose receiver was down loses nothing)."""
+    import sqlite3  # here, not at the top: the CLI loads this module for every command
+
     from console.session.outbox import Outbox, drain, message
 
     assert settings.webhook_url is not None

@@ -5,6 +5,7 @@ state of the poll shown (``console_state``), never from a copy."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,10 +75,13 @@ class Navigation:
         self.app.session.want_fleet()  # now, then at every tick while its screen is open
 
     def fleet_shown(self) -> bool:
-        """Whether anyone looks at the fleet (else other pods are not polled)."""
-        from console.ui.screens.fleet import FleetScreen
-
-        return any(isinstance(s, FleetScreen) for s in self.app.screen_stack)
+        """Whether anyone looks at the fleet (else other pods are not polled). Asked at
+        every tick from the first: while the fleet screen's module was never loaded, no
+        fleet screen can be open, and the first poll does not wait for that import."""
+        fleet = sys.modules.get("console.ui.screens.fleet")
+        if fleet is None:
+            return False
+        return any(isinstance(s, fleet.FleetScreen) for s in self.app.screen_stack)
 
     def switch_context(self, name: str) -> None:
         """Reopen the console on another context's pod (a new process on the same
