@@ -120,7 +120,9 @@ def test_first_frame_path_imports_nothing_heavy() -> None:
     """What ``watch`` loads before its first frame: no pydantic, httpx, asyncssh, nor the plots.
 
     These are what the first frame was made to not wait for (~250 ms together); they
-    load in the worker thread that builds the full context."""
+    load in the worker thread that builds the full context. sqlite3 (the pod commands'
+    outbox) and the fleet screen (asked at every tick whether it is open) are not the
+    console's to load before it either."""
     import subprocess
     import sys
 
@@ -129,7 +131,7 @@ def test_first_frame_path_imports_nothing_heavy() -> None:
             "import console.sources.collect.poller, console.ui.screens.main\n"
             "import console.ui.widgets.plots\n"
             "heavy = ('pydantic', 'pydantic_settings', 'httpx', 'asyncssh', 'pod_agent.profile',"
-            " 'console.ui.widgets.plot_widgets')\n"
+            " 'console.ui.widgets.plot_widgets', 'sqlite3', 'console.ui.screens.fleet')\n"
             "print(sorted(m for m in heavy if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.strip()
@@ -152,3 +154,23 @@ def test_exit_codes_agree_with_the_provisioner() -> None:
     from console.operations.provision import EXIT_FATAL
 
     assert pod_cmd.EXIT_FATAL == EXIT_FATAL
+
+
+def test_asking_whether_the_fleet_is_shown_loads_no_fleet_screen() -> None:
+    """Every tick asks (the first one before the first poll): while the fleet screen's
+    module was never loaded none can be open, and asking does not load it (~4 ms)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom types import SimpleNamespace\n"
+            "from console.ui.navigation import Navigation\n"
+            "app = SimpleNamespace(screen_stack=[])\n"
+            "nav = Navigation(app)\n"
+            "print(nav.fleet_shown(), 'console.ui.screens.fleet' in sys.modules)\n"
+            "from console.ui.screens.fleet import FleetScreen\n"
+            "print(nav.fleet_shown())\n"
+            "app.screen_stack.append(FleetScreen.__new__(FleetScreen))\n"
+            "print(nav.fleet_shown())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split()
+    assert out == ["False", "False", "False", "True"]
