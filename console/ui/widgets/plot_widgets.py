@@ -284,6 +284,8 @@ class SeriesPlot(LinesView):
     ``layout`` is Textual's (how a container arranges its children)."""
     _said: str | None = None
     """Shown instead of the figure (``say``): why there is none."""
+    _theme: str = ""
+    """The app's theme the lines were built in."""
     _built: tuple | None = None
     """What the lines were built from (the layout, what is said, the size, the theme):
     a drawing that would build the same lines builds nothing."""
@@ -339,6 +341,7 @@ class SeriesPlot(LinesView):
         if key == self._built:
             return
         self._built = key
+        self._theme = self.app.theme if self.is_attached else ""
         self.show_lines(draw(self.figure(theme.series or SLOT_COLORS, theme.limit,
                                          theme.cursor, no_color), width, height))
 
@@ -380,6 +383,8 @@ class SeriesPlot(LinesView):
         super().on_resize()
 
     def render_line(self, y: int) -> Strip:
-        # a theme switch repaints every widget: the plot's colours are the theme's
-        self._paint()
+        # a theme switch repaints every widget: the plot's colours are the theme's (built
+        # again only then: this runs for every line Textual draws)
+        if self._built is not None and self.is_attached and self.app.theme != self._theme:
+            self._paint()
         return super().render_line(y)
