@@ -21,10 +21,15 @@ The suite runs on four workers (``-n 4 --dist loadgroup``, set below: ``WORKERS`
 tests share one expensive world (a module-scoped fixture) runs on one worker; every test
 that reads the session's real vLLM runs on one worker (it is started once), and the two
 modules whose vLLM the agent starts run on another, one after the other.
+
+The workers take the groups longest first (``GROUP_SECONDS``: a long module started last
+would be the run's tail while the other workers stand idle); the table is refreshed with
+``POD_CONSOLE_GROUP_SECONDS=tests/group_seconds.json python3 -m pytest -q``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -72,6 +77,14 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
 """Module (under tests/) → the real parts it starts itself, and ``realtime``."""
 AGENT_VLLM = {"integration/test_agent_over_ssh.py", "integration/test_stop_policy_over_ssh.py"}
 """Modules whose vLLM the real agent starts (not the session's shared server)."""
+GROUP_SECONDS_FILE = Path(__file__).resolve().parent / "group_seconds.json"
+"""Seconds each xdist group spent in tests on the last refresh of the table (module
+docstring): the order the workers take them in. A group not in it counts as
+``NEW_GROUP_S`` (integration and e2e: each starts something real) or nothing (the rest,
+short tests that fill in at the end)."""
+NEW_GROUP_S = 20.0
+MIN_TABLED_S = 3.0
+"""Shorter groups are left out of the table: their order does not change the run's end."""
 FIXTURE_PARTS = {"real_vllm": ("vllm",), "real_prometheus": ("prometheus", "vllm"),
                  "real_sshd": ("sshd",), "world": ("sshd",), "slow_world": ("sshd",)}
 
@@ -115,6 +128,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if getattr(opt, "numprocesses", None) is None and getattr(opt, "dist", "no") == "no":
         opt.numprocesses = WORKERS
         opt.dist = "loadgroup"
+    if getattr(opt, "dist", "no") == "loadgroup":
+        # xdist would sort the groups by their number of tests: the items' order (longest
+        # group first, pytest_collection_modifyitems) is the one it must keep
+        opt.loadscopereorder = False
 
 
 def pytest_configure_node(node) -> None:  # xdist's hook, on the controller
@@ -167,6 +184,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif tier in ("integration", "e2e"):
             # a module's tests share its world (module-scoped): one worker builds it once
             item.add_marker(pytest.mark.xdist_group(rel))
+    weights = _group_seconds()
+    # longest first (a stable sort: within a group, and among the rest, the file's order)
+    items.sort(key=lambda item: -weights.get(group_of(item), _new_group_s(item)))
+
+
+def group_of(item: pytest.Item) -> str:
+    """The xdist group an item runs in (its own node id when it has none)."""
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else item.nodeid
+
+
+def _new_group_s(item: pytest.Item) -> float:
+    return NEW_GROUP_S if tier_of(_rel(item)) in ("integration", "e2e") else 0.0
+
+
+def _group_seconds() -> dict[str, float]:
+    try:
+        table = json.loads(GROUP_SECONDS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}  # no table: the file order, as xdist would take it
+    return {str(k): float(v) for k, v in table.items() if isinstance(v, int | float)}
 
 
 # -- the wall time of each tier (.ci/run shows it after --durations) -------------------------
@@ -203,6 +241,8 @@ _CPU_AT = pytest.StashKey[float]()
 _cpu: dict[str, float] = defaultdict(float)
 """tier → CPU seconds its tests cost (their processes and their children)."""
 _cpu_by_test: dict[str, float] = defaultdict(float)
+_group_s: dict[str, float] = defaultdict(float)
+"""xdist group → seconds its tests took (all phases): the table's refresh."""
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -217,6 +257,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if start is not None and stop is not None:
         span[0], span[1] = min(span[0], start), max(span[1], stop)
     span[2] += report.duration
+    # xdist names the group after the id; a test in none is a group of its own
+    _group_s[report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid else report.nodeid] \
+        += report.duration
     if report.when == "call":
         span[3] += 1
 
@@ -236,6 +279,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                       f"{int(n)} tests")
     tr.write_line(f"{'all':<12} {max(s[1] for s in _spans.values()) - t0:7.1f} s wall  "
                   f"{sum(_cpu.values()):7.1f} s CPU  (clock {time.strftime('%H:%M:%S')})")
+    table = os.environ.get("POD_CONSOLE_GROUP_SECONDS")
+    if table and _group_s and exitstatus == 0:  # a failed run's times are not the suite's
+        Path(table).write_text(json.dumps(
+            {g: round(s) for g, s in sorted(_group_s.items(), key=lambda kv: -kv[1])
+             if s >= MIN_TABLED_S}, indent=0) + "\n")
+        tr.write_line(f"the groups' seconds written to {table}")
     tr.write_sep("=", "most CPU (the test's process and the children it reaped)")
     for nodeid, cpu in sorted(_cpu_by_test.items(), key=lambda kv: -kv[1])[:15]:
         tr.write_line(f"{cpu:7.1f} s  {nodeid}")
