@@ -60,6 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds to wait for every slot (up to 86400)")
     u.add_argument("--ssh-wait", type=seconds(0, 86400, above=True), default=600.0,
                    help="seconds to wait for a new pod's SSH (up to 86400)")
+    u.add_argument("--cleanup-wait", type=seconds(0, 3600, above=True), default=45.0,
+                   help="after SIGTERM, SIGHUP or SIGINT, seconds the cleanup may take "
+                        "(default 45: inside systemd's 90 s stop timeout; up to 3600)")
     u.add_argument("--no-resume", action="store_true", help="go straight to a new pod")
     u.set_defaults(func=cmd_up)
     d = sub.add_parser("down", help="stop the pod (volume kept); safe to run twice",
@@ -212,7 +215,8 @@ async def _up_locked(args: argparse.Namespace, settings: Settings,
 
     dep = open_deployment(settings)
     cfg = dep.provision_config(rounds=args.rounds, round_wait_s=args.round_wait,
-                               health_wait_s=args.health_wait, ssh_wait_s=args.ssh_wait)
+                               health_wait_s=args.health_wait, ssh_wait_s=args.ssh_wait,
+                               cleanup_s=args.cleanup_wait)
     prov = dep.provisioner(client, cfg=cfg, log=_log)
     audit = audit_log_for(settings)
     try:

@@ -6,7 +6,8 @@ whose ``Watchdog`` route goes to a loopback webhook standing in for a dead-man's
 service: it is notified while the console lives; after ``kill -9`` the heartbeat's
 ``endsAt`` passes (4 × max(refresh, ``AM_RESEND_FLOOR_S``) after the last send) and the
 service gets the resolved notification, the sign a dead-man's switch pages on. Times are
-on the monotonic clock from the kill."""
+on the monotonic clock from the kill. The floor is made 5 s in the console (``FLOOR_S``):
+the same relation, 20 s of waiting instead of 60."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from console.session.delivery import AM_RESEND_FLOOR_S
 from tests.conftest import REPO
 from tests.support import alertmanager_server
 from tests.support.alertmanager_server import AlertmanagerServer
@@ -30,6 +30,10 @@ from tests.support.hook_receiver import HookReceiver
 from tests.support.waits import held_by
 
 pytestmark = pytest.mark.realtime
+
+FLOOR_S = 5.0
+"""``AM_RESEND_FLOOR_S`` in the killed console: above its 1 s refresh, so the lapse is
+still 4 x the floor (20 s; a console alive but slow for that long would page too)."""
 
 
 @pytest.fixture
@@ -68,8 +72,14 @@ def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
     cfg.write_text(f"profiles_dir: {REPO / 'profiles'}\nstate_dir: {tmp_path / 'state'}\n"
                    f"refresh_s: 1\nalertmanager_url: {srv.url}\npod:\n  host: 127.0.0.1\n")
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    child = subprocess.Popen([sys.executable, "-m", "console.cli", "record", "--config",
-                              str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    # the real ``pod-console record`` with the resend floor made short (FLOOR_S), as an
+    # in-process test would monkeypatch it: the lapse after the kill is 4 x the floor,
+    # a minute at the product's 15 s, all of it spent waiting
+    run = (f"import sys; from console.session import delivery; "
+           f"delivery.AM_RESEND_FLOOR_S = {FLOOR_S!r}; "
+           f"sys.argv[0] = 'pod-console'; from console.cli import run; run()")
+    child = subprocess.Popen([sys.executable, "-c", run, "record", "--config", str(cfg)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              env=env, cwd=REPO, start_new_session=True)
     try:
         held_by(lambda: "firing" in _heartbeats(hook), "the heartbeat's first page", 120)
@@ -80,7 +90,7 @@ def test_a_killed_console_stops_its_heartbeat_and_the_switch_hears_it(
         assert "resolved" not in _heartbeats(hook)
         # the last send's endsAt is at most 4 x max(refresh 1 s, the floor) ahead; the
         # resolved notification follows at the next group interval (2 s here)
-        lapse = 4 * AM_RESEND_FLOOR_S
+        lapse = 4 * FLOOR_S
         heard = held_by(lambda: "resolved" in _heartbeats(hook), "the resolved heartbeat",
                         lapse + 30)
         print(f"heartbeat resolved {heard - killed:.1f} s after kill -9 (bound {lapse:.0f} s)")

@@ -4,8 +4,9 @@ completion probe every 5 minutes; the agent counted it as traffic and the idle s
 never came. The same pod without a wall open stopped after its idle minutes.
 
 Real parts: the demo's pod — the real agent (its watchdog on the accelerated pod clock,
-×60: the demo profile's 30 idle minutes are 30 real seconds), the simulated slots (HTTP,
-their real counters), the RunPod emulator the agent stops the pod through. A real wall
+×120, with no warning lead kept for a reader: the demo profile's 30 idle minutes are 15
+real seconds), the simulated slots (HTTP, their real counters), the RunPod emulator the
+agent stops the pod through. A real wall
 session (read-only: no agent connection, no GPU endpoint, no gateway: no stop plan)
 polls the slots every second with a probe every 3 s allowed, through traffic and after
 it stops — two of them, as a wall and a web wall's tab (a process each): each sees the
@@ -28,9 +29,13 @@ from pod_agent.requests import StatusRequest
 
 pytestmark = pytest.mark.realtime
 
-SPEED = 60.0
+SPEED = 120.0
 IDLE_REAL_S = 30 * 60 / SPEED
 """The demo profile's idle limit (30 min on the pod's clock), in real seconds."""
+WARN_REAL_S = 0.0
+"""The demo's warning lead for a person to read (``deployment.WARN_REAL_S``, 25 real s)
+given none: nobody reads it here, and the demo widens the idle limit to the warning's
+lead and 5 pod minutes (at 25 s, 80 pod minutes: 40 real s of waiting)."""
 LATE_S = 30.0
 """How late the stop may come (real seconds): the agent's ticks and the slots share two
 loaded cores with everything else."""
@@ -46,8 +51,11 @@ async def _watchdog(agent: AgentClient) -> dict:
 
 async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.demo import deployment
     from console.demo.deployment import DemoDeployment
+    from pod_agent.profile import duration_s
 
+    monkeypatch.setattr(deployment, "WARN_REAL_S", WARN_REAL_S)
     monkeypatch.setenv("POD_CONSOLE_STATE_DIR", str(tmp_path / "state"))
     demo = DemoDeployment(workdir=tmp_path / "demo", seed=7, startup_s=2.0, rate=2.0,
                           clock_speed=SPEED)
@@ -81,6 +89,9 @@ async def test_a_wall_with_no_stop_plan_does_not_keep_an_idle_pod_up(
             await asyncio.sleep(0.5)
         assert session.pod is not None and session.pod.stop_plan is None  # none served
         assert sessions[1].pod is not None and sessions[1].pod.stop_plan is None
+        # the premise: the profile's own 30 idle minutes, not widened for a reader
+        idle_after = demo.profiles()[0].profile.schedule.idle_stop_after
+        assert duration_s(idle_after) / SPEED <= IDLE_REAL_S, idle_after
         faults = {title: fn for title, _, fn in demo.faults()}
         faults["traffic stops"]()
         quiet_at = time.monotonic()

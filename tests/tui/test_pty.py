@@ -66,21 +66,19 @@ def test_demo_in_tmux_then_hangup(term: str, tmp_path) -> None:
     _tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", env)
     pid = _pane_pid(session)
     try:
-        # 15 s of the live demo under each terminfo (counted from the first UP rows: a
-        # loaded machine may take a while to get there; 240 s at the most): it draws,
-        # takes polls and hangs up; the palette stress test is the long-running one
-        live_s = 15
-        started = time.time()
-        up_at: float | None = None
-        screen = ""
-        while time.time() < started + 240 and (up_at is None or time.time() < up_at + live_s):
-            time.sleep(2)
-            screen = _tmux("capture-pane", "-p", "-t", session)
-            if up_at is None and screen.count("UP") >= 2:
-                up_at = time.time()
-        seen_up = up_at is not None
+        # the live demo under each terminfo until it has drawn what its polls bring (the
+        # UP rows, then both slots' live figures: TTFT in ms, KV %) and then a later poll
+        # redrawn over that (a loaded machine may take a while: 240 s at the most); then
+        # it hangs up. The palette stress test is the long-running one
+        screen, up = _screen_until(session, lambda s: s.count("UP") >= 2, 240)
+        assert up is not None, screen
+        screen, live = _screen_until(session, _live_figures, 240)
+        assert live is not None, screen
+        before = _slot_rows(screen)
+        screen, redrawn = _screen_until(session, lambda s: _live_figures(s)
+                                        and _slot_rows(s) != before, 240)
+        assert redrawn is not None, screen
         assert "DEMO" in screen and "FLASH" in screen and "Q27" in screen, screen
-        assert seen_up, screen
         assert "Traceback" not in screen
         assert "%" in screen  # live KV / acceptance figures on screen
         _tmux("kill-session", "-t", session)  # the terminal goes away: SIGHUP
@@ -93,6 +91,17 @@ def test_demo_in_tmux_then_hangup(term: str, tmp_path) -> None:
         _tmux("kill-session", "-t", session, check=False)
 
 
+def _slot_rows(screen: str) -> list[str]:
+    """The slot table's rows (FLASH, Q27): what each poll redraws."""
+    return [line for line in screen.splitlines() if line.split()[:1] in (["FLASH"], ["Q27"])]
+
+
+def _live_figures(screen: str) -> bool:
+    """Both slots' rows carry what only polls of live traffic bring: a TTFT in ms."""
+    rows = _slot_rows(screen)
+    return len(rows) >= 2 and all(re.search(r"\d+ms", r) and "%" in r for r in rows)
+
+
 def test_no_color_and_16_colours(tmp_path) -> None:
     """NO_COLOR and a 16-colour terminal still show state by glyph and word."""
     session = f"podconsole-nc-{os.getpid()}"
@@ -101,13 +110,7 @@ def test_no_color_and_16_colours(tmp_path) -> None:
            f"console.cli demo --refresh 1 --seed 4")
     _tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "24", env)
     try:
-        deadline = time.time() + 180
-        screen = ""
-        while time.time() < deadline:
-            time.sleep(2)
-            screen = _tmux("capture-pane", "-p", "-t", session)
-            if screen.count("UP") >= 2:
-                break
+        screen, _ = _screen_until(session, lambda s: s.count("UP") >= 2, 180)
         assert screen.count("UP") >= 2 and "DEMO" in screen, screen
         _quit_with_q(session)
     finally:

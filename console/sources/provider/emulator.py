@@ -388,8 +388,12 @@ class EmulatorServer:
     def start(self) -> None:
         import uvicorn
 
+        # a request held by an injected hang (``state.hang``, a create that never
+        # answers) is cancelled 1 s into the shutdown: stop() would otherwise wait out
+        # its join for a sleep of minutes that nobody is waiting on any more
         config = uvicorn.Config(make_app(self.state), host="127.0.0.1", port=self.port,
-                                log_level="error", lifespan="off")
+                                log_level="error", lifespan="off",
+                                timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
