@@ -94,6 +94,6 @@ async def test_what_nothing_tells_is_unknown_and_says_why(tmp_path: Path) -> Non
     rec = {"slot": "FLASH", "served_model_name": "m", "via": "direct",
            "vllm_version": None, "duration_s": 1.0, "started_at": "t",
            "pod": {"id": facts.pod_id, "p2p": facts.p2p, "p2p_unknown": facts.p2p_unknown},
-           "knobs": {"warmup": 0, "runs": 1, "max_tokens": 8}}
+           "knobs": {"warmup": 0, "runs": 1, "max_tokens": 8}, "configs": []}
     assert "P2P unknown (the agent did not answer: agent command timed out" in \
         lines(rec)[0]
