@@ -429,12 +429,15 @@ def evaluate(snap: DeploymentSnapshot | None, pod: PodSnapshot | None, profile: 
             out.append(Condition("cuda", "crit", f"host driver CUDA {pod.host_cuda} < "
                                  f"{profile.min_cuda}"))
         # the pod's working hours on the pod's clock (the agent's, which its stops
-        # follow; the demo's runs hours from this machine's), this machine's if unsaid
-        # a reading without the agent (busy restarting a slot, a blip) keeps the clock
-        # of its last answer: the demo's pod is at noon while this machine is at 03:00
-        plan_seen = pod.stop_plan or (agent_seen.stop_plan if agent_seen is not None
-                                      and agent_seen.pod_id == pod.pod_id else None)
-        pod_now = plan_seen.pod_clock(now) if plan_seen is not None else None
+        # follow; the demo's runs hours from this machine's), this machine's if unsaid.
+        # A reading without the agent (busy restarting a slot, timed out on a loaded
+        # machine) keeps the clock of its last answer: the demo's pod is at noon while
+        # this machine is at 03:00. Such a reading may still hold a plan, the exporter's
+        # (``gpu_metrics``), which has no clock: a plan counts only with its pod's time
+        seen_plan = (agent_seen.stop_plan if agent_seen is not None
+                     and agent_seen.pod_id == pod.pod_id else None)
+        pod_now = next((p.pod_clock(now) for p in (pod.stop_plan, seen_plan)
+                        if p is not None and p.pod_now is not None), None)
         if pod.status == "RUNNING" and stop is None and not _working_hours(
                 profile, now if pod_now is None else pod_now):
             rate = f" at ${pod.cost_per_hr:.2f}/h" if pod.cost_per_hr else ""

@@ -37,6 +37,7 @@ from console.sources.remote import AgentEndpoint, AgentTransport, agent_command
 from pod_agent.profiles import LoadedProfile, load_profiles
 
 if TYPE_CHECKING:
+    from console.model.snapshot import PodSnapshot
     from console.operations.provision import ProvisionConfig, Provisioner
     from console.session.spend import SpendBook
     from console.sources.collect.gateway import GatewayCollector
@@ -107,6 +108,10 @@ class Deployment:
         self.on_switch: list[Callable[[], None]] = []
         """Called after each :meth:`switch_pod`: holders of words about the deployment
         (a console context's profile name) that are not its parts."""
+        self.pod_seen: Callable[[], PodSnapshot | None] = lambda: None
+        """The last reading of the pod in which its agent answered, as the console that
+        shows this deployment holds it (its session sets this; a headless command has
+        none): what an operation falls back on when its own read gets no answer."""
 
     # -- derived, every time they are read ----------------------------------------
     @property

@@ -8,12 +8,12 @@ a resume may have moved it to another pod, profile and address since.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from console.operations.benchmark.measure import PodFacts
     from console.session.deployment import Deployment, Parts
 
 
@@ -33,25 +33,48 @@ async def smoke(dep: Deployment, on_check: Callable[[Any], None]) -> Any:
 
 
 async def bench(dep: Deployment, slot: str, progress: Any) -> tuple[dict[str, Any], Path]:
-    """The benchmark of one slot of today's deployment, kept under the state dir (with
-    where it ran, when the pod can be read within its timeout)."""
-    from console.operations.benchmark.measure import PodFacts
+    """The benchmark of one slot of today's deployment, kept under the state dir with
+    where it ran (``pod_facts``)."""
     from console.operations.benchmark.runner import baseline_of, bench_and_record, plans_for
     from console.sources.collect.http import HttpClient
 
-    settings, prof, parts = dep.settings, dep.today.profile, _parts(dep)
+    settings, prof = dep.settings, dep.today.profile
     plan = plans_for(dep.today.name, prof, dep.targets, settings, [slot])[0]
-    pod = None
-    if parts.reads_the_pod:
-        with contextlib.suppress(Exception):  # where it ran is worth knowing, not vital
-            pod = await asyncio.wait_for(parts.pods.poll(), parts.pods.timeout_s * 2)
+    facts = await pod_facts(dep)
     client = HttpClient()
     try:
-        return await bench_and_record(plan, client, PodFacts.from_pod(pod),
+        return await bench_and_record(plan, client, facts,
                                       settings.state_dir, baseline_of(prof, slot),
                                       settings.bench.regression_pct, progress)
     finally:
         await client.aclose()
+
+
+async def pod_facts(dep: Deployment) -> PodFacts:
+    """Where a benchmark runs, all of one reading: the pod read now, or — its agent not
+    answering in time (a loaded machine, a slot restarting) — the last reading of the same
+    pod in which it did, the one the console shows (P2P, the GPUs and the pod do not
+    change under a running pod). What is unknown says why."""
+    from console.operations.benchmark.measure import PodFacts
+
+    parts = _parts(dep)
+    if not parts.reads_the_pod:
+        return PodFacts.from_pod(None, "no source reads the pod (no provider, agent or "
+                                       "GPU endpoint configured)")
+    limit = parts.pods.timeout_s * 2
+    pod, unread = None, ""
+    try:
+        pod = await asyncio.wait_for(parts.pods.poll(), limit)
+    except TimeoutError:
+        unread = f"the pod was not read within {limit:g} s"
+    except Exception as exc:  # the collector says its sources' failures; anything else
+        unread = f"the pod's reading failed: {type(exc).__name__}: {exc}"[:200]
+    if pod is None or pod.agent_error:
+        seen = dep.pod_seen()
+        pod_id = pod.pod_id if pod is not None else parts.pods.pod_id
+        if seen is not None and seen.pod_id == pod_id:
+            pod = seen
+    return PodFacts.from_pod(pod, unread)
 
 
 async def write_back_split(dep: Deployment, values: dict[str, float]) -> str:

@@ -178,6 +178,10 @@ class Session:
 
     def _watch_operations(self, ctx: ConsoleContext) -> None:
         self.intents.watch(ctx, lambda: [t.slot for t in self.view.targets])
+        if ctx.deployment is not None:
+            # an operation's own read of the pod (a benchmark's) that the agent does not
+            # answer in time falls back on what this console shows (``deployment_ops``)
+            ctx.deployment.pod_seen = lambda: self.cycle.pod_reads.agent_seen
 
     # -- the tick and the poll -------------------------------------------------------
     @property

@@ -186,8 +186,9 @@ class World:
 
 def world(tmp: Path, t0: float, *, refresh_s: float = 2.0, history_s: float = 3600.0,
           run_blocking: Callable[..., Any] = inline, wall: bool = False,
-          **settings: Any) -> World:
-    """A console on the fake sources, its session on the clock at ``t0``."""
+          deployment: Any = None, **settings: Any) -> World:
+    """A console on the fake sources, its session on the clock at ``t0``; ``deployment``:
+    the composition root its context came from (what operations reach the pod by)."""
     clock = Clock(t0)
     profile = load_profile(PROFILES / "10-rtx6000-2x.yaml")
     settings.setdefault("alerts", AlertTiming(down_for_s=0, for_s=0, hold_s=0))
@@ -200,7 +201,7 @@ def world(tmp: Path, t0: float, *, refresh_s: float = 2.0, history_s: float = 36
                          poller=slots,  # type: ignore[arg-type]
                          registry=OperationRegistry(AuditLog(tmp / "audit.jsonl")),
                          history=history, pod_collector=pod,  # type: ignore[arg-type]
-                         clock=clock)
+                         clock=clock, deployment=deployment)
     notes: list[tuple[str, str]] = []
     session = Session(ctx, run_blocking=run_blocking, wall=wall,
                       note=lambda text, style: notes.append((text, style)))

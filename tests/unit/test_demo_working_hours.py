@@ -95,3 +95,56 @@ def test_a_reading_without_the_agent_keeps_the_pods_clock() -> None:
     conds = evaluate(None, blip, lp.profile, Settings(profiles_dir=PROFILES), ours + 30,
                      agent_seen=other)
     assert any(c.key == "hours" for c in conds)
+
+
+def _exporters_plan(wd: dict, read_at: float) -> StopPlan:
+    """The stop plan as the console reads it from the pod's exporter (its
+    ``pod_agent_*`` gauges, made by the agent's own code from its watchdog section):
+    what fills a reading whose agent did not answer, on a pod with ``gpu_metrics_url``
+    (the demo's first pod)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import generate_latest
+
+    from console.sources.collect.exposition import parse
+    from console.sources.collect.gpu_metrics import stop_plan
+    from pod_agent.exporter import watchdog_families
+
+    class _Plan:
+        def collect(self):
+            return watchdog_families(wd)
+
+    reg = CollectorRegistry()
+    reg.register(_Plan())  # type: ignore[arg-type]
+    exp = parse(generate_latest(reg).decode())
+    samples = [(n, dict(lbl), v) for n in exp.samples if n.startswith("pod_agent_")
+               for lbl, v in exp.samples[n].items()]
+    plan, _ = stop_plan(samples, read_at)
+    assert plan is not None
+    return plan
+
+
+def test_the_exporters_plan_without_a_clock_keeps_the_pods_clock() -> None:
+    """Issue 48: ``R`` on a hung slot in the demo, the machine loaded: the agent's status
+    timed out for a reading, the exporter's gauges filled its stop plan (the demo's first
+    pod has ``gpu_metrics_url``), and that plan has no pod time. The rule took it for
+    the pod's word and fell back to this machine's clock (09:17 UTC, 18:17 in Seoul):
+    "pod running outside working hours" after the restart. A plan without the pod's
+    time says nothing of its hours: the last answer's clock goes on."""
+    lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
+    ours = _at("2026-12-04T03:00")
+    wd = {"armed": True, "now": _at("2026-12-04T12:00"), "clock_speed": 1.0,
+          "stop_in_s": 6 * 3600.0, "next_stop_reason": "scheduled", "idle_s": 30.0,
+          "idle_stop_after_s": 3600.0}
+    seen = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18,
+                       stop_plan=StopPlan.parse(wd, ours))
+    plan = _exporters_plan(wd, ours + 30)
+    assert plan.pod_now is None and plan.in_s == 6 * 3600.0  # a plan, without a clock
+    blip = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18,
+                       agent_error="agent command timed out after 10 s", stop_plan=plan,
+                       watchdog_armed=True)
+    settings = Settings(profiles_dir=PROFILES)
+    conds = evaluate(None, blip, lp.profile, settings, ours + 30, agent_seen=seen)
+    assert not any(c.key == "hours" for c in conds), conds
+    # with no answer of this pod's agent ever, this machine's clock (03:00) is all there is
+    conds = evaluate(None, blip, lp.profile, settings, ours + 30, agent_seen=None)
+    assert any(c.key == "hours" for c in conds), conds

@@ -605,7 +605,8 @@ async def run_bench(plan: BenchPlan, client: HttpClient,
 
 @dataclass(frozen=True)
 class PodFacts:
-    """What the record says about where it ran (from the provider and the agent)."""
+    """What the record says about where it ran (from the provider and the agent), all
+    of one reading of the pod."""
 
     pod_id: str | None = None
     gpu_type: str | None = None
@@ -613,12 +614,23 @@ class PodFacts:
     p2p: str = "unknown"
     """``ok`` (P2P in use), ``disabled`` (NCCL_P2P_DISABLE=1 on this pod) or ``unknown``."""
     extra: dict[str, Any] = field(default_factory=dict)
+    p2p_unknown: str | None = None
+    """Why ``p2p`` is ``unknown`` (the record says it rather than a bare word)."""
+    read_at: float | None = None
+    """When the reading these facts come from was made (this machine's clock)."""
 
     @classmethod
-    def from_pod(cls, pod: Any) -> PodFacts:
+    def from_pod(cls, pod: Any, unread: str = "the pod was not read") -> PodFacts:
+        """The facts of one pod reading; ``unread``: why there is none (``pod`` None)."""
         if pod is None:
-            return cls()
+            return cls(p2p_unknown=unread)
         flag = getattr(pod, "p2p_disabled", None)
         p2p = "disabled" if flag is True else "ok" if flag is False else "unknown"
+        why = None
+        if p2p == "unknown":
+            err = getattr(pod, "agent_error", None)
+            why = (f"the agent did not answer: {err}" if err else
+                   "the agent did not say (none reached, or one that does not tell)")
         return cls(getattr(pod, "pod_id", None), getattr(pod, "gpu_name", None),
-                   getattr(pod, "gpu_count", None), p2p)
+                   getattr(pod, "gpu_count", None), p2p, p2p_unknown=why,
+                   read_at=getattr(pod, "fetched_at", None))

@@ -51,7 +51,8 @@ def build_record(res: BenchResult, facts: PodFacts) -> dict[str, Any]:
         "duration_s": round(res.duration_s, 3), "profile": p.profile, "slot": p.slot,
         "served_model_name": p.served_model_name, "via": p.via,
         "pod": {"id": facts.pod_id, "gpu_type": facts.gpu_type, "gpu_count": facts.gpu_count,
-                "p2p": facts.p2p},
+                "p2p": facts.p2p, "p2p_unknown": facts.p2p_unknown,
+                "read_at": None if facts.read_at is None else _iso(facts.read_at)},
         "vllm_version": res.vllm_version, "knobs": p.knobs(),
         "failed_requests": res.failed_requests, "errors": res.errors(),
         "stopped": res.stopped,
@@ -267,7 +268,9 @@ def lines(rec: dict[str, Any]) -> list[str]:
         gpu += f" ×{pod['gpu_count']}"
     out = [f"bench {rec['slot']} ({rec['served_model_name']}) via {rec['via']} · "
            f"vLLM {rec.get('vllm_version') or '?'} · pod {pod.get('id') or '?'} {gpu} · "
-           f"P2P {pod.get('p2p')} · {rec['duration_s']:.0f} s · {rec['started_at']}"]
+           f"P2P {pod.get('p2p')}"
+           + (f" ({pod['p2p_unknown']})" if pod.get("p2p_unknown") else "")
+           + f" · {rec['duration_s']:.0f} s · {rec['started_at']}"]
     k = rec["knobs"]
     out.append(f"  {k['warmup']} warm-up + {k['runs']} measured runs per configuration, "
                f"max {k['max_tokens']} output tokens, streaming")

@@ -77,7 +77,9 @@ class LogScreen(ConsoleScreen):
         else:
             self.lines.append((t, text, style))
             del self.lines[:-500]
-        if not self._drawn:  # pushed, not drawn yet: on_mount writes every line
+        if not self._drawn or not self.query("#llog"):
+            # pushed, not drawn yet (on_mount writes every line), or closing (the console
+            # quits: Textual removes the widgets before the screen): it waits in ``lines``
             return
         if replace:
             self._rewrite()

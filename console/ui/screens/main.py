@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
@@ -58,9 +59,11 @@ class MainScreen(ConsoleScreen):
     def __init__(self, state: ConsoleState,
                  log: tuple[tuple[float, str, str], ...] = ()) -> None:
         super().__init__(state)
-        self._earlier_log: list[tuple[float, str, str]] | None = list(log)
-        """Lines noted before the log is drawn (on_mount adds them); None after."""
-        """What happened before this screen opened."""
+        self._unshown: deque[tuple[float, str, str, bool]] = deque(
+            ((t, text, style, False) for t, text, style in log), maxlen=ActionLog.KEEP)
+        """Lines noted while no log widget is there to draw them: before the screen is
+        composed (what happened before it opened, too), and while it closes (Textual
+        removes its widgets first). ``_draw_log`` hands them over once one is there."""
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         from console.ui.help_text import slot_sections, watchdog_keys
@@ -86,10 +89,7 @@ class MainScreen(ConsoleScreen):
     def on_mount(self) -> None:
         self.query_one(SlotsTable).focus()
         self.on_resize()
-        log = self.query_one(ActionLog)
-        for t, text, style in self._earlier_log or ():
-            log.add(t, text, style)
-        self._earlier_log = None
+        self._draw_log()
         self.render_state(self.state)
 
     def on_resize(self, event: object = None) -> None:
@@ -136,13 +136,23 @@ class MainScreen(ConsoleScreen):
         self.refresh_bindings()
 
     def log_line(self, t: float, text: str, style: str = "", replace: bool = False) -> None:
-        if self._earlier_log is not None:  # pushed, not drawn yet: on_mount adds it
-            if replace and self._earlier_log:
-                self._earlier_log[-1] = (t, text, style)
-            else:
-                self._earlier_log.append((t, text, style))
+        if replace and self._unshown:  # in place of a line not drawn yet
+            self._unshown[-1] = (t, text, style, self._unshown[-1][3])
+        else:
+            self._unshown.append((t, text, style, replace))
+        self._draw_log()
+
+    def _draw_log(self) -> None:
+        """The lines not drawn yet into the log widget, when there is one: a poll's line
+        can come between the push and the compose, or while the console quits (the
+        screen still in the stack, its widgets gone); the app keeps every line."""
+        logs = self.query(ActionLog)
+        if not logs:
             return
-        self.query_one(ActionLog).add(t, text, style, replace)
+        log = logs.first()
+        while self._unshown:
+            t, text, style, replace = self._unshown.popleft()
+            log.add(t, text, style, replace)
 
     async def action_filter(self) -> None:
         """``/``: a prompt under the table (k9s-like) and a line saying what it does; the
