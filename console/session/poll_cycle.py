@@ -5,10 +5,11 @@ clock's steps.
 
 The slots are polled every refresh; the pod every ``POD_POLL_S`` (``pod_reads.py``), its
 GPU endpoint (``gpu_line``) and the gateway (``gateway_polling.py``) beside the slots.
-Polls never overlap (:attr:`PollCycle.busy`); one that fails is said in the log and on
-every screen, and the next tick polls again. A step of the wall clock between polls is
-told once and moves the wall times held here, so that the seconds since them stay what
-they were (:meth:`PollCycle.wall_step`).
+Polls never overlap (:attr:`PollCycle.busy`): a staged start's first one, begun before the
+UI loaded (``first_poll.py``), is awaited by the first run. One that fails is said in the
+log and on every screen, and the next tick polls again. A step of the wall clock between
+polls is told once and moves the wall times held here, so that the seconds since them stay
+what they were (:meth:`PollCycle.wall_step`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from console.session.reading import Reading
 if TYPE_CHECKING:
     from console.model.history import History
     from console.session.delivery import AlertDelivery
+    from console.session.first_poll import FirstPoll
     from console.session.intents import OperationIntents
     from console.session.pacing import Pacing
     from console.session.recording import SessionRecording
@@ -76,6 +78,11 @@ class PollHost(Protocol):
     def history(self) -> History: ...
 
 
+async def _already(snapshot: DeploymentSnapshot) -> DeploymentSnapshot:
+    """A snapshot read before this poll (the first poll's), where a poll is awaited."""
+    return snapshot
+
+
 class PollCycle:
     """One session's polls (see the module docstring)."""
 
@@ -103,6 +110,10 @@ class PollCycle:
         polls a while apart tell it, so the poll (which sees every one) owns it."""
         self.wall_steps = WallSteps()
         """Steps of the wall clock seen between polls (told once each, never judged)."""
+        self.first: FirstPoll | None = None
+        """A staged start's first poll, begun before the UI loaded (``first_poll.py``):
+        the first run takes its snapshot instead of polling the slots again."""
+        self._first_taken = False
 
     async def run(self) -> bool:
         """One poll; False when one was already running (nothing done) or it failed.
@@ -124,8 +135,18 @@ class PollCycle:
         self._on_change("poll")
         return ok
 
+    async def first_ended(self) -> None:
+        """The first poll's thread is done with the poller (a console closing before
+        its first poll was shown must not close the poller under it)."""
+        if self.first is not None:
+            await self.first.ended()
+
     async def _poll(self) -> None:
         host = self.host
+        first = None if self._first_taken else self.first
+        self._first_taken = True
+        # before anything here touches the poller: until it has ended, it is the thread's
+        early = await first.result() if first is not None else None
         host.pacing.apply()  # a fallback or a finished start may have new sources
         ctx, poller, reads = host.ctx, host.poller, self.pod_reads
         started, started_m = host.now(), host.mono()
@@ -145,11 +166,12 @@ class PollCycle:
             line_src, pods.pod_id, started, host.pacing.request_timeout_s)) \
             if line_src is not None and pods is not None else None
         try:
+            slots = poller.poll() if early is None else _already(early)
             if pods is not None and read_pod:
                 reads.read(started_m)
-                snapshot, raw = await asyncio.gather(poller.poll(), pods.poll())
+                snapshot, raw = await asyncio.gather(slots, pods.poll())
             else:
-                snapshot = await poller.poll()
+                snapshot = await slots
             if gw_task is not None:
                 self.gateway = await gw_task
             line = await line_task if line_task is not None else None
