@@ -115,7 +115,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
         print(why, file=sys.stderr)
         return 1
     from console.session.boot import plan
-    from console.ui.app import make_app
 
     boot = plan(args.config, args.refresh)
     if boot is None:  # the fast reading was not sure: validate first, then open
@@ -124,10 +123,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
             return 1
         ctx.rotate_s = getattr(args, "rotate", 15.0)
         ctx.pod_rotate_s = getattr(args, "pod_rotate", 0.0) if args.wall else 0.0
-        app = make_app(ctx, wall=args.wall)
+        start: ConsoleContext | StagedStart = ctx
     else:
-        app = make_app(staged_start(boot, args.config, args.refresh, args.wall,
-                                    getattr(args, "rotate", 15.0)), wall=args.wall)
+        # the first poll begins here, and its requests are answered while Textual and
+        # the screens load below (``console/session/first_poll.py``)
+        start = staged_start(boot, args.config, args.refresh, args.wall,
+                             getattr(args, "rotate", 15.0))
+    from console.ui.app import make_app
+
+    app = make_app(start, wall=args.wall)
     code = run_console(app)
     from console.session.view import SwitchRequest
 
@@ -253,9 +257,10 @@ def load_validated(config: Path | None, refresh: float | None) -> Settings:
 
 def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wall: bool,
                  rotate_s: float) -> StagedStart:
-    """First frame from the boot plan; the validated context follows in a thread."""
+    """First frame from the boot plan; the validated context follows in a thread. The
+    first poll starts at once, in a thread of its own (``first_poll.py``)."""
     from console.model.history import History
-    from console.session.view import ConsoleView, StagedStart
+    from console.session.first_poll import FirstPoll
     from console.sources.collect.poller import DeploymentPoller
 
     history = History(boot.history_s, boot.refresh_s)
@@ -263,6 +268,9 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
         boot.profile_name, boot.targets, prometheus_url=boot.prometheus_url,
         window_s=boot.window_s, timeout_s=boot.request_timeout_s, api_key=boot.api_key,
         history=history, prom_selector=boot.prom_selector)
+    first = FirstPoll(poller)
+    from console.session.view import ConsoleView, StagedStart
+
     view = ConsoleView(profile_name=boot.profile_name, targets=boot.targets, read_only=wall,
                        demo=boot.demo, refresh_s=boot.refresh_s,
                        plot_refresh_s=boot.plot_refresh_s, rotate_s=rotate_s,
@@ -278,7 +286,8 @@ def staged_start(boot: BootPlan, config: Path | None, refresh: float | None, wal
         ctx.config = config
         return ctx
 
-    return StagedStart(view=view, poller=poller, history=history, finish=finish)
+    return StagedStart(view=view, poller=poller, history=history, finish=finish,
+                       first_poll=first)
 
 
 def demo_context(demo, refresh_s: float = 2.0, wall: bool = False, stop_demo_on_exit=True,

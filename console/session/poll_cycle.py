@@ -5,10 +5,11 @@ clock's steps.
 
 The slots are polled every refresh; the pod every ``POD_POLL_S`` (``pod_reads.py``), its
 GPU endpoint (``gpu_line``) and the gateway (``gateway_polling.py``) beside the slots.
-Polls never overlap (:attr:`PollCycle.busy`); one that fails is said in the log and on
-every screen, and the next tick polls again. A step of the wall clock between polls is
-told once and moves the wall times held here, so that the seconds since them stay what
-they were (:meth:`PollCycle.wall_step`).
+Polls never overlap (:attr:`PollCycle.busy`): a staged start's first one, begun before the
+UI loaded (``first_poll.py``), is awaited by the first run. One that fails is said in the
+log and on every screen, and the next tick polls again. A step of the wall clock between
+polls is told once and moves the wall times held here, so that the seconds since them stay
+what they were (:meth:`PollCycle.wall_step`).
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from console.session.reading import Reading
 if TYPE_CHECKING:
     from console.model.history import History
     from console.session.delivery import AlertDelivery
+    from console.session.first_poll import FirstPoll
     from console.session.intents import OperationIntents
     from console.session.pacing import Pacing
     from console.session.recording import SessionRecording
     from console.session.run_tracking import RunTracking
     from console.session.spend import SessionSpend
-    from console.session.view import ConsoleContext
+    from console.session.view import ConsoleContext, StagedStart
     from console.sources.collect.poller import DeploymentPoller
 
 RunBlocking = Callable[..., Awaitable[Any]]
@@ -54,6 +56,7 @@ class PollHost(Protocol):
     judges into and the rooms it hands each poll to."""
 
     ctx: ConsoleContext | None
+    staged: StagedStart | None
     wall: bool
     alerts: AlertBook
     faults: FaultBook
@@ -74,6 +77,11 @@ class PollHost(Protocol):
 
     @property
     def history(self) -> History: ...
+
+
+async def _already(snapshot: DeploymentSnapshot) -> DeploymentSnapshot:
+    """A snapshot read before this poll (the first poll's), where a poll is awaited."""
+    return snapshot
 
 
 class PollCycle:
@@ -103,6 +111,8 @@ class PollCycle:
         polls a while apart tell it, so the poll (which sees every one) owns it."""
         self.wall_steps = WallSteps()
         """Steps of the wall clock seen between polls (told once each, never judged)."""
+        self._first_taken = False
+        """A staged start's first poll (``first_poll.py``) was awaited by a run."""
 
     async def run(self) -> bool:
         """One poll; False when one was already running (nothing done) or it failed.
@@ -124,8 +134,26 @@ class PollCycle:
         self._on_change("poll")
         return ok
 
+    def _first_poll(self) -> FirstPoll | None:
+        """A staged start's first poll, begun before the UI loaded (``first_poll.py``):
+        the first run takes its snapshot instead of polling the slots again."""
+        staged = self.host.staged
+        return staged.first_poll if staged is not None else None
+
+    async def close_poller(self) -> None:
+        """Close the poller once the first poll's thread is done with it (a console
+        closing before its first poll was shown must not close it under that poll)."""
+        first = self._first_poll()
+        if first is not None:
+            await first.ended()
+        await self.host.poller.aclose()
+
     async def _poll(self) -> None:
         host = self.host
+        first = None if self._first_taken else self._first_poll()
+        self._first_taken = True
+        # before anything here touches the poller: until it has ended, it is the thread's
+        early = await first.result() if first is not None else None
         host.pacing.apply()  # a fallback or a finished start may have new sources
         ctx, poller, reads = host.ctx, host.poller, self.pod_reads
         started, started_m = host.now(), host.mono()
@@ -145,11 +173,12 @@ class PollCycle:
             line_src, pods.pod_id, started, host.pacing.request_timeout_s)) \
             if line_src is not None and pods is not None else None
         try:
+            slots = poller.poll() if early is None else _already(early)
             if pods is not None and read_pod:
                 reads.read(started_m)
-                snapshot, raw = await asyncio.gather(poller.poll(), pods.poll())
+                snapshot, raw = await asyncio.gather(slots, pods.poll())
             else:
-                snapshot = await poller.poll()
+                snapshot = await slots
             if gw_task is not None:
                 self.gateway = await gw_task
             line = await line_task if line_task is not None else None

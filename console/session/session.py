@@ -398,7 +398,7 @@ class Session:
         self.jobs.cancel()
         await self.delivery.aclose()
         await self._run_blocking(self.recording.close)
-        await self.poller.aclose()
+        await self.cycle.close_poller()
         await self.fleet_polling.aclose()
         for fn in self.ctx.on_exit if self.ctx is not None else ():
             r = fn()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from console.operations.planner import Planner
     from console.operations.registry import OperationRegistry
     from console.session.deployment import Deployment
+    from console.session.first_poll import FirstPoll
     from console.sources.agent_client import AgentClient, Transport
     from console.sources.collect.pod import PodCollector
     from pod_agent.profile import Profile
@@ -113,6 +114,9 @@ class StagedStart:
     finish: Callable[[DeploymentPoller, History], ConsoleContext]
     """Typed settings + validated profiles → context. It reuses the poller and history it
     is given when they match what the validated settings would build."""
+    first_poll: FirstPoll | None = None
+    """The first poll, begun in a thread as soon as the plan was read (``first_poll.py``):
+    the session's first poll takes its snapshot. None: the session polls first itself."""
 
 
 @dataclass(frozen=True)

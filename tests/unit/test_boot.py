@@ -174,3 +174,34 @@ def test_asking_whether_the_fleet_is_shown_loads_no_fleet_screen() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout.split()
     assert out == ["False", "False", "False", "True"]
+
+
+def test_watch_begins_its_first_poll_before_textual_loads(tmp_path) -> None:
+    """``watch`` starts the first poll as soon as the boot plan is read, before Textual and
+    the screens are imported (their ~200 ms overlap its requests), and its session takes
+    that poll's snapshot as its first (``console/session/first_poll.py``)."""
+    import subprocess
+    import sys
+
+    cfg = _config(tmp_path, "pod:\n  host: 127.0.0.1\n  port_map: {8881: 9, 8882: 9}\n")
+    code = ("import asyncio, sys\n"
+            "from console.session import first_poll\n"
+            "begun = []\n"
+            "real = first_poll.FirstPoll.__init__\n"
+            "def init(self, poller):\n"
+            "    begun.append('textual' in sys.modules or 'console.ui.app' in sys.modules)\n"
+            "    real(self, poller)\n"
+            "first_poll.FirstPoll.__init__ = init\n"
+            "from console.commands import tui_cmd\n"
+            "def shown(app):\n"  # instead of running the app: what its session would poll
+            "    first = app.session.staged.first_poll\n"
+            "    snap = asyncio.run(first.result())\n"
+            "    print(begun, first is not None,\n"
+            "          sorted((s.slot, s.health) for s in snap.slots))\n"
+            "    return 0\n"
+            "tui_cmd.run_console = shown\n"
+            "from console.cli import main\n"
+            f"sys.exit(main(['watch', '--config', {str(cfg)!r}]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.strip()
+    assert out == "[False] True [('FLASH', 'down'), ('Q27', 'down')]"
