@@ -1,10 +1,10 @@
 """The console's time, without Textual: one poll at a time, every source at its cadence,
 and what the screens show built from one poll.
 
-A :class:`Session` is what the console (``watch``), the wall and each browser session of
-the web wall (a ``wall`` process of its own) drive: the app's timer calls
-:meth:`Session.tick` every refresh and renders :meth:`Session.state` after each poll;
-``tests/session`` drives the same object on an injected clock, with no terminal.
+The console (``watch``), the wall and each browser session of the web wall (a ``wall``
+process) drive a :class:`Session`: the app's timer calls :meth:`Session.tick` every refresh
+and renders :meth:`Session.state` after each poll; ``tests/session`` drives the same
+object on an injected clock, with no terminal.
 
 The session holds the context and the books every job judges into (alerts, GPU faults,
 its own failures); each job beside time has a room of its own, with its state (issue
@@ -14,10 +14,9 @@ pod between its readings (``pod_reads.py``), the gateway's and the fleet's polli
 pod's run, the operations' intents, the day's spend, the recording, the alerts' delivery
 and the jobs beside the poll (``jobs.py``).
 
-Every session judges its own polls, but what the alerts tell the world is shared by every
-session on the state dir (``shared_alerts.py``): the webhook hears of an alert once
-however many consoles, walls and browser tabs see it, and an acknowledgement made in one
-is shown in all.
+Every session judges its own polls; what the alerts tell the world is shared by all on the
+state dir (``shared_alerts.py``): the webhook hears of an alert once however many consoles,
+walls and browser tabs see it; an acknowledgement made in one is shown in all.
 """
 
 from __future__ import annotations
@@ -112,8 +111,7 @@ class Session:
         self.alerts = AlertBook()
         self.faults = FaultBook()
         """GPU hardware faults per pod and GPU, until seen healthy or their pod is gone."""
-        self.failures: dict[str, Condition] = {}
-        """Conditions the session itself found (an unsettled ledger), judged with the rest."""
+        self.failures: dict[str, Condition] = {}  # its own findings (an unsettled ledger)
         self.intents = OperationIntents(self.mono)
         """Operations that take slots down on purpose hold their alerts (``intents.py``)."""
         self.runs = RunTracking(self.alerts, self.faults, self._note)
@@ -178,9 +176,7 @@ class Session:
 
     def _watch_operations(self, ctx: ConsoleContext) -> None:
         self.intents.watch(ctx, lambda: [t.slot for t in self.view.targets])
-        if ctx.deployment is not None:
-            # an operation's own read of the pod (a benchmark's) that the agent does not
-            # answer in time falls back on what this console shows (``deployment_ops``)
+        if ctx.deployment is not None:  # a benchmark's unanswered pod read falls back on it
             ctx.deployment.pod_seen = lambda: self.cycle.pod_reads.agent_seen
 
     # -- the tick and the poll -------------------------------------------------------
