@@ -19,8 +19,8 @@ markers from them.
 
 The suite runs on four workers (``-n 4 --dist loadgroup``, set below: ``WORKERS``). A module whose
 tests share one expensive world (a module-scoped fixture) runs on one worker; every test
-that reads the session's real vLLM runs on one worker (it is started once), and the two
-modules whose vLLM the agent starts run on another, one after the other.
+that reads the session's real vLLM runs on one worker (it is started once), and the module
+whose vLLM the agent starts runs on another.
 
 The workers take the groups longest first (``GROUP_SECONDS``: a long module started last
 would be the run's tail while the other workers stand idle); the table is refreshed with
@@ -67,7 +67,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "integration/test_smoke_gateway.py": ("vllm", "prometheus", "litellm"),
     "integration/test_status_framing.py": (),
     "integration/test_stall_vllm.py": ("vllm", "prometheus", "realtime"),
-    "integration/test_stop_policy_over_ssh.py": ("vllm", "sshd", "realtime"),
+    "integration/test_stop_policy_over_ssh.py": ("sshd", "realtime"),
     "integration/test_unhappy_provisioning.py": ("sshd",),
     "integration/test_vllm_collector.py": ("vllm",),
     "tui/test_pty.py": ("tmux",),
@@ -75,8 +75,9 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "tui/test_stop_demo.py": ("realtime",),
 }
 """Module (under tests/) → the real parts it starts itself, and ``realtime``."""
-AGENT_VLLM = {"integration/test_agent_over_ssh.py", "integration/test_stop_policy_over_ssh.py"}
-"""Modules whose vLLM the real agent starts (not the session's shared server)."""
+AGENT_VLLM = {"integration/test_agent_over_ssh.py"}
+"""Modules whose vLLM the real agent starts (not the session's shared server). The stop
+policy's module runs its agent on the demo's simulated vLLM: its own group, as any module."""
 GROUP_SECONDS_FILE = Path(__file__).resolve().parent / "group_seconds.json"
 """Seconds each xdist group spent in tests on the last refresh of the table (module
 docstring): the order the workers take them in. A group not in it counts as
@@ -176,8 +177,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = {m.name for m in item.iter_markers()}
         if "vllm" in names:
             # The session's shared vLLM is started once, on the worker that runs every test
-            # that reads it. The agent modules start their own through the agent: a group
-            # of their own, so the two chains of vLLM starts overlap instead of adding up
+            # that reads it. The agent's module starts its own through the agent: a group
+            # of its own, so the two chains of vLLM starts overlap instead of adding up
             # (together they were the suite's critical path, ~1,000 s of ~1,150).
             item.add_marker(pytest.mark.xdist_group(
                 "vllm-agent" if rel in AGENT_VLLM else "vllm"))

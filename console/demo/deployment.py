@@ -49,6 +49,8 @@ from pod_agent.profiles import LoadedProfile, load_profiles
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+FAKE_VLLM = HERE / "bin" / "vllm"
+"""The demo's ``vllm`` (``fake_vllm`` behind vLLM's argv): the agent's ``serve --vllm``."""
 DEMO_KEY = "demo-runpod-key"
 # KV tokens at a gpu_util and per 1.0 util, from the field's table: Flash-Next 239k at 0.76
 # and +57k per 0.01; the 27B 143k at 0.19 with MTP, and it failed to start at 0.15.
@@ -169,6 +171,16 @@ def demo_idle_stop_after(idle_stop_after: str, warn_before: str) -> str:
     return f"{math.ceil(floor / 60)}m"
 
 
+def engine_env(served: str, gpu_util: float, *, seed: int, rate: float, startup_s: float,
+               faults: Path) -> dict[str, str]:
+    """A slot's environment for the simulated engine (``fake_vllm``'s ``DEMO_*``): its KV
+    budget (the field's where the model is one of theirs, else room at its ``gpu_util``),
+    seed, background requests per second, start-up time and faults directory."""
+    return {"DEMO_KV": KV_MODEL.get(served, f"200000@{gpu_util}/4000000"),
+            "DEMO_SEED": str(seed), "DEMO_RATE": str(rate), "DEMO_STARTUP_S": str(startup_s),
+            "DEMO_FAULTS": str(faults)}
+
+
 class DemoDeployment:
     def __init__(self, workdir: Path | None = None, seed: int = 7, startup_s: float = 4.0,
                  rate: float = 0.6, clock_speed: float = 1.0, fleet: bool = False,
@@ -251,13 +263,9 @@ class DemoDeployment:
             if port not in ports:
                 ports[port] = port if first and _port_free(port) else _free_port()
             slot["port"] = ports[port]
-            env = dict(slot.get("env") or {})
-            served = slot["served_model_name"]
-            env.update({"DEMO_KV": KV_MODEL.get(served, f"200000@{slot['gpu_util']}/4000000"),
-                        "DEMO_SEED": str(self.seed + i), "DEMO_RATE": str(self.rate),
-                        "DEMO_STARTUP_S": str(self.startup_s),
-                        "DEMO_FAULTS": str(faults)})
-            slot["env"] = env
+            slot["env"] = {**(slot.get("env") or {}), **engine_env(
+                slot["served_model_name"], float(slot["gpu_util"]), seed=self.seed + i,
+                rate=self.rate, startup_s=self.startup_s, faults=faults)}
             slot["startup_timeout_s"] = 60
         if data.get("gpu_metrics_port"):
             # the agent's own exporter, on a port of this machine's loopback (two demos,
@@ -520,7 +528,7 @@ class DemoDeployment:
         log = open(home / "serve.log", "ab")  # noqa: SIM115 - owned by the child
         self.agents[pid] = subprocess.Popen(
             [*t.argv_prefix, "serve", "--profile", str(pkg / "profiles" / lp.path.name),
-             "--vllm", str(HERE / "bin" / "vllm"), "--backoff", "2,4,8",
+             "--vllm", str(FAKE_VLLM), "--backoff", "2,4,8",
              "--watchdog-interval", f"{WATCHDOG_INTERVAL_S:g}", "--no-patches"],
             # an SGLang slot's server: the same simulation, speaking SGLang
             env={**t.env, "POD_AGENT_SGLANG_PYTHON": str(HERE / "bin" / "sglang-python")},

@@ -1,13 +1,23 @@
-"""The stop policy end to end: the real agent over real SSH, reading a real vLLM server's
-counters, stopping the (emulated) pod; the console's ``down`` against the emulated RunPod.
+"""The stop policy end to end: the real agent over real SSH, supervising its slot and
+reading the slot's counters as the requests the test sends move them, stopping the
+(emulated) pod; the console's ``down`` against the emulated RunPod.
+
+The slot's server is the demo's simulated vLLM (``console/demo/fake_vllm.py``, the agent's
+``--vllm``, as the demo runs it): what the stop policy reads of it is vLLM's exposition
+(requests running, requests finished), and those numbers are the test's own requests,
+in flight for as long as the server takes to answer them (no background traffic). The
+real engine would add a start-up of 30-50 s at each of the module's starts and nothing
+the policy reads: the agent's supervision of a real vLLM is ``test_agent_over_ssh``'s.
+Its start-up is simulated (``LOAD_S`` real seconds, longer than the idle limit: a
+slot's loading is no idleness).
 
 The agent runs on its accelerated clock (``POD_AGENT_CLOCK``, the one ``pod-console demo
 --clock-speed`` uses), ``SPEED`` times as fast as real time and anchored to a Monday
 afternoon whenever the test runs: the idle limit, the warning's lead and the busy grace
-are minutes on the pod's clock and seconds of the test's. Everything else — traffic,
-SSH, vLLM starting, the restart — is real. What is asserted about time is read from the
-agent's own records (its audit, its last stop, on its own clock), not from when the test
-happened to look. The tests run in file order on one pod:
+are minutes on the pod's clock and seconds of the test's. Everything else — requests,
+SSH, the agent starting, supervising and restarting its slot — is real. What is asserted
+about time is read from the agent's own records (its audit, its last stop, on its own
+clock), not from when the test happened to look. The tests run in file order on one pod:
 
 1. idle stop: not while the slot loads, not while requests run (longer than the idle
    limit on the pod's clock), then after the limit of silence, warned first (audit and
@@ -36,6 +46,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from console.demo.deployment import FAKE_VLLM, engine_env
 from console.sources.agent_client import AgentClient
 from console.sources.collect.pod import PodCollector
 from console.sources.provider.emulator import EmulatorServer, EmulatorState
@@ -43,12 +54,11 @@ from console.sources.remote import AgentEndpoint, AgentError, AgentTransport
 from pod_agent import clock
 from pod_agent.stop_watch import MIN_TICK_S, TRAFFIC_TIMEOUT_S
 from tests.conftest import REPO
-from tests.support import procs, sshd, vllm_server
+from tests.support import procs, sshd
 from tests.support.procs import free_port
-from tests.support.tiny_model import build
 from tests.support.waits import polled_until, until_true
 
-pytestmark = [pytest.mark.vllm, pytest.mark.sshd, pytest.mark.realtime]
+pytestmark = [pytest.mark.sshd, pytest.mark.realtime]
 
 TEST_BIN = REPO / "tests" / "support" / "bin"
 KEY = "rp-test-key"
@@ -71,6 +81,12 @@ LATE_S = 2 * LOOK_S * SPEED
 """How late (pod seconds) a stop may come after its instant: the tick that warns and the
 one that stops, each at most ``LOOK_S`` late (a warning given late holds the stop back as
 much: its lead is kept)."""
+LOAD_S = 15.0
+"""Real seconds the simulated slot takes to start (``DEMO_STARTUP_S``; more on a loaded
+machine, never less). Loading counted as idleness would warn after
+(IDLE_S - WARN_S) / SPEED = 8 real seconds, at most ``LOOK_S`` late: the slot must still
+be loading then, or "not while the slot loads" would prove nothing."""
+assert LOAD_S > (IDLE_S - WARN_S) / SPEED + LOOK_S + 1
 UTC = dt.UTC
 
 
@@ -94,13 +110,12 @@ class Hook(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pod(tmp_path_factory):
-    if not vllm_server.available() or not sshd.available():
+    if not sshd.available():
         if os.environ.get("CI"):
-            pytest.fail("vLLM venv or sshd missing")
-        pytest.skip("vLLM venv or sshd missing")
+            pytest.fail("sshd missing")
+        pytest.skip("sshd missing")
     root = tmp_path_factory.mktemp("stoppod")
-    home, models = root / "agent-home", root / "models"
-    build(models / "local" / "tiny")
+    home = root / "agent-home"
     state = EmulatorState(api_key=KEY)
     pid = state.add_stopped_pod("pod-console-cpu", "NVIDIA H200", 1)
     state.set_status(state.pods[pid], "RUNNING")
@@ -112,8 +127,9 @@ def pod(tmp_path_factory):
     # the pod's environment, as RunPod gives it to every SSH session
     env = {"PATH": f"{Path(sys.executable).parent}:{TEST_BIN}:/usr/local/bin:/usr/bin:/bin",
            "PYTHONPATH": str(REPO), "POD_AGENT_HOME": str(home), "RUNPOD_POD_ID": pid,
-           "FAKE_RUNPODCTL_LOG": str(rpc_log), "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", **vllm_server.MODEL_IN_ENGINE,
+           "FAKE_RUNPODCTL_LOG": str(rpc_log),
+           # the Python that runs the simulated vLLM (console/demo/bin/vllm)
+           "POD_CONSOLE_DEMO_PYTHON": sys.executable,
            "POD_AGENT_WEBHOOK_URL": f"http://127.0.0.1:{hook.server_address[1]}/hook",
            # the memory guard's floor for this test box: at its default (12 GiB, a GPU
            # pod's) the guard warned on a 24 GiB machine running the suite's other
@@ -125,6 +141,11 @@ def pod(tmp_path_factory):
     profiles = root / "profiles"
     profiles.mkdir()
     profile = profiles / "10-cpu.yaml"
+    # the simulated engine as the demo sets it up, with no traffic but the test's own
+    faults = root / "faults"
+    faults.mkdir()
+    slot_env = engine_env("tiny-stop", 0.12, seed=7, rate=0.0, startup_s=LOAD_S,
+                          faults=faults)
     profile.write_text(f"""
 name: cpu-stop
 gpu_type_ids: [NVIDIA H200]
@@ -146,7 +167,7 @@ slots:
     gpu_util: 0.12
     max_model_len: 2048
     startup_timeout_s: 240
-    extra_args: [--load-format, dummy, --enforce-eager]
+    env: {json.dumps(slot_env)}
 """)
     ep = AgentEndpoint("127.0.0.1", srv.port, "root", srv.client_key, pid,
                        f"{sys.executable} -m pod_agent")
@@ -155,7 +176,7 @@ slots:
                    f"pod:\n  runpod_id: {pid}\n  ssh_host: 127.0.0.1\n"
                    f"  ssh_port: {srv.port}\n  ssh_key: {srv.client_key}\n"
                    f"  agent_dir: {root / 'agent-dir'}\n")
-    info = {"root": root, "home": home, "models": models, "profile": profile, "port": port,
+    info = {"root": root, "home": home, "profile": profile, "port": port,
             "ep": ep, "state": root / "console-state", "rpc_log": rpc_log, "pid": pid,
             "emulator": emulator, "cfg": cfg}
     try:
@@ -186,8 +207,8 @@ async def _serve(pod, pod_epoch: float) -> None:
     pod["anchor"] = (real, pod_epoch)  # pod clock p ↔ real time real + (p - pod_epoch)/SPEED
     spec = clock.spec_for(pod_epoch, SPEED, real_epoch=real)
     cmd = (f"setsid nohup env POD_AGENT_CLOCK={spec} {pod['ep'].agent_cmd} serve "
-           f"--profile {pod['profile']} --vllm {vllm_server.VENV / 'bin' / 'vllm'} "
-           f"--models-root {pod['models']} --backoff 1,2 --watchdog-interval {TICK_S:g} "
+           f"--profile {pod['profile']} --vllm {FAKE_VLLM} --no-patches "
+           f"--backoff 1,2 --watchdog-interval {TICK_S:g} "
            f">> {pod['root'] / 'serve.log'} 2>&1 < /dev/null &")
     r = await t.run_raw(cmd, timeout_s=30)
     t.close()
@@ -242,7 +263,7 @@ class Traffic:
     was answered and when each request ended."""
 
     def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/v1/completions"
+        self.url = f"http://127.0.0.1:{port}/v1/chat/completions"
         self.stop = threading.Event()
         self.ok = 0
         self.last_end = 0.0
@@ -253,9 +274,11 @@ class Traffic:
         with httpx.Client(timeout=60) as c:
             while not self.stop.is_set():
                 try:
-                    r = c.post(self.url, json={"model": "tiny-stop", "prompt": "a b a b a b",
-                                               "max_tokens": 32, "ignore_eos": True,
-                                               "temperature": 0})
+                    # 64 tokens: about a second in flight on the simulated engine
+                    # (Engine.answer's decoding speed), across more than one tick
+                    r = c.post(self.url, json={
+                        "model": "tiny-stop", "max_tokens": 64, "temperature": 0,
+                        "messages": [{"role": "user", "content": "a b a b a b"}]})
                 except httpx.HTTPError:  # still loading (or restarting): ask again
                     self.stop.wait(0.2)
                     continue
@@ -291,10 +314,12 @@ async def _agent(pod, *args: str):
 async def test_idle_stop_waits_for_silence_and_warns_first(pod) -> None:
     with Traffic(pod["port"]) as tr:
         # requests are waiting before the slot is up: from its first answer on it is busy
+        started = time.monotonic()
         await _serve(pod, pod_time(16, 0))
         await _wait(pod, _ready, "slot ready")
-        # loading took a minute or more: ten times the idle limit on the pod's clock.
-        # Loading is no idleness
+        # loading took longer than the idle limit on the pod's clock (and than the time
+        # to its warning). Loading is no idleness
+        assert time.monotonic() - started >= LOAD_S
         assert _stops(pod) == [], _stops(pod)
         assert not any(a["op"] == "stop-warning" for a in _audit(pod)), _audit(pod)
         await until_true(lambda: tr.ok >= 3, "the traffic reaching the slot", 120)
@@ -393,9 +418,11 @@ async def test_an_extension_outlives_restarts_and_ends_in_a_bounded_grace(pod) -
     # 18:00 passes on the pod's clock while the slot loads, then it idles past the limit:
     # neither the schedule nor idleness stops an extended pod
     st = await _wait(pod, _ready, "slot ready again")
-    await _wait(pod, lambda s: s["watchdog"]["now"] >= pod_time(18, 0, 5)
-                and s["watchdog"]["idle_s"] >= IDLE_S + 5, "18:00 and idle", 120)
-    assert len(_stops(pod)) == n_stops
+    # (a stop ends the wait at once: after it, idleness counts afresh)
+    await _wait(pod, lambda s: (s["watchdog"]["now"] >= pod_time(18, 0, 5)
+                                and s["watchdog"]["idle_s"] >= IDLE_S + 5)
+                or len(_stops(pod)) > n_stops, "18:00 and idle", 120)
+    assert len(_stops(pod)) == n_stops, _stops(pod)
     # its end, with requests running: the grace holds the stop back, and is bounded
     with Traffic(pod["port"]) as tr:
         await until_true(lambda: tr.ok >= 2, "the traffic reaching the slot", 60)
