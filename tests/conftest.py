@@ -101,9 +101,17 @@ def _isolate() -> None:
     os.environ["XDG_CONFIG_HOME"] = str(base / "config")
     os.environ.pop("POD_CONSOLE_STATE_DIR", None)
     os.environ.pop("POD_CONSOLE_CONFIG", None)
-    os.environ["POD_CONSOLE_DEMO_PORTS"] = "free"
+    # each worker's demos take ports from a range of their own, below the kernel's
+    # ephemeral ports (32768 up), where every other test's servers bind port 0: a demo
+    # slot's port is bound seconds after it was found free, and meanwhile another server
+    # could be handed it (a loaded CI run saw a slot's /metrics answer 404)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    low = DEMO_PORTS_FROM + DEMO_PORTS_EACH * (int(worker) if worker.isdigit() else 0)
+    os.environ["POD_CONSOLE_DEMO_PORTS"] = f"{low}-{low + DEMO_PORTS_EACH - 1}"
 
 
+DEMO_PORTS_FROM, DEMO_PORTS_EACH = 20000, 1500
+"""Each worker's demo ports (``_isolate``): eight workers' ranges end below 32768."""
 WORKERS = 4
 """The machine has two cores (CI's too), and four workers: much of the suite waits on real
 time (servers starting, demo clocks, polls), which leaves the cores idle under two. Measured

@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -95,10 +96,14 @@ def shipped_profiles_dir() -> Path:
 
 
 def _port_free(port: int) -> bool:
-    if os.environ.get("POD_CONSOLE_DEMO_PORTS") == "free":
+    if os.environ.get("POD_CONSOLE_DEMO_PORTS"):
         # the tests (tests/conftest.py): two demos at once would both find a profile's
         # port free and then both bind it
         return False
+    return _bindable(port)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -107,10 +112,38 @@ def _port_free(port: int) -> bool:
             return False
 
 
+_port_cursor: dict[range, int] = {}
+"""Per range of ``POD_CONSOLE_DEMO_PORTS``: where this process's next pick starts."""
+
+
+def _port_range() -> range | None:
+    """``POD_CONSOLE_DEMO_PORTS=LOW-HIGH``: the demo's ports come from that range. The
+    tests give each worker its own, below the kernel's ephemeral ports: a port found free
+    is bound seconds later by the slot's server, and meanwhile any ``bind(0)`` elsewhere
+    (another test's server) could be handed the same one."""
+    low, sep, high = (os.environ.get("POD_CONSOLE_DEMO_PORTS") or "").partition("-")
+    if not sep or not low.isdigit() or not high.isdigit() or not 0 < int(low) < int(high):
+        return None  # unset, or "free": any free port
+    return range(int(low), min(int(high), 65535) + 1)
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    span = _port_range()
+    if span is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    # in turn from a random start (two processes on one range rarely meet), never a port
+    # this process handed out lately (its server may not have bound it yet)
+    at = _port_cursor.get(span)
+    if at is None:
+        at = random.randrange(len(span))
+    for i in range(len(span)):
+        port = span[(at + i) % len(span)]
+        if _bindable(port):
+            _port_cursor[span] = (at + i + 1) % len(span)
+            return port
+    raise RuntimeError(f"no free port in POD_CONSOLE_DEMO_PORTS={span.start}-{span.stop - 1}")
 
 
 SCHEDULE_LEAD_S = 6 * 3600.0
