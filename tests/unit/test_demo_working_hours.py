@@ -102,22 +102,10 @@ def _exporters_plan(wd: dict, read_at: float) -> StopPlan:
     ``pod_agent_*`` gauges, made by the agent's own code from its watchdog section):
     what fills a reading whose agent did not answer, on a pod with ``gpu_metrics_url``
     (the demo's first pod)."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.exposition import generate_latest
-
-    from console.sources.collect.exposition import parse
     from console.sources.collect.gpu_metrics import stop_plan
-    from pod_agent.exporter import watchdog_families
+    from tests.support.watchdog_gauges import exporter_samples
 
-    class _Plan:
-        def collect(self):
-            return watchdog_families(wd)
-
-    reg = CollectorRegistry()
-    reg.register(_Plan())  # type: ignore[arg-type]
-    exp = parse(generate_latest(reg).decode())
-    samples = [(n, dict(lbl), v) for n in exp.samples if n.startswith("pod_agent_")
-               for lbl, v in exp.samples[n].items()]
+    samples = exporter_samples(wd)
     plan, _ = stop_plan(samples, read_at)
     assert plan is not None
     return plan

@@ -331,12 +331,9 @@ async def test_a_wall_reading_the_exporter_says_the_watchdog_fails_too(
         pod, monkeypatch: pytest.MonkeyPatch) -> None:
     """The wall has no SSH: the exporter's ``pod_agent_*`` gauges carry the failing
     watchdog, and the console's reading of them raises the same CRIT."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.exposition import generate_latest
 
-    from console.sources.collect.exposition import parse
     from console.sources.collect.gpu_metrics import stop_plan
-    from pod_agent.exporter import watchdog_families
+    from tests.support.watchdog_gauges import exporter_samples
 
     p: Pod = pod("seoul")
     p.start(local("seoul", 0, 16, 0))
@@ -348,15 +345,7 @@ async def test_a_wall_reading_the_exporter_says_the_watchdog_fails_too(
     await _ticks(p, 2)
     wd = p.status()
 
-    class _Plan:
-        def collect(self) -> Any:
-            return watchdog_families(wd)
-
-    reg = CollectorRegistry()
-    reg.register(_Plan())  # type: ignore[arg-type]
-    exp = parse(generate_latest(reg).decode())
-    samples = [(n, dict(lbl), v) for n in exp.samples if n.startswith("pod_agent_")
-               for lbl, v in exp.samples[n].items()]
+    samples = exporter_samples(wd)
     plan, armed = stop_plan(samples, p.wall)
     assert plan is not None and plan.failing_ticks == 2
     snap = PodSnapshot(pod_id="pod-days", status="RUNNING", started_at=p.wall - 3600,
