@@ -181,7 +181,8 @@ class Collector:
 def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
     """The pod's stop plan as gauges, for the wall (no SSH) through this endpoint or
     Prometheus: what stops the pod next and in how many seconds (the pod's clock), the
-    idle countdown, the extension (who, until when; its reason stays on the pod)."""
+    idle countdown, the extension (who, until when; its reason stays on the pod), and the
+    pod's clock (its working hours are read on it)."""
     from prometheus_client.core import GaugeMetricFamily
 
     def gauge(name: str, doc: str, value: Any, **labels: str) -> Any:
@@ -209,6 +210,11 @@ def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
                     by=str(ext.get("by") or ""), until=str(ext.get("until_iso") or ""))
     yield gauge("pod_agent_clock_speed", "The pod clock's speed (1 but in the demo).",
                 wd.get("clock_speed") or 1.0)
+    if isinstance(wd.get("now"), (int, float)) and not isinstance(wd.get("now"), bool):
+        # the pod's time, which its working hours and stops follow: a wall (no SSH)
+        # judges the hours on it, not on the clock of the machine it runs on
+        yield gauge("pod_agent_clock_seconds", "The pod's clock (Unix seconds) at this "
+                    "reading of its watchdog.", wd["now"])
     fail = wd.get("failing")
     if isinstance(fail, dict) and isinstance(fail.get("ticks"), int):
         # a wall (no SSH) says a failing watchdog too (issue 42): since when, and why

@@ -97,35 +97,63 @@ def test_a_reading_without_the_agent_keeps_the_pods_clock() -> None:
     assert any(c.key == "hours" for c in conds)
 
 
-def _exporters_plan(wd: dict, read_at: float) -> StopPlan:
+def _exporters_plan(wd: dict, read_at: float, without: tuple[str, ...] = ()) -> StopPlan:
     """The stop plan as the console reads it from the pod's exporter (its
     ``pod_agent_*`` gauges, made by the agent's own code from its watchdog section):
-    what fills a reading whose agent did not answer, on a pod with ``gpu_metrics_url``
-    (the demo's first pod)."""
+    what a wall (no SSH) has, and what fills a reading whose agent did not answer, on a
+    pod with ``gpu_metrics_url`` (the demo's first pod). ``without``: gauges an older
+    exporter does not publish."""
     from console.sources.collect.gpu_metrics import stop_plan
     from tests.support.watchdog_gauges import exporter_samples
 
-    samples = exporter_samples(wd)
+    samples = [s for s in exporter_samples(wd) if s[0] not in without]
     plan, _ = stop_plan(samples, read_at)
     assert plan is not None
     return plan
 
 
-def test_the_exporters_plan_without_a_clock_keeps_the_pods_clock() -> None:
+WD_NOON = {"armed": True, "now": _at("2026-12-04T12:00"), "clock_speed": 1.0,
+           "stop_in_s": 6 * 3600.0, "next_stop_reason": "scheduled", "idle_s": 30.0,
+           "idle_stop_after_s": 3600.0}
+"""The agent's watchdog section at the pod's noon on a Friday (Seoul)."""
+
+
+def test_a_wall_judges_the_hours_on_the_pods_clock_from_its_exporter() -> None:
+    """A wall has no SSH: the exporter's gauges are all it reads of the pod's plan. They
+    carry the pod's clock (``pod_agent_clock_seconds``), so the hours are the pod's: no
+    WARN at 03:00 on this machine while the pod says noon; a WARN at this machine's noon
+    while the pod says 23:00. Before, the plan had no clock and the rule read this
+    machine's (the demo's web wall warned whenever the laptop was out of hours)."""
+    lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
+    settings = Settings(profiles_dir=PROFILES)
+    ours = _at("2026-12-04T03:00")
+    plan = _exporters_plan(WD_NOON, ours)
+    assert plan.pod_now == _at("2026-12-04T12:00") and plan.in_s == 6 * 3600.0
+    # as scraped (Prometheus: up to a scrape interval old) the clock reads the hours but
+    # says nothing of the pod clock's offset from ours: no "pod clock off" from a wall
+    assert plan.skew_s is None
+    wall = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18, stop_plan=plan,
+                       watchdog_armed=True)
+    conds = evaluate(None, wall, lp.profile, settings, ours + 30, agent_seen=None)
+    assert not any(c.key in ("hours", "pod-clock") for c in conds), conds
+    night = _exporters_plan(dict(WD_NOON, now=_at("2026-12-04T23:00")), _at("2026-12-04T12:00"))
+    wall = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18, stop_plan=night,
+                       watchdog_armed=True)
+    conds = evaluate(None, wall, lp.profile, settings, _at("2026-12-04T12:00") + 30)
+    assert any(c.key == "hours" for c in conds), conds
+
+
+def test_an_exporter_without_the_clock_keeps_the_last_answers_clock() -> None:
     """Issue 48: ``R`` on a hung slot in the demo, the machine loaded: the agent's status
-    timed out for a reading, the exporter's gauges filled its stop plan (the demo's first
-    pod has ``gpu_metrics_url``), and that plan has no pod time. The rule took it for
-    the pod's word and fell back to this machine's clock (09:17 UTC, 18:17 in Seoul):
-    "pod running outside working hours" after the restart. A plan without the pod's
-    time says nothing of its hours: the last answer's clock goes on."""
+    timed out for a reading and the exporter's gauges filled its stop plan. From an
+    exporter that does not publish the pod's clock (older than it) that plan has no pod
+    time: it says nothing of the hours, and the last answer's clock goes on (the rule once
+    fell back to this machine's: 09:17 UTC, 18:17 in Seoul, "outside working hours")."""
     lp = next(p for p in load_profiles(PROFILES) if p.name == "rtx6000-2x")
     ours = _at("2026-12-04T03:00")
-    wd = {"armed": True, "now": _at("2026-12-04T12:00"), "clock_speed": 1.0,
-          "stop_in_s": 6 * 3600.0, "next_stop_reason": "scheduled", "idle_s": 30.0,
-          "idle_stop_after_s": 3600.0}
     seen = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18,
-                       stop_plan=StopPlan.parse(wd, ours))
-    plan = _exporters_plan(wd, ours + 30)
+                       stop_plan=StopPlan.parse(WD_NOON, ours))
+    plan = _exporters_plan(WD_NOON, ours + 30, without=("pod_agent_clock_seconds",))
     assert plan.pod_now is None and plan.in_s == 6 * 3600.0  # a plan, without a clock
     blip = PodSnapshot(pod_id="p1", status="RUNNING", cost_per_hr=4.18,
                        agent_error="agent command timed out after 10 s", stop_plan=plan,

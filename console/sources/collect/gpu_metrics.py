@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from console.model.gpu_state import Gpu, GpuReport, XidRecord
@@ -126,12 +127,17 @@ def stop_plan(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: 
             wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by")}
         elif name == "pod_agent_clock_speed":
             wd["clock_speed"] = value
+        elif name == "pod_agent_clock_seconds":
+            wd["now"] = value
         elif name == "pod_agent_watchdog_failing_ticks" and value > 0:
             wd["failing"] = {"ticks": int(value), "since_iso": labels.get("since") or None,
                              "last_error": labels.get("error")}
     if armed is None:
         return None, None
-    return StopPlan.parse(wd, read_at), armed
+    # the pod's clock as last scraped (Prometheus: up to a scrape interval old, more
+    # while the target is down): enough to read its working hours on, not to say how
+    # far it is from ours — a skew is measured on the agent's own answer only
+    return replace(StopPlan.parse(wd, read_at), skew_s=None), armed
 
 
 class GpuMetrics:
