@@ -5,19 +5,13 @@ loopback refuses its page and its websocket; its own name still opens it."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.procs import free_port
 
 
 class _Wall:
@@ -28,7 +22,7 @@ class _Wall:
 
         from console.ui.web_wall import make_server
 
-        self.port = _free_port()
+        self.port = free_port()
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.server = make_server("false", "127.0.0.1", self.port, None, 2)

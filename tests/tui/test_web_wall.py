@@ -20,15 +20,10 @@ import aiohttp
 import pytest
 
 from tests.conftest import REPO
-from tests.support.procs import alive
+from tests.support.procs import alive, free_port
 
 TOKEN = "wall-token-0123456789abcdef"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(pid: int) -> set[int]:
@@ -91,7 +86,7 @@ async def _read_until(ws: aiohttp.ClientWebSocketResponse, needles: tuple[str, .
 
 
 def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     state = tmp_path / "state"
@@ -170,7 +165,7 @@ def test_the_web_wall_is_read_only_capped_and_leaves_nothing_behind(demo, tmp_pa
 
 
 def test_behind_a_proxy_prefix_the_page_asks_for_the_prefixed_paths(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "console.cli", "wall", "--web", f"127.0.0.1:{port}",
          "--public-url", "https://ops.example.com/wall"], cwd=REPO,
@@ -230,7 +225,7 @@ def test_the_demo_web_wall_in_chromium(tmp_path: Path) -> None:
         if os.environ.get("CI"):
             raise AssertionError(why)
         pytest.skip(why)
-    port = _free_port()
+    port = free_port()
     state = tmp_path / "state"
     log = tmp_path / "server.log"
     server = start_demo_web(port, state, log, "--refresh", "1", "--max-sessions", "2")

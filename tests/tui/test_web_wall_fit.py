@@ -16,13 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.procs import free_port
+
 GLYPH_INK = set("█╭╮╰╯─│┤├┬┴┼╷╵╶╴┌┐└┘┏┓┗┛━┃╺╸╹╻•:$╫ ")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def digit_rows(lines: list[str], label: str) -> int:
@@ -77,7 +74,7 @@ def test_the_web_wall_fits_its_digits_to_the_window(tmp_path: Path) -> None:
         if os.environ.get("CI"):
             raise AssertionError(why)
         pytest.skip(why)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     # the overview stays (no rotation within the test): its table is the small text
     server = start_demo_web(port, tmp_path / "state", log, "--refresh", "1",

@@ -23,7 +23,8 @@ from pathlib import Path
 import aiohttp
 
 from tests.conftest import FIXTURES, PROFILES, REPO
-from tests.tui.test_web_wall import _free_port, _read_until
+from tests.support.procs import free_port
+from tests.tui.test_web_wall import _read_until
 
 REFRESH_S = 1.0
 TABS = 4
@@ -99,7 +100,7 @@ def test_four_web_wall_tabs_cost_each_slot_one_scrape_per_refresh(tmp_path: Path
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"profiles_dir: {profiles}\nstate_dir: {tmp_path / 'state'}\n"
                    "pod:\n  host: 127.0.0.1\n")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "POD_CONSOLE"))}
     env["PYTHONPATH"] = str(REPO)
     server = subprocess.Popen(
