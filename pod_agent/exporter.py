@@ -205,9 +205,12 @@ def watchdog_families(wd: Dict[str, Any]) -> Iterator[Any]:
                     wd["idle_stop_after_s"])
     ext = wd.get("extension")
     if isinstance(ext, dict) and isinstance(wd.get("now"), (int, float)):
+        ends = ext.get("stops_at_end")
         yield gauge("pod_agent_extension_seconds", "Seconds the extension has left.",
                     float(ext.get("until", 0)) - float(wd["now"]),
-                    by=str(ext.get("by") or ""), until=str(ext.get("until_iso") or ""))
+                    by=str(ext.get("by") or ""), until=str(ext.get("until_iso") or ""),
+                    # whether its end stops the pod or the schedule applies again
+                    stops_at_end="" if not isinstance(ends, bool) else str(ends).lower())
     yield gauge("pod_agent_clock_speed", "The pod clock's speed (1 but in the demo).",
                 wd.get("clock_speed") or 1.0)
     if isinstance(wd.get("now"), (int, float)) and not isinstance(wd.get("now"), bool):

@@ -164,3 +164,26 @@ def test_an_exporter_without_the_clock_keeps_the_last_answers_clock() -> None:
     # with no answer of this pod's agent ever, this machine's clock (03:00) is all there is
     conds = evaluate(None, blip, lp.profile, settings, ours + 30, agent_seen=None)
     assert any(c.key == "hours" for c in conds), conds
+
+
+def test_a_wall_says_an_extension_about_to_end_as_the_pod_means_it() -> None:
+    """With the pod's clock on the exporter a wall reads how long an extension has left
+    (``StopPlan.extension_left`` needs the pod's time) and warns before it ends; the
+    gauge says whether that end stops the pod (``stops_at_end``), so the wall's words are
+    the agent's: the pod stops then (warn), or the schedule applies again (info)."""
+    from console.model.alerts import extension_warning
+
+    pod_noon = _at("2026-12-04T12:00")
+    ours = _at("2026-12-04T03:00")
+    until = pod_noon + 5 * 60
+    for stops, severity, words in ((True, "warn", "the pod stops then"),
+                                   (False, "info", "the schedule applies again")):
+        ext = {"until": until, "by": "alice", "stops_at_end": stops,
+               "until_iso": dt.datetime.fromtimestamp(until, SEOUL).isoformat()}
+        plan = _exporters_plan(dict(WD_NOON, extension=ext, warn_before_s=600.0), ours)
+        assert plan.extension_stops_at_end is stops
+        left = plan.extension_left(ours + 60)
+        assert left is not None and abs(left - 240) < 1e-6  # on the pod's clock
+        cond = extension_warning(plan, ours + 60)
+        assert cond is not None and cond.severity == severity, cond
+        assert cond.title == f"extension (by alice) ends in 4 min: {words}"

@@ -124,7 +124,9 @@ def stop_plan(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: 
         elif name == "pod_agent_idle_stop_after_seconds":
             wd["idle_stop_after_s"] = value
         elif name == "pod_agent_extension_seconds" and value > 0:
-            wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by")}
+            ends = {"true": True, "false": False}.get(labels.get("stops_at_end") or "")
+            wd["extension"] = {"until_iso": labels.get("until"), "by": labels.get("by"),
+                               "stops_at_end": ends}
         elif name == "pod_agent_clock_speed":
             wd["clock_speed"] = value
         elif name == "pod_agent_clock_seconds":
