@@ -189,6 +189,9 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
             self.push_screen(WallScreen(self.console_state(), view.rotate_s))
         else:
             self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
+        # changed cells only reach the terminal from then on (see the module): its check
+        # of Textual's source costs ~8 ms, after the first frame rather than before it
+        self.call_after_refresh(install_partial_writes)
         self._keep_pace()
         rotate = self.ctx.pod_rotate_s if self.ctx is not None else 0.0
         if self.wall and rotate > 0 and len(view.contexts) > 1:
@@ -433,13 +436,19 @@ def collect_garbage_again() -> None:
         gc.enable()
 
 
+def install_partial_writes() -> None:
+    """The cropping terminal writer (``console/ui/widgets/partial_writes.py``), once the
+    first frame is out: it saves bytes on the small updates of later polls, not on a
+    first frame, and its check of Textual's source is not spent before the first number."""
+    from console.ui.widgets import partial_writes
+
+    partial_writes.install()
+
+
 def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False,
              theme: str | None = None) -> PodConsoleApp:
     """The one factory: the CLI, the tests and the screenshot script all call this. A
     :class:`~console.session.record.replay.Replay` opens it on a recording (read-only);
     ``wall``: the wall's screen; ``theme``: the config's (a replay's, read by its command),
     else the context's."""
-    from console.ui.widgets import partial_writes
-
-    partial_writes.install()  # changed cells only reach the terminal (see the module)
     return PodConsoleApp(start, wall=wall, theme=theme)

@@ -9,8 +9,9 @@ to the region's start; only the path used for real terminals does not.)
 
 ``install()`` replaces that one method with one that crops both ends, and writes each
 piece's style as a change from the piece before it (``sgr_runs``). The output is the
-same cells at the same places, minus the unchanged ones to the left. It is installed
-once, by the app factory, and only over the implementation it was written against: the
+same cells at the same places, minus the unchanged ones to the left. The app installs
+it once its first frame is out (the check below reads Textual's source, ~8 ms not spent
+before the first number), and only over the implementation it was written against: the
 SHA-256 of that method's source is pinned (``console/ui/private_reach.py``). A Textual
 whose method reads otherwise (an upgrade, a patch) keeps its own writes, and the log
 says why; whoever upgrades compares the new method with ``render_segments`` below and
