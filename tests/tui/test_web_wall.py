@@ -25,7 +25,6 @@ from tests.support.procs import alive, free_port
 TOKEN = "wall-token-0123456789abcdef"
 
 
-
 def _children(pid: int) -> set[int]:
     """Every descendant of ``pid`` (from /proc), now."""
     out: set[int] = set()
