@@ -189,9 +189,9 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
             self.push_screen(WallScreen(self.console_state(), view.rotate_s))
         else:
             self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
-        # changed cells only reach the terminal from then on (see the module): its check
-        # of Textual's source costs ~8 ms, after the first frame rather than before it
-        self.call_after_refresh(install_partial_writes)
+        # the cropping writer, once the first frame is out: its check would cost it ~8 ms
+        from console.ui.widgets import partial_writes
+        self.call_after_refresh(partial_writes.install)
         self._keep_pace()
         rotate = self.ctx.pod_rotate_s if self.ctx is not None else 0.0
         if self.wall and rotate > 0 and len(view.contexts) > 1:
@@ -434,15 +434,6 @@ def collect_garbage_again() -> None:
     if not gc.isenabled():
         gc.freeze()
         gc.enable()
-
-
-def install_partial_writes() -> None:
-    """The cropping terminal writer (``console/ui/widgets/partial_writes.py``), once the
-    first frame is out: it saves bytes on the small updates of later polls, not on a
-    first frame, and its check of Textual's source is not spent before the first number."""
-    from console.ui.widgets import partial_writes
-
-    partial_writes.install()
 
 
 def make_app(start: ConsoleContext | StagedStart | Replay, wall: bool = False,

@@ -301,3 +301,39 @@ async def test_two_different_content_lengths_are_refused() -> None:
     finally:
         await c.aclose()
         srv.close()
+
+
+async def test_a_connection_idle_past_its_expiry_is_not_reused_for_a_post() -> None:
+    """A loaded CI run: the benchmark's POSTs met uvicorn's keep-alive close (5 s idle):
+    sent on a connection the server was closing, they got no answer, and a POST is never
+    sent twice ("server closed the connection without an answer"). An idle connection
+    older than ``IDLE_EXPIRY_S`` is not reused; a younger one still is. The server here
+    answers a connection's first request only, as one closing it then would."""
+    from console.sources.collect.http import IDLE_EXPIRY_S
+
+    async def first_only(r, w, seen):
+        await _read_request(r, seen)
+        w.write(_answer(b'{"ok": 1}', "content-type: application/json\r\n"))
+        await w.drain()
+        await _read_request(r, seen)  # the close meets the next request: no answer
+
+    async def every(r, w, seen):
+        while True:
+            await _read_request(r, seen)
+            w.write(_answer(b'{"ok": 1}', "content-type: application/json\r\n"))
+            await w.drain()
+
+    now = [100.0]
+    for handler, idle_s, opened in ((first_only, IDLE_EXPIRY_S + 0.5, 2),
+                                    (every, IDLE_EXPIRY_S - 0.5, 1)):
+        srv, url, _ = await _server(handler)
+        c = HttpClient(monotonic=lambda: now[0])
+        try:
+            await c.post_json(url + "/v1/completions", {"n": 1}, timeout=2)
+            now[0] += idle_s
+            r = await c.post_json(url + "/v1/completions", {"n": 2}, timeout=2)
+            assert r.status_code == 200 and r.text == '{"ok": 1}'
+            assert c.opened == opened
+        finally:
+            await c.aclose()
+            srv.close()

@@ -16,9 +16,11 @@ the pool, the deadline and the body cap.
 Semantics worth knowing:
   * every request has one deadline covering connect, send and the whole body;
   * a body larger than ``max_bytes`` is refused while reading (never buffered);
-  * a connection is reused only after a complete, framed response, and an idle
-    one the server closed in the meantime is retried once on a fresh
-    connection (GET only: a POST is never sent twice);
+  * a connection is reused only after a complete, framed response, and only while it
+    has been idle less than ``IDLE_EXPIRY_S`` (servers close theirs soon after: a
+    request sent as the server closes is lost); an idle one the server closed in the
+    meantime is retried once on a fresh connection (GET only: a POST is never sent
+    twice);
   * no redirects, no proxies from the environment, no compression.
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +50,12 @@ RELAY_TOKEN_HEADER = "X-Relay-Token"
 RELAY_ERROR_HEADER = "X-Relay-Error"
 HEADER_LIMIT = 64 * 1024
 IDLE_PER_ORIGIN = 8
+IDLE_EXPIRY_S = 4.0
+"""An idle connection older than this is closed, not reused. uvicorn (vLLM's server, the
+gateway's) closes a keep-alive connection idle for 5 s: a request written on one just
+then meets the close and gets no answer, and a POST (a benchmark's completion) is never
+sent again. Seen on a loaded machine, where a benchmark's connections sat idle while the
+server worked on other requests."""
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -108,6 +117,8 @@ class _Conn:
         self.reader = reader
         self.writer = writer
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=HEADER_LIMIT)
+        self.idle_since = 0.0
+        """When its last answer ended (the client's monotonic clock)."""
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # already gone: nothing to release
@@ -147,8 +158,10 @@ class HttpClient:
     (default: the one ``RELAY_ENV`` names, if any; None: none)."""
 
     def __init__(self, idle_per_origin: int = IDLE_PER_ORIGIN,
-                 relay: tuple[str, str] | bool | None = True) -> None:
+                 relay: tuple[str, str] | bool | None = True,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.relay = relay_from_env() if relay is True else relay or None
+        self._monotonic = monotonic  # how long a connection has been idle (a test's own)
         self._idle: dict[_Origin, deque[_Conn]] = {}
         self._idle_max = idle_per_origin
         self._tls: ssl.SSLContext | None = None
@@ -261,7 +274,8 @@ class HttpClient:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
-            if conn.reader.at_eof() or conn.writer.is_closing():
+            if (conn.reader.at_eof() or conn.writer.is_closing()
+                    or self._monotonic() - conn.idle_since > IDLE_EXPIRY_S):
                 conn.close()
                 continue
             return conn, True
@@ -366,6 +380,7 @@ class HttpClient:
         if self._closed or len(idle) >= self._idle_max:
             conn.close()
         else:
+            conn.idle_since = self._monotonic()
             idle.append(conn)
 
     async def aclose(self) -> None:
