@@ -15,13 +15,21 @@ The console's count is first checked exactly against the server's own bucket, re
 from the two expositions. Against the client's clock it can be checked only as far as the
 two clocks agree, and how far that is depends on the machine (the HTTP round trip, the
 stream's delivery, and on a busy machine the scheduler), so the test measures it during
-the run. TTFT: the client's is the server's plus a delay that is never negative; the
-client's total minus the server's (the histogram's ``_sum`` increase) bounds every single
-request's delay, since none exceeds their sum. TPOT: the first and the last token's delays
-mostly cancel; the margin is a small hand-off beside the mean difference of the totals.
-The server's count at an edge is then pinned between two client counts, equal to the
-client's own where no client timing lies within the margin of the edge (the edge chosen is
-the one that leaves fewest requests in doubt; on an idle machine, often none)."""
+the run, from totals the server exports, as bounds that hold for every single request.
+TTFT: the client's is the server's plus a delay that is never negative; the client's total
+minus the server's (the histogram's ``_sum`` increase) bounds every request's delay, since
+none exceeds their sum. TPOT: vLLM times a request's tokens in its engine (a monotonic
+clock; TTFT and end-to-end latency are its front end's), so a request's client TPOT is the
+server's plus (its last token's delay − its first's) / (tokens − 1), each delay from the
+engine's token to the client's chunk, never negative. The first token's delay is bounded by
+the client's TTFT total minus the engine's queue and prefill totals (every request's own
+term — its delay plus its wait from the client's send to the engine's queue — is never
+negative, so none exceeds their sum); the last token's, by the client's totals to the
+last token minus the engine's queue and inference totals. The server's count at an edge is
+then pinned between two client counts, equal to the client's own where no client timing
+lies within its margin of the edge (the edge chosen is the one that leaves fewest requests
+in doubt; on an idle machine, often none). A loaded machine widens the margins, never the
+checks: the server's own bucket, read raw, is the console's count exactly."""
 
 from __future__ import annotations
 
@@ -53,9 +61,11 @@ SUMS = {"ttft": "vllm:time_to_first_token_seconds_sum",
         "tpot": "vllm:request_time_per_output_token_seconds_sum"}
 """The server's totals over the window: the client's minus these measure how far the
 clocks stand apart (see the module's text)."""
-TPOT_HANDOFF_S = 0.002
-"""Per token, either way: the engine's hand-off to vLLM's front end, which no total holds
-(the margin TPOT needed idle)."""
+ENGINE = {"queue": "vllm:request_queue_time_seconds_sum",
+          "prefill": "vllm:request_prefill_time_seconds_sum",
+          "inference": "vllm:request_inference_time_seconds_sum"}
+"""The engine's own intervals (its monotonic clock): queued → scheduled, scheduled → first
+token, scheduled → last token. Observed at a request's end, as its TPOT."""
 
 
 def _slot() -> Slot:
@@ -143,21 +153,23 @@ def _bucket(before: Exposition, after: Exposition, kind: str, edge: float) -> fl
     return value(after) - value(before)
 
 
-def _doubt(times: list[float], edge: float, delay: float, kind: str) -> tuple[int, int]:
-    """The least and the most requests the server can count at or under ``edge``, given
-    the client's timings and the largest delay between the clocks: TTFT one way (the
-    client's is later), TPOT either way."""
-    low = edge if kind == "ttft" else edge - delay
-    return (sum(1 for t in times if t <= low), sum(1 for t in times if t <= edge + delay))
+Bounds = list[tuple[float, float, float]]
+"""Per request: its client timing, and how far the server's may lie above and below it."""
 
 
-def _edge(edges: list[float], times: list[float], delay: float, kind: str) -> float:
+def _doubt(bounds: Bounds, edge: float) -> tuple[int, int]:
+    """The least and the most requests the server can count at or under ``edge``."""
+    return (sum(1 for t, above, _ in bounds if t + above <= edge),
+            sum(1 for t, _, below in bounds if t - below <= edge))
+
+
+def _edge(edges: list[float], bounds: Bounds, kind: str) -> float:
     """Of the edges that split the requests (some under, some over: a share of 0 or 1
     would prove little), the one that leaves fewest requests in doubt."""
+    times = [t for t, _, _ in bounds]
     split = [e for e in edges if 0 < sum(1 for t in times if t <= e) < len(times)]
     assert split, (kind, edges, sorted(times))
-    return min(split, key=lambda e: (_doubt(times, e, delay, kind)[1]
-                                     - _doubt(times, e, delay, kind)[0], e))
+    return min(split, key=lambda e: (_doubt(bounds, e)[1] - _doubt(bounds, e)[0], e))
 
 
 async def test_attainment_equals_the_bench_clients_own_count_on_both_paths(served) -> None:
@@ -193,27 +205,50 @@ async def test_attainment_equals_the_bench_clients_own_count_on_both_paths(serve
     # none is negative (the client sends before the server reads, and reads after the
     # server writes): a negative total would mean the clocks are not what this test knows
     assert ttft_delay >= -1e-3, ttft_delay
-    # a request's TPOT differs by its last token's delay minus its first's, over its
-    # tokens less one: either way, and mostly cancelling (the same path carries both).
-    # vLLM times it in its engine, whose hand-off to its front end is in neither total,
-    # so no total bounds it: the margin is TPOT_HANDOFF_S beside the mean difference
-    # measured in this run (a machine busy in one direction moves it)
-    tpot_skew = abs(sum(_client_latency(r, "tpot") for r in reqs)
-                    - _total(before, after, SUMS["tpot"])) / n
-    delay = {"ttft": max(ttft_delay, 0.0), "tpot": TPOT_HANDOFF_S + tpot_skew}
+    # TPOT (the module's text): the engine's token to the client's chunk, the first and
+    # the last, each bounded by a total of terms that are never negative
+    queue = _total(before, after, ENGINE["queue"])
+    first_delay = sum(_client_latency(r, "ttft") for r in reqs) \
+        - queue - _total(before, after, ENGINE["prefill"])
+    last_delay = sum(r.last - r.start for r in reqs if r.last is not None) \
+        - queue - _total(before, after, ENGINE["inference"])
+    assert min(first_delay, last_delay) >= -1e-3, (first_delay, last_delay)
+
+    def bounds(kind: str) -> Bounds:
+        """TTFT: the server's is the client's less a delay in [0, ttft_delay]. TPOT: the
+        server's is the client's plus (first delay − last delay) / (tokens − 1)."""
+        if kind == "ttft":
+            return [(_client_latency(r, kind), 0.0, max(ttft_delay, 0.0)) for r in reqs]
+        out = []
+        for r in reqs:
+            steps = r.completion_tokens - 1
+            t = _client_latency(r, kind)
+            # a request of one token: TPOT 0 on both sides (vllm-metrics.md)
+            out.append((t, max(first_delay, 0.0) / steps, max(last_delay, 0.0) / steps)
+                       if steps > 0 else (t, 0.0, 0.0))
+        return out
+
+    # per request the TPOT bound is loose (a sum's worth of delay over its tokens), but
+    # over all of them it binds: the server's TPOT total is the client's plus the sum of
+    # (first delay − last delay) / (tokens − 1), within the same two totals
+    steps = min(r.completion_tokens - 1 for r in reqs if r.completion_tokens > 1)
+    gap = _total(before, after, SUMS["tpot"]) - sum(_client_latency(r, "tpot") for r in reqs)
+    assert -last_delay / steps - 1e-3 <= gap <= first_delay / steps + 1e-3, \
+        (gap, first_delay, last_delay, steps)
     for kind, target in (("ttft", TTFT_TARGET), ("tpot", TPOT_TARGET)):
         edges = [bound for bound, _ in direct.latency_buckets[kind] if math.isfinite(bound)]
         # the profile's target is an edge of the server's histogram: vLLM took the flag
         assert target in edges, (kind, edges)
-        times = [_client_latency(r, kind) for r in reqs]
-        edge = _edge(edges, times, delay[kind], kind)
-        least, most = _doubt(times, edge, delay[kind], kind)
-        print(f"{kind}: clocks apart by at most {delay[kind] * 1000:.1f} ms; at the "
+        spans = bounds(kind)
+        edge = _edge(edges, spans, kind)
+        least, most = _doubt(spans, edge)
+        print(f"{kind}: the server's timing within +{max(a for _, a, _ in spans) * 1000:.1f}"
+              f"/-{max(b for _, _, b in spans) * 1000:.1f} ms of the client's; at the "
               f"{edge:g} s edge the server may count {least}..{most} of {n}")
         for path, figures in (("direct", direct), ("promql", via)):
             th = SlotThresholds(**{f"{kind}_target_s": edge})
             [reading] = slo.readings(figures, th)
-            why = (path, kind, edge, delay[kind], reading, sorted(times))
+            why = (path, kind, edge, reading, sorted(spans))
             assert (reading.edge_s, reading.requests) == (edge, n), why
             # the server's own bucket, read raw: the same count, exactly
             assert reading.under == _bucket(before, after, kind, edge), why
