@@ -59,8 +59,9 @@ TTFT_TARGET, TPOT_TARGET = 0.03, 0.012
 both (and the exposition shows them)."""
 SUMS = {"ttft": "vllm:time_to_first_token_seconds_sum",
         "tpot": "vllm:request_time_per_output_token_seconds_sum"}
-"""The server's totals over the window: the client's minus these measure how far the
-clocks stand apart (see the module's text)."""
+"""The server's totals over the window: the client's TTFT total minus the server's bounds
+each request's delay; the TPOT totals are compared within the engine's bounds (see the
+module's text)."""
 ENGINE = {"queue": "vllm:request_queue_time_seconds_sum",
           "prefill": "vllm:request_prefill_time_seconds_sum",
           "inference": "vllm:request_inference_time_seconds_sum"}
