@@ -4,50 +4,66 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from console import __version__
-from console.commands import (
-    catalog_cmd,
-    doctor_cmd,
-    fleet_cmd,
-    metrics_cmd,
-    pod_cmd,
-    profile_cmd,
-    rebalance_cmd,
-    record_cmd,
-    replay_cmd,
-    status_cmd,
-    tui_cmd,
-    verify_cmd,
-)
 from console.config.config_file import CONTEXT_ENV
 
 CONSOLE_COMMANDS = ("watch", "wall", "demo")
 """Commands that open the console (garbage collection is off while it starts)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = {
+    "profile": "profile_cmd", "metrics": "metrics_cmd", "catalog": "catalog_cmd",
+    "status": "status_cmd", "fleet": "fleet_cmd",
+    "watch": "tui_cmd", "wall": "tui_cmd", "demo": "tui_cmd",
+    "up": "pod_cmd", "down": "pod_cmd", "rebalance": "rebalance_cmd",
+    "smoke": "verify_cmd", "bench": "verify_cmd", "record": "record_cmd",
+    "replay": "replay_cmd", "doctor": "doctor_cmd",
+}
+"""Each subcommand and the module of ``console.commands`` that registers it (in the order
+``--help`` lists them). A run imports and builds only the module of the command it was
+given: the other eleven, their parsers and what they import cost a console's start ~10 ms."""
+
+TOP_VALUED = ("--context", "--config")
+"""The top-level options that take a value (``--context NAME``), skipped when looking for
+the command."""
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names, ``watch`` when it names none (plain ``pod-console``
+    opens the console), or None when every command's parser is wanted: ``--help`` or
+    ``--version`` before any command, or a word that is no command (argparse's error then
+    lists them all)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in TOP_VALUED:
+            skip = True
+        elif word.startswith("-"):
+            if word.split("=", 1)[0] not in TOP_VALUED:
+                return None  # -h, --version, or a mistake: the whole parser answers
+        else:
+            return word if word in COMMANDS else None
+    return "watch"
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``pod-console`` parser: every subcommand's, or with ``command`` only the
+    subcommands its module registers (it parses that command's arguments the same)."""
     parser = argparse.ArgumentParser(
         prog="pod-console",
         description="Terminal operations console for vLLM on rented GPU pods.")
     parser.add_argument("--version", action="version", version=f"pod-console {__version__}")
     sub = parser.add_subparsers(dest="command")
-    profile_cmd.register(sub)
-    metrics_cmd.register(sub)
-    catalog_cmd.register(sub)
-    status_cmd.register(sub)
-    fleet_cmd.register(sub)
-    tui_cmd.register(sub)
-    pod_cmd.register(sub)
-    rebalance_cmd.register(sub)
-    verify_cmd.register(sub)
-    record_cmd.register(sub)
-    replay_cmd.register(sub)
-    doctor_cmd.register(sub)
+    wanted = dict.fromkeys(COMMANDS.values()) if command is None else [COMMANDS[command]]
+    for module in wanted:
+        importlib.import_module(f"console.commands.{module}").register(sub)
     _context_everywhere(parser)
     _config_before_or_after(parser)
     return parser
@@ -100,8 +116,8 @@ def _takes_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(chosen_command(argv))
     args = parser.parse_args(argv)
     if args.command is None:  # plain `pod-console` (any of its options) opens the console
         args = parser.parse_args(["watch", *argv])
