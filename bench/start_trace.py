@@ -200,6 +200,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
     import tui_bench  # the bench's pty, demo config and first-number reading
+    sys.setswitchinterval(0.0005)  # as the bench: its pty reader wakes as bytes come
 
     from console.demo.deployment import DEMO_KEY, DemoDeployment
 
