@@ -11,7 +11,8 @@ process, so only the console is measured:
   * bytes the console wrote to the terminal per minute over the same span;
   * time from process start to the first number in the table (a slot row that says UP
     and shows its KV-cache usage), against a bare Textual app's first frame (its text),
-    as a ratio of medians of 7 starts each, the two started in turns;
+    as a ratio of medians of 7 starts each, the two started in turns (the pty is read in a
+    thread, each read stamped as it arrives: ``PtyReader``);
   * the age of the oldest number on screen at steady state: the screen is rebuilt from
     the pty bytes by a terminal emulator (pyte) and read every 0.25 s; beside it, the
     bench scrapes each demo slot's /metrics every 0.1 s itself and formats the gauges the
