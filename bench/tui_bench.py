@@ -173,19 +173,25 @@ class PtyReader:
     ``main`` wakes it at once); the bench parses them after, with their arrival times."""
 
     def __init__(self, fd: int) -> None:
-        self._fd = fd
+        # its own descriptor, closed by the thread when the pty's other side is gone: a
+        # read still blocked then (a grandchild holding the terminal) never goes on to a
+        # number the next start's pty was given
+        self._fd = os.dup(fd)
         self._queue: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
         threading.Thread(target=self._run, daemon=True, name="pty-reader").start()
 
     def _run(self) -> None:
-        while True:
-            try:
-                data = os.read(self._fd, 65536)
-            except OSError:
-                data = b""
-            self._queue.put((time.monotonic(), data))
-            if not data:
-                return
+        try:
+            while True:
+                try:
+                    data = os.read(self._fd, 65536)
+                except OSError:
+                    data = b""
+                self._queue.put((time.monotonic(), data))
+                if not data:
+                    return
+        finally:
+            os.close(self._fd)
 
     def next(self, timeout: float) -> tuple[float, bytes] | None:
         """The next read (arrival time, bytes; ``b""``: the program's side closed), or
