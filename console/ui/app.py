@@ -186,9 +186,14 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         if self.wall:
             from console.ui.screens.wall import WallScreen
 
-            self.push_screen(WallScreen(self.console_state(), view.rotate_s))
+            await self.push_screen(WallScreen(self.console_state(), view.rotate_s))
         else:
-            self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
+            await self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
+        # Textual's start-up batch is open here and drops this screen's first frame with
+        # the repaints it consumed: the next would hold only what changed since (not the
+        # table, a frame later). Every widget repainted: the first frame written is whole.
+        for widget in self.screen.walk_children():
+            widget.refresh()
         # the cropping writer, once the first frame is out: its check would cost it ~8 ms
         from console.ui.widgets import partial_writes
         self.call_after_refresh(partial_writes.install)

@@ -10,14 +10,18 @@ field on screen and exit status 1.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
 
+import pyte
 import pytest
 
 from console.commands.tui_cmd import staged_start
@@ -176,4 +180,44 @@ def test_watch_through_the_cli_exits_1_with_the_problem(tmp_path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+        os.close(master)
+
+
+def test_the_first_frame_written_holds_the_table_with_the_rest(demo, demo_env) -> None:
+    """Issue 47: the first frame the console writes is whole. The main screen is pushed
+    while Textual's start-up batch is open, which drops the frame rendered then and the
+    repaints it consumed; the frame written next held only what changed after it (header,
+    alerts, log, key bar) and the slot table came a frame (~13 ms) later. Read as a terminal
+    would: once the key bar is on screen, the table's header is too."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
+    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli", "watch", "--config",
+                             str(demo_env), "--refresh", "2"], stdin=slave, stdout=slave,
+                            stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    screen = pyte.Screen(160, 48)
+    stream = pyte.ByteStream(screen)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if not select.select([master], [], [], 0.2)[0]:
+                continue
+            try:
+                stream.feed(os.read(master, 65536))
+            except OSError:
+                break
+            if "? help" in screen.display[-1]:
+                shown = "\n".join(screen.display)
+                assert any(line.split()[:2] == ["SLOT", "MODEL"]
+                           for line in screen.display[1:6]), shown
+                return
+        raise AssertionError("the key bar never came")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
         os.close(master)
