@@ -191,7 +191,9 @@ def test_the_first_frame_written_holds_the_table_with_the_rest(demo, demo_env) -
     would: once the key bar is on screen, the table's header is too."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
-    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO))
+    # Textual takes COLUMNS and LINES over the terminal's size (a pytest worker has 80×24)
+    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(REPO), COLUMNS="160",
+               LINES="48")
     proc = subprocess.Popen([sys.executable, "-m", "console.cli", "watch", "--config",
                              str(demo_env), "--refresh", "2"], stdin=slave, stdout=slave,
                             stderr=slave, env=env, start_new_session=True)
@@ -212,7 +214,8 @@ def test_the_first_frame_written_holds_the_table_with_the_rest(demo, demo_env) -
                 assert any(line.split()[:2] == ["SLOT", "MODEL"]
                            for line in screen.display[1:6]), shown
                 return
-        raise AssertionError("the key bar never came")
+        raise AssertionError(f"the key bar never came (exit status {proc.poll()}):\n"
+                             + "\n".join(screen.display))
     finally:
         proc.terminate()
         try:
