@@ -41,7 +41,7 @@ def rows(window_s: float) -> list[dict[str, object]]:
 
 
 def _row(fig: Any, family: str, window_s: float, by: tuple[str, ...]) -> dict[str, object]:
-    from dataclasses import asdict
+    from msgspec import to_builtins
 
     from console.sources.collect.promql import source_query
 
@@ -51,7 +51,7 @@ def _row(fig: Any, family: str, window_s: float, by: tuple[str, ...]) -> dict[st
         source, definition, promql = "SloAttainment", {"words": fig.words}, slo_promql(
             window_s, by)
     else:
-        source, definition = type(fig.source).__name__, asdict(fig.source)
+        source, definition = type(fig.source).__name__, to_builtins(fig.source)
         # a gateway gauge is its scope's worst series (the deployment state's max)
         promql = source_query(fig.source, window_s, by=by, gauge="max" if gateway else None)
     return {

@@ -12,10 +12,10 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from msgspec import Struct, field
 
 from pod_agent.launch import slot_command
 from pod_agent.profile import Profile
@@ -23,8 +23,7 @@ from pod_agent.profile import Profile
 PROBE_PROMPT = "Reply with the single word OK."
 
 
-@dataclass(frozen=True)
-class PodAddress:
+class PodAddress(Struct, frozen=True):
     """Where the pod's slots are reached from the laptop."""
 
     host: str = "127.0.0.1"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from msgspec import Struct
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -471,8 +471,7 @@ class ConfigError(Exception):
     """The config file is unreadable or invalid; the message names file, line and key."""
 
 
-@dataclass(frozen=True)
-class ConfigSource:
+class ConfigSource(Struct, frozen=True):
     """The config file read and parsed once: every context's settings are built from it
     (the fleet's N contexts cost one parse of the file, not N)."""
 

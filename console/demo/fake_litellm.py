@@ -29,9 +29,10 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
 
 from console.demo.http_serve import Reply, Request, Streamed, start
 from console.sources.collect.http import HttpClient, HttpError
@@ -60,8 +61,7 @@ def _labels(pairs: dict[str, str]) -> str:
     return ",".join(f'{k}="{v}"' for k, v in sorted(pairs.items()))
 
 
-@dataclass
-class Hist:
+class Hist(Struct):
     counts: list[float] = field(default_factory=lambda: [0.0] * (len(LAT_BUCKETS) + 1))
     total: float = 0.0
     n: float = 0.0
@@ -77,8 +77,7 @@ class Hist:
         self.n += 1
 
 
-@dataclass
-class Deployment:
+class Deployment(Struct):
     model_id: str
     """The slot's name (LiteLLM's ``model_info.id``)."""
     group: str

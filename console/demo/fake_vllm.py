@@ -36,8 +36,9 @@ import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from console.demo.http_serve import Reply, Request, Streamed, start
 
@@ -57,8 +58,7 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-@dataclass
-class Hist:
+class Hist(Struct):
     bounds: tuple[float, ...]
     counts: list[float] = field(default_factory=list)
     total: float = 0.0
@@ -78,8 +78,7 @@ class Hist:
         self.n += 1
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(Struct, frozen=True):
     ttft: float
     tpot: float
     """Seconds per decoding step (a step yields 1 + the accepted draft tokens)."""

@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import http
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 
 import h11
+from msgspec import Struct
 
 READ_CHUNK = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
@@ -28,24 +28,21 @@ MAX_BODY = 64 * 1024 * 1024
 largest a test sends is a 32000-token prompt."""
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(Struct, frozen=True):
     method: str
     path: str
     """The target without its query string."""
     body: bytes
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Struct, frozen=True):
     status: int
     body: bytes = b""
     content_type: str = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class Streamed:
+class Streamed(Struct, frozen=True):
     status: int
     chunks: AsyncIterator[bytes]
     """Closed (``aclose``) however the answer ends: its ``finally`` runs when a client

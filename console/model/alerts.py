@@ -21,8 +21,10 @@ import datetime as dt
 import json
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model import catalog, fmt, startup
 from console.model.conditions import SEVERITY_ORDER, Condition, Severity
@@ -44,8 +46,7 @@ EXTENSION_WARN_S = 600.0
 """How long before an extension ends it is said, when the agent does not say."""
 
 
-@dataclass(frozen=True)
-class Alert:
+class Alert(Struct, frozen=True):
     key: str
     severity: Severity
     title: str
@@ -97,8 +98,7 @@ class Alert:
         return self.state == "firing" and self.gone_since is not None
 
 
-@dataclass(frozen=True)
-class AlertEvent:
+class AlertEvent(Struct, frozen=True):
     t: float
     kind: Literal["firing", "resolved", "acknowledged", "failed", "ended"]
     severity: Severity
@@ -116,8 +116,7 @@ def _lasted(a: Alert, now: float, m: float) -> float:
     return max(0.0, now - (a.fired_at if a.fired_at is not None else a.since))
 
 
-@dataclass
-class AlertBook:
+class AlertBook(Struct):
     active: dict[str, Alert] = field(default_factory=dict)
     history: deque[AlertEvent] = field(default_factory=lambda: deque(maxlen=500))
     """Newest last; bounded, for a wall that runs for weeks (the audit log keeps acks)."""

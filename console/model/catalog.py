@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from msgspec import Struct
 
 from console.model import fmt
 from console.model.engines import (
@@ -43,8 +44,7 @@ from console.model.engines.vllm import (
 from console.model.slo import MIN_REQUESTS, floor_pct
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(Struct, frozen=True):
     header: str
     width: int
     order: int
@@ -62,16 +62,14 @@ class Column:
     repainted line is bytes over SSH)."""
 
 
-@dataclass(frozen=True)
-class Plot:
+class Plot(Struct, frozen=True):
     title: str
     order: int
     scale: float = 1.0
     unit: str = ""
 
 
-@dataclass(frozen=True)
-class Threshold:
+class Threshold(Struct, frozen=True):
     """When a figure is bad enough to colour its cell and raise a warning.
 
     The limit is a ``SlotThresholds`` field (per slot in ``config.yaml``) times
@@ -113,8 +111,7 @@ MORE_DIGITS = 6
 """The most decimals a value or a limit gets beyond its format's own."""
 
 
-@dataclass(frozen=True)
-class Beyond:
+class Beyond(Struct, frozen=True):
     """A number in an alert's text, with as many more decimals than its format asks
     (``.0%``, ``.2f``) as it takes to say what was compared: a value beside the limit it
     crossed (``than``) shows on its side of it, a limit shows as configured (5.5 %, not
@@ -144,8 +141,7 @@ class Beyond:
         return text
 
 
-@dataclass(frozen=True)
-class MinSample:
+class MinSample(Struct, frozen=True):
     """The least sample a ratio is read from: below ``least`` of figure ``key`` in the
     window (draft tokens for the acceptance), the ratio is undefined (``–``), not a
     rate of a handful of probe tokens (4 of 4 accepted: 100 %)."""
@@ -156,8 +152,7 @@ class MinSample:
     """How the screen names the sample ("draft tokens")."""
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(Struct, frozen=True):
     key: str
     """Attribute of ``ModelFigures``, key of ``metrics --json`` and of the plot history."""
     label: str

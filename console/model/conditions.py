@@ -6,15 +6,15 @@ rules; were the type in ``alerts``, the two would import each other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from msgspec import Struct
 
 Severity = Literal["crit", "warn", "info"]
 SEVERITY_ORDER: dict[Severity, int] = {"crit": 0, "warn": 1, "info": 2}
 
 
-@dataclass(frozen=True)
-class Condition:
+class Condition(Struct, frozen=True):
     key: str
     severity: Severity
     title: str

@@ -7,15 +7,16 @@ it (the screens read it through ``ConsoleState.fleet``, so it sits below the ses
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import asdict
 
 from console.model import fmt
 from console.model.slo import floor_pct
 
 
-@dataclass(frozen=True)
-class FleetRow:
+class FleetRow(Struct, frozen=True):
     """One pod as the fleet overview shows it; None: its source did not say."""
 
     context: str
@@ -60,11 +61,10 @@ class FleetRow:
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(map(list, v)) if k == "alerts" else v)
-                for k, v in self.__dict__.items()}
+                for k, v in asdict(self).items()}
 
 
-@dataclass(frozen=True)
-class FleetSnapshot:
+class FleetSnapshot(Struct, frozen=True):
     rows: tuple[FleetRow, ...]
     fetched_at: float
     current: str | None

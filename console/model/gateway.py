@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+from msgspec import Struct, field
 
 from console.model import catalog, fmt
 from console.model.conditions import Condition
@@ -52,8 +53,7 @@ def deployment_status(state: float | None, cooled_at: float | None, now: float,
     return "outage-past"
 
 
-@dataclass(frozen=True)
-class DeploymentRow:
+class DeploymentRow(Struct, frozen=True):
     model_id: str
     group: str
     api_base: str | None
@@ -66,8 +66,7 @@ class DeploymentRow:
         return self.values.get(key)
 
 
-@dataclass(frozen=True)
-class UserRow:
+class UserRow(Struct, frozen=True):
     """One user or key: its name as LiteLLM labels it (alias, end user, user id; never
     key material), its usage today and when it was last seen making a request."""
 
@@ -83,8 +82,7 @@ class UserRow:
     """The team (alias, else id) its key belongs to, when LiteLLM labels one."""
 
 
-@dataclass(frozen=True)
-class GatewaySnapshot:
+class GatewaySnapshot(Struct, frozen=True):
     url: str
     t: float
     live: bool | None

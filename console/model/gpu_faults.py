@@ -18,7 +18,8 @@ screens mark the GPUs and slots they are on (:func:`gpu_marks`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model.conditions import Condition
 from console.model.gpu_state import GpuReport
@@ -37,8 +38,7 @@ GONE = ("TERMINATED",)
 """Provider statuses of a pod that is gone (its faults end with it)."""
 
 
-@dataclass(frozen=True)
-class Fault:
+class Fault(Struct, frozen=True):
     pod_id: str | None
     gpu: int
     key: str
@@ -72,8 +72,7 @@ def _gpu_of(key: str) -> int | None:
         return None
 
 
-@dataclass
-class FaultBook:
+class FaultBook(Struct):
     """The hardware faults seen, per (pod, GPU), until they end (module docstring)."""
 
     faults: dict[tuple[str | None, str], Fault] = field(default_factory=dict)

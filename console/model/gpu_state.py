@@ -7,8 +7,10 @@ MHz. None means the GPU did not report it (not zero)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import asdict
 
 from console.model.conditions import Condition, Severity
 from console.model.gpu_topology import GpuTopology, P2pProbe, parse_probe, parse_topology
@@ -28,15 +30,13 @@ XID_RECENT_S = 15 * 60
 """An Xid stays an alert this long after it arrived (NVML reports it once)."""
 
 
-@dataclass(frozen=True)
-class GpuProcess:
+class GpuProcess(Struct, frozen=True):
     pid: int
     slot: str | None
     used_bytes: int | None
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(Struct, frozen=True):
     index: int
     name: str = ""
     uuid: str = ""
@@ -128,8 +128,7 @@ class Gpu:
                               for p in self.processes]}
 
 
-@dataclass(frozen=True)
-class XidRecord:
+class XidRecord(Struct, frozen=True):
     t: float
     gpu: int
     xid: int
@@ -138,8 +137,7 @@ class XidRecord:
     advice: str
 
 
-@dataclass(frozen=True)
-class GpuReport:
+class GpuReport(Struct, frozen=True):
     """What the agent's last status said of the GPUs."""
 
     gpus: tuple[Gpu, ...] = ()
@@ -154,7 +152,7 @@ class GpuReport:
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "error": self.error, "sampled_at": self.sampled_at,
                 "gpus": [g.to_json() for g in self.gpus],
-                "xid_events": [x.__dict__ for x in self.xids],
+                "xid_events": [asdict(x) for x in self.xids],
                 "topology": None if self.topology is None else {
                     "gpus": list(self.topology.gpus),
                     "matrix": [list(r) for r in self.topology.matrix]},

@@ -6,15 +6,15 @@ between the GPUs, NVML's own P2P answer, and the transport NCCL chose."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 CELL = re.compile(r"X|NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|\?")
 """The cells a matrix may hold; anything else from the pod reads ``?``."""
 
 
-@dataclass(frozen=True)
-class GpuTopology:
+class GpuTopology(Struct, frozen=True):
     gpus: tuple[str, ...] = ()
     matrix: tuple[tuple[str, ...], ...] = ()
     nvlinks: tuple[tuple[int | None, int | None], ...] = ()
@@ -27,8 +27,7 @@ class GpuTopology:
             else "?"
 
 
-@dataclass(frozen=True)
-class P2pProbe:
+class P2pProbe(Struct, frozen=True):
     verdict: str
     detail: str = ""
     transports: tuple[str, ...] = ()

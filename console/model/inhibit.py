@@ -21,7 +21,9 @@ conditions in, conditions out; no Textual.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model.conditions import Condition
 from console.model.gateway import GatewaySnapshot, port_of
@@ -39,8 +41,7 @@ ALL_GATEWAY = "the gateway"
 """The gateway's totals' scope (``gateway.conditions``): every slot's requests."""
 
 
-@dataclass(frozen=True)
-class Intent:
+class Intent(Struct, frozen=True):
     """An operation that takes ``slots`` down on purpose (``pod``: the whole pod)."""
 
     op: str
@@ -92,8 +93,7 @@ def _slots_of(key: str, slots: frozenset[str], scopes: Mapping[str, frozenset[st
     return scopes.get(scope)
 
 
-@dataclass
-class InhibitBook:
+class InhibitBook(Struct):
     """The operations that hold their slots' alerts now, and what they hold."""
 
     intents: list[Intent] = field(default_factory=list)

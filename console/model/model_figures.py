@@ -8,7 +8,8 @@ types live here, in the model layer, so that nothing below the sources needs a c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from console.model.catalog import BY_KEY, MODEL_FIGURES
 from console.model.engines import DEFAULT, ENGINES
@@ -19,8 +20,7 @@ RANK_FIGURES = ("running", "generation_total", "prompt_total", "kv_cache_usage")
 detector judges."""
 
 
-@dataclass(frozen=True)
-class SpecFigures:
+class SpecFigures(Struct, frozen=True):
     drafts: float | None
     draft_tokens: float | None
     """None where the engine exports no such count (SGLang), never 0."""
@@ -34,8 +34,7 @@ class SpecFigures:
     drafts_per_s: float | None = None
 
 
-@dataclass(frozen=True)
-class CacheConfig:
+class CacheConfig(Struct, frozen=True):
     num_gpu_blocks: int | None
     block_size: int | None
     gpu_memory_utilization: float | None
@@ -67,8 +66,7 @@ class CacheConfig:
         return None
 
 
-@dataclass(frozen=True)
-class ModelFigures:
+class ModelFigures(Struct, frozen=True):
     """Everything the console shows for one ``model_name``; None means undefined.
 
     ``values`` holds one number per model figure of the catalog, under its key;

@@ -30,8 +30,10 @@ rules then raise one INFO event for it, no outage of what depends on the pod.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model.fmt import OVERDUE_S
 from console.model.pod_stop import PlannedStop
@@ -92,8 +94,7 @@ def cause_of(reason: str | None) -> Cause:
     return "unknown"
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(Struct, frozen=True):
     """One of the console's own operations on the pod, as its audit log records it."""
 
     kind: Literal["stop-now", "down", "down --force", "fallback", "resume", "up"]
@@ -141,8 +142,7 @@ def operation_of(rec: Mapping[str, Any]) -> Operation | None:
                      str(pod) if pod else None, str(new) if new else None)
 
 
-@dataclass(frozen=True)
-class RunReading:
+class RunReading(Struct, frozen=True):
     """What one poll brought, for the run: the provider and the agent now, the last
     reading in which the agent answered (it goes quiet with its pod), and the console's
     operations (recent audit records, oldest first)."""
@@ -155,8 +155,7 @@ class RunReading:
     """How many of the profile's slots answer (None: not known)."""
 
 
-@dataclass(frozen=True)
-class StopEvidence:
+class StopEvidence(Struct, frozen=True):
     """One sign that the run is being (or was) stopped on purpose, and by whom."""
 
     key: str
@@ -169,8 +168,7 @@ class StopEvidence:
     """False: the watchdog's stop is due, and nothing says yet that it is being made."""
 
 
-@dataclass(frozen=True)
-class PodRun:
+class PodRun(Struct, frozen=True):
     """One machine from one start to its end, as the last reading tells it."""
 
     pod_id: str | None

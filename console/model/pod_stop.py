@@ -14,7 +14,9 @@ answered (``agent_seen``), since an agent that stopped with its pod says nothing
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model.fmt import OVERDUE_S
 from console.model.snapshot import PodSnapshot, SlotSnapshot
@@ -83,8 +85,7 @@ START_SLACK_S = 60.0
 """Clocks differ: evidence this much older than the run's start still belongs to it."""
 
 
-@dataclass(frozen=True)
-class PlannedStop:
+class PlannedStop(Struct, frozen=True):
     """A stop somebody meant: why, by whom, when (our clock), and whether it is done."""
 
     pod_id: str | None

@@ -19,9 +19,11 @@ where widgets draw them.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any, TypeVar
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 T = TypeVar("T")
 
@@ -56,7 +58,7 @@ def printable(text: object, limit: int | None = None) -> str:
 
 def clean(value: T) -> T:
     """``value`` with :func:`printable` applied to every string in it: through dicts,
-    lists, tuples and dataclasses (a frozen one is replaced, not changed). What has
+    lists, tuples and the console's records (a frozen one is replaced, not changed). What has
     nothing to clean is returned as it is (the same object)."""
     return _clean(value, 0)
 
@@ -79,16 +81,14 @@ def _clean(value: Any, depth: int) -> Any:
         if type(value) in (list, tuple):
             return type(value)(out)
         return type(value)(*out) if hasattr(value, "_fields") else list(out)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, Struct):
         changes = {}
-        for f in dataclasses.fields(value):
-            if not f.init:
-                continue
-            old = getattr(value, f.name)
+        for name in value.__struct_fields__:
+            old = getattr(value, name)
             new = _clean(old, depth + 1)
             if new is not old:
-                changes[f.name] = new
-        return dataclasses.replace(value, **changes) if changes else value
+                changes[name] = new
+        return replace(value, **changes) if changes else value
     return value
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from msgspec import Struct
 
 from console.model import fmt
 
@@ -40,8 +41,7 @@ STYLES: Mapping[Colour, str] = {"green": "tile.ok", "amber": "tile.warn",
 colours them; the default as vLLM's own board does)."""
 
 
-@dataclass(frozen=True)
-class SloReading:
+class SloReading(Struct, frozen=True):
     """One latency kind of one slot over the window."""
 
     kind: str

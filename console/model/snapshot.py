@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from msgspec import Struct, field
 
 from console.model import slo
 from console.model.gpu_state import GpuReport
@@ -17,8 +18,7 @@ Source = Literal["prometheus", "direct", "none"]
 """Where a slot's figures came from (``none``: nowhere this poll)."""
 
 
-@dataclass(frozen=True)
-class StopPlan:
+class StopPlan(Struct, frozen=True):
     """The pod agent's stop policy as it last reported it (``status`` → ``watchdog``).
     Durations are the pod's own (its clock decides when it stops); ``read_at`` is when
     the console received them, ``skew_s`` how far the pod's clock is from ours."""
@@ -144,8 +144,7 @@ class StopPlan:
         return end - pod_now
 
 
-@dataclass(frozen=True)
-class AgentHeartbeat:
+class AgentHeartbeat(Struct, frozen=True):
     """The pod agent's own ``Watchdog`` alert to Alertmanager, as its ``status`` says
     (``heartbeat``; ``pod_agent/heartbeat.py``). Times are the pod's wall clock."""
 
@@ -191,8 +190,7 @@ class AgentHeartbeat:
                 "failures": self.failures}
 
 
-@dataclass(frozen=True)
-class SlotSnapshot:
+class SlotSnapshot(Struct, frozen=True):
     """One slot as last seen."""
 
     slot: str
@@ -252,8 +250,7 @@ class SlotSnapshot:
         }
 
 
-@dataclass(frozen=True)
-class DeploymentSnapshot:
+class DeploymentSnapshot(Struct, frozen=True):
     """All slots of today's profile, stamped with when and how they were fetched."""
 
     profile: str
@@ -277,8 +274,7 @@ class DeploymentSnapshot:
                 "slots": [s.to_json() for s in self.slots]}
 
 
-@dataclass(frozen=True)
-class PodSnapshot:
+class PodSnapshot(Struct, frozen=True):
     """The pod as RunPod and the agent last described it (header, alerts)."""
 
     pod_id: str | None = None

@@ -47,7 +47,8 @@ engine), the counters last seen and when they last moved. Nothing here reads a c
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from console.model import fmt
 from console.model.conditions import Condition
@@ -57,8 +58,7 @@ STALL_ALERT = "stall"
 """Alert keys are ``stall:<slot>``."""
 
 
-@dataclass(frozen=True)
-class Stall:
+class Stall(Struct, frozen=True):
     """A slot found stalled: how many requests are stuck and since when."""
 
     slot: str
@@ -91,8 +91,7 @@ class Stall:
             "/health says 200 — R restarts the slot through the agent (asks first)")
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(Struct, frozen=True):
     marks: tuple[float | None, float | None, float | None]
     """(generation, prompt, KV usage) as last read."""
     moved_at: float

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from pod_agent.profile import Slot
 
 
-@dataclass(frozen=True)
-class CapacityModel:
+class CapacityModel(Struct, frozen=True):
     slot: str
     points: tuple[tuple[float, int], ...]
     slope: float | None

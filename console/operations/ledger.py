@@ -28,9 +28,10 @@ import math
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from console.operations.audit import AuditError, write_record
 
@@ -93,8 +94,7 @@ def in_progress(state_dir: Path) -> str | None:
     return text
 
 
-@dataclass
-class Entry:
+class Entry(Struct):
     """One request that may have left a pod billing."""
 
     kind: str
@@ -113,8 +113,7 @@ class Entry:
         return f"pod {self.pod_id} named {self.name} (created{cost})"
 
 
-@dataclass(frozen=True)
-class BadLine:
+class BadLine(Struct, frozen=True):
     """A line of the ledger that is not a record: reported once, then skipped."""
 
     number: int
@@ -212,8 +211,7 @@ __all__ = ["AuditError", "BadLine", "Busy", "Entry", "Ledger", "exclusive",
            "in_progress"]
 
 
-@dataclass(frozen=True)
-class PaidPrice:
+class PaidPrice(Struct, frozen=True):
     """The $/h a pod of one GPU kind and count cost when it was last kept."""
 
     gpu: str

@@ -23,10 +23,11 @@ Nothing heavy is imported at the top: the first frame imports every spec.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec import Struct
 
 from console.model import fmt
 from console.operations.registry import Handler, OperationSpec, Outcome, Progress
@@ -50,8 +51,7 @@ class Provisioning(Protocol):
     async def fallback_action(self, progress: Progress) -> Outcome: ...
 
 
-@dataclass(frozen=True)
-class OperationDeps:
+class OperationDeps(Struct, frozen=True):
     """How handlers reach the pod and the console; None: not configured here."""
 
     agent: AgentClient | None
@@ -67,8 +67,7 @@ class OperationDeps:
     bench: Callable[[str, Progress], Awaitable[tuple[dict[str, Any], Path]]] | None = None
 
 
-@dataclass(frozen=True)
-class OperationFacts:
+class OperationFacts(Struct, frozen=True):
     """What the console knows when an operation is asked for: the hooks' only input."""
 
     now: float
@@ -112,8 +111,7 @@ Ask = Callable[[OperationFacts, Args, Dialogs], Awaitable["Args | None"]]
 Question = Callable[[OperationFacts, Args], str]
 
 
-@dataclass(frozen=True)
-class Operation:
+class Operation(Struct, frozen=True):
     spec: OperationSpec
     handler: OperationHandler
     preflight: Preflight | None = None

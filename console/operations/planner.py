@@ -9,9 +9,10 @@ priority. More demand never yields less util for that slot.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from console.model import fmt
 from console.model.snapshot import DeploymentSnapshot
@@ -24,8 +25,7 @@ HEADROOM = 2.0
 STEP = 0.01
 
 
-@dataclass(frozen=True)
-class SlotInput:
+class SlotInput(Struct, frozen=True):
     name: str
     current: float
     kv_p99: float | None
@@ -35,8 +35,7 @@ class SlotInput:
     gpus: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(Struct, frozen=True):
     split: dict[str, float]
     lines: list[str]
     feasible: bool

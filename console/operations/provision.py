@@ -40,11 +40,11 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from msgspec import Struct
 
 from console.config import config_file
 from console.config.render import PodAddress, render_all, write_all
@@ -100,8 +100,7 @@ PKG_ROOT = Path(__file__).resolve().parents[2]
 """Where ``pod_agent`` sits beside ``console`` (the agent is uploaded from there)."""
 
 
-@dataclass
-class ProvisionConfig:
+class ProvisionConfig(Struct):
     rounds: int = 12
     round_wait_s: float = 600.0
     cuda_attempts: int = 5
@@ -154,8 +153,7 @@ class HostRejected(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class ProvisionResult:
+class ProvisionResult(Struct, frozen=True):
     pod: Machine
     profile: LoadedProfile
     address: PodAddress

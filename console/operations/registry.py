@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from console.operations.audit import AuditError, AuditLog
 
@@ -21,8 +22,7 @@ Progress = Callable[[str, float | None, str], None]
 """progress(step, fraction 0..1 or None, message)"""
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     ok: bool
     message: str
     data: dict[str, Any] = field(default_factory=dict)
@@ -42,8 +42,7 @@ Acknowledge = Callable[..., list[str]]
 alerts it explains); the titles it marked."""
 
 
-@dataclass(frozen=True)
-class OperationSpec:
+class OperationSpec(Struct, frozen=True):
     id: str
     key: str
     title: str

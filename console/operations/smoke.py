@@ -27,8 +27,9 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from msgspec import Struct, field, to_builtins
 
 from console.sources.collect.http import HttpClient, HttpError
 from console.sources.collect.promql import PromClient, PromError
@@ -37,8 +38,7 @@ PROMPT = "Reply with the single word OK."
 UNKNOWN_MODEL = "pod-console-smoke-no-such-model"
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Struct, frozen=True):
     name: str
     ok: bool | None
     """True pass, False fail, None skipped (``evidence`` says why)."""
@@ -50,8 +50,7 @@ class CheckResult:
         return {True: "pass", False: "FAIL", None: "skipped"}[self.ok]
 
 
-@dataclass(frozen=True)
-class SmokeReport:
+class SmokeReport(Struct, frozen=True):
     via: str
     """``gateway URL`` or ``direct`` (each slot's own URL)."""
     checks: tuple[CheckResult, ...]
@@ -69,7 +68,7 @@ class SmokeReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "via": self.via, "started_at": self.started_at,
                 "duration_s": round(self.duration_s, 3),
-                "checks": [{**asdict(c), "duration_s": round(c.duration_s, 3),
+                "checks": [{**to_builtins(c), "duration_s": round(c.duration_s, 3),
                             "verdict": c.verdict} for c in self.checks]}
 
     def lines(self) -> list[str]:
@@ -82,8 +81,7 @@ class SmokeReport:
         return out
 
 
-@dataclass(frozen=True)
-class SmokePlan:
+class SmokePlan(Struct, frozen=True):
     """What to check, from the profile and the settings."""
 
     served: Mapping[str, str]

@@ -24,9 +24,10 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from console.model.alerts import Alert
 from console.model.printable import printable
@@ -68,8 +69,7 @@ DEFAULT_CONTEXT = "default"
 """The ``context`` label of a config without contexts (Alertmanager drops empty labels)."""
 
 
-@dataclass(frozen=True)
-class Where:
+class Where(Struct, frozen=True):
     """What every alert of a session is labelled with."""
 
     profile: str

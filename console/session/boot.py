@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from console.config import defaults
 from console.config.config_file import (
@@ -48,8 +49,7 @@ class _Unsure(Exception):
     """Something the fast path will not guess about: take the validated path."""
 
 
-@dataclass(frozen=True)
-class BootPlan:
+class BootPlan(Struct, frozen=True):
     """What the first poll and the first frame need, nothing more."""
 
     profile_name: str

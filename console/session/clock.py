@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+from msgspec import Struct
 
 
 @runtime_checkable
@@ -33,8 +34,7 @@ class Clock(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class SystemClock:
+class SystemClock(Struct, frozen=True):
     """The machine's clocks."""
 
     def wall(self) -> float:
@@ -44,8 +44,7 @@ class SystemClock:
         return time.monotonic()
 
 
-@dataclass(frozen=True)
-class OneClock:
+class OneClock(Struct, frozen=True):
     """One callable read as both clocks."""
 
     read: Callable[[], float]
@@ -67,8 +66,7 @@ def clock_of(c: Clock | Callable[[], float] | None) -> Clock:
     return OneClock(c)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Struct, frozen=True):
     """The wall clock moved ``by_s`` more (or less: negative) than the monotonic one
     between two readings."""
 

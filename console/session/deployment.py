@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 from console.config import config_file, defaults
 from console.config.settings import Settings
@@ -61,8 +62,7 @@ def ssh_transport(settings: Settings) -> AgentTransport | None:
     return AgentTransport(ep, settings.state_dir)
 
 
-@dataclass
-class Parts:
+class Parts(Struct):
     """What :meth:`Deployment.wire` builds: every part that talks to the deployment."""
 
     poller: DeploymentPoller

@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from console.model import slo
 from console.model.fleet import FleetRow, FleetSnapshot
@@ -39,8 +40,7 @@ CONCURRENCY = 16
 """Pods contacted at once by a fleet cycle (their provider record, agent and slots)."""
 
 
-@dataclass
-class Member:
+class Member(Struct):
     """One context: its settings and the parts that poll it (built once, reused)."""
 
     name: str
@@ -75,9 +75,9 @@ def _load(source: Any, name: str | None, loaded: dict[Path, Any]) -> Member:
     return m
 
 
-@dataclass
-class FleetCollector:
-    """Polls every context of a config; ``poll`` never raises for a source's behaviour."""
+class FleetCollector(Struct, dict=True):
+    """Polls every context of a config; ``poll`` never raises for a source's behaviour.
+    (``dict``: what ``__post_init__`` builds from the fields is kept beside them.)"""
 
     config: Path | None = None
     clock: Any = time.time

@@ -10,8 +10,9 @@ failures in it are the stop's (:func:`counts_the_stop`).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 if TYPE_CHECKING:
     from console.model.gateway import GatewaySnapshot

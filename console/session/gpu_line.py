@@ -17,8 +17,10 @@ keeps the pod's cadence there and shows its age.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 if TYPE_CHECKING:
     from console.model.gpu_state import GpuReport
@@ -26,8 +28,7 @@ if TYPE_CHECKING:
     from console.sources.collect.gpu_metrics import GpuMetrics
 
 
-@dataclass(frozen=True)
-class GpuLine:
+class GpuLine(Struct, frozen=True):
     """One good read of the pod's GPU endpoint: whose pod it was and when it started
     (the console's clock)."""
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model.conditions import Condition
 from console.model.gpu_faults import FaultBook
@@ -35,8 +37,7 @@ def day_zone(profile: Profile | None) -> dt.tzinfo | None:
         return None
 
 
-@dataclass(frozen=True)
-class Judged:
+class Judged(Struct, frozen=True):
     """One reading judged: the pod with today's earlier runs, the alert conditions true
     now, and this month's spend."""
 

@@ -37,9 +37,10 @@ import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 FIRST_BACKOFF_S = 2.0
 """The wait after a first failed POST; doubled at each failure after it."""
@@ -69,8 +70,7 @@ CREATE TABLE IF NOT EXISTS drainer (one INTEGER PRIMARY KEY CHECK (one = 1), see
 """
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Struct, frozen=True):
     id: int
     key: str
     kind: str
@@ -80,8 +80,7 @@ class Entry:
     attempts: int
 
 
-@dataclass(frozen=True)
-class Depth:
+class Depth(Struct, frozen=True):
     depth: int
     oldest_at: float | None
     """Wall time the oldest undelivered entry was judged (None: empty)."""

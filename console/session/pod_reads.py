@@ -10,7 +10,8 @@ seconds since them stay what they were.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model import startup
 from console.model.snapshot import PodSnapshot
@@ -32,8 +33,7 @@ def shifted(pod: PodSnapshot | None, by: float) -> PodSnapshot | None:
     return replace(pod, stop_plan=replace(plan, read_at=plan.read_at + by))
 
 
-@dataclass
-class PodReads:
+class PodReads(Struct):
     raw: PodSnapshot | None = None
     """The last pod reading as read (before the GPU line is merged into it)."""
     agent_seen: PodSnapshot | None = None

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec.structs import replace
 
 from console.model import startup
 from console.model.alerts import Alert, AlertBook

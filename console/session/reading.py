@@ -10,7 +10,8 @@ slot stale.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model import fmt
 from console.model.pod_stop import PlannedStop
@@ -46,8 +47,7 @@ def gpu_age(pod: PodSnapshot, read_age: float, read_at: float) -> float | None:
     return max(read_age, read_age + read_at - (report.sampled_at - skew))
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(Struct, frozen=True):
     """What one poll brought, judged; replaced whole at the end of each poll."""
 
     snapshot: DeploymentSnapshot | None = None

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
 
 from console.model import startup
 from console.model.alerts import AlertBook
@@ -162,8 +163,7 @@ class Session:
     @property
     def view(self) -> ConsoleView:
         base = view_of(self.ctx) if self.ctx is not None else self._start().view
-        r = self.refresh_s
-        return base if base.refresh_s == r else replace(base, refresh_s=r)
+        return base if base.refresh_s == self.refresh_s else replace(base, refresh_s=self.refresh_s)
 
     @property
     def refresh_s(self) -> float:

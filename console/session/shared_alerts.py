@@ -34,9 +34,10 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from console.config.config_file import replace_whole
 from console.model.alerts import Alert
@@ -62,8 +63,7 @@ class SharedAlertsError(Exception):
     """The book could not be used (lock not had in time, a read or write failed)."""
 
 
-@dataclass(frozen=True)
-class Synced:
+class Synced(Struct, frozen=True):
     """What one sync decided for the session that asked."""
 
     post_raised: tuple[Alert, ...] = ()

@@ -17,9 +17,11 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, to_builtins
+from msgspec.structs import replace
 
 from console.model.snapshot import PodSnapshot
 from console.sources.provider.base import sane_cost
@@ -29,8 +31,7 @@ KEEP_S = 40 * 86400
 SAVE_EVERY_S = 60.0
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(Struct, frozen=True):
     pod_id: str
     started_at: float
     cost_per_hr: float
@@ -126,7 +127,7 @@ class SpendBook:
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
             # allow_nan=False: a file every later reader can parse, or no file at all
-            json.dump([asdict(r) for r in self.runs.values()], fh, allow_nan=False)
+            json.dump([to_builtins(r) for r in self.runs.values()], fh, allow_nan=False)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec import Struct, field
 
 from console.model.history import History
 from console.sources.collect.poller import DeploymentPoller
@@ -45,8 +46,7 @@ class Demo(Protocol):
         ...
 
 
-@dataclass
-class ConsoleContext:
+class ConsoleContext(Struct):
     """Everything a console needs, built by ``make_context`` (CLI) or the demo."""
 
     settings: Settings
@@ -74,15 +74,13 @@ class ConsoleContext:
     is ``deployment.switch_pod``, and everything here follows it."""
 
 
-@dataclass(frozen=True)
-class SwitchRequest:
+class SwitchRequest(Struct, frozen=True):
     """What the console exits with to be reopened on another context's pod."""
 
     context: str
 
 
-@dataclass(frozen=True)
-class ConsoleView:
+class ConsoleView(Struct, frozen=True):
     """What the screens show about the deployment itself: known before the context is."""
 
     profile_name: str
@@ -104,8 +102,7 @@ class ConsoleView:
         return f"{self.context} · {self.profile_name}" if self.context else self.profile_name
 
 
-@dataclass
-class StagedStart:
+class StagedStart(Struct):
     """A first frame from the boot plan; ``finish`` builds the context (in a thread)."""
 
     view: ConsoleView
@@ -119,8 +116,7 @@ class StagedStart:
     the session's first poll takes its snapshot. None: the session polls first itself."""
 
 
-@dataclass(frozen=True)
-class ReplayMark:
+class ReplayMark(Struct, frozen=True):
     """What the header says while a recording is shown (``console/session/record``)."""
 
     badge: str
@@ -138,8 +134,7 @@ class ReplayMark:
     around the cursor, not only the hour up to it. None: the state's own history."""
 
 
-@dataclass(frozen=True)
-class ConsoleState:
+class ConsoleState(Struct, frozen=True):
     """Everything a screen shows, from one poll: the session builds it
     (``Session.state``), the app hands it to every open screen after each poll, and the
     screens render it and never read the app back."""

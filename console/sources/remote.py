@@ -13,9 +13,10 @@ import contextlib
 import re
 import shlex
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from pod_agent.events import parse_line
 
@@ -41,8 +42,7 @@ def agent_command(agent_dir: str, python: str = "python3") -> str:
             f"{shlex.quote(python)} -m pod_agent")
 
 
-@dataclass(frozen=True)
-class AgentEndpoint:
+class AgentEndpoint(Struct, frozen=True):
     host: str
     port: int = 22
     user: str = "root"
@@ -53,8 +53,7 @@ class AgentEndpoint:
     ``PYTHONPATH=/workspace/pod-agent/pkg python3 -m pod_agent``."""
 
 
-@dataclass(frozen=True)
-class AgentResult:
+class AgentResult(Struct, frozen=True):
     exit_status: int | None
     final: dict[str, Any] | None
     events: tuple[dict[str, Any], ...] = field(default_factory=tuple)

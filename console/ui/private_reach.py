@@ -21,15 +21,15 @@ import importlib
 import inspect
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
+
+from msgspec import Struct
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Reach:
+class Reach(Struct, frozen=True):
     name: str
     used_by: str
     """The console module that reaches (and what it does with it)."""

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import Struct, field
 from rich.theme import Theme as RichTheme
 from textual.css.stylesheet import Stylesheet
 from textual.style import Style as VisualStyle
@@ -48,8 +48,7 @@ SEVERITY_ROLES = ("ok", "warn", "crit", "info")
 """The roles a state's severity is told by (what a colour-blind reader must tell apart)."""
 
 
-@dataclass(frozen=True)
-class ConsoleTheme:
+class ConsoleTheme(Struct, frozen=True):
     name: str
     """Its name in the config (``theme:``) and the palette."""
     textual: Theme | str

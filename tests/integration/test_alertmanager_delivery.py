@@ -10,12 +10,12 @@ import asyncio
 import datetime
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
 from console.commands.status_cmd import delivery_json
 from console.model.snapshot import StopPlan

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.config.settings import AlertTiming, Settings
 from console.model.alerts import Alert, AlertBook, AlertEvent, evaluate, observe_pod, run_of

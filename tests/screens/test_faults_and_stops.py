@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 from rich.text import Text
 from textual.widgets import Label, Static
 

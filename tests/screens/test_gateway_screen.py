@@ -6,7 +6,8 @@ says who used the gateway in the last hour. The reading is a real LiteLLM captur
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from console.config.settings import GatewaySettings
 from console.model.gateway import GatewaySnapshot, idle_for, who_text
@@ -132,7 +133,7 @@ def test_a_narrow_gateway_table_keeps_its_first_columns_whole() -> None:
 def test_the_header_says_a_healthy_gateway_briefly_and_a_sick_one_whole() -> None:
     """The header's room goes to the pod's facts while the gateway is well (``gw ok``);
     a cooldown, an outage or a missing reading is said in full, in red."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from tests.screens.states import gateway_reading
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from rich.text import Text
 from textual.screen import Screen
 

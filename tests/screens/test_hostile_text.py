@@ -7,10 +7,10 @@ no control character, while the readable rest is still shown."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from console.model.conditions import Condition
 from console.ui.screens.alerts import AlertHistoryScreen

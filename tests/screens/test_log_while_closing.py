@@ -11,9 +11,9 @@ the log's widget removed as the shutdown does, then a whole poll that raises an 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
+from msgspec.structs import replace
 from textual.widgets import RichLog
 
 from console.ui.screens.log import LogScreen

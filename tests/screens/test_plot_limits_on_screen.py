@@ -8,9 +8,9 @@ import datetime as dt
 import math
 import re
 import time
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from console.model.history import History
 from console.ui.screens.main import MainScreen

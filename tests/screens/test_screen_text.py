@@ -368,7 +368,8 @@ async def test_sort_by_column_and_filter_the_slots(tmp_path: Path) -> None:
 async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None:
     """Finding 15: after a resume the header's "today" counted only the new run."""
     import re
-    from dataclasses import replace
+
+    from msgspec.structs import replace
 
     from console.ui.widgets.header import PodHeader
 
@@ -401,7 +402,7 @@ async def test_todays_spend_survives_a_stop_and_a_resume(tmp_path: Path) -> None
 async def test_wall_board_follows_the_slots_polled_now(tmp_path: Path) -> None:
     """A fallback to another profile brings other slots: the board shows those, and no
     card for a slot that is no longer there."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.ui.widgets.board import SlotCard
 

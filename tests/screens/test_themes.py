@@ -265,7 +265,7 @@ async def test_a_replay_shows_the_viewers_theme_not_the_recorders(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """A recording holds the recorder's view (its ``theme`` too); ``pod-console replay``
     passes the viewer's config theme, and without one the recording's is not taken."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.session.record.replay import Replay
     from console.session.record.tape import MemoryTape

@@ -3,8 +3,7 @@ cleanly (issue 30, #14)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from msgspec.structs import replace
 from textual.widgets import Button
 
 from console.ui.operation_flow import args_text

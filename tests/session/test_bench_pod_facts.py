@@ -11,8 +11,9 @@ agent connection times out (``AgentError``, as the SSH transport raises it)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
+
+import msgspec
 
 from console.config.settings import PodSettings, Settings
 from console.model.snapshot import StopPlan
@@ -63,7 +64,7 @@ async def test_a_read_the_agent_does_not_answer_keeps_what_the_console_shows(
     dep, transport = _deployment(tmp_path)
     w = world(tmp_path, T0, deployment=dep, pod=PodSettings(machine_id="p1"))
     plan = StopPlan.parse({"now": T0, "stop_in_s": 3600.0}, T0)
-    w.pod.pod = dataclasses.replace(w.pod.pod, p2p_disabled=False, stop_plan=plan,
+    w.pod.pod = msgspec.structs.replace(w.pod.pod, p2p_disabled=False, stop_plan=plan,
                                     watchdog_armed=True)
     assert await w.session.poll()  # the agent answers this one: on screen, P2P ok
     w.clock.advance(30)
@@ -83,7 +84,7 @@ async def test_what_nothing_tells_is_unknown_and_says_why(tmp_path: Path) -> Non
     # another pod's answer says nothing of this one: the console moved (a fallback)
     other, _ = _deployment(tmp_path / "o", machine_id="p2")
     w = world(tmp_path / "w", T0, deployment=other, pod=PodSettings(machine_id="p2"))
-    w.pod.pod = dataclasses.replace(w.pod.pod, p2p_disabled=False,
+    w.pod.pod = msgspec.structs.replace(w.pod.pod, p2p_disabled=False,
                                     stop_plan=StopPlan.parse({"now": T0}, T0))
     assert await w.session.poll()
     assert w.session.cycle.pod_reads.agent_seen is not None  # p1's, held

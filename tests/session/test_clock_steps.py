@@ -163,7 +163,7 @@ async def test_a_step_moves_neither_the_stop_countdown_nor_the_idle_count(
     count go on from the agent's last report: on the monotonic clock, so a +60 s step
     does not make a stop due (a "stop due now" that silences the slots' alerts) nor add
     a minute of idleness."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.model.snapshot import StopPlan
 

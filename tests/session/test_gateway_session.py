@@ -96,7 +96,7 @@ async def test_after_a_planned_stop_the_gateways_window_is_the_new_runs(
     """The calls that failed while the pod was stopped on purpose stay in a 5-minute
     window for 5 minutes after the resume: the header said ``gw err 88 %`` on a fresh,
     healthy run. The new run's window starts at its own start."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.model.catalog import GW_FAILURES, GW_REQUESTS
     from tests.session.test_pod_run_session import _idle_stop, agent, poll

@@ -14,12 +14,12 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 import zstandard
+from msgspec.structs import replace
 
 from console.config.settings import GatewaySettings
 from console.session.record.export import export, secrets_of

@@ -12,10 +12,10 @@ session on an injected clock, its sources in process, the real alert rules.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from console.model.gpu_state import Gpu, GpuReport, XidRecord
 from console.model.snapshot import PodSnapshot, StopPlan

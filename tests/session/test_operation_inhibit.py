@@ -8,9 +8,10 @@ one INFO says so; what comes after, or what a failed operation leaves, is news."
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.model.inhibit import SETTLE_S
 from console.operations.ops import rebalance, restart, resume

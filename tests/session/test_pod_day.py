@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-from dataclasses import replace
 from pathlib import Path
 from zoneinfo import ZoneInfo
+
+from msgspec.structs import replace
 
 from console.config.settings import AlertTiming
 from console.session.record.reader import SqliteTape

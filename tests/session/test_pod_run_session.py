@@ -9,9 +9,10 @@ the real audit log file (the console's operations are read back from it)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.model.gpu_state import Gpu, GpuReport
 from console.model.snapshot import StopPlan

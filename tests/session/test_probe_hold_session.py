@@ -4,8 +4,9 @@ the log says so once."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from console.model.pod_stop import PROBE_WAITS_FOR_IDLE, PROBE_WAITS_FOR_TRAFFIC
 from console.model.snapshot import StopPlan

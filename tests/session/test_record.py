@@ -161,7 +161,7 @@ async def test_export_holds_numbers_names_and_markers_never_a_secret(
     assert rec is not None and await asyncio.to_thread(rec.flush)
     assert rec.path is not None
     # what the live file holds of it (the poll's own words) is put there on purpose:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.session.record.store import PollItem
     st = w.session.state()

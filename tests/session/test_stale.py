@@ -3,8 +3,9 @@ row's STALE, not the whole header's; every slot gone stale is."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from tests.session.world import world
 

@@ -8,9 +8,10 @@ The session on an injected clock; the agent's ``status`` → ``slots`` as it wor
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.session.session import POD_POLL_S, STARTING_POD_POLL_S
 from tests.session.world import World, world

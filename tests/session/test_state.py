@@ -4,9 +4,10 @@ that do not come with every poll are (issue 27, item 3)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.model.gpu_state import Gpu, GpuReport
 from console.model.snapshot import StopPlan

@@ -160,7 +160,7 @@ class Pod:
 
     async def poll(self) -> PodSnapshot:
         self.calls += 1
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         return replace(self.pod, fetched_at=self.clock())
 

@@ -95,7 +95,7 @@ def test_a_stopped_pod_is_one_line_not_a_crit_per_slot() -> None:
 
 
 def test_stale_figures_of_a_down_slot_raise_no_figure_alert() -> None:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.sources.collect.exposition import parse
     from console.sources.collect.figures import compute

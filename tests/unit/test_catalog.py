@@ -11,8 +11,8 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
 
+from msgspec.structs import replace
 from rich.text import Text
 
 from console.config.settings import SlotThresholds

@@ -8,8 +8,10 @@ warnings) while a benchmark measured 103 ms."""
 
 from __future__ import annotations
 
+from msgspec.structs import asdict
+
 from console.config.settings import SlotThresholds
-from console.demo.fake_vllm import Engine
+from console.demo.fake_vllm import Engine, Hist
 from console.operations.benchmark.prompts import prompt_for
 from console.sources.collect.exposition import parse
 from console.sources.collect.slot import FAMILIES, ScrapeWindow
@@ -25,14 +27,14 @@ def _traffic(seed: int, seconds: int, observe: list[float] | None = None
     every other second (after the first two minutes)."""
     e = Engine("m", 200_000, SPEC_TOKENS, seed, DEMO_RATE)
     if observe is not None:
-        hist = e.h["ttft"]
-        real = hist.observe
+        seen = observe
 
-        def record(v: float) -> None:
-            observe.append(v)
-            real(v)
+        class Seen(Hist):
+            def observe(self, v: float) -> None:
+                seen.append(v)
+                super().observe(v)
 
-        hist.observe = record  # type: ignore[method-assign]
+        e.h["ttft"] = Seen(**asdict(e.h["ttft"]))
     win = ScrapeWindow(DEMO_WINDOW_S)
     p95s: list[float] = []
     t = 1_000_000.0

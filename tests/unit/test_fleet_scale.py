@@ -214,7 +214,7 @@ async def test_an_idle_pod_of_the_fleet_is_not_probed(fleet_world: tuple[Path, P
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A completion probe is a request: on pods that count idle time toward their stop,
     the fleet's would keep every pod nobody uses running (``pod_stop.probe_hold``)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from console.model.snapshot import StopPlan
     from console.session.fleet import FleetCollector

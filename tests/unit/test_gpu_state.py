@@ -3,8 +3,9 @@ GPU line — from the agent JSON that a real H200 host produced."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+
+import msgspec
 
 from console.model.gpu_state import UNOWNED_MIN_BYTES, XID_RECENT_S, GpuProcess, conditions, parse
 from console.ui.widgets.gpu_strip import gpu_line
@@ -93,11 +94,11 @@ def test_the_gpu_line_fits_80_columns_at_any_count() -> None:
     r = parse(doc())
     line = gpu_line(r, 78, NOW).plain
     assert line.startswith("util·mem·temp·power") and "GPU1" in line and len(line) <= 78
-    eight = dataclasses.replace(r, gpus=tuple(dataclasses.replace(r.gpus[i % 2], index=i)
+    eight = msgspec.structs.replace(r, gpus=tuple(msgspec.structs.replace(r.gpus[i % 2], index=i)
                                               for i in range(8)))
     line = gpu_line(eight, 78, NOW).plain
     assert len(line) <= 78 and all(f"{i}" in line for i in range(8))
-    hot = dataclasses.replace(r, gpus=(dataclasses.replace(
+    hot = msgspec.structs.replace(r, gpus=(msgspec.structs.replace(
         r.gpus[0], throttled=("hw_thermal_slowdown",), ecc_dbe_volatile=2), r.gpus[1]))
     line = gpu_line(hot, 78, NOW).plain
     assert "HOT" in line and "ECC" in line

@@ -138,11 +138,11 @@ def test_the_words_of_a_recorded_state_are_cleaned_when_read() -> None:
 def test_every_type_the_state_can_hold_is_in_the_allow_list() -> None:
     """The allow-list is the state's types, field by field: a type added to the state
     (or to anything it holds) fails here, not in a recorder that refuses to write it."""
-    import dataclasses
     import importlib
     import pkgutil
     import re
 
+    from msgspec import Struct
     from pydantic import BaseModel
 
     import console
@@ -156,8 +156,8 @@ def test_every_type_the_state_can_hold_is_in_the_allow_list() -> None:
         mod = importlib.import_module(m.name)
         for k, v in vars(mod).items():
             if isinstance(v, type) and v.__module__ == mod.__name__ and (
-                    dataclasses.is_dataclass(v) or (issubclass(v, BaseModel)
-                                                    and v is not BaseModel)):
+                    (issubclass(v, Struct) and v is not Struct)
+                    or (issubclass(v, BaseModel) and v is not BaseModel)):
                 by_name.setdefault(k, set()).add(v)
     seen: set[type] = set()
     todo: list[type] = [ConsoleState]
@@ -166,8 +166,9 @@ def test_every_type_the_state_can_hold_is_in_the_allow_list() -> None:
         if cls in seen:
             continue
         seen.add(cls)
-        annotations = ([str(f.type) for f in dataclasses.fields(cls)]
-                       if dataclasses.is_dataclass(cls)
+        annotations = ([str(a) for k in cls.__mro__
+                        for a in vars(k).get("__annotations__", {}).values()]
+                       if issubclass(cls, Struct)
                        else [str(f.annotation) for f in cls.model_fields.values()])
         for word in {w for a in annotations for w in re.findall(r"[A-Za-z_]\w*", a)}:
             todo.extend(by_name.get(word, ()))

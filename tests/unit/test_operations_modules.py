@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from console.config.settings import Settings
 from console.model.alerts import AlertEvent
@@ -266,7 +267,7 @@ def _cake(tmp_path: Path, cancellable: bool = False,
           ran: list[dict[str, Any]] | None = None,
           outcome: Outcome | None = None) -> tuple[OperationRegistry, dict[str, Operation]]:
     """A fake operation with every hook: the flow knows nothing of it but its module."""
-    spec = OperationSpec(**{**SPLIT_SPEC.__dict__, "cancellable": cancellable})
+    spec = replace(SPLIT_SPEC, cancellable=cancellable)
     gate = asyncio.Event()
 
     async def handler(deps: Any, args: dict[str, Any], progress: Progress) -> Outcome:

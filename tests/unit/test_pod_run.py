@@ -3,8 +3,9 @@ one pod told as runs, each state with its cause and who (issue 42, item 1)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.model.pod_run import (
     Operation,

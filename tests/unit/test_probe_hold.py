@@ -6,7 +6,7 @@ probe waits while the pod counts idle time, and before the pod's first reading."
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from console.demo.http_serve import Reply, Request, start
 from console.model.model_figures import ModelFigures

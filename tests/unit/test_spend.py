@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from console.model.snapshot import PodSnapshot
 from console.session.spend import SpendBook

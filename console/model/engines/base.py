@@ -19,12 +19,12 @@ taken, never their sum.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
 
+from msgspec import Struct, field
 
-@dataclass(frozen=True)
-class Gauge:
+
+class Gauge(Struct, frozen=True):
     names: tuple[str, ...]
     where: tuple[str, str] | None = None
     """(label, value) the series must carry, or None for all of the model's series."""
@@ -32,8 +32,7 @@ class Gauge:
     """Across data-parallel ranks: their sum (requests) or the largest (a usage ratio)."""
 
 
-@dataclass(frozen=True)
-class Increase:
+class Increase(Struct, frozen=True):
     names: tuple[str, ...]
     per_second: bool = False
     """Divide by the window: a rate (undefined for lifetime figures)."""
@@ -42,15 +41,13 @@ class Increase:
     the gateway's 5xx (``exception_status=~"5.."``); None: every series."""
 
 
-@dataclass(frozen=True)
-class Quantile:
+class Quantile(Struct, frozen=True):
     q: float
     names: tuple[str, ...]
     """Histogram families, without ``_bucket``."""
 
 
-@dataclass(frozen=True)
-class Ratio:
+class Ratio(Struct, frozen=True):
     num: tuple[str, ...]
     den: tuple[str, ...]
     plus: float = 0.0
@@ -58,8 +55,7 @@ class Ratio:
     """As ``Increase.match``, for the numerator's series only."""
 
 
-@dataclass(frozen=True)
-class OverTime:
+class OverTime(Struct, frozen=True):
     q: float
     of: Gauge
 
@@ -67,8 +63,7 @@ class OverTime:
 Source = Gauge | Increase | Quantile | Ratio | OverTime
 
 
-@dataclass(frozen=True)
-class Engine:
+class Engine(Struct, frozen=True):
     """One serving engine as the console reads it."""
 
     name: str

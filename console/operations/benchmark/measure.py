@@ -37,8 +37,10 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import asdict
 
 from console.model.model_figures import SpecFigures
 from console.operations.benchmark.prompts import TASKS, prompt_for
@@ -51,8 +53,7 @@ Progress = Callable[[str, float | None, str], None]
 LENGTHS = ("short", "long")
 
 
-@dataclass(frozen=True)
-class BenchPlan:
+class BenchPlan(Struct, frozen=True):
     profile: str
     slot: str
     served_model_name: str
@@ -100,8 +101,7 @@ class BenchPlan:
         return per + sum(len(TASKS[t]) for t in self.tasks)
 
 
-@dataclass(frozen=True)
-class RequestResult:
+class RequestResult(Struct, frozen=True):
     ok: bool
     error: str | None
     prompt_tokens: int | None
@@ -154,8 +154,7 @@ def _mean(xs: list[float | None]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(Struct, frozen=True):
     concurrency: int
     requests: tuple[RequestResult, ...]
 
@@ -212,8 +211,7 @@ class RunResult:
 METRICS = ("ttft_s", "tpot_s", "tok_s", "tok_s_per_request", "decode_tok_s")
 
 
-@dataclass(frozen=True)
-class Stats:
+class Stats(Struct, frozen=True):
     mean: float | None
     stdev: float | None
     lo: float | None
@@ -233,8 +231,7 @@ class Stats:
                 "max": _r(self.hi), "n": self.n}
 
 
-@dataclass(frozen=True)
-class Spec(SpecFigures):
+class Spec(SpecFigures, frozen=True):
     """Speculative decoding over one window, from the slot's counter deltas: the live
     figures' own type, plus the counters they came from."""
 
@@ -254,8 +251,7 @@ class Spec(SpecFigures):
                 "foreign_requests": self.foreign_requests}
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(Struct, frozen=True):
     """One scrape-bounded window: its spec figures, or why there are none."""
 
     spec: Spec | None
@@ -264,8 +260,7 @@ class Window:
     """Why ``spec`` is None (no counters: no speculative decoding, or unreadable)."""
 
 
-@dataclass(frozen=True)
-class ConfigResult:
+class ConfigResult(Struct, frozen=True):
     length: str
     concurrency: int
     runs: tuple[RunResult, ...]
@@ -299,8 +294,7 @@ class ConfigResult:
                 "warmup_runs": [r.to_json() for r in self.warmups]}
 
 
-@dataclass(frozen=True)
-class TaskResult:
+class TaskResult(Struct, frozen=True):
     task: str
     requests: tuple[RequestResult, ...]
     window: Window
@@ -319,8 +313,7 @@ class TaskResult:
                 "spec_note": self.window.note, "window_s": _r(self.window.seconds, 3)}
 
 
-@dataclass(frozen=True)
-class BenchResult:
+class BenchResult(Struct, frozen=True):
     plan: BenchPlan
     started_at: float
     duration_s: float
@@ -522,7 +515,7 @@ class Bench:
 
         seen = sum(delta.requests_by_reason.values()) if delta.requests_by_reason else None
         foreign = None if seen is None else max(0.0, seen - finished)
-        own = {f.name: getattr(s, f.name) for f in fields(s)}
+        own = asdict(s)
         return Window(Spec(**own, before=life(before), after=life(after),
                            foreign_requests=foreign), seconds)
 
@@ -603,8 +596,7 @@ async def run_bench(plan: BenchPlan, client: HttpClient,
                        tuple(tasks), stopped=bench.stopped)
 
 
-@dataclass(frozen=True)
-class PodFacts:
+class PodFacts(Struct, frozen=True):
     """What the record says about where it ran (from the provider and the agent), all
     of one reading of the pod."""
 

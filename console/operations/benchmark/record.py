@@ -19,9 +19,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from console.model.fmt import aligned
 from console.operations.benchmark.measure import METRICS, BenchResult, PodFacts
@@ -100,8 +101,7 @@ def _pct(new: float | None, old: float | None) -> float | None:
     return (new - old) / old * 100.0
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(Struct, frozen=True):
     config: str
     figure: str
     """``tok_s`` or ``ttft_s``."""

@@ -22,9 +22,10 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from console.session.doctor.report import DoctorReport
 from console.session.record.export import SECRET_ENV, scrub, secrets_of
@@ -47,8 +48,7 @@ class BundleError(Exception):
     """The bundle could not be written safely (it is not kept)."""
 
 
-@dataclass
-class Bundle:
+class Bundle(Struct):
     """The files of the bundle (name → bytes) and what could not be had (name → why)."""
 
     files: dict[str, bytes] = field(default_factory=dict)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+from msgspec import Struct, field
 
 if TYPE_CHECKING:
     from console.config.settings import Settings
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
 from console.session.doctor.report import Verdict
 
 
-@dataclass
-class Doctor:
+class Doctor(Struct):
     """What the checks read: the settings (None: the config did not load), the
     deployment (None: its profiles did not), the agent's transport, one HTTP client."""
 
@@ -91,8 +91,7 @@ class Doctor:
 CheckFn = Callable[[Doctor, float], Awaitable[Verdict]]
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Struct, frozen=True):
     id: str
     timeout_s: float
     run: CheckFn

@@ -8,8 +8,9 @@ import contextlib
 import re
 import shlex
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from console.sources.remote import AgentResult
@@ -101,8 +102,7 @@ PY_STATUS = ('import sys, pod_agent; print("pod-agent", pod_agent.__version__, f
 """``pod-agent --version`` and ``pod-agent status --json`` in one interpreter."""
 
 
-@dataclass(frozen=True)
-class AgentAnswer:
+class AgentAnswer(Struct, frozen=True):
     version: str | None
     """What the agent says its version is (None: no agent answered)."""
     said: str

@@ -3,8 +3,9 @@ next step, and the report of them all (its exit status, its JSON, its lines)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from msgspec import Struct
 
 from console.model.printable import printable
 
@@ -17,8 +18,7 @@ RANK: dict[str, int] = {"skip": 0, "ok": 0, "warn": 1, "fail": 2}
 warning, 2 a failure."""
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Struct, frozen=True):
     """One check's result."""
 
     id: str
@@ -35,8 +35,7 @@ class Finding:
                 "timeout_s": self.timeout_s}
 
 
-@dataclass(frozen=True)
-class DoctorReport:
+class DoctorReport(Struct, frozen=True):
     findings: tuple[Finding, ...]
     started_at: float
     config: str | None = None
@@ -68,8 +67,7 @@ class DoctorReport:
         return out
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     status: Status
     sentence: str
     next_step: str = ""

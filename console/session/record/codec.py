@@ -1,5 +1,5 @@
 """How a recording writes what a poll brought: JSON for the readings (the console's own
-frozen dataclasses, by name, read back only from its own modules) and packed float64
+frozen records, by name, read back only from its own modules) and packed float64
 values for the slots' samples, in the order of their exposition's layout.
 
 Nothing here is pickle: a recording handed over in a ticket is data, never code. A class
@@ -9,7 +9,6 @@ types, listed by name); nothing named in a file is ever imported.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -22,6 +21,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import zstandard
+from msgspec import Struct
 from pydantic import BaseModel
 
 from console.sources.collect.exposition import Exposition, Labels, Layout, label
@@ -122,12 +122,11 @@ def encode(obj: Any) -> Any:
         return [encode(x) for x in obj]
     if isinstance(obj, (frozenset, set)):
         return {"$s": sorted((encode(x) for x in obj), key=repr)}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if isinstance(obj, Struct):
         cls = type(obj)
         _class(f"{cls.__module__}:{cls.__qualname__}")  # only what a replay may read back
         return {"$c": f"{cls.__module__}:{cls.__qualname__}",
-                "v": {f.name: encode(getattr(obj, f.name))
-                      for f in dataclasses.fields(obj) if f.init}}
+                "v": {name: encode(getattr(obj, name)) for name in cls.__struct_fields__}}
     if isinstance(obj, BaseModel):
         model = type(obj)
         _class(f"{model.__module__}:{model.__qualname__}")
@@ -218,15 +217,15 @@ def check_fields(cls: type, values: dict[str, Any]) -> None:
     (or None where allowed): a file holding, say, a slot target where the view goes is
     refused here, not an AttributeError on a screen. Containers' items are checked one
     level deep (``tuple[Alert, ...]``, ``dict[str, Stall]``)."""
-    if not dataclasses.is_dataclass(cls):
+    if not issubclass(cls, Struct):
         return
-    for f in dataclasses.fields(cls):
-        if f.name not in values:
+    for name, annotation in _annotations(cls).items():
+        if name not in values:
             continue
-        want, none_ok, bare = _expects(cls, f.name, str(f.type))
+        want, none_ok, bare = _expects(cls, name, annotation)
         if not want:
             continue
-        v = values[f.name]
+        v = values[name]
         if bare:
             items = [v]
         elif isinstance(v, dict):
@@ -234,15 +233,23 @@ def check_fields(cls: type, values: dict[str, Any]) -> None:
         elif isinstance(v, list | tuple | frozenset):
             items = list(v)
         else:
-            raise CodecError(f"{cls.__name__}.{f.name}: a {type(v).__name__}, not a "
+            raise CodecError(f"{cls.__name__}.{name}: a {type(v).__name__}, not a "
                              "collection")
         for x in items:
             if x is None and none_ok:
                 continue
-            if type(x).__name__ not in want or not (dataclasses.is_dataclass(x)
-                                                    or isinstance(x, BaseModel)):
-                raise CodecError(f"{cls.__name__}.{f.name}: a {type(x).__name__[:60]} "
+            if type(x).__name__ not in want or not isinstance(x, Struct | BaseModel):
+                raise CodecError(f"{cls.__name__}.{name}: a {type(x).__name__[:60]} "
                                  f"where {' or '.join(sorted(want))} goes")
+
+
+def _annotations(cls: type[Struct]) -> dict[str, str]:
+    """Each field's annotation as written (the modules say ``from __future__ import
+    annotations``: strings, never evaluated here), a subclass's own over its base's."""
+    written: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        written.update({k: str(v) for k, v in vars(klass).get("__annotations__", {}).items()})
+    return {name: written.get(name, "") for name in cls.__struct_fields__}
 
 
 def _list(v: Any) -> list[Any]:

@@ -25,7 +25,8 @@ import datetime as dt
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from console.session.record.tape import Marker, Tape, index_at
 from console.session.record.when import parse_when as moment
@@ -49,8 +50,7 @@ _UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "second
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)")
 
 
-@dataclass(frozen=True)
-class When:
+class When(Struct, frozen=True):
     """What :func:`parse_when` read: a moment (``at``), or a move (``by`` seconds, its
     sign said when ``signed``; unsigned, the key chooses: ``j`` forward, ``J`` back)."""
 

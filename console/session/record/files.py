@@ -10,8 +10,9 @@ wrong (never a traceback). The recorder's reader
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from console.session.record.folder import NotARecording, recording_files
 from console.session.record.tape import Marker, Tape
@@ -73,8 +74,7 @@ def open_tape(path: Path) -> Tape:
     return tape
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(Struct, frozen=True):
     """One line of ``replay --list``: the file, its span, its polls and its incidents."""
 
     path: Path

@@ -17,12 +17,13 @@ import sqlite3
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import quote
 
 import zstandard
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model.history import History, quantile_over_time
 from console.model.model_figures import ModelFigures
@@ -138,8 +139,7 @@ def _span(v: Any) -> float:
     return x
 
 
-@dataclass(frozen=True)
-class _Chunk:
+class _Chunk(Struct, frozen=True):
     id: int
     seq0: int
     seq1: int
@@ -507,8 +507,7 @@ class SqliteTape:
 
 # -- what `replay --list` prints ---------------------------------------------------------
 
-@dataclass(frozen=True)
-class RecordingInfo:
+class RecordingInfo(Struct, frozen=True):
     path: Path
     profile: str | None = None
     started: float | None = None

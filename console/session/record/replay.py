@@ -23,9 +23,10 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from console.model import fmt
 from console.model.alerts import AlertBook, AlertEvent

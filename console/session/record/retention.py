@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 
 def remove(path: Path) -> bool:
@@ -32,8 +33,7 @@ def remove(path: Path) -> bool:
     return ok
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Struct, frozen=True):
     name: str
     path: Path
     mtime: float

@@ -36,11 +36,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import zstandard
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from console.model.history import History
 from console.model.snapshot import DeploymentSnapshot, PodSnapshot
@@ -122,8 +123,7 @@ def recordings_dir(state_dir: Path) -> Path:
     return state_dir / "recordings"
 
 
-@dataclass(frozen=True)
-class PollItem:
+class PollItem(Struct, frozen=True):
     """What the session hands the recorder after a poll: immutable values only."""
 
     state: ConsoleState
@@ -144,8 +144,7 @@ class _Points(History):
         self.got.append([slot, metric, t, value])
 
 
-@dataclass
-class _Encoder:
+class _Encoder(Struct):
     """Turns polls into chunk records; remembers what the next poll is told against."""
 
     layouts: dict[str, int] = field(default_factory=dict)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
+
+from msgspec import Struct
 
 from console.session.view import ConsoleState
 
 MarkerKind = Literal["alert", "operation", "xid", "watchdog", "recording", "clock"]
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(Struct, frozen=True):
     """Something that happened at a moment of the recording: an alert that fired or
     cleared, an operation (with its audit id), an Xid event, a watchdog decision, the
     recorder's own news (paused on a full disk, resumed), or a step of the wall clock

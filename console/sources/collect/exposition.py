@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
+from msgspec.structs import force_setattr
 
 from console.model.printable import has_controls, printable
 
@@ -25,8 +27,7 @@ group has one value (one engine: the usual case), those values' indices."""
 MAX_ERRORS_KEPT = 20
 
 
-@dataclass(frozen=True, eq=False)
-class Exposition:
+class Exposition(Struct, frozen=True, eq=False):
     """Samples of one scrape: ``samples[name][labels] = value``.
 
     A scrape read by a layout (``ParseMemo``) holds its values in the layout's order,
@@ -35,24 +36,22 @@ class Exposition:
     layout, and a dict per family of every poll of every slot would cost more than
     the rest of its reading."""
 
-    _samples: dict[str, dict[Labels, float]] | None = field(default=None, repr=False)
+    _samples: dict[str, dict[Labels, float]] | None = None
     types: dict[str, str] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     error_count: int = 0
     _index: dict[tuple[str, str], dict[str | None, list[tuple[Labels, float]]]] = field(
-        default_factory=dict, repr=False)
-    _sums: dict[tuple[str, str, str | None], dict[str, float]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict)
+    _sums: dict[tuple[str, str, str | None], dict[str, float]] = field(default_factory=dict)
     """Per-model sums already computed (``figures._View.by_model``)."""
-    _created: dict[tuple[str, str], dict[Labels, float]] = field(
-        default_factory=dict, repr=False)
+    _created: dict[tuple[str, str], dict[Labels, float]] = field(default_factory=dict)
     _parts: dict[tuple[str, str, str | None, tuple[str, ...]], dict[str, dict[Labels, float]]] \
-        = field(default_factory=dict, repr=False)
+        = field(default_factory=dict)
     """Per-model values by group and rank already reduced (``figures._View.parts``)."""
     """Per-model ``*_created`` series already read (``figures._family_reset``)."""
-    _layout: Layout | None = field(default=None, repr=False)
+    _layout: Layout | None = None
     """The layout this scrape was read by, if it was (``ParseMemo``)."""
-    _values: list[float] | None = field(default=None, repr=False)
+    _values: list[float] | None = None
     """With ``_layout``: the samples' values in its order."""
 
     @property
@@ -61,7 +60,7 @@ class Exposition:
             lay, values = self._layout, self._values
             built = {} if lay is None or values is None else {
                 name: lay.series(name, values) for name in lay.families}
-            object.__setattr__(self, "_samples", built)  # frozen: filled once, then kept
+            force_setattr(self, "_samples", built)  # frozen: filled once, then kept
             return built
         return self._samples
 
@@ -71,8 +70,11 @@ class Exposition:
         return (self.samples, self.types, self.errors, self.error_count) == (
             other.samples, other.types, other.errors, other.error_count)
 
-    # no __hash__: it holds dicts (a class that defines __eq__ alone, dataclass(eq=False)
-    # included, has __hash__ None)
+    # no __hash__: it holds dicts (a class that defines __eq__ alone has __hash__ None)
+
+    def __repr__(self) -> str:  # the caches and the layout are no part of what it says
+        return (f"Exposition(types={self.types!r}, errors={self.errors!r}, "
+                f"error_count={self.error_count})")
 
     def series(self, name: str) -> dict[Labels, float]:
         lay, values = self._layout, self._values
@@ -254,8 +256,7 @@ class ParseMemo:
         return self.heads
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Struct, frozen=True, eq=False):
     """What each line of a scrape was, for reading the next ones: a server's next scrape
     almost always has the same lines in the same order, only other values.
 
@@ -281,13 +282,18 @@ class Layout:
     """(name, model_name) → that family's series of that model: label sets, indices."""
     models: dict[str, tuple[str | None, ...]]
     """name → the ``model_name`` values of its series (None: without the label)."""
-    groupings: dict[tuple[str, str, str | None], Grouping] = field(
-        default_factory=dict, compare=False)
+    groupings: dict[tuple[str, str, str | None], Grouping] = field(default_factory=dict)
     """(family, model, label) → its ``Grouping``: what the figures work out from the
     layout alone, kept for its next scrapes (one per family and label the catalog asks,
     so bounded)."""
-    created_at: dict[str, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    created_at: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """model → where its ``*_created`` series sit among the values."""
+
+    def __eq__(self, other: object) -> bool:  # the lines it read, not what was worked out
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return (self.prefixes, self.cuts, self.families, self.by_model, self.models) == (
+            other.prefixes, other.cuts, other.families, other.by_model, other.models)
 
     def series(self, name: str, values: list[float]) -> dict[Labels, float]:
         """Family ``name`` of a scrape read by this layout, with its ``values``."""

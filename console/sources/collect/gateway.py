@@ -21,9 +21,11 @@ import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model.catalog import (
     GATEWAY,
@@ -249,8 +251,7 @@ def figures_by(later: Exposition, earlier: Exposition | None, window_s: float | 
     return out
 
 
-@dataclass
-class _UserSeries:
+class _UserSeries(Struct):
     day: dt.date
     baseline: float
     since: float

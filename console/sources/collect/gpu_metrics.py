@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from console.model.gpu_state import Gpu, GpuReport, XidRecord
 from console.model.snapshot import StopPlan

@@ -32,11 +32,11 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import h11
+from msgspec import Struct
 
 if TYPE_CHECKING:
     import ssl
@@ -77,8 +77,7 @@ class HttpError(Exception):
         return str(self)
 
 
-@dataclass(frozen=True)
-class Response:
+class Response(Struct, frozen=True):
     status_code: int
     headers: dict[str, str]
     content: bytes
@@ -99,8 +98,7 @@ class Response:
         return json.loads(self.content)
 
 
-@dataclass(frozen=True)
-class _Origin:
+class _Origin(Struct, frozen=True):
     scheme: str
     host: str
     port: int

@@ -16,8 +16,10 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from console.model.catalog import plots
 from console.model.history import History
@@ -63,8 +65,7 @@ def plotted_values(f: ModelFigures | None) -> dict[str, float | None]:
 
 
 
-@dataclass(frozen=True)
-class SlotRead:
+class SlotRead(Struct, frozen=True):
     """What one slot's poll read and judged its figures over: the scrape, when the
     earlier scrape its window starts from was taken, and since when its KV readings
     count (a recording keeps these; a replay computes the same figures from them)."""
@@ -75,8 +76,7 @@ class SlotRead:
     kv_from: float | None
 
 
-@dataclass(frozen=True)
-class PollRead:
+class PollRead(Struct, frozen=True):
     """One poll's raw readings beside the snapshot made of them."""
 
     snapshot: DeploymentSnapshot
@@ -90,8 +90,7 @@ class PollRead:
     """The one instant Prometheus evaluated this poll's queries at (``poll_instant``)."""
 
 
-@dataclass(frozen=True)
-class ProbeResult:
+class ProbeResult(Struct, frozen=True):
     """A slot's last completion probe, and how many in a row have failed."""
 
     at: float

@@ -14,8 +14,9 @@ import asyncio
 import math
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from console.model.catalog import (
     CATALOG,
@@ -237,8 +238,7 @@ class PromError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class PromClient:
+class PromClient(Struct, frozen=True):
     """Minimal Prometheus HTTP API client (instant and range queries)."""
 
     base_url: str

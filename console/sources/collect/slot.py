@@ -12,7 +12,8 @@ import asyncio
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from console.model.catalog import exposition_families
 from console.model.engines import DEFAULT, ENGINES, Engine, OverTime, engine
@@ -43,8 +44,7 @@ back costs the loop (and a thread parses under the same GIL anyway). Anything la
 to 8 MB from a misconfigured target, goes to a thread, so keys and paints go on."""
 
 
-@dataclass(frozen=True)
-class SlotProbe:
+class SlotProbe(Struct, frozen=True):
     """Raw result of polling one slot once."""
 
     target: SlotTarget

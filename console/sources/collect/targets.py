@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from pod_agent.profile import Profile
 
 
-@dataclass(frozen=True)
-class SlotTarget:
+class SlotTarget(Struct, frozen=True):
     slot: str
     served_model_name: str
     port: int

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import builtins
 import math
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from msgspec import Struct, field
+from msgspec.structs import force_setattr
 
 BILLING = ("RUNNING", "STARTING", "PROVISIONING")
 """Statuses in which a machine costs money."""
@@ -93,8 +95,7 @@ class UnknownOutcomeError(ProviderError):
         self.name = name
 
 
-@dataclass(frozen=True)
-class MachineSpec:
+class MachineSpec(Struct, frozen=True):
     """What to create, in words every GPU cloud has."""
 
     name: str
@@ -108,8 +109,7 @@ class MachineSpec:
     env: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Struct, frozen=True):
     """One rented GPU machine as provisioning and the header see it."""
 
     id: str
@@ -127,12 +127,10 @@ class Machine:
     ssh_endpoint: tuple[str, int] | None = None
     ports: dict[int, int] = field(default_factory=dict)
     """Private port → public port (direct TCP mappings)."""
-    raw: Any = field(default=None, compare=False, repr=False)
-    """The provider's own record, for what only it knows."""
 
     def __post_init__(self) -> None:
         # the one record every provider builds: no cost gets past it that is not a price
-        object.__setattr__(self, "cost_per_hr", sane_cost(self.cost_per_hr))
+        force_setattr(self, "cost_per_hr", sane_cost(self.cost_per_hr))
 
     @property
     def cost(self) -> float | None:

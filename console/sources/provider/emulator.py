@@ -16,9 +16,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import Struct, field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -36,8 +36,7 @@ PRICES = {"NVIDIA RTX PRO 6000 Blackwell Server Edition": 2.09,
           "NVIDIA A100-SXM4-80GB": 1.74, "NVIDIA A100 80GB PCIe": 1.64}
 
 
-@dataclass
-class HostInfo:
+class HostInfo(Struct):
     """Where an emulated pod's SSH answers, and a handle to stop that host."""
 
     ssh_host: str
@@ -47,8 +46,7 @@ class HostInfo:
     stop: Callable[[], None] | None = None
 
 
-@dataclass
-class EmulatorState:
+class EmulatorState(Struct):
     api_key: str = "rp-test-key"
     stock: dict[str, int] = field(default_factory=dict)
     """GPU type id → GPUs free; a create takes ``count`` of them."""

@@ -135,10 +135,10 @@ class Pod(BaseModel):
                        gpu_type=self.gpu.id if self.gpu else None,
                        gpu_count=self.gpu.count if self.gpu else 0, cost_per_hr=self.cost,
                        cuda=self.cudaVersion, started_at=self.startedAt,
-                       ssh_endpoint=self.ssh_endpoint, ports=ports, raw=self)
+                       ssh_endpoint=self.ssh_endpoint, ports=ports)
 
 
-class CreateSpec(MachineSpec):
+class CreateSpec(MachineSpec, frozen=True):
     """A :class:`MachineSpec` as RunPod's v2 create body."""
 
     @staticmethod

@@ -15,8 +15,8 @@ process.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from msgspec import Struct
 from rich.text import Text
 
 BRAILLE = 0x2800
@@ -25,8 +25,7 @@ DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 FULL = chr(BRAILLE + 0xFF)
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(Struct, frozen=True):
     """One line of the plot."""
 
     name: str
@@ -39,8 +38,7 @@ class Series:
     series are told apart without colour)."""
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Struct, frozen=True):
     """A line across (a threshold: ``at`` is a y) or down (a replay's cursor: an x)."""
 
     at: float
@@ -49,8 +47,7 @@ class Rule:
     """A threshold's value, written on the axis at its row (in its colour)."""
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(Struct, frozen=True):
     title: str
     series: tuple[Series, ...] = ()
     x_range: tuple[float, float] = (0.0, 1.0)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from textual.strip import Strip
 
 from console.model.history import History
@@ -107,8 +107,7 @@ def tick_label(v: float, step: float) -> str:
     return f"{v:.{min(decimals, 6)}f}"
 
 
-@dataclass(frozen=True)
-class SeriesLayout:
+class SeriesLayout(Struct, frozen=True):
     """What a series plot shows, decided from the data alone (``series_layout``)."""
 
     series: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
