@@ -16,6 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from msgspec import field
 
 from console.config.render import PodAddress, render_targets
 from console.sources.collect.http import HttpClient
@@ -128,8 +129,8 @@ def _wait_for_history(s: SimpleNamespace, seconds: int) -> None:
     raise AssertionError(f"the global Prometheus holds {n} samples, not {seconds} s worth")
 
 
-class Counting(PromClient):
-    queries: list[str]
+class Counting(PromClient, frozen=True):
+    queries: list[str] = field(default_factory=list)
 
     async def query(self, expr, at=None):  # type: ignore[no-untyped-def]
         self.queries.append(expr)
@@ -140,7 +141,6 @@ async def _fleet(url: str, at: float, pods=None):
     client = HttpClient()
     try:
         prom = Counting(url, client, 10.0)
-        object.__setattr__(prom, "queries", [])
         figs, kv = await fetch_fleet(prom, 30.0, pods, at)
         return figs, kv, prom.queries
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from msgspec.structs import replace
 from pydantic import SecretStr
 
 from console.config.render import PodAddress, render_litellm, render_targets
@@ -174,7 +175,7 @@ async def test_a_stopped_slot_fails_chat_streaming_and_its_target(stack) -> None
 async def test_a_removed_alias_fails_its_checks(stack) -> None:
     targets = targets_for(stack.good, "127.0.0.1")
     plan = plan_for(stack.good, targets, _settings(stack))
-    plan = SmokePlan(**{**plan.__dict__, "aliases": {**plan.aliases, "tiny-gone": "tiny"}})
+    plan = replace(plan, aliases={**plan.aliases, "tiny-gone": "tiny"})
     got = await _smoke(plan)
     assert got["aliases listed"] == (False, "missing from /v1/models: tiny-gone")
     assert got["aliases answer"][0] is False and "tiny-gone: HTTP 400" in \
