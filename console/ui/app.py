@@ -165,6 +165,15 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         return not self.view.read_only
 
     # -- lifecycle -----------------------------------------------------------------
+    def get_default_screen(self) -> Screen[Any]:
+        """The console's screen is the app's first (no blank one under it to compose,
+        style and draw first); its numbers come with the first poll, in ``on_mount``."""
+        if self.wall:
+            from console.ui.screens.wall import WallScreen
+
+            return WallScreen(self.console_state(), self.view.rotate_s)
+        return MainScreen(self.console_state(), tuple(self.log_lines))
+
     async def on_mount(self) -> None:
         self._mounted_at = time.monotonic()
         view = self.view
@@ -183,17 +192,6 @@ class PodConsoleApp(NoColorEmphasis, Themed, App[Any]):
         # once and fills in when it answers. Painting twice costs the first frame ~50 ms.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._polled.wait(), FIRST_PAINT_WAIT_S)
-        if self.wall:
-            from console.ui.screens.wall import WallScreen
-
-            await self.push_screen(WallScreen(self.console_state(), view.rotate_s))
-        else:
-            await self.push_screen(MainScreen(self.console_state(), tuple(self.log_lines)))
-        # Textual's start-up batch is open here and drops this screen's first frame with
-        # the repaints it consumed: the next would hold only what changed since (not the
-        # table, a frame later). Every widget repainted: the first frame written is whole.
-        for widget in self.screen.walk_children():
-            widget.refresh()
         # the cropping writer, once the first frame is out: its check would cost it ~8 ms
         from console.ui.widgets import partial_writes
         self.call_after_refresh(partial_writes.install)
