@@ -22,6 +22,11 @@ from console.ui.widgets.panels import UNDER, active_line, history_line
 
 
 class AlertHistoryScreen(ConsoleScreen):
+    DEFAULT_CSS = """
+    #ahist { height: 1fr; }
+    #aactive { height: auto; border: round $warning; padding: 0 1; }
+    #aevents { height: auto; border: round $primary; padding: 0 1; }
+    """
     BINDINGS = [Binding("escape,backspace,A", "app.pop_screen", "back", id="back"),
                 Binding("up,k", "cursor(-1)", "up", show=False),
                 Binding("down,j", "cursor(1)", "down", show=False),

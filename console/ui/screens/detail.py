@@ -107,6 +107,12 @@ def figures_table(s: SlotSnapshot, now: float, per_row: int = 2,
 
 
 class SlotDetailScreen(ConsoleScreen):
+    DEFAULT_CSS = """
+    #dfig { height: auto; padding: 0 1; border: round $primary; }
+    #dbody { height: 1fr; }
+    #dlog { height: auto; min-height: 6; border: round $secondary; }
+    SlotDetailScreen.short #dplots { display: none; }
+    """
     BINDINGS = [Binding("escape,backspace", "app.pop_screen", "back", id="back"),
                 Binding("l", "reload_logs", "reload logs", id="logs"),
                 Binding("ctrl+r,f5", "app.refresh_now", "refresh", id="refresh"),

@@ -25,6 +25,9 @@ def log_text(t: float, text: str, style: str) -> Text:
 
 
 class LogScreen(ConsoleScreen):
+    DEFAULT_CSS = """
+    #llog { height: 1fr; border: round $primary; }
+    """
     BINDINGS = [Binding("escape", "back", "back", id="back"),
                 Binding("slash", "search", "search", id="search"),
                 Binding("question_mark", "app.help", "help", id="help"),

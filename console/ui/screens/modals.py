@@ -26,6 +26,12 @@ from pod_agent.profile import MAX_GPU_UTIL_PER_GPU
 class ConfirmScreen(ModalScreen[bool]):
     """A dangerous operation asks first; Enter/y confirms, Escape/n cancels."""
 
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical { width: 70; max-width: 95%; height: auto; border: thick $error;
+                               background: $surface; padding: 1 2; }
+    ConfirmScreen Horizontal { height: auto; align: center middle; margin-top: 1; }
+    """
     BINDINGS = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
                 Binding("escape", "answer(False)", "cancel", show=False)]
 
@@ -60,6 +66,14 @@ class ProgressScreen(ModalScreen[None]):
     in it. The elapsed time ticks every second; no ETA is guessed for steps of unknown
     length (a P2P probe takes 5 s or 90 s)."""
 
+    DEFAULT_CSS = """
+    ProgressScreen { align: center middle; }
+    ProgressScreen > Vertical { width: 90; max-width: 98%; height: 20; max-height: 95%;
+                                border: thick $primary; background: $surface; padding: 0 1; }
+    ProgressScreen ProgressBar { margin: 1 0; }
+    ProgressScreen RichLog { height: 1fr; }
+    ProgressScreen #pstep { width: 1fr; }
+    """
     BINDINGS = [Binding("escape", "hide", "hide"), Binding("c", "cancel_op", "cancel")]
     CLOSING_KEYS = frozenset({"escape", "enter", "space"})
     """Keys that only close a finished dialog; every other key closes it and goes on to
@@ -262,6 +276,11 @@ def _key_name(key: str) -> str:
 class HelpScreen(ModalScreen[None]):
     """Generated from the bindings, so it can never disagree with the keys."""
 
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 100; max-width: 98%; height: auto; max-height: 95%;
+                                  border: thick $primary; background: $surface; padding: 1 2; }
+    """
     BINDINGS = [Binding("escape,q,question_mark", "close", "close")]
 
     def __init__(self, rows: list[tuple[str, str, bool, bool]],
@@ -313,6 +332,11 @@ class FatalScreen(ModalScreen[None]):
 
     Stays up until a key is pressed, so a wall display shows why it stopped."""
 
+    DEFAULT_CSS = """
+    FatalScreen { align: center middle; }
+    FatalScreen > Vertical { width: 100; max-width: 98%; height: auto; max-height: 95%;
+                             border: thick $error; background: $surface; padding: 1 2; }
+    """
     BINDINGS = [Binding("escape,q,enter", "close", "quit")]
 
     def __init__(self, problem: str) -> None:
@@ -336,6 +360,11 @@ class WatchdogScreen(ModalScreen[dict | None]):
     extension, arm, disarm, or stop now. Returns the watchdog operation's arguments."""
 
     AUTO_FOCUS = ""  # keys pick; the two fields are clicked or tabbed into
+    DEFAULT_CSS = """
+    WatchdogScreen { align: center middle; }
+    WatchdogScreen > Vertical { width: 60; height: auto; border: thick $warning;
+                                background: $surface; padding: 1 2; }
+    """
     BINDINGS = [Binding("1", "pick('extend', '+1h')", "+1 h"),
                 Binding("2", "pick('extend', '+2h')", "+2 h"),
                 Binding("t", "until", "until HH:MM"),
@@ -439,6 +468,15 @@ class WatchdogScreen(ModalScreen[dict | None]):
 class RebalanceScreen(ModalScreen[dict[str, float] | None]):
     """Current vs proposed gpu_util per slot, validated as typed."""
 
+    DEFAULT_CSS = """
+    RebalanceScreen { align: center middle; }
+    RebalanceScreen > Vertical { width: 96; max-width: 98%; height: auto; max-height: 95%;
+                                 border: thick $warning; background: $surface; padding: 1 2; }
+    RebalanceScreen Horizontal { height: auto; }
+    RebalanceScreen Input { width: 12; }
+    RebalanceScreen .name { width: 12; padding: 1 0; }
+    RebalanceScreen .info { width: 1fr; padding: 1 1; }
+    """
     BINDINGS = [Binding("escape", "cancel", "cancel"), Binding("ctrl+s", "apply", "apply"),
                 # Tab moves the focus in the app's own key loop (priority), before the keys
                 # typed after it are handed on: not so, a burst's "\t0.21" sent its "0" to

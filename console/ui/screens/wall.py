@@ -57,6 +57,12 @@ def overview_table(slots: tuple[SlotSnapshot, ...],
 
 
 class WallScreen(ConsoleScreen):
+    DEFAULT_CSS = """
+    #wfocus { height: auto; border: round $accent; padding: 0 1; display: none; }
+    #wview { height: 1; background: $boost; padding: 0 1; }
+    WallScreen.short #wplots { display: none; }
+    WallScreen #wplots { min-height: 8; }
+    """
     BINDINGS = [*COMMON_BINDINGS, Binding("space", "next", "next view", id="next")]
 
     def __init__(self, state: ConsoleState, rotate_s: float = 15.0) -> None:

@@ -217,7 +217,15 @@ def stop_digits(left_s: float) -> tuple[str, str]:
 
 
 class WallBoard(Horizontal):
-    DEFAULT_CSS = "WallBoard { height: auto; }"
+    # a wall across a room: 5-row digits where the terminal (or the browser's fitted
+    # font) leaves room for them (WallScreen sets .tall)
+    DEFAULT_CSS = """
+    WallBoard { height: auto; }
+    WallBoard.tall Metric { height: 5; }
+    WallBoard.tall Metric > Digits { display: none; }
+    WallBoard.tall Metric > BigDigits { display: block; }
+    WallBoard.tall Metric > Label { padding: 2 0 0 1; }
+    """
 
     def __init__(self, slots: tuple[str, ...], **kw: Any) -> None:
         super().__init__(**kw)
