@@ -10,6 +10,7 @@ types, listed by name); nothing named in a file is ever imported.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
@@ -243,6 +244,7 @@ def check_fields(cls: type, values: dict[str, Any]) -> None:
                                  f"where {' or '.join(sorted(want))} goes")
 
 
+@functools.cache  # per class: every value read back of it asks
 def _annotations(cls: type[Struct]) -> dict[str, str]:
     """Each field's annotation as written (the modules say ``from __future__ import
     annotations``: strings, never evaluated here), a subclass's own over its base's."""
