@@ -184,10 +184,10 @@ def test_watch_through_the_cli_exits_1_with_the_problem(tmp_path) -> None:
 
 
 def test_the_first_frame_written_holds_the_table_with_the_rest(demo, demo_env) -> None:
-    """Issue 47: the first frame the console writes is whole. The main screen is pushed
-    while Textual's start-up batch is open, which drops the frame rendered then and the
-    repaints it consumed; the frame written next held only what changed after it (header,
-    alerts, log, key bar) and the slot table came a frame (~13 ms) later. Read as a terminal
+    """Issue 47: the first frame the console writes is whole. Frames rendered while
+    Textual's start-up batch is open are dropped, with the repaints they consumed: a main
+    screen pushed then once had its next frame hold only what changed after (header,
+    alerts, log, key bar) and the slot table a frame (~13 ms) later. Read as a terminal
     would: once the key bar is on screen, the table's header is too."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
